@@ -1,0 +1,321 @@
+"""repros/<id>/entry.yaml -> frozen Entry records: signature, claims and variants.
+
+An entry directory holds:
+  entry.yaml   what the harness needs, parsed once from the document (this module's input)
+  source.md    the knowledge-base document, verbatim; never edited
+  document.md  the entry's own document; write-back fills its marked blocks
+  repro.py     the standalone reproducer (torch and lightning only)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "KINDS",
+    "Claims",
+    "Entry",
+    "EntryError",
+    "Signature",
+    "Variant",
+    "VersionClaim",
+    "load_entries",
+    "load_entry",
+]
+
+KINDS = ("baseline", "workaround", "dead_end", "control")
+DEVICES = ("cpu", "cuda")
+PRECISIONS = ("fp32", "fp16", "bf16")
+ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)*$")
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+class EntryError(Exception):
+    def __init__(self, path: str | os.PathLike[str], line: int | None, message: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.message = message
+        where = f"{self.path}:{line}" if line else self.path
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Signature:
+    type: str  # exception class name, plain or dotted
+    message: str  # regular expression, searched in str(exception)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"type": self.type, "message": self.message}
+
+
+@dataclass(frozen=True)
+class VersionClaim:
+    spec: str  # e.g. "torch>=1.10"
+    status: str  # e.g. "active"
+    introduced: str | None = None
+    deprecated: str | None = None
+
+
+@dataclass(frozen=True)
+class Claims:
+    verification: str | None = None  # e.g. "ai_generated"
+    fix_rate: float | None = None  # 0..1
+    version_table: tuple[VersionClaim, ...] = ()
+    conditions: tuple[str, ...] = ()  # conditions the document names, as text
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    kind: str  # one of KINDS
+    description: str
+    devices: tuple[str, ...] = DEVICES
+    precisions: tuple[str, ...] = PRECISIONS
+    signature: Signature | None = None  # overrides the entry's signature for this variant
+    claim_ref: str | None = None  # "workaround 1", "dead end 2", "solution 3"
+    claimed_rate: float | None = None  # success rate (workaround) or failure rate (dead end)
+    reading: str | None = None  # "literal" or "sensible" where the document is ambiguous
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    dir: Path
+    title: str
+    signature: Signature
+    claims: Claims
+    variants: tuple[Variant, ...]
+    source: Path  # verbatim original
+    document: Path  # write-back target
+    repro: Path
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(f"{self.id} has no variant {name!r}")
+
+
+# -- YAML with line numbers -------------------------------------------------------------
+
+
+class _Lines(dict):  # type: ignore[type-arg]
+    """A mapping that remembers the line of itself and of each key (1-based)."""
+
+    line: int = 0
+    key_lines: dict[str, int]
+
+
+def _plain(node: yaml.Node, path: Path) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        out = _Lines()
+        out.line = node.start_mark.line + 1
+        out.key_lines = {}
+        for key_node, value_node in node.value:
+            key = _plain(key_node, path)
+            if not isinstance(key, str):
+                raise EntryError(path, key_node.start_mark.line + 1, "keys must be strings")
+            if key in out:
+                raise EntryError(path, key_node.start_mark.line + 1, f"duplicate key {key!r}")
+            out[key] = _plain(value_node, path)
+            out.key_lines[key] = key_node.start_mark.line + 1
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_plain(n, path) for n in node.value]
+    # scalars: construct safely with the SafeLoader's resolvers (ints, floats, null, bool)
+    return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+
+
+def _load_yaml(path: Path) -> _Lines:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise EntryError(path, None, f"cannot read: {exc.strerror}") from exc
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else None
+        raise EntryError(path, line, f"not valid YAML: {exc.problem}") from exc
+    if not isinstance(node, yaml.MappingNode):
+        raise EntryError(path, 1, "entry.yaml must be a mapping of fields")
+    return _plain(node, path)
+
+
+def _check_keys(data: _Lines, allowed: set[str], required: set[str], path: Path, what: str) -> None:
+    for key in data:
+        if key not in allowed:
+            raise EntryError(
+                path, data.key_lines[key], f"unknown key {key!r} in {what}; allowed: {sorted(allowed)}"
+            )
+    missing = sorted(required - set(data))
+    if missing:
+        raise EntryError(path, data.line, f"{what} is missing required key(s) {missing}")
+
+
+def _rate(value: Any, path: Path, line: int, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise EntryError(path, line, f"{what} must be a fraction between 0 and 1, got {value!r}")
+    return float(value)
+
+
+def _signature(data: Any, path: Path, line: int, what: str) -> Signature:
+    if not isinstance(data, Mapping):
+        raise EntryError(path, line, f"{what} must be a mapping with 'type' and 'message'")
+    _check_keys(data, {"type", "message"}, {"type", "message"}, path, what)  # type: ignore[arg-type]
+    try:
+        re.compile(str(data["message"]))
+    except re.error as exc:
+        raise EntryError(path, data.key_lines["message"], f"{what}.message is not a valid regular expression: {exc}") from exc  # type: ignore[attr-defined]
+    return Signature(type=str(data["type"]), message=str(data["message"]))
+
+
+def _axis(data: _Lines, key: str, allowed: tuple[str, ...], path: Path) -> tuple[str, ...]:
+    if key not in data:
+        return allowed
+    values = data[key]
+    line = data.key_lines[key]
+    if not isinstance(values, list) or not values:
+        raise EntryError(path, line, f"{key} must be a non-empty list drawn from {list(allowed)}")
+    for v in values:
+        if v not in allowed:
+            raise EntryError(path, line, f"unknown {key[:-1]} {v!r}; allowed: {list(allowed)}")
+    return tuple(values)
+
+
+def _variant(data: Any, path: Path, line: int) -> Variant:
+    if not isinstance(data, _Lines):
+        raise EntryError(path, line, "each variant must be a mapping")
+    allowed = {"name", "kind", "description", "devices", "precisions", "signature", "claim", "reading"}
+    _check_keys(data, allowed, {"name", "kind", "description"}, path, "variant")
+    name = str(data["name"])
+    if not NAME_PATTERN.match(name):
+        raise EntryError(path, data.key_lines["name"], f"variant name {name!r} must match {NAME_PATTERN.pattern}")
+    kind = data["kind"]
+    if kind not in KINDS:
+        raise EntryError(path, data.key_lines["kind"], f"unknown variant kind {kind!r}; allowed: {list(KINDS)}")
+    claim_ref = None
+    claimed_rate = None
+    if "claim" in data:
+        claim = data["claim"]
+        cline = data.key_lines["claim"]
+        if not isinstance(claim, _Lines):
+            raise EntryError(path, cline, "claim must be a mapping with 'ref' and optional 'rate'")
+        _check_keys(claim, {"ref", "rate"}, {"ref"}, path, "claim")
+        claim_ref = str(claim["ref"])
+        claimed_rate = _rate(claim.get("rate"), path, cline, "claim.rate")
+    reading = data.get("reading")
+    if reading not in (None, "literal", "sensible"):
+        raise EntryError(path, data.key_lines["reading"], "reading must be 'literal' or 'sensible'")
+    signature = None
+    if "signature" in data:
+        signature = _signature(data["signature"], path, data.key_lines["signature"], "variant signature")
+    return Variant(
+        name=name,
+        kind=kind,
+        description=str(data["description"]).strip(),
+        devices=_axis(data, "devices", DEVICES, path),
+        precisions=_axis(data, "precisions", PRECISIONS, path),
+        signature=signature,
+        claim_ref=claim_ref,
+        claimed_rate=claimed_rate,
+        reading=reading,
+        line=data.line,
+    )
+
+
+def _claims(data: Any, path: Path, line: int) -> Claims:
+    if data is None:
+        return Claims()
+    if not isinstance(data, _Lines):
+        raise EntryError(path, line, "claims must be a mapping")
+    _check_keys(data, {"verification", "fix_rate", "version_table", "conditions"}, set(), path, "claims")
+    rows = []
+    for row in data.get("version_table") or []:
+        if not isinstance(row, _Lines):
+            raise EntryError(path, data.key_lines["version_table"], "each version_table row must be a mapping")
+        _check_keys(row, {"spec", "status", "introduced", "deprecated"}, {"spec", "status"}, path, "version_table row")
+        rows.append(
+            VersionClaim(
+                spec=str(row["spec"]),
+                status=str(row["status"]),
+                introduced=None if row.get("introduced") is None else str(row["introduced"]),
+                deprecated=None if row.get("deprecated") is None else str(row["deprecated"]),
+            )
+        )
+    return Claims(
+        verification=None if data.get("verification") is None else str(data["verification"]),
+        fix_rate=_rate(data.get("fix_rate"), path, data.key_lines.get("fix_rate", line), "fix_rate"),
+        version_table=tuple(rows),
+        conditions=tuple(str(c) for c in data.get("conditions") or ()),
+    )
+
+
+def load_entry(entry_dir: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> Entry:
+    """Load and validate one entry directory. ``root`` is the repros/ folder (for the id check)."""
+    entry_dir = Path(entry_dir)
+    path = entry_dir / "entry.yaml"
+    data = _load_yaml(path)
+    allowed = {"id", "title", "signature", "claims", "variants", "source", "document", "repro"}
+    _check_keys(data, allowed, {"id", "signature", "variants"}, path, "entry")
+    entry_id = str(data["id"])
+    if not ID_PATTERN.match(entry_id) or ".." in entry_id.split("/"):
+        raise EntryError(path, data.key_lines["id"], f"entry id {entry_id!r} must match {ID_PATTERN.pattern}")
+    if root is not None:
+        expected = entry_dir.resolve().relative_to(Path(root).resolve()).as_posix()
+        if expected != entry_id:
+            raise EntryError(path, data.key_lines["id"], f"entry id {entry_id!r} must equal its folder {expected!r}")
+    variants_data = data["variants"]
+    if not isinstance(variants_data, list) or not variants_data:
+        raise EntryError(path, data.key_lines["variants"], "variants must be a non-empty list")
+    variants = []
+    seen: dict[str, int | None] = {}
+    for raw in variants_data:
+        v = _variant(raw, path, data.key_lines["variants"])
+        if v.name in seen:
+            raise EntryError(path, v.line, f"duplicate variant name {v.name!r} (first at line {seen[v.name]})")
+        seen[v.name] = v.line
+        variants.append(v)
+    if not any(v.kind == "baseline" for v in variants):
+        raise EntryError(path, data.key_lines["variants"], "an entry needs at least one baseline variant")
+    files = {}
+    for key, default in (("source", "source.md"), ("document", "document.md"), ("repro", "repro.py")):
+        name = str(data.get(key, default))
+        target = (entry_dir / name).resolve()
+        if entry_dir.resolve() not in target.parents:
+            raise EntryError(path, data.key_lines.get(key, data.line), f"{key} {name!r} must stay inside {entry_dir}")
+        if not target.is_file():
+            raise EntryError(path, data.key_lines.get(key, data.line), f"{key} file {name!r} does not exist")
+        files[key] = target
+    return Entry(
+        id=entry_id,
+        dir=entry_dir,
+        title=str(data.get("title", entry_id)),
+        signature=_signature(data["signature"], path, data.key_lines["signature"], "signature"),
+        claims=_claims(data.get("claims"), path, data.key_lines.get("claims", data.line)),
+        variants=tuple(variants),
+        source=files["source"],
+        document=files["document"],
+        repro=files["repro"],
+    )
+
+
+def load_entries(root: str | os.PathLike[str]) -> tuple[Entry, ...]:
+    """Every entry under ``root`` (repros/), sorted by id. Fails on the first invalid one."""
+    root = Path(root)
+    entries = [load_entry(p.parent, root) for p in sorted(root.rglob("entry.yaml"))]
+    ids: dict[str, Path] = {}
+    for e in entries:
+        if e.id in ids:
+            raise EntryError(e.dir / "entry.yaml", None, f"entry id {e.id!r} also used by {ids[e.id]}")
+        ids[e.id] = e.dir
+    return tuple(sorted(entries, key=lambda e: e.id))

@@ -1,0 +1,97 @@
+"""One frozen record per (entry, variant, cell, trial): the unit the store keeps.
+
+The on-disk form is one JSON object per line with a ``schema`` field. ``SCHEMA`` is the
+version written now; older versions are migrated step by step on load (see store.py),
+newer ones are refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.outcomes import Outcome
+
+__all__ = ["SCHEMA", "Record", "RecordKey", "ExceptionInfo"]
+
+SCHEMA = 2
+
+
+@dataclass(frozen=True)
+class ExceptionInfo:
+    type: str  # qualified name, e.g. "RuntimeError" or "lightning...MisconfigurationException"
+    message: str
+    frame: str  # "file:line in function" of the frame that raised it
+    traceback: str = ""  # bounded text of the traceback
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> ExceptionInfo | None:
+        if not d:
+            return None
+        return cls(
+            type=str(d.get("type", "")),
+            message=str(d.get("message", "")),
+            frame=str(d.get("frame", "")),
+            traceback=str(d.get("traceback", "")),
+        )
+
+
+@dataclass(frozen=True, order=True)
+class RecordKey:
+    entry: str  # "pytorch/grad-scale-unscale-error"
+    variant: str  # "baseline-unused-submodule"
+    cell: str  # "py3.10-torch1.12.1-lightning2.1.4-cpu-fp16"
+    trial: int  # 0-based
+
+    @property
+    def id(self) -> str:
+        return f"{self.entry}::{self.variant}@{self.cell}#{self.trial}"
+
+
+@dataclass(frozen=True)
+class Record:
+    entry: str
+    variant: str
+    kind: str  # variant kind: baseline | workaround | dead_end | control
+    cell: str  # cell id
+    env: str  # environment id, e.g. "py3.10-torch1.12.1-lightning2.1.4"
+    device: str  # cpu | cuda
+    precision: str  # fp32 | fp16 | bf16
+    trial: int
+    outcome: Outcome
+    reason: str = ""  # why: unsupported/skipped/env_failed/crashed/timeout/wrong_result detail
+    exception: ExceptionInfo | None = None
+    checks: dict[str, Any] = field(default_factory=dict)  # postcondition name -> {ok, detail}
+    duration_s: float = 0.0
+    exit_code: int | None = None
+    signal: int | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    # the versions really installed in the environment (not the requested pins)
+    versions: dict[str, str] = field(default_factory=dict)  # python, torch, lightning, numpy
+    # the machine and harness that produced it
+    provenance: dict[str, str] = field(default_factory=dict)
+    started_at: str = ""  # ISO 8601 UTC
+    schema: int = SCHEMA
+
+    @property
+    def key(self) -> RecordKey:
+        return RecordKey(self.entry, self.variant, self.cell, self.trial)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["outcome"] = self.outcome.value
+        # schema first, so a human reading a line sees the version at once
+        return {"schema": self.schema, **{k: v for k, v in d.items() if k != "schema"}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Record:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown record fields: {sorted(unknown)}")
+        kwargs = dict(d)
+        kwargs["outcome"] = Outcome(d["outcome"])
+        kwargs["exception"] = ExceptionInfo.from_dict(d.get("exception"))
+        return cls(**kwargs)
