@@ -153,7 +153,9 @@ def _check_keys(data: _Lines, allowed: set[str], required: set[str], path: Path,
     for key in data:
         if key not in allowed:
             raise EntryError(
-                path, data.key_lines[key], f"unknown key {key!r} in {what}; allowed: {sorted(allowed)}"
+                path,
+                data.key_lines[key],
+                f"unknown key {key!r} in {what}; allowed: {sorted(allowed)}",
             )
     missing = sorted(required - set(data))
     if missing:
@@ -175,7 +177,11 @@ def _signature(data: Any, path: Path, line: int, what: str) -> Signature:
     try:
         re.compile(str(data["message"]))
     except re.error as exc:
-        raise EntryError(path, data.key_lines["message"], f"{what}.message is not a valid regular expression: {exc}") from exc  # type: ignore[attr-defined]
+        raise EntryError(
+            path,
+            data.key_lines["message"],
+            f"{what}.message is not a valid regular expression: {exc}",
+        ) from exc  # type: ignore[attr-defined]
     return Signature(type=str(data["type"]), message=str(data["message"]))
 
 
@@ -195,14 +201,27 @@ def _axis(data: _Lines, key: str, allowed: tuple[str, ...], path: Path) -> tuple
 def _variant(data: Any, path: Path, line: int) -> Variant:
     if not isinstance(data, _Lines):
         raise EntryError(path, line, "each variant must be a mapping")
-    allowed = {"name", "kind", "description", "devices", "precisions", "signature", "claim", "reading"}
+    allowed = {
+        "name",
+        "kind",
+        "description",
+        "devices",
+        "precisions",
+        "signature",
+        "claim",
+        "reading",
+    }
     _check_keys(data, allowed, {"name", "kind", "description"}, path, "variant")
     name = str(data["name"])
     if not NAME_PATTERN.match(name):
-        raise EntryError(path, data.key_lines["name"], f"variant name {name!r} must match {NAME_PATTERN.pattern}")
+        raise EntryError(
+            path, data.key_lines["name"], f"variant name {name!r} must match {NAME_PATTERN.pattern}"
+        )
     kind = data["kind"]
     if kind not in KINDS:
-        raise EntryError(path, data.key_lines["kind"], f"unknown variant kind {kind!r}; allowed: {list(KINDS)}")
+        raise EntryError(
+            path, data.key_lines["kind"], f"unknown variant kind {kind!r}; allowed: {list(KINDS)}"
+        )
     claim_ref = None
     claimed_rate = None
     if "claim" in data:
@@ -218,7 +237,9 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         raise EntryError(path, data.key_lines["reading"], "reading must be 'literal' or 'sensible'")
     signature = None
     if "signature" in data:
-        signature = _signature(data["signature"], path, data.key_lines["signature"], "variant signature")
+        signature = _signature(
+            data["signature"], path, data.key_lines["signature"], "variant signature"
+        )
     return Variant(
         name=name,
         kind=kind,
@@ -238,12 +259,22 @@ def _claims(data: Any, path: Path, line: int) -> Claims:
         return Claims()
     if not isinstance(data, _Lines):
         raise EntryError(path, line, "claims must be a mapping")
-    _check_keys(data, {"verification", "fix_rate", "version_table", "conditions"}, set(), path, "claims")
+    _check_keys(
+        data, {"verification", "fix_rate", "version_table", "conditions"}, set(), path, "claims"
+    )
     rows = []
     for row in data.get("version_table") or []:
         if not isinstance(row, _Lines):
-            raise EntryError(path, data.key_lines["version_table"], "each version_table row must be a mapping")
-        _check_keys(row, {"spec", "status", "introduced", "deprecated"}, {"spec", "status"}, path, "version_table row")
+            raise EntryError(
+                path, data.key_lines["version_table"], "each version_table row must be a mapping"
+            )
+        _check_keys(
+            row,
+            {"spec", "status", "introduced", "deprecated"},
+            {"spec", "status"},
+            path,
+            "version_table row",
+        )
         rows.append(
             VersionClaim(
                 spec=str(row["spec"]),
@@ -254,13 +285,17 @@ def _claims(data: Any, path: Path, line: int) -> Claims:
         )
     return Claims(
         verification=None if data.get("verification") is None else str(data["verification"]),
-        fix_rate=_rate(data.get("fix_rate"), path, data.key_lines.get("fix_rate", line), "fix_rate"),
+        fix_rate=_rate(
+            data.get("fix_rate"), path, data.key_lines.get("fix_rate", line), "fix_rate"
+        ),
         version_table=tuple(rows),
         conditions=tuple(str(c) for c in data.get("conditions") or ()),
     )
 
 
-def load_entry(entry_dir: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> Entry:
+def load_entry(
+    entry_dir: str | os.PathLike[str], root: str | os.PathLike[str] | None = None
+) -> Entry:
     """Load and validate one entry directory. ``root`` is the repros/ folder (for the id check)."""
     entry_dir = Path(entry_dir)
     path = entry_dir / "entry.yaml"
@@ -269,11 +304,17 @@ def load_entry(entry_dir: str | os.PathLike[str], root: str | os.PathLike[str] |
     _check_keys(data, allowed, {"id", "signature", "variants"}, path, "entry")
     entry_id = str(data["id"])
     if not ID_PATTERN.match(entry_id) or ".." in entry_id.split("/"):
-        raise EntryError(path, data.key_lines["id"], f"entry id {entry_id!r} must match {ID_PATTERN.pattern}")
+        raise EntryError(
+            path, data.key_lines["id"], f"entry id {entry_id!r} must match {ID_PATTERN.pattern}"
+        )
     if root is not None:
         expected = entry_dir.resolve().relative_to(Path(root).resolve()).as_posix()
         if expected != entry_id:
-            raise EntryError(path, data.key_lines["id"], f"entry id {entry_id!r} must equal its folder {expected!r}")
+            raise EntryError(
+                path,
+                data.key_lines["id"],
+                f"entry id {entry_id!r} must equal its folder {expected!r}",
+            )
     variants_data = data["variants"]
     if not isinstance(variants_data, list) or not variants_data:
         raise EntryError(path, data.key_lines["variants"], "variants must be a non-empty list")
@@ -282,19 +323,33 @@ def load_entry(entry_dir: str | os.PathLike[str], root: str | os.PathLike[str] |
     for raw in variants_data:
         v = _variant(raw, path, data.key_lines["variants"])
         if v.name in seen:
-            raise EntryError(path, v.line, f"duplicate variant name {v.name!r} (first at line {seen[v.name]})")
+            raise EntryError(
+                path, v.line, f"duplicate variant name {v.name!r} (first at line {seen[v.name]})"
+            )
         seen[v.name] = v.line
         variants.append(v)
     if not any(v.kind == "baseline" for v in variants):
-        raise EntryError(path, data.key_lines["variants"], "an entry needs at least one baseline variant")
+        raise EntryError(
+            path, data.key_lines["variants"], "an entry needs at least one baseline variant"
+        )
     files = {}
-    for key, default in (("source", "source.md"), ("document", "document.md"), ("repro", "repro.py")):
+    for key, default in (
+        ("source", "source.md"),
+        ("document", "document.md"),
+        ("repro", "repro.py"),
+    ):
         name = str(data.get(key, default))
         target = (entry_dir / name).resolve()
         if entry_dir.resolve() not in target.parents:
-            raise EntryError(path, data.key_lines.get(key, data.line), f"{key} {name!r} must stay inside {entry_dir}")
+            raise EntryError(
+                path,
+                data.key_lines.get(key, data.line),
+                f"{key} {name!r} must stay inside {entry_dir}",
+            )
         if not target.is_file():
-            raise EntryError(path, data.key_lines.get(key, data.line), f"{key} file {name!r} does not exist")
+            raise EntryError(
+                path, data.key_lines.get(key, data.line), f"{key} file {name!r} does not exist"
+            )
         files[key] = target
     return Entry(
         id=entry_id,
@@ -316,6 +371,8 @@ def load_entries(root: str | os.PathLike[str]) -> tuple[Entry, ...]:
     ids: dict[str, Path] = {}
     for e in entries:
         if e.id in ids:
-            raise EntryError(e.dir / "entry.yaml", None, f"entry id {e.id!r} also used by {ids[e.id]}")
+            raise EntryError(
+                e.dir / "entry.yaml", None, f"entry id {e.id!r} also used by {ids[e.id]}"
+            )
         ids[e.id] = e.dir
     return tuple(sorted(entries, key=lambda e: e.id))

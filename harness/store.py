@@ -9,6 +9,7 @@ migrates older schemas step by step and refuses newer ones.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -45,8 +46,17 @@ def _v1_to_v2(d: dict[str, Any]) -> dict[str, Any]:
     d["outcome"] = d.pop("status")
     d["stderr_tail"] = d.pop("tail", "")
     name = d.get("variant", "")
-    d.setdefault("kind", next((k for k in ("baseline", "workaround", "dead_end", "control")
-                               if name.replace("-", "_").startswith(k)), "baseline"))
+    d.setdefault(
+        "kind",
+        next(
+            (
+                k
+                for k in ("baseline", "workaround", "dead_end", "control")
+                if name.replace("-", "_").startswith(k)
+            ),
+            "baseline",
+        ),
+    )
     d["schema"] = 2
     return d
 
@@ -104,7 +114,9 @@ def _parse_file(path: Path, result: LoadResult) -> None:
                     f"mid-write): {str(exc)[:200]}"
                 )
             else:
-                result.warnings.append(f"{path}:{number}: corrupt record kept out: {str(exc)[:200]}")
+                result.warnings.append(
+                    f"{path}:{number}: corrupt record kept out: {str(exc)[:200]}"
+                )
             continue
         result.records.append(record)
 
@@ -163,10 +175,8 @@ class Store:
                 os.fsync(fd)
             except OSError as exc:
                 # leave no half line behind us: cut the file back to where we started
-                try:
+                with contextlib.suppress(OSError):
                     os.ftruncate(fd, size)
-                except OSError:
-                    pass
                 if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                     raise StoreError(
                         f"{path}: disk full while appending a record; the store is intact up to "

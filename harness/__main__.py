@@ -1,0 +1,122 @@
+"""Command line: python -m harness {run,list,report,merge} ..."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.config import Config
+from harness.plan import parse_shard
+
+__all__ = ["main"]
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", help="matrix.yaml profile (default: the file's default_profile)")
+    p.add_argument("--entry", action="append", default=[], metavar="GLOB", help="entry id filter")
+    p.add_argument(
+        "--variant", action="append", default=[], metavar="GLOB", help="variant name filter"
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="environment id filter, e.g. 'py3.10-torch1.12*'",
+    )
+    p.add_argument("--cell", action="append", default=[], metavar="GLOB", help="cell id filter")
+    p.add_argument("--shard", default="1/1", help="run shard K of N (by environment)")
+    p.add_argument("--matrix", default="matrix.yaml", help="matrix file, relative to the repo")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="harness", description=__doc__)
+    ap.add_argument("--repo", default=".", help="project root (matrix.yaml, repros/, results/)")
+    sub = ap.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="build/reuse environments and run the matrix")
+    _add_selection(run)
+    run.add_argument("--resume", action="store_true", help="skip jobs whose records are stored")
+    run.add_argument(
+        "--list", action="store_true", help="show cells, exclusions and jobs; run nothing"
+    )
+    run.add_argument(
+        "-j", "--jobs", type=int, default=None, help="parallel children (default: CPUs)"
+    )
+    run.add_argument(
+        "--timeout", type=float, default=None, help="seconds per run (default: matrix.yaml)"
+    )
+    run.add_argument(
+        "--memory-limit-mb", type=int, default=None, help="per child (default: matrix.yaml)"
+    )
+    run.add_argument("--machine", default=None, help="record file name (default: host name)")
+    run.add_argument("--envs-dir", default=None, help="where environments live (default: .envs)")
+    run.add_argument("--no-report", action="store_true", help="store records only")
+    ls = sub.add_parser("list", help="show cells, exclusions and jobs of a profile")
+    _add_selection(ls)
+    rep = sub.add_parser(
+        "report", help="render tables, HTML, JSON and write-back from stored records"
+    )
+    rep.add_argument(
+        "--check", action="store_true", help="write nothing; fail if outputs are stale"
+    )
+    merge = sub.add_parser("merge", help="add other machines' record files to results/records/")
+    merge.add_argument("sources", nargs="+", help="record files (.jsonl) or folders of them")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    console = Console(stderr=False, highlight=False)
+    repo = Path(args.repo).resolve()
+    if args.command == "merge":
+        from harness.store import Store
+
+        result = Store(repo / "results" / "records").merge(args.sources)
+        for w in result.warnings:
+            console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"merged: {result.added} records added, {result.duplicates} already present")
+        return 0
+    if args.command == "report":
+        from harness.tasks import render_reports
+
+        return render_reports(Config(repo=repo), console, check=args.check)
+    try:
+        shard = parse_shard(args.shard)
+    except ValueError as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        return 2
+    cfg = Config(
+        repo=repo,
+        profile=args.profile,
+        entries=tuple(args.entry),
+        variants=tuple(args.variant),
+        envs=tuple(args.env),
+        cells=tuple(args.cell),
+        shard=shard,
+        matrix_file=args.matrix,
+        list_only=args.command == "list" or getattr(args, "list", False),
+    )
+    if args.command == "run":
+        cfg.resume = args.resume
+        cfg.no_report = args.no_report
+        cfg.machine = args.machine
+        cfg.envs_root = args.envs_dir
+        cfg.timeout_s = args.timeout
+        cfg.memory_limit_mb = args.memory_limit_mb
+        if args.jobs is not None:
+            cfg.jobs = max(1, args.jobs)
+    from harness.tasks import RunState, run_steps
+
+    try:
+        return run_steps(RunState(config=cfg, console=console))
+    except KeyboardInterrupt:
+        console.print("[bold yellow]interrupted[/]")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Run one child process isolated: its own process group, a memory limit, a wall-clock
+timeout that ends the whole group, output captured to bounded files, the result read
+from a file and the exit status as the fallback.
+
+Isolation lives here alone, so that a cheaper scheme (a warm worker per environment) can
+replace it behind ``run_isolated`` without touching the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ChildResult", "ProcessGroups", "run_isolated", "tail_of"]
+
+TAIL_BYTES = 8192
+TERM_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    result: dict[str, Any] | None  # what the child wrote, or None if it wrote nothing usable
+    exit_code: int | None  # None when killed by a signal
+    signal: int | None
+    timed_out: bool
+    duration_s: float
+    stdout_tail: str
+    stderr_tail: str
+
+
+def tail_of(path: Path, limit: int = TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of a file as safe text (binary garbage replaced)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    # keep printable text and line breaks only: control bytes from a child stay out of reports
+    text = "".join(ch if ch.isprintable() or ch in "\n\t" else "\ufffd" for ch in text)
+    if size > limit:
+        text = f"[{size - limit} earlier bytes cut]\n" + text
+    return text
+
+
+class ProcessGroups:
+    """The process groups now running, so that an interrupt can end every one of them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: set[int] = set()
+        self.stopping = False
+
+    def add(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.add(pgid)
+
+    def discard(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.discard(pgid)
+
+    def kill_all(self) -> None:
+        self.stopping = True
+        with self._lock:
+            groups = list(self._groups)
+        for pgid in groups:
+            _signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + TERM_GRACE_S
+        while time.monotonic() < deadline and any(_group_alive(g) for g in groups):
+            time.sleep(0.05)
+        for pgid in groups:
+            _signal_group(pgid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _end_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the whole group, then SIGKILL what is left after a grace period."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(TERM_GRACE_S)
+    _signal_group(proc.pid, signal.SIGKILL)  # also grandchildren that outlived the leader
+    proc.wait()
+
+
+def run_isolated(
+    argv: list[str],
+    job: dict[str, Any],
+    timeout_s: float,
+    groups: ProcessGroups | None = None,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+) -> ChildResult:
+    """Run ``argv + [job.json, result.json]`` in a new session and collect what it left."""
+    with tempfile.TemporaryDirectory(prefix="harness-run-") as tmp:
+        work = Path(tmp)
+        job_path = work / "job.json"
+        result_path = work / "result.json"
+        job_path.write_text(json.dumps(job))
+        out_path, err_path = work / "stdout", work / "stderr"
+        started = time.monotonic()
+        timed_out = False
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(
+                [*argv, str(job_path), str(result_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,  # its own process group: a timeout ends all of it
+                cwd=cwd or tmp,
+                env=env,
+            )
+            if groups is not None:
+                groups.add(proc.pid)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _end_group(proc)
+            except BaseException:
+                _end_group(proc)  # Ctrl-C or any error here: never leave the child behind
+                raise
+            finally:
+                if groups is not None:
+                    groups.discard(proc.pid)
+            # a child that exited may have left a group behind (a forked grandchild)
+            _signal_group(proc.pid, signal.SIGKILL)
+        duration = time.monotonic() - started
+        result = None
+        if result_path.is_file() and not timed_out:
+            try:
+                loaded = json.loads(result_path.read_text())
+                result = loaded if isinstance(loaded, dict) and "outcome" in loaded else None
+            except (ValueError, UnicodeDecodeError):
+                result = None
+        rc = proc.returncode
+        return ChildResult(
+            result=result,
+            exit_code=rc if rc is not None and rc >= 0 else None,
+            signal=-rc if rc is not None and rc < 0 else None,
+            timed_out=timed_out,
+            duration_s=round(duration, 3),
+            stdout_tail=tail_of(out_path),
+            stderr_tail=tail_of(err_path),
+        )

@@ -1,0 +1,159 @@
+"""One job -> one Record: the child's own verdict, or the exit status when it left none."""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal as signals
+from typing import Any
+
+from harness.envs import CHILD, BuiltEnv
+from harness.outcomes import Outcome
+from harness.plan import Job
+from harness.proc import ChildResult, ProcessGroups, run_isolated
+from harness.records import ExceptionInfo, Record
+
+__all__ = ["env_failed_record", "fallback", "record_of", "run_job", "skipped_record"]
+
+CHILD_PROTOCOL = 1
+OOM_MARKERS = (
+    "MemoryError",
+    "std::bad_alloc",
+    "Cannot allocate memory",
+    "can't allocate memory",
+    "out of memory",
+)
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def job_file(job: Job, memory_limit_mb: int) -> dict[str, Any]:
+    v = job.variant
+    return {
+        "protocol": CHILD_PROTOCOL,
+        "repro": str(job.entry.repro),
+        "variant": v.name,
+        "device": job.cell.device,
+        "precision": job.cell.precision,
+        "signature": job.entry.signature.to_dict(),
+        "variant_signature": v.signature.to_dict() if v.signature else None,
+        "memory_limit_mb": memory_limit_mb,
+    }
+
+
+def fallback(child: ChildResult, timeout_s: float) -> tuple[Outcome, str]:
+    """Classify a child that left no result, from how it ended. Pure."""
+    if child.timed_out:
+        return Outcome.TIMEOUT, (
+            f"ran past the {timeout_s:g} s limit; its process group was ended "
+            f"(SIGTERM, then SIGKILL)"
+        )
+    if child.signal is not None:
+        try:
+            name = signals.Signals(child.signal).name
+        except ValueError:
+            name = f"signal {child.signal}"
+        if child.signal == signals.SIGKILL and any(m in child.stderr_tail for m in OOM_MARKERS):
+            return Outcome.CRASHED, f"out of memory: killed by {name}"
+        return Outcome.CRASHED, f"killed by {name} without a Python exception"
+    if any(m in child.stderr_tail for m in OOM_MARKERS):
+        return Outcome.CRASHED, f"out of memory: exit status {child.exit_code} without a result"
+    return Outcome.CRASHED, f"exit status {child.exit_code} without a result"
+
+
+def _base(job: Job) -> dict[str, Any]:
+    return {
+        "entry": job.entry.id,
+        "variant": job.variant.name,
+        "kind": job.variant.kind,
+        "cell": job.cell.id,
+        "env": job.cell.env.id,
+        "device": job.cell.device,
+        "precision": job.cell.precision,
+        "trial": job.trial,
+    }
+
+
+def record_of(
+    job: Job,
+    child: ChildResult,
+    timeout_s: float,
+    provenance: dict[str, str],
+    started_at: str,
+    env_versions: dict[str, str],
+) -> Record:
+    res = child.result
+    if res is not None:
+        outcome = Outcome(res["outcome"])
+        reason = str(res.get("reason", ""))
+        exception = ExceptionInfo.from_dict(res.get("exception"))
+        checks = dict(res.get("checks") or {})
+        if res.get("warnings"):
+            checks["_warnings"] = list(res["warnings"])
+        versions = {k: str(v) for k, v in (res.get("versions") or env_versions).items()}
+    else:
+        outcome, reason = fallback(child, timeout_s)
+        exception, checks, versions = None, {}, dict(env_versions)
+    return Record(
+        **_base(job),
+        outcome=outcome,
+        reason=reason,
+        exception=exception,
+        checks=checks,
+        duration_s=child.duration_s,
+        exit_code=child.exit_code,
+        signal=child.signal,
+        stdout_tail=child.stdout_tail,
+        stderr_tail=child.stderr_tail,
+        versions=versions,
+        provenance=provenance,
+        started_at=started_at,
+    )
+
+
+def run_job(
+    job: Job,
+    built: BuiltEnv,
+    *,
+    timeout_s: float,
+    memory_limit_mb: int,
+    provenance: dict[str, str],
+    groups: ProcessGroups | None = None,
+) -> Record:
+    started_at = now()
+    child = run_isolated(
+        [str(built.python), "-I", str(CHILD)],
+        job_file(job, memory_limit_mb),
+        timeout_s,
+        groups=groups,
+    )
+    env_versions = {k: v for k, v in built.probe.items() if k != "cuda_available"}
+    return record_of(job, child, timeout_s, provenance, started_at, env_versions)
+
+
+def env_failed_record(job: Job, reason: str, provenance: dict[str, str]) -> Record:
+    return Record(
+        **_base(job),
+        outcome=Outcome.ENV_FAILED,
+        reason=reason,
+        versions={
+            "python_requested": job.cell.env.python,
+            "torch_requested": job.cell.env.torch,
+            "lightning_requested": job.cell.env.lightning,
+        },
+        provenance=provenance,
+        started_at=now(),
+    )
+
+
+def skipped_record(job: Job, reason: str, built: BuiltEnv, provenance: dict[str, str]) -> Record:
+    versions = {k: v for k, v in built.probe.items() if k != "cuda_available"}
+    return Record(
+        **_base(job),
+        outcome=Outcome.SKIPPED,
+        reason=reason,
+        versions=versions,
+        provenance=provenance,
+        started_at=now(),
+    )
