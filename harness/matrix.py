@@ -1,0 +1,739 @@
+"""matrix.yaml -> validated axes, rules and profiles -> cells.
+
+Loading validates everything and names the offending line; expanding is a pure function
+over the loaded data (no I/O), so the whole module is tested without any environment.
+
+The YAML is read as a node tree (``yaml.compose`` with the safe loader): nothing is
+constructed from tags, and every value keeps the line it came from.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import NoReturn
+
+import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+__all__ = [
+    "AXES",
+    "DEVICES",
+    "FORMAT_VERSION",
+    "PRECISIONS",
+    "VERSION_AXES",
+    "Cell",
+    "Environment",
+    "EnvironmentRow",
+    "Excluded",
+    "Expansion",
+    "Matrix",
+    "MatrixError",
+    "Profile",
+    "Rule",
+    "describe",
+    "load_matrix",
+]
+
+FORMAT_VERSION = 1
+AXES = ("python", "torch", "lightning", "device", "precision")
+VERSION_AXES = ("python", "torch", "lightning")
+# Closed sets, in the order reports show them.
+DEVICES = ("cpu", "cuda")
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+_DEFAULT_TRIALS = 1
+_DEFAULT_TIMEOUT_S = 300.0
+_DEFAULT_MEMORY_LIMIT_MB = 8192
+_SPECIFIER_START = "<>=!~"
+_PYTHON_RE = re.compile(r"^\d+\.\d+$")
+_STR_TAG = "tag:yaml.org,2002:str"
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+
+
+class MatrixError(Exception):
+    """An invalid matrix file: ``str()`` is ``path:line: what is wrong (and what to do)``."""
+
+    def __init__(self, path: str, line: int | None, message: str) -> None:
+        self.path = path
+        self.line = line
+        self.message = message
+        where = path if line is None else f"{path}:{line}"
+        super().__init__(f"{where}: {message}")
+
+
+# --- ordering ---------------------------------------------------------------------------
+# Versions sort as versions ("1.9" < "1.10"), not as strings; devices and precisions in
+# the order of DEVICES and PRECISIONS. An unparseable value (only possible when a record
+# is built by hand, never from a loaded matrix) sorts after every version, by its text.
+
+
+def _version_key(text: str) -> tuple[int, Version | str]:
+    try:
+        return (0, Version(text))
+    except InvalidVersion:
+        return (1, text)
+
+
+def _choice_key(text: str, order: tuple[str, ...]) -> tuple[int, str]:
+    return (order.index(text), "") if text in order else (len(order), text)
+
+
+@functools.total_ordering
+@dataclass(frozen=True)
+class Environment:
+    """One virtualenv: an interpreter, a torch, a lightning and the pins old releases need."""
+
+    python: str  # "3.10" (major.minor)
+    torch: str  # "1.12.1", an exact release
+    lightning: str  # "2.1.4", an exact release
+    pins: tuple[str, ...] = ()  # extra requirement strings, e.g. ("numpy<2",)
+    find_links: tuple[str, ...] = ()  # local wheel folders, used where they exist
+
+    @property
+    def id(self) -> str:
+        return f"py{self.python}-torch{self.torch}-lightning{self.lightning}"
+
+    def requirements(self) -> tuple[str, ...]:
+        return (f"torch=={self.torch}", f"lightning=={self.lightning}", *self.pins)
+
+    def _key(self) -> tuple[object, ...]:
+        return (
+            _version_key(self.torch),
+            _version_key(self.python),
+            _version_key(self.lightning),
+            self.pins,
+            self.find_links,
+        )
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Environment):
+            return NotImplemented
+        return self._key() < other._key()
+
+
+@functools.total_ordering
+@dataclass(frozen=True)
+class Cell:
+    """One environment on one device at one precision."""
+
+    env: Environment
+    device: str  # "cpu" | "cuda"
+    precision: str  # "fp32" | "fp16" | "bf16"
+
+    @property
+    def id(self) -> str:
+        return f"{self.env.id}-{self.device}-{self.precision}"
+
+    def value(self, axis: str) -> str:
+        """This cell's value on one of AXES."""
+        if axis == "device":
+            return self.device
+        if axis == "precision":
+            return self.precision
+        if axis in VERSION_AXES:
+            return str(getattr(self.env, axis))
+        raise KeyError(f"unknown axis {axis!r}; axes are {', '.join(AXES)}")
+
+    def _key(self) -> tuple[object, ...]:
+        return (
+            self.env._key(),
+            _choice_key(self.device, DEVICES),
+            _choice_key(self.precision, PRECISIONS),
+        )
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Cell):
+            return NotImplemented
+        return self._key() < other._key()
+
+
+@dataclass(frozen=True)
+class Excluded:
+    cell: Cell
+    reason: str  # the rule's reason text
+    where: str  # "matrix.yaml:42", the rule that excluded the cell
+
+
+@dataclass(frozen=True)
+class Expansion:
+    profile: str
+    cells: tuple[Cell, ...]  # sorted
+    excluded: tuple[Excluded, ...]  # sorted by cell
+    trials: int
+
+    @property
+    def environments(self) -> tuple[Environment, ...]:
+        return tuple(sorted({cell.env for cell in self.cells}))
+
+
+@dataclass(frozen=True)
+class EnvironmentRow:
+    """One entry of ``environments:``: a torch release and the pythons/lightnings that fit it."""
+
+    torch: str
+    python: tuple[str, ...]
+    lightning: tuple[str, ...]
+    pins: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    why: str = ""
+    line: int | None = field(default=None, compare=False)
+
+    def environments(self) -> tuple[Environment, ...]:
+        return tuple(
+            sorted(
+                Environment(py, self.torch, lit, self.pins, self.find_links)
+                for py, lit in itertools.product(self.python, self.lightning)
+            )
+        )
+
+
+@functools.lru_cache(maxsize=1024)
+def _pattern_matches(axis: str, pattern: str, value: str) -> bool:
+    if axis not in VERSION_AXES:
+        return pattern == value
+    if pattern[0] in _SPECIFIER_START:
+        return SpecifierSet(pattern).contains(Version(value), prereleases=True)
+    return Version(pattern) == Version(value)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An ``exclude:`` rule: a cell matching every named axis is excluded, for ``reason``.
+
+    Per axis, a rule lists one or more patterns, any of which may match: a device or
+    precision name, or for python/torch/lightning an exact version ("1.10.2") or a
+    PEP 440 specifier ("<1.11", ">=3.10", "==1.10.*").
+    """
+
+    conditions: tuple[tuple[str, tuple[str, ...]], ...]
+    reason: str
+    line: int | None = field(default=None, compare=False)
+
+    def matches(self, cell: Cell) -> bool:
+        return all(
+            any(_pattern_matches(axis, pattern, cell.value(axis)) for pattern in patterns)
+            for axis, patterns in self.conditions
+        )
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named selection of axis values; an axis it does not name is selected whole."""
+
+    name: str
+    description: str
+    selections: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: MappingProxyType({}), hash=False
+    )
+    trials: int | None = None  # overrides the matrix default when set
+    line: int | None = field(default=None, compare=False)
+
+    def selects(self, cell: Cell) -> bool:
+        return all(cell.value(axis) in values for axis, values in self.selections.items())
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: str
+    default_profile: str
+    profiles: Mapping[str, Profile] = field(hash=False)
+    timeout_s: float
+    memory_limit_mb: int
+    trials: int
+    rows: tuple[EnvironmentRow, ...] = ()
+    devices: tuple[str, ...] = DEVICES
+    precisions: tuple[str, ...] = PRECISIONS
+    rules: tuple[Rule, ...] = ()
+
+    @property
+    def axes(self) -> Mapping[str, tuple[str, ...]]:
+        """Every axis and its values, in report order."""
+        envs = [env for row in self.rows for env in row.environments()]
+        values: dict[str, tuple[str, ...]] = {
+            axis: tuple(sorted({str(getattr(env, axis)) for env in envs}, key=_version_key))
+            for axis in VERSION_AXES
+        }
+        values["device"] = self.devices
+        values["precision"] = self.precisions
+        return MappingProxyType(values)
+
+    def candidates(self) -> tuple[Cell, ...]:
+        """Every cell the rows, devices and precisions make, before any rule: sorted."""
+        return tuple(
+            sorted(
+                Cell(env, device, precision)
+                for row in self.rows
+                for env in row.environments()
+                for device in self.devices
+                for precision in self.precisions
+            )
+        )
+
+    def where(self, rule: Rule) -> str:
+        """Where a rule is written, as reports show it: "matrix.yaml:42"."""
+        name = os.path.basename(self.path)
+        return name if rule.line is None else f"{name}:{rule.line}"
+
+    def excluding_rule(self, cell: Cell) -> Rule | None:
+        """The first rule that excludes ``cell``, if any."""
+        return next((rule for rule in self.rules if rule.matches(cell)), None)
+
+    def expand(self, profile: str | None = None) -> Expansion:
+        name = self.default_profile if profile is None else profile
+        chosen = self.profiles.get(name)
+        if chosen is None:
+            raise MatrixError(
+                self.path,
+                None,
+                f"unknown profile {name!r}; profiles: {', '.join(sorted(self.profiles))}",
+            )
+        cells: list[Cell] = []
+        excluded: list[Excluded] = []
+        for cell in self.candidates():
+            if not chosen.selects(cell):
+                continue
+            rule = self.excluding_rule(cell)
+            if rule is None:
+                cells.append(cell)
+            else:
+                excluded.append(Excluded(cell, rule.reason, self.where(rule)))
+        trials = self.trials if chosen.trials is None else chosen.trials
+        return Expansion(name, tuple(cells), tuple(excluded), trials)
+
+
+def describe(expansion: Expansion) -> list[str]:
+    """Plain lines for ``--list``: each environment and its cells, then every excluded cell."""
+    envs = expansion.environments
+    lines = [
+        f"profile {expansion.profile}: {len(expansion.cells)} cells in {len(envs)} "
+        f"environments, {expansion.trials} trial(s) each; "
+        f"{len(expansion.excluded)} cells excluded by rule"
+    ]
+    for env in envs:
+        cells = [cell for cell in expansion.cells if cell.env == env]
+        lines.append(env.id)
+        lines.append(f"  requires: {' '.join(env.requirements())}")
+        if env.find_links:
+            lines.append(f"  find-links: {' '.join(env.find_links)}")
+        lines.append(f"  cells: {' '.join(f'{c.device}-{c.precision}' for c in cells)}")
+    if expansion.excluded:
+        lines.append("excluded:")
+        lines.extend(f"  {ex.cell.id}: {ex.reason} ({ex.where})" for ex in expansion.excluded)
+    return lines
+
+
+# --- loading ------------------------------------------------------------------------------
+
+
+def _line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+def _join(items: Iterable[str]) -> str:
+    return ", ".join(items)
+
+
+def _lines(rules: Iterable[Rule | None]) -> str:
+    return _join(str(n) for n in sorted({r.line for r in rules if r and r.line is not None}))
+
+
+class _Reader:
+    """Reads typed values out of YAML nodes; every failure names the node's line."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, node: yaml.Node | int | None, message: str) -> NoReturn:
+        line = _line(node) if isinstance(node, yaml.Node) else node
+        raise MatrixError(self.path, line, message)
+
+    def mapping(
+        self,
+        node: yaml.Node,
+        what: str,
+        allowed: tuple[str, ...],
+        required: tuple[str, ...] = (),
+    ) -> dict[str, yaml.Node]:
+        if not isinstance(node, yaml.MappingNode):
+            self.fail(node, f"{what} must be a mapping of keys to values")
+        found: dict[str, yaml.Node] = {}
+        for key_node, value_node in node.value:
+            key = self.string(key_node, f"a key in {what}")
+            if key in found:
+                self.fail(key_node, f"key {key!r} appears twice in {what}; keep one")
+            if key not in allowed:
+                self.fail(
+                    key_node,
+                    f"unknown key {key!r} in {what}; allowed keys: {_join(allowed)}",
+                )
+            found[key] = value_node
+        missing = [key for key in required if key not in found]
+        if missing:
+            self.fail(node, f"{what} lacks required key(s): {_join(missing)}")
+        return found
+
+    def string(self, node: yaml.Node, what: str) -> str:
+        if not isinstance(node, yaml.ScalarNode):
+            self.fail(node, f"{what} must be a single value, not a list or mapping")
+        if node.tag != _STR_TAG:
+            hint = ""
+            if node.tag in (_FLOAT_TAG, _INT_TAG):
+                hint = f'; quote it ("{node.value}"): unquoted, YAML reads it as a number'
+            self.fail(node, f"{what} must be a string, got {node.value!r}{hint}")
+        if not node.value.strip():
+            self.fail(node, f"{what} is empty; give it a value")
+        return str(node.value)
+
+    def strings(self, node: yaml.Node, what: str) -> list[tuple[str, yaml.Node]]:
+        """A list of strings (one string counts as a list of one); never empty."""
+        items = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        if not items:
+            self.fail(node, f"{what} is empty; list at least one value")
+        values: list[tuple[str, yaml.Node]] = []
+        seen: set[str] = set()
+        for item in items:
+            value = self.string(item, f"each value of {what}")
+            if value in seen:
+                self.fail(item, f"{value!r} is listed twice in {what}; keep one")
+            seen.add(value)
+            values.append((value, item))
+        return values
+
+    def sequence(self, node: yaml.Node, what: str) -> list[yaml.Node]:
+        if not isinstance(node, yaml.SequenceNode):
+            self.fail(node, f"{what} must be a list")
+        return list(node.value)
+
+    def integer(self, node: yaml.Node, what: str, minimum: int = 1) -> int:
+        if not isinstance(node, yaml.ScalarNode) or node.tag != _INT_TAG:
+            self.fail(node, f"{what} must be a whole number, got {_text(node)}")
+        value = int(str(node.value).replace("_", ""), 0)
+        if value < minimum:
+            self.fail(node, f"{what} must be at least {minimum}, got {value}")
+        return value
+
+    def number(self, node: yaml.Node, what: str) -> float:
+        if not isinstance(node, yaml.ScalarNode) or node.tag not in (_INT_TAG, _FLOAT_TAG):
+            self.fail(node, f"{what} must be a number, got {_text(node)}")
+        try:
+            value = float(str(node.value).replace("_", ""))
+        except ValueError:
+            self.fail(node, f"{what} must be a finite number, got {node.value!r}")
+        if not value > 0 or value == float("inf"):
+            self.fail(node, f"{what} must be a positive, finite number, got {node.value!r}")
+        return value
+
+    def version(self, node: yaml.Node, what: str, example: str) -> str:
+        text = self.string(node, what)
+        if text[0] in _SPECIFIER_START:
+            self.fail(node, f'{what} takes an exact release like "{example}", not {text!r}')
+        try:
+            Version(text)
+        except InvalidVersion:
+            self.fail(node, f'{what} {text!r} is not a version; write one like "{example}"')
+        return text
+
+    def python(self, node: yaml.Node, what: str) -> str:
+        text = self.string(node, what)
+        if not _PYTHON_RE.match(text):
+            self.fail(node, f'{what} {text!r} must be major.minor, like "3.10"')
+        return text
+
+
+def _text(node: yaml.Node) -> str:
+    return repr(node.value) if isinstance(node, yaml.ScalarNode) else "a list or mapping"
+
+
+def _compose(path: str) -> yaml.Node:
+    try:
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read()
+    except OSError as exc:
+        raise MatrixError(path, None, f"cannot read the matrix file: {exc.strerror}") from exc
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = None if mark is None else mark.line + 1
+        context = exc.context or ""
+        if context and exc.context_mark is not None and exc.context_mark is not mark:
+            context += f" (started on line {exc.context_mark.line + 1})"
+        problem = ", ".join(p for p in (context, exc.problem) if p)
+        raise MatrixError(path, line, f"invalid YAML: {problem}") from exc
+    except yaml.YAMLError as exc:
+        raise MatrixError(path, None, f"invalid YAML: {exc}") from exc
+    if root is None:
+        raise MatrixError(path, None, "the matrix file is empty")
+    return root
+
+
+_TOP_KEYS = (
+    "version",
+    "defaults",
+    "devices",
+    "precisions",
+    "environments",
+    "exclude",
+    "profiles",
+    "default_profile",
+)
+_TOP_REQUIRED = ("version", "devices", "precisions", "environments", "profiles", "default_profile")
+_DEFAULTS_KEYS = ("trials", "timeout_s", "memory_limit_mb")
+_ROW_KEYS = ("torch", "python", "lightning", "pins", "find_links", "why")
+_ROW_REQUIRED = ("torch", "python", "lightning")
+_RULE_KEYS = (*AXES, "reason")
+_PROFILE_KEYS = ("description", *AXES, "trials")
+
+
+def load_matrix(path: str | os.PathLike[str]) -> Matrix:
+    """Load and validate a matrix file; raises MatrixError naming the line at fault."""
+    where = os.fspath(path)
+    read = _Reader(where)
+    root = _compose(where)
+    top = read.mapping(root, "the matrix file", _TOP_KEYS, _TOP_REQUIRED)
+
+    version = read.integer(top["version"], "version")
+    if version != FORMAT_VERSION:
+        read.fail(
+            top["version"],
+            f"matrix format version {version} is not understood by this harness "
+            f"(it reads version {FORMAT_VERSION})",
+        )
+
+    trials, timeout_s = _DEFAULT_TRIALS, _DEFAULT_TIMEOUT_S
+    memory_limit_mb = _DEFAULT_MEMORY_LIMIT_MB
+    if "defaults" in top:
+        defaults = read.mapping(top["defaults"], "defaults", _DEFAULTS_KEYS)
+        if "trials" in defaults:
+            trials = read.integer(defaults["trials"], "defaults.trials")
+        if "timeout_s" in defaults:
+            timeout_s = read.number(defaults["timeout_s"], "defaults.timeout_s")
+        if "memory_limit_mb" in defaults:
+            memory_limit_mb = read.integer(defaults["memory_limit_mb"], "defaults.memory_limit_mb")
+
+    devices = _choices(read, top["devices"], "devices", DEVICES)
+    precisions = _choices(read, top["precisions"], "precisions", PRECISIONS)
+    rows = _rows(read, top["environments"])
+    matrix = Matrix(
+        path=where,
+        default_profile="",
+        profiles=MappingProxyType({}),
+        timeout_s=timeout_s,
+        memory_limit_mb=memory_limit_mb,
+        trials=trials,
+        rows=rows,
+        devices=devices,
+        precisions=precisions,
+    )
+    rules = _rules(read, top.get("exclude"), matrix)
+    profiles = _profiles(read, top["profiles"], matrix)
+    default_node = top["default_profile"]
+    default_profile = read.string(default_node, "default_profile")
+    if default_profile not in profiles:
+        read.fail(
+            default_node,
+            f"default_profile {default_profile!r} is not a profile; name one of: {_join(profiles)}",
+        )
+    matrix = Matrix(
+        path=where,
+        default_profile=default_profile,
+        profiles=MappingProxyType(profiles),
+        timeout_s=timeout_s,
+        memory_limit_mb=memory_limit_mb,
+        trials=trials,
+        rows=rows,
+        devices=devices,
+        precisions=precisions,
+        rules=rules,
+    )
+    for profile in profiles.values():
+        _check_not_empty(read, matrix, profile)
+    return matrix
+
+
+def _choices(read: _Reader, node: yaml.Node, what: str, known: tuple[str, ...]) -> tuple[str, ...]:
+    if not isinstance(node, yaml.SequenceNode):
+        read.fail(node, f"{what} must be a list, e.g. [{known[0]}]")
+    values = read.strings(node, what)
+    for value, item in values:
+        if value not in known:
+            read.fail(item, f"unknown {what[:-1]} {value!r} in {what}; known: {_join(known)}")
+    return tuple(sorted((value for value, _ in values), key=known.index))
+
+
+def _rows(read: _Reader, node: yaml.Node) -> tuple[EnvironmentRow, ...]:
+    items = read.sequence(node, "environments")
+    if not items:
+        read.fail(node, "environments is empty; list at least one torch release")
+    rows: list[EnvironmentRow] = []
+    seen: dict[tuple[Version, Version, Version], int] = {}
+    for item in items:
+        keys = read.mapping(item, "an environments row", _ROW_KEYS, _ROW_REQUIRED)
+        torch = read.version(keys["torch"], "torch", "1.12.1")
+        pythons = [(read.python(n, "python"), n) for _, n in read.strings(keys["python"], "python")]
+        lightnings = [
+            (read.version(n, "lightning", "2.1.4"), n)
+            for _, n in read.strings(keys["lightning"], "lightning")
+        ]
+        pins: tuple[str, ...] = ()
+        if "pins" in keys:
+            pins = tuple(_pin(read, n) for _, n in read.strings(keys["pins"], "pins"))
+        find_links: tuple[str, ...] = ()
+        if "find_links" in keys:
+            find_links = tuple(v for v, _ in read.strings(keys["find_links"], "find_links"))
+        why = read.string(keys["why"], "why") if "why" in keys else ""
+        for (python, _), (lightning, _) in itertools.product(pythons, lightnings):
+            key = (Version(python), Version(torch), Version(lightning))
+            if key in seen:
+                env = Environment(python, torch, lightning)
+                read.fail(
+                    item,
+                    f"duplicate environment {env.id}: the row at line {seen[key]} already "
+                    "makes it; merge the two rows or remove one",
+                )
+            seen[key] = _line(item)
+        rows.append(
+            EnvironmentRow(
+                torch=torch,
+                python=tuple(p for p, _ in pythons),
+                lightning=tuple(lit for lit, _ in lightnings),
+                pins=pins,
+                find_links=find_links,
+                why=why,
+                line=_line(item),
+            )
+        )
+    return tuple(rows)
+
+
+def _pin(read: _Reader, node: yaml.Node) -> str:
+    text = read.string(node, "each pin")
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as exc:
+        read.fail(node, f'pin {text!r} is not a requirement string ({exc}); e.g. "numpy<2"')
+    if canonicalize_name(requirement.name) in ("torch", "lightning"):
+        read.fail(
+            node,
+            f"pin {text!r} pins {requirement.name}; set it with the row's "
+            f"{requirement.name} key instead",
+        )
+    return text
+
+
+def _patterns(read: _Reader, node: yaml.Node, axis: str, matrix: Matrix) -> tuple[str, ...]:
+    patterns: list[str] = []
+    for value, item in read.strings(node, axis):
+        if axis in VERSION_AXES:
+            try:
+                if value[0] in _SPECIFIER_START:
+                    SpecifierSet(value)
+                else:
+                    Version(value)
+            except (InvalidSpecifier, InvalidVersion):
+                read.fail(
+                    item,
+                    f"{axis} {value!r} is neither a version nor a PEP 440 specifier; "
+                    'write e.g. "1.10.2", "<1.11", ">=3.10" or "==1.10.*"',
+                )
+        else:
+            known = matrix.devices if axis == "device" else matrix.precisions
+            if value not in known:
+                read.fail(item, f"unknown {axis} {value!r}; {axis}s in this matrix: {_join(known)}")
+        patterns.append(value)
+    return tuple(patterns)
+
+
+def _rules(read: _Reader, node: yaml.Node | None, matrix: Matrix) -> tuple[Rule, ...]:
+    if node is None:
+        return ()
+    candidates = matrix.candidates()
+    rules: list[Rule] = []
+    for item in read.sequence(node, "exclude"):
+        keys = read.mapping(item, "an exclude rule", _RULE_KEYS)
+        if "reason" not in keys:
+            read.fail(item, "exclude rule has no reason; say why these cells cannot exist")
+        reason = read.string(keys["reason"], "reason")
+        conditions = tuple(
+            (axis, _patterns(read, keys[axis], axis, matrix)) for axis in AXES if axis in keys
+        )
+        if not conditions:
+            read.fail(item, f"exclude rule names no axis; name at least one of: {_join(AXES)}")
+        rule = Rule(conditions, reason, _line(item))
+        matched = [cell for cell in candidates if rule.matches(cell)]
+        if not matched:
+            read.fail(item, "exclude matches nothing: remove it or fix it")
+        earlier = [next((r for r in rules if r.matches(cell)), None) for cell in matched]
+        if all(earlier):
+            lines = _lines(earlier)
+            read.fail(
+                item,
+                f"exclude rule excludes nothing that the rule(s) on line(s) {lines} do not "
+                "already exclude: remove it or fix it",
+            )
+        rules.append(rule)
+    return tuple(rules)
+
+
+def _profiles(read: _Reader, node: yaml.Node, matrix: Matrix) -> dict[str, Profile]:
+    if not isinstance(node, yaml.MappingNode) or not node.value:
+        read.fail(node, "profiles must map at least one profile name to its selections")
+    axes = matrix.axes
+    profiles: dict[str, Profile] = {}
+    for key_node, value_node in node.value:
+        name = read.string(key_node, "a profile name")
+        if name in profiles:
+            read.fail(key_node, f"profile {name!r} is defined twice; keep one")
+        what = f"profile {name!r}"
+        keys = read.mapping(value_node, what, _PROFILE_KEYS, ("description",))
+        description = read.string(keys["description"], f"{what} description")
+        trials = read.integer(keys["trials"], f"{what} trials") if "trials" in keys else None
+        selections: dict[str, tuple[str, ...]] = {}
+        for axis in AXES:
+            if axis not in keys:
+                continue
+            values = read.strings(keys[axis], f"{what} {axis}")
+            for value, item in values:
+                if value not in axes[axis]:
+                    read.fail(
+                        item,
+                        f"{what} selects {axis} {value!r}, which is not on the {axis} axis; "
+                        f"{axis} values: {_join(axes[axis])}",
+                    )
+            selections[axis] = tuple(value for value, _ in values)
+        profiles[name] = Profile(
+            name=name,
+            description=description,
+            selections=MappingProxyType(selections),
+            trials=trials,
+            line=_line(key_node),
+        )
+    return profiles
+
+
+def _check_not_empty(read: _Reader, matrix: Matrix, profile: Profile) -> None:
+    selected = [cell for cell in matrix.candidates() if profile.selects(cell)]
+    if not selected:
+        named = " and ".join(f"{axis} {'/'.join(v)}" for axis, v in profile.selections.items())
+        read.fail(
+            profile.line,
+            f"profile {profile.name!r} selects no cell: no cell has {named}; change its selections",
+        )
+    blocking = [matrix.excluding_rule(cell) for cell in selected]
+    if all(blocking):
+        lines = _lines(blocking)
+        read.fail(
+            profile.line,
+            f"profile {profile.name!r} selects no cell: the exclude rule(s) on line(s) {lines} "
+            f"exclude all {len(selected)} cells it selects; widen the profile or narrow the rules",
+        )
