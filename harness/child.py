@@ -116,7 +116,7 @@ def classify(exc, checks, signature, variant_signature=None):
         if signature_matches(exc, variant_signature) or signature_matches(exc, signature):
             return {"outcome": "reproduced", "reason": "", "exception": info}
         if _is_oom(exc):
-            return {"outcome": "crashed", "reason": "out of memory: " + info["message"][:500],
+            return {"outcome": "crashed", "reason": "out of memory: %s: %s" % (info["type"], info["message"][:500]),
                     "exception": info}
         return {"outcome": "other_error", "reason": "", "exception": info}
     failed = sorted(name for name, check in (checks or {}).items() if not check.get("ok"))
@@ -146,13 +146,12 @@ def _normalise_checks(raw):
 
 def versions():
     out = {"python": "%d.%d.%d" % sys.version_info[:3]}
+    # only what the run really loaded: importing more here could fail under the memory
+    # limit (the environment's probe records every version anyway)
     for name in ("torch", "lightning", "pytorch_lightning", "numpy"):
         module = sys.modules.get(name)
         if module is None:
-            try:
-                module = importlib.import_module(name)
-            except Exception:  # absent or broken: recorded as missing, never fatal here
-                continue
+            continue
         out[name] = str(getattr(module, "__version__", "?"))
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -209,6 +208,9 @@ def execute(job):
                 )
             except Exception as error:  # any exception is a measured outcome
                 exc = error
+                if isinstance(error, MemoryError):
+                    # free what the runaway allocation holds, so the result can be written
+                    traceback.clear_frames(error.__traceback__)
         result = classify(exc, checks, job.get("signature"), job.get("variant_signature"))
     seen = []
     for w in caught or []:
@@ -243,6 +245,15 @@ def main(argv):
     if job.get("protocol") != PROTOCOL:
         sys.stderr.write("child protocol %s cannot run job protocol %s\n" % (PROTOCOL, job.get("protocol")))
         return 3
+    limit_mb = job.get("memory_limit_mb") or 0
+    if limit_mb and job["device"] == "cpu":
+        # bound the address space before torch loads: a runaway allocation then fails
+        # inside Python (MemoryError / "can't allocate memory") and is reported as
+        # out of memory. Not on CUDA, whose driver reserves huge virtual ranges.
+        import resource
+
+        limit = int(limit_mb) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     result = execute(job)
     write_atomically(argv[2], result)
     return 0

@@ -136,6 +136,7 @@ def probe(python: Path, timeout: float = 300) -> dict[str, str]:
         "import json, sys; sys.path.insert(0, sys.argv[1]); import child\n"
         "import torch\n"
         "try:\n    import lightning\nexcept ImportError:\n    import pytorch_lightning\n"
+        "try:\n    import numpy\nexcept ImportError:\n    pass\n"
         "v = child.versions(); v['cuda_available'] = str(torch.cuda.is_available())\n"
         "print('HARNESS-PROBE ' + json.dumps(v))\n"
     )

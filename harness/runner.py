@@ -91,7 +91,7 @@ def record_of(
         checks = dict(res.get("checks") or {})
         if res.get("warnings"):
             checks["_warnings"] = list(res["warnings"])
-        versions = {k: str(v) for k, v in (res.get("versions") or env_versions).items()}
+        versions = {**env_versions, **{k: str(v) for k, v in (res.get("versions") or {}).items()}}
     else:
         outcome, reason = fallback(child, timeout_s)
         exception, checks, versions = None, {}, dict(env_versions)

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.entries import Entry, load_entry
+from harness.envs import BuiltEnv
+from harness.matrix import Cell, Environment
+
+RESOURCES = Path(__file__).parent / "resources"
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def tiny_entry() -> Entry:
+    return load_entry(RESOURCES / "entries" / "tiny" / "faults", RESOURCES / "entries")
+
+
+@pytest.fixture
+def host_env() -> BuiltEnv:
+    """This interpreter as a target environment: the child protocol needs no torch."""
+    env = Environment(python=f"{sys.version_info[0]}.{sys.version_info[1]}", torch="0", lightning="0")
+    return BuiltEnv(
+        env, Path(sys.prefix), Path(sys.executable), probe={"python": sys.version.split()[0]}
+    )
+
+
+@pytest.fixture
+def cpu_cell(host_env: BuiltEnv) -> Cell:
+    return Cell(host_env.env, "cpu", "fp32")

@@ -1,0 +1,54 @@
+"""A tiny reproducer whose variants fail in every way a real one can (no torch needed)."""
+
+import os
+import signal
+import sys
+import time
+
+
+class Unsupported(Exception):
+    pass
+
+
+class DocumentedError(RuntimeError):
+    pass
+
+
+def run(variant, device, precision):
+    if variant == "documented":
+        raise DocumentedError("GradScaler unscale_() encountered None gradient (tiny)")
+    if variant == "other":
+        raise ValueError("something else went wrong")
+    if variant in ("ok", "control"):
+        return {"moved": {"ok": True, "detail": "weights changed by 0.1"}}
+    if variant == "wrong":
+        return {"moved": {"ok": True, "detail": ""}, "finite": {"ok": False, "detail": "loss is nan"}}
+    if variant == "unsupported":
+        raise Unsupported("torch.amp.GradScaler('cpu') does not exist here")
+    if variant == "segfault":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if variant == "exit":
+        os._exit(3)
+    if variant == "hang":
+        time.sleep(3600)
+    if variant == "ignore-term":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(3600)
+    if variant == "fork-hang":
+        if os.fork() == 0:
+            time.sleep(3600)
+        time.sleep(3600)
+    if variant == "oom":
+        hog = []
+        while True:
+            hog.append(bytearray(64 * 1024 * 1024))
+    if variant == "loud":
+        for _ in range(200):
+            sys.stdout.write("x" * 10000 + "\n")
+        sys.stderr.buffer.write(bytes(range(256)) * 100)
+        return {"moved": {"ok": True, "detail": "after printing 2 MB"}}
+    raise ValueError("unknown variant " + variant)
+
+
+if __name__ == "__main__":
+    print(run(sys.argv[1], "cpu", "fp32"))

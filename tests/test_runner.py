@@ -1,0 +1,167 @@
+"""Each way a run can end, caused for real by a tiny reproducer in a real child process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from harness.outcomes import Outcome
+from harness.plan import Job
+from harness.proc import ChildResult, ProcessGroups
+from harness.records import Record
+from harness.runner import fallback, run_job
+
+PROV = {"host": "test"}
+
+
+def run(
+    tiny_entry, host_env, cell, variant: str, timeout: float = 60, memory_mb: int = 0
+) -> Record:
+    v = tiny_entry.variant(variant) if variant in {x.name for x in tiny_entry.variants} else None
+    if v is None:  # fault variants not declared in entry.yaml: same entry, ad-hoc variant
+        from dataclasses import replace
+
+        v = replace(tiny_entry.variants[0], name=variant, kind="baseline")
+    job = Job(tiny_entry, v, cell, 0)
+    return run_job(job, host_env, timeout_s=timeout, memory_limit_mb=memory_mb, provenance=PROV)
+
+
+def test_documented_error_is_reproduced(tiny_entry, host_env, cpu_cell):
+    r = run(tiny_entry, host_env, cpu_cell, "documented")
+    assert r.outcome is Outcome.REPRODUCED
+    assert r.exception is not None
+    assert r.exception.type == "repro_under_test.DocumentedError"
+    assert "encountered None gradient" in r.exception.message
+    assert r.exception.frame.endswith("in run") and "repro.py" in r.exception.frame
+
+
+def test_other_error_keeps_type_message_and_frame(tiny_entry, host_env, cpu_cell):
+    r = run(tiny_entry, host_env, cpu_cell, "other")
+    assert r.outcome is Outcome.OTHER_ERROR
+    assert r.exception.type == "ValueError"
+    assert r.exception.message == "something else went wrong"
+    assert "repro.py" in r.exception.frame
+
+
+def test_ok_keeps_checks(tiny_entry, host_env, cpu_cell):
+    r = run(tiny_entry, host_env, cpu_cell, "ok")
+    assert r.outcome is Outcome.OK
+    assert r.checks["moved"] == {"ok": True, "detail": "weights changed by 0.1"}
+    assert r.versions["python"]
+
+
+def test_failed_postcondition_is_wrong_result(tiny_entry, host_env, cpu_cell):
+    r = run(tiny_entry, host_env, cpu_cell, "wrong")
+    assert r.outcome is Outcome.WRONG_RESULT
+    assert "finite: loss is nan" in r.reason
+
+
+def test_unsupported_keeps_reason(tiny_entry, host_env, cpu_cell):
+    r = run(tiny_entry, host_env, cpu_cell, "unsupported")
+    assert r.outcome is Outcome.UNSUPPORTED
+    assert "GradScaler('cpu') does not exist" in r.reason
+
+
+def test_segfault_is_crashed_by_signal(tiny_entry, host_env, cpu_cell):
+    r = run(tiny_entry, host_env, cpu_cell, "segfault")
+    assert r.outcome is Outcome.CRASHED
+    assert r.signal == signal.SIGSEGV
+    assert "SIGSEGV" in r.reason
+
+
+def test_exit_without_result_is_crashed(tiny_entry, host_env, cpu_cell):
+    r = run(tiny_entry, host_env, cpu_cell, "exit")
+    assert r.outcome is Outcome.CRASHED
+    assert r.exit_code == 3
+    assert "exit status 3" in r.reason
+
+
+class SeenGroups(ProcessGroups):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[int] = []
+
+    def add(self, pgid: int) -> None:
+        self.seen.append(pgid)
+        super().add(pgid)
+
+
+@pytest.mark.parametrize("variant", ["hang", "ignore-term", "fork-hang"])
+def test_hang_times_out_and_the_whole_group_is_ended(tiny_entry, host_env, cpu_cell, variant):
+    from dataclasses import replace
+
+    groups = SeenGroups()
+    job = Job(tiny_entry, replace(tiny_entry.variants[0], name=variant), cpu_cell, 0)
+    started = time.monotonic()
+    r = run_job(job, host_env, timeout_s=2, memory_limit_mb=0, provenance=PROV, groups=groups)
+    assert r.outcome is Outcome.TIMEOUT
+    assert "2 s limit" in r.reason
+    assert time.monotonic() - started < 2 + 5 + 5  # timeout + TERM grace + slack
+    # nothing of the group survives, not even the forked grandchild
+    (pgid,) = groups.seen
+    time.sleep(0.2)
+    assert _live_members(pgid) == []
+
+
+def _live_members(pgid: int) -> list[int]:
+    """Processes of the group that still run (zombies awaiting a reaper do not count)."""
+    live = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, group = fields[0], int(fields[2])
+        if group == pgid and state not in ("Z", "X"):
+            live.append(int(pid))
+    return live
+
+
+def test_unbounded_allocation_is_out_of_memory(tiny_entry, host_env, cpu_cell):
+    r = run(tiny_entry, host_env, cpu_cell, "oom", memory_mb=512)
+    assert r.outcome is Outcome.CRASHED
+    assert r.reason.startswith("out of memory")
+
+
+def test_megabytes_and_binary_output_are_bounded_text(tiny_entry, host_env, cpu_cell):
+    r = run(tiny_entry, host_env, cpu_cell, "loud")
+    assert r.outcome is Outcome.OK
+    assert len(r.stdout_tail) < 9000 and "earlier bytes cut" in r.stdout_tail
+    assert len(r.stderr_tail) < 9000
+    assert all(ch.isprintable() or ch in "\n\t" for ch in r.stderr_tail)
+    Record.from_dict(r.to_dict())  # survives a JSON round trip
+
+
+def test_kill_all_ends_running_children(tiny_entry, host_env, cpu_cell):
+    import threading
+
+    groups = ProcessGroups()
+    from dataclasses import replace
+
+    from harness.plan import Job
+
+    job = Job(tiny_entry, replace(tiny_entry.variants[0], name="ignore-term"), cpu_cell, 0)
+    out: list[Record] = []
+    t = threading.Thread(
+        target=lambda: out.append(
+            run_job(job, host_env, timeout_s=600, memory_limit_mb=0, provenance=PROV, groups=groups)
+        )
+    )
+    t.start()
+    time.sleep(1.5)
+    groups.kill_all()
+    t.join(20)
+    assert not t.is_alive()
+    assert out[0].outcome is Outcome.CRASHED and out[0].signal == signal.SIGKILL
+
+
+def test_fallback_is_pure():
+    child = ChildResult(None, None, 9, False, 1.0, "", "MemoryError\n")
+    assert fallback(child, 10)[0] is Outcome.CRASHED
+    assert fallback(child, 10)[1].startswith("out of memory")
+    timed = ChildResult(None, None, 9, True, 10.0, "", "")
+    assert fallback(timed, 10)[0] is Outcome.TIMEOUT
