@@ -27,6 +27,7 @@ __all__ = [
     "BuiltEnv",
     "EnvBackend",
     "EnvFailed",
+    "EnvSpec",
     "UvBackend",
     "find_interpreter",
     "fingerprint",
@@ -100,13 +101,30 @@ def find_interpreter(version: str, candidates: Iterable[Path] | None = None) -> 
     )
 
 
-def fingerprint(env: Environment, interpreter: Path) -> str:
-    existing_links = [p for p in env.find_links if Path(p).is_dir()]
+@dataclass(frozen=True)
+class EnvSpec:
+    """What to build: the installer's view of an environment."""
+
+    name: str  # folder name, e.g. the environment id
+    python: str  # "3.10"
+    requirements: tuple[str, ...]
+    find_links: tuple[str, ...] = ()
+    # modules the health check must import; each item lists alternatives (first that imports)
+    imports: tuple[tuple[str, ...], ...] = (("torch",), ("lightning", "pytorch_lightning"))
+
+    @classmethod
+    def of(cls, env: Environment) -> EnvSpec:
+        return cls(env.id, env.python, env.requirements(), env.find_links)
+
+
+def fingerprint(spec: EnvSpec, interpreter: Path) -> str:
+    existing_links = [p for p in spec.find_links if Path(p).is_dir()]
     payload = {
         "format": FORMAT,
         "interpreter": str(interpreter),
-        "requirements": list(env.requirements()),
+        "requirements": list(spec.requirements),
         "find_links": existing_links,
+        "imports": [list(i) for i in spec.imports],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -130,32 +148,54 @@ def _installer_reason(stderr: str) -> str:
     return _tail("\n".join(lines))
 
 
-def probe(python: Path, timeout: float = 300) -> dict[str, str]:
-    """Import torch and lightning in the environment and return what really loaded."""
-    code = (
-        "import json, sys; sys.path.insert(0, sys.argv[1]); import child\n"
-        "import torch\n"
-        "try:\n    import lightning\nexcept ImportError:\n    import pytorch_lightning\n"
-        "try:\n    import numpy\nexcept ImportError:\n    pass\n"
-        "v = child.versions(); v['cuda_available'] = str(torch.cuda.is_available())\n"
-        "print('HARNESS-PROBE ' + json.dumps(v))\n"
-    )
+PROBE = """
+import importlib, json, sys
+sys.path.insert(0, sys.argv[1])
+import child
+wanted = json.loads(sys.argv[2])
+for alternatives in wanted:
+    for i, name in enumerate(alternatives):
+        try:
+            importlib.import_module(name)
+            break
+        except ImportError:
+            if i == len(alternatives) - 1:
+                raise
+for optional in ("numpy",):
+    try:
+        importlib.import_module(optional)
+    except ImportError:
+        pass
+v = child.versions()
+for alternatives in wanted:
+    for name in alternatives:
+        if name in sys.modules:
+            v[name] = str(getattr(sys.modules[name], "__version__", "?"))
+if "torch" in sys.modules:
+    v["cuda_available"] = str(sys.modules["torch"].cuda.is_available())
+print("HARNESS-PROBE " + json.dumps(v))
+"""
+
+
+def probe(
+    python: Path, imports: tuple[tuple[str, ...], ...], timeout: float = 300
+) -> dict[str, str]:
+    """Import the environment's packages in it and return the versions that really loaded."""
+    names = " and ".join("/".join(i) for i in imports)
     try:
         out = subprocess.run(
-            [str(python), "-I", "-c", code, str(CHILD.parent)],
+            [str(python), "-I", "-c", PROBE, str(CHILD.parent), json.dumps(imports)],
             capture_output=True,
             text=True,
             timeout=timeout,
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
-        raise EnvFailed(
-            f"health check timed out after {timeout:.0f} s importing torch/lightning"
-        ) from exc
+        raise EnvFailed(f"health check timed out after {timeout:.0f} s importing {names}") from exc
     for line in out.stdout.splitlines():
         if line.startswith("HARNESS-PROBE "):
             return json.loads(line[len("HARNESS-PROBE ") :])
-    raise EnvFailed(f"health check failed: torch/lightning do not import:\n{_tail(out.stderr)}")
+    raise EnvFailed(f"health check failed: {names} do not import:\n{_tail(out.stderr)}")
 
 
 class UvBackend:
@@ -189,14 +229,14 @@ class UvBackend:
         except subprocess.TimeoutExpired as exc:
             raise EnvFailed(f"uv {args[0]} ran past {INSTALL_TIMEOUT_S} s") from exc
 
-    def path_of(self, env: Environment) -> Path:
-        return self.root / env.id
-
     def ensure(self, env: Environment) -> BuiltEnv:
+        return self.ensure_spec(EnvSpec.of(env), env)
+
+    def ensure_spec(self, spec: EnvSpec, env: Environment) -> BuiltEnv:
         started = time.monotonic()
-        interpreter = find_interpreter(env.python)
-        fp = fingerprint(env, interpreter)
-        path = self.path_of(env)
+        interpreter = find_interpreter(spec.python)
+        fp = fingerprint(spec, interpreter)
+        path = self.root / spec.name
         python = path / "bin" / "python"
         marker = path / MARKER
         if marker.is_file():
@@ -206,7 +246,7 @@ class UvBackend:
                 meta = {}
             if meta.get("fingerprint") == fp and python.exists():
                 try:
-                    seen = probe(python)
+                    seen = probe(python, spec.imports)
                 except EnvFailed:
                     seen = None  # unhealthy: rebuilt below
                 if seen is not None:
@@ -222,29 +262,36 @@ class UvBackend:
         # no marker, another fingerprint, or unhealthy: never reuse, build afresh
         shutil.rmtree(path, ignore_errors=True)
         try:
-            return self._build(env, interpreter, fp, path, python, started)
+            return self._build(spec, env, interpreter, fp, path, python, started)
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)  # a half-built env is never left to be reused
             raise
 
     def _build(
-        self, env: Environment, interpreter: Path, fp: str, path: Path, python: Path, started: float
+        self,
+        spec: EnvSpec,
+        env: Environment,
+        interpreter: Path,
+        fp: str,
+        path: Path,
+        python: Path,
+        started: float,
     ) -> BuiltEnv:
         path.parent.mkdir(parents=True, exist_ok=True)
         made = self._uv("venv", "--quiet", "--python", str(interpreter), str(path))
         if made.returncode != 0:
             raise EnvFailed(f"uv venv failed:\n{_installer_reason(made.stderr)}")
         args = ["pip", "install", "--python", str(python), "--link-mode", "hardlink"]
-        for links in env.find_links:
+        for links in spec.find_links:
             if Path(links).is_dir():
                 args += ["--find-links", links]
-        installed = self._uv(*args, *env.requirements())
+        installed = self._uv(*args, *spec.requirements)
         if installed.returncode != 0:
             raise EnvFailed(
-                f"uv pip install {' '.join(env.requirements())} failed:\n"
+                f"uv pip install {' '.join(spec.requirements)} failed:\n"
                 f"{_installer_reason(installed.stderr)}"
             )
-        seen = probe(python)
+        seen = probe(python, spec.imports)
         frozen = self._uv("pip", "freeze", "--python", str(python))
         versions = {}
         for line in frozen.stdout.splitlines():
@@ -253,9 +300,9 @@ class UvBackend:
                 versions[name.strip().lower()] = version.strip()
         meta = {
             "fingerprint": fp,
-            "env": env.id,
+            "env": spec.name,
             "interpreter": str(interpreter),
-            "requirements": list(env.requirements()),
+            "requirements": list(spec.requirements),
             "installed": versions,
             "probe": seen,
         }

@@ -1,0 +1,101 @@
+"""Real environments built with uv around a small real package (six) at two versions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.envs import MARKER, EnvFailed, EnvSpec, UvBackend, find_interpreter
+from harness.matrix import Environment
+
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+ENV = Environment(python=PY, torch="0", lightning="0")  # the label the records would carry
+
+
+def spec(version: str, name: str = "six-env") -> EnvSpec:
+    return EnvSpec(name, PY, (f"six=={version}",), imports=(("six",),))
+
+
+@pytest.mark.slow
+def test_two_versions_build_reuse_and_rebuild(tmp_path: Path) -> None:
+    backend = UvBackend(tmp_path)
+    first = backend.ensure_spec(spec("1.16.0"), ENV)
+    assert not first.reused
+    assert first.installed["six"] == "1.16.0"
+    assert first.probe["six"] == "1.16.0"
+    meta = json.loads((tmp_path / "six-env" / MARKER).read_text())
+    assert meta["installed"]["six"] == "1.16.0"
+
+    again = backend.ensure_spec(spec("1.16.0"), ENV)
+    assert again.reused  # same fingerprint, healthy: reused as it is
+
+    other = backend.ensure_spec(spec("1.15.0"), ENV)  # another pin: a new fingerprint
+    assert not other.reused
+    assert other.probe["six"] == "1.15.0"
+
+    side = backend.ensure_spec(spec("1.16.0", name="six-new"), ENV)  # both versions side by side
+    assert side.probe["six"] == "1.16.0" and other.probe["six"] == "1.15.0"
+
+
+@pytest.mark.slow
+def test_half_built_environment_is_rebuilt_never_used(tmp_path: Path) -> None:
+    backend = UvBackend(tmp_path)
+    built = backend.ensure_spec(spec("1.16.0"), ENV)
+    # an install killed half way: the package is gone but the folder remains
+    site = next((tmp_path / "six-env").glob("lib/python*/site-packages"))
+    (site / "six.py").unlink()
+    rebuilt = backend.ensure_spec(spec("1.16.0"), ENV)
+    assert not rebuilt.reused
+    assert rebuilt.probe["six"] == "1.16.0"
+    # a folder without its completion marker (killed before the end) is never reused
+    (tmp_path / "six-env" / MARKER).unlink()
+    assert not backend.ensure_spec(spec("1.16.0"), ENV).reused
+    assert built.path == rebuilt.path
+
+
+@pytest.mark.slow
+def test_uninstallable_version_fails_with_installer_reason_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    backend = UvBackend(tmp_path)
+    with pytest.raises(EnvFailed) as info:
+        backend.ensure_spec(spec("99.99.99"), ENV)
+    assert "six==99.99.99" in str(info.value)
+    assert "no version" in str(info.value).lower() or "unsatisfiable" in str(info.value).lower()
+    assert not (tmp_path / "six-env").exists()
+
+
+def test_missing_interpreter_is_named() -> None:
+    with pytest.raises(EnvFailed, match=r"no Python 3\.99 interpreter found"):
+        find_interpreter("3.99")
+
+
+def test_wrong_interpreter_is_not_taken(tmp_path: Path) -> None:
+    fake = tmp_path / "python3.7"
+    fake.symlink_to(sys.executable)  # answers with this interpreter's version, not 3.7
+    with pytest.raises(EnvFailed):
+        find_interpreter("3.7", [fake])
+    assert find_interpreter(PY, [fake]) == fake
+
+
+def test_missing_uv_is_env_failed(tmp_path: Path) -> None:
+    backend = UvBackend(tmp_path, uv=str(tmp_path / "no-uv"))
+    with pytest.raises(EnvFailed, match="uv not found"):
+        backend.ensure_spec(spec("1.16.0"), ENV)
+
+
+@pytest.mark.slow
+def test_health_check_names_the_module_that_does_not_import(tmp_path: Path) -> None:
+    backend = UvBackend(tmp_path)
+    broken = EnvSpec("broken", PY, ("six==1.16.0",), imports=(("six",), ("no_such_module_x",)))
+    with pytest.raises(EnvFailed, match="no_such_module_x do not import"):
+        backend.ensure_spec(broken, ENV)
+    assert not (tmp_path / "broken").exists()
+
+
+def test_uv_is_available() -> None:
+    assert shutil.which("uv") or Path(sys.executable).with_name("uv").exists()
