@@ -1,0 +1,58 @@
+"""Sessions: `matrix` (the main job), `tests`, `report`, and one `env` session per
+environment of matrix.yaml (`nox -l` lists them; `nox -s "env(py3.10-torch1.12.1-lightning2.1.4)"`
+runs every cell of that environment)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["matrix"]
+nox.options.reuse_existing_virtualenvs = True
+HERE = Path(__file__).parent
+HARNESS_PYTHON = "3.11"  # the orchestrator's own Python; targets pick theirs in matrix.yaml
+# the test session runs the seed reproducers on a real torch: the release that lies on
+# this kind of machine as a local CPU wheel (pip finds it; anywhere else pip downloads it)
+TEST_TORCH = ["torch==2.13.0", "lightning==2.6.6", "numpy"]
+
+
+def _environment_ids() -> list[str]:
+    sys.path.insert(0, str(HERE))
+    try:
+        import yaml  # noqa: F401  (harness.matrix needs it; nox itself does not)
+        from harness.matrix import load_matrix
+    except ImportError:
+        return []  # nox installed without PyYAML: the per-environment sessions are not listed
+    return [e.id for e in load_matrix(HERE / "matrix.yaml").expand("full").environments]
+
+
+@nox.session(python=HARNESS_PYTHON)
+def matrix(session: nox.Session) -> None:
+    """Build/reuse the environments and run the matrix (`-- --profile cpu`, `-- --resume`, `-- --shard 2/4`)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "harness", "run", *session.posargs)
+
+
+@nox.session(python=HARNESS_PYTHON)
+def tests(session: nox.Session) -> None:
+    """The project's own tests, in parallel (pytest-xdist). `-- -m "not slow"` for the fast ones."""
+    session.install(*TEST_TORCH[:1])
+    session.install("-e", ".[test]", *TEST_TORCH[1:])
+    session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
+
+
+@nox.session(python=HARNESS_PYTHON)
+def report(session: nox.Session) -> None:
+    """Re-render tables, HTML, JSON and write-back from stored records (`-- --check` for CI)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "harness", "report", *session.posargs)
+
+
+@nox.session(python=HARNESS_PYTHON)
+@nox.parametrize("env", _environment_ids())
+def env(session: nox.Session, env: str) -> None:
+    """Every cell of one environment (all profiles' devices and precisions)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "harness", "run", "--profile", "full", "--env", env, *session.posargs)
