@@ -1,0 +1,275 @@
+"""Aggregates -> Markdown: one compatibility page per entry, and the blocks that write-back
+puts into an entry's document. Every run-derived text goes through ``md()``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from harness.aggregate import (
+    CellValue,
+    EntryAggregate,
+    EnvInfo,
+    ReproRange,
+    VariantAggregate,
+    pct,
+    slice_id,
+)
+from harness.render import GLYPH, LABEL, STATUSES, entry_slug
+
+__all__ = [
+    "md",
+    "render_entry",
+    "measured_versions_block",
+    "measured_rates_block",
+    "verification_block",
+    "cell_text",
+    "legend",
+]
+
+# Entity-encode everything Markdown or HTML could act on; a table cell can then hold any
+# text. Pipes as &#124; cannot split a GFM table cell (the split happens before entities).
+_MD_TABLE = str.maketrans(
+    {
+        "&": "&amp;",
+        "<": "&lt;",
+        ">": "&gt;",
+        "|": "&#124;",
+        "`": "&#96;",
+        "\\": "&#92;",
+        "*": "&#42;",
+        "[": "&#91;",
+        "]": "&#93;",
+        "~": "&#126;",
+        "#": "&#35;",
+        "$": "&#36;",
+        "\r": "",
+        "\n": "<br>",
+        "\t": " ",
+    }
+)
+
+
+_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def md(text: object) -> str:
+    """Run-derived text, safe anywhere in a Markdown line or table cell."""
+    out = str(text).translate(_MD_TABLE)
+    if "_" in out:  # only an underscore at a word edge can start or end emphasis
+        out = _EDGE_UNDERSCORE.sub("&#95;", out)
+    return out
+
+
+def _row(cells: Iterable[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    return [_row(header), _row("---" for _ in header), *(_row(r) for r in rows)]
+
+
+def cell_text(value: CellValue | None) -> str:
+    if value is None:
+        return ""
+    glyph = GLYPH[value.status]
+    if value.status == "flaky":
+        return "~ " + " ".join(f"{GLYPH[o]}{c}" for o, c in value.counts)
+    if value.trials > 1 and len(value.counts) > 1:
+        return glyph + " (" + " ".join(f"{GLYPH[o]}{c}" for o, c in value.counts) + ")"
+    return glyph
+
+
+def legend() -> str:
+    return " · ".join(f"{GLYPH[s]} {LABEL[s]}" for s in STATUSES) + (
+        " (a flaky cell shows its trials per outcome, e.g. `~ ✖2 ✔1`)"
+    )
+
+
+def _env_header(e: EnvInfo) -> str:
+    parts = [f"torch {md(e.torch)}" if e.torch else md(e.id)]
+    if e.lightning:
+        parts.append(f"L {md(e.lightning)}")
+    if e.python:
+        parts.append(f"py {md(e.python)}")
+    return "<br>".join(parts)
+
+
+def _envs(envs: Sequence[str], limit: int = 8) -> str:
+    shown = ", ".join(md(e) for e in envs[:limit])
+    if len(envs) > limit:
+        shown += f", … and {len(envs) - limit} more"
+    return shown
+
+
+def _claim(v: VariantAggregate) -> str:
+    parts = []
+    if v.claim_ref:
+        parts.append(md(v.claim_ref))
+    if v.claimed_rate is not None:
+        parts.append(pct(v.claimed_rate))
+    if v.reading:
+        parts.append(f"{md(v.reading)} reading")
+    return ", ".join(parts) or "–"
+
+
+def _range_cells(r: ReproRange) -> list[str]:
+    return [
+        md(r.first) if r.first else "never",
+        md(r.last) if r.last else "never",
+        md(r.newest) if r.newest else "–",
+        "–" if r.in_newest is None else ("yes" if r.in_newest else "no"),
+        _envs(r.gaps) or "–",
+    ]
+
+
+def outcome_tables(agg: EntryAggregate, variants: Sequence[VariantAggregate] | None = None) -> list[str]:
+    variants = agg.variants if variants is None else variants
+    lines: list[str] = []
+    header = ["Variant", "Kind", *(_env_header(e) for e in agg.envs)]
+    for d, p in agg.slices:
+        lines += ["", f"### {md(d)} / {md(p)}", ""]
+        rows = []
+        for v in variants:
+            rows.append(
+                [md(v.name), md(v.kind)]
+                + [cell_text(agg.cells.get((v.name, e.id, d, p))) for e in agg.envs]
+            )
+        lines += _table(header, rows)
+    return lines
+
+
+def range_table(agg: EntryAggregate) -> list[str]:
+    rows = []
+    for v in agg.variants:
+        for r in v.ranges:
+            rows.append([md(v.name), "any" if r.slice == "*" else md(r.slice), *_range_cells(r)])
+    if not rows:
+        return ["No baseline runs."]
+    return _table(
+        ["Baseline", "Device-precision", "First reproduced (introduced)", "Last reproduced",
+         "Newest measured", "Reproduces in newest", "Not reproduced between"],
+        rows,
+    )
+
+
+def rates_table(agg: EntryAggregate) -> list[str]:
+    header = ["Variant", "Kind", "Claim", "Metric", "Overall (k/n, 95% CI)", *(slice_id(s) for s in agg.slices)]
+    rows = [
+        [md(v.name), md(v.kind), _claim(v), md(v.metric), v.overall.text(), *(r.text() for _, r in v.by_slice)]
+        for v in agg.variants
+    ]
+    return _table(header, rows)
+
+
+def verdicts_table(agg: EntryAggregate) -> list[str]:
+    rows = [
+        [md(v.claim), md(v.subject) or "–", md(v.claimed), md(v.measured), f"**{v.verdict}**", md(v.why),
+         md(v.seen_instead) or "–"]
+        for v in agg.verdicts
+    ]
+    return _table(["Claim", "Subject", "Claimed", "Measured", "Verdict", "Why", "Seen instead"], rows)
+
+
+def render_entry(agg: EntryAggregate) -> str:
+    lines = [f"# {md(agg.title)}", ""]
+    if agg.title != agg.id:
+        lines += [f"Entry: {md(agg.id)}", ""]
+    if agg.signature_type:
+        lines += [f"Documented signature: {md(agg.signature_type)}: {md(agg.signature_message)}", ""]
+    lines += [
+        f"Measured on {agg.n_runs} runs ({agg.n_counted} applicable), newest run "
+        f"{md(agg.newest[:10]) or '–'}, harness {md(', '.join(agg.harness_versions)) or '–'}.",
+        "",
+        f"![heatmap]({entry_slug(agg.id)}.png)",
+        "",
+        "## Outcomes",
+        "",
+        "Legend: " + legend() + ". Empty: not run.",
+    ]
+    lines += outcome_tables(agg)
+    lines += ["", "## Rates", "",
+              "Reproduction: reproduced / applicable runs. Success (workaround) and failure (dead end): "
+              "in cells where a baseline reproduces. Not applicable (never counted): unsupported, "
+              "skipped, env_failed.", ""]
+    lines += rates_table(agg)
+    lines += ["", "## Where the documented error reproduces", ""]
+    lines += range_table(agg)
+    lines += ["", "## Claimed vs measured", ""]
+    lines += verdicts_table(agg)
+    lines += ["", "## Messages seen", ""]
+    any_msg = False
+    for v in agg.variants:
+        if not v.messages:
+            continue
+        any_msg = True
+        lines += [f"### {md(v.name)}", ""]
+        lines += _table(
+            ["Count", "Outcomes", "Type", "Message", "Environments"],
+            ([str(m.count), md(", ".join(m.outcomes)), md(m.type), md(m.message), _envs(m.envs)]
+             for m in v.messages),
+        )
+        lines.append("")
+    if not any_msg:
+        lines += ["No exceptions were raised.", ""]
+    lines += ["## Not counted (unsupported, skipped, env_failed)", ""]
+    nc_rows = [
+        [md(v.name), md(n.outcome), md(n.reason) or "–", str(n.count), _envs(n.envs)]
+        for v in agg.variants
+        for n in v.not_counted
+    ]
+    lines += _table(["Variant", "Outcome", "Reason", "Count", "Environments"], nc_rows) if nc_rows else ["None."]
+    lines += ["", "## Environments", ""]
+    lines += _table(
+        ["Environment", "torch", "lightning", "python"],
+        ([md(e.id), md(e.torch), md(e.lightning), md(e.python)] for e in agg.envs),
+    )
+    lines += ["", "## Machines", ""]
+    lines += _table(
+        ["Host", "OS", "CPU", "GPU", "Driver", "CUDA", "Harness", "Git rev", "Runs", "First run", "Last run"],
+        ([md(m.host), md(m.os), md(m.cpu), md(m.gpu), md(m.driver), md(m.cuda), md(m.harness_version),
+          md(m.git_rev), str(m.runs), md(m.first), md(m.last)] for m in agg.machines),
+    )
+    lines.append("")
+    return "\n".join(lines)
+
+
+# -- write-back blocks (the text between an entry document's markers) --------------------
+
+
+def measured_versions_block(agg: EntryAggregate) -> str:
+    baselines = [v for v in agg.variants if v.kind == "baseline"]
+    if not agg.n_runs:
+        return "Not measured yet."
+    lines = range_table(agg)
+    lines += ["", "Baseline outcomes per environment (" + legend() + "):", ""]
+    header = ["Environment", "torch", "lightning", *(slice_id(s) for s in agg.slices)]
+    rows = []
+    for e in agg.envs:
+        row = [md(e.id), md(e.torch), md(e.lightning)]
+        for d, p in agg.slices:
+            texts = [cell_text(agg.cells.get((b.name, e.id, d, p))) for b in baselines]
+            row.append(" ".join(t or "·" for t in texts) if any(texts) else "")
+        rows.append(row)
+    if len(baselines) > 1:
+        lines.insert(-1, "Baselines in each cell, in order: " + ", ".join(md(b.name) for b in baselines) + ".")
+    lines += _table(header, rows)
+    return "\n".join(lines)
+
+
+def measured_rates_block(agg: EntryAggregate) -> str:
+    if not agg.n_runs:
+        return "Not measured yet."
+    return "\n".join(rates_table(agg) + ["", *verdicts_table(agg)])
+
+
+def verification_block(agg: EntryAggregate) -> str:
+    if not agg.n_runs:
+        return "Verification: not measured yet."
+    revs = sorted({m.git_rev for m in agg.machines if m.git_rev})
+    rev = f" (git {md(', '.join(revs))})" if revs else ""
+    date = md(agg.newest[:10]) if agg.newest else "date unknown"
+    return (
+        f"Verification: measured on {agg.n_runs} runs ({agg.n_counted} applicable), {date}, "
+        f"harness {md(', '.join(agg.harness_versions)) or 'unknown'}{rev}."
+    )
