@@ -842,17 +842,25 @@ def _neg(s: str) -> tuple[int, ...]:
     return tuple(-ord(c) for c in s)
 
 
+def _messages_instead(baselines: list[VariantAggregate], envs: set[str] | None = None) -> str:
+    """Baseline exceptions other than the documented one, most frequent first (top 3)."""
+    instead: Counter[tuple[str, str]] = Counter()
+    for b in baselines:
+        for m in b.messages:
+            if m.outcomes == (Outcome.REPRODUCED.value,):
+                continue
+            if envs is not None and not envs.intersection(m.envs):
+                continue
+            instead[(m.type, m.message)] += m.count
+    top = sorted(instead.items(), key=lambda kv: (-kv[1], kv[0]))
+    return "; ".join(f"{t}: {msg} (×{c})" for (t, msg), c in top[:3])
+
+
 def _message_verdict(agg: EntryAggregate, baselines: list[VariantAggregate]) -> Verdict:
     claimed = f"{agg.signature_type}: {agg.signature_message}" if agg.signature_type else "–"
     k = sum(b.overall.k for b in baselines)
     n = sum(b.overall.n for b in baselines)
-    instead: Counter[tuple[str, str]] = Counter()
-    for b in baselines:
-        for m in b.messages:
-            if m.outcomes != (Outcome.REPRODUCED.value,):
-                instead[(m.type, m.message)] += m.count
-    top = sorted(instead.items(), key=lambda kv: (-kv[1], kv[0]))
-    seen = "; ".join(f"{t}: {msg} (×{c})" for (t, msg), c in top[:3])
+    seen = _messages_instead(baselines)
     if not baselines:
         return Verdict("documented message", "", claimed, "–", NOT_MEASURABLE, "the entry has no baseline variant")
     measured = f"reproduced in {k}/{n} applicable baseline runs"
@@ -939,9 +947,7 @@ def _version_verdict(row: Any, agg: EntryAggregate, baselines: list[VariantAggre
         return Verdict(label, row.spec, claimed, measured, NOT_MEASURABLE,
                        f"status {row.status!r} does not say whether the error occurs")
     if problems:
-        seen = ""
-        if status in PRESENT_STATUSES:
-            seen = _message_verdict(agg, baselines).seen_instead
+        seen = _messages_instead(baselines, {e.id for e in norep}) if status in PRESENT_STATUSES else ""
         return Verdict(label, row.spec, claimed, measured, CONTRADICTED, "; ".join(problems), seen)
     return Verdict(label, row.spec, claimed, measured, CONFIRMED,
                    "consistent in " + ", ".join(e.id for e in applicable))

@@ -100,9 +100,9 @@ def render_png(agg: EntryAggregate) -> bytes:
         # environment labels: drawn once on a horizontal strip, turned upright in one go
         strip = Image.new("RGB", (col_h, grid_w), (255, 255, 255))
         sdraw = ImageDraw.Draw(strip)
-        for ci, text in enumerate(col_labels):
-            sdraw.text((2, ci * CELL), text, fill=(0, 0, 0), font=font)
-        im.paste(strip.transpose(Image.Transpose.ROTATE_90), (x0, top + max(1, len(slices)) * band_h))
+        for ci, text in enumerate(col_labels):  # turned clockwise: the last row goes left
+            sdraw.text((2, (len(col_labels) - 1 - ci) * CELL), text, fill=(0, 0, 0), font=font)
+        im.paste(strip.transpose(Image.Transpose.ROTATE_270), (x0, top + max(1, len(slices)) * band_h))
     out = io.BytesIO()
     im.save(out, format="PNG", optimize=False)
     return out.getvalue()

@@ -1,0 +1,272 @@
+"""Aggregates on hand-built record sets whose answers are known."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from harness.aggregate import (
+    CONFIRMED,
+    CONTRADICTED,
+    FLAKY,
+    NOT_MEASURABLE,
+    Rate,
+    aggregate,
+    aggregate_entry,
+    cell_value,
+    env_info,
+    judge_rate,
+    wilson,
+)
+from harness.entries import Claims, Entry, Signature, Variant, VersionClaim
+from harness.outcomes import Outcome
+from harness.records import ExceptionInfo, Record
+
+R, OK, OTHER = Outcome.REPRODUCED, Outcome.OK, Outcome.OTHER_ERROR
+UNS, SKIP, ENVF = Outcome.UNSUPPORTED, Outcome.SKIPPED, Outcome.ENV_FAILED
+
+E1 = "py3.9-torch1.10.2-lightning1.9.5"
+E2 = "py3.10-torch1.12.1-lightning2.1.4"
+E3 = "py3.11-torch2.5.1-lightning2.4.0"
+TORCH = {E1: "1.10.2+cpu", E2: "1.12.1+cu102", E3: "2.5.1"}
+LIGHTNING = {E1: "1.9.5", E2: "2.1.4", E3: "2.4.0"}
+KIND = {"base": "baseline", "wa": "workaround", "wa2": "workaround", "de": "dead_end", "ctl": "control"}
+MSG = "Attempting to unscale FP16 gradients."
+
+
+def rec(variant: str, env: str, outcome: Outcome, *, trial: int = 0, device: str = "cpu",
+        precision: str = "fp16", message: str | None = None, reason: str = "",
+        entry: str = "pytorch/demo", day: int = 1) -> Record:
+    exc = None
+    if outcome in (R, OTHER) or message:
+        exc = ExceptionInfo("RuntimeError" if outcome is R else "ValueError",
+                            message or (MSG if outcome is R else "other thing"), "x.py:1 in f")
+    return Record(
+        entry=entry, variant=variant, kind=KIND[variant], cell=f"{env}-{device}-{precision}", env=env,
+        device=device, precision=precision, trial=trial, outcome=outcome, reason=reason, exception=exc,
+        versions={"python": env[2:6].rstrip("-"), "torch": TORCH[env], "lightning": LIGHTNING[env]},
+        provenance={"host": "box", "harness_version": "0.1.0", "git_rev": "abc123"},
+        started_at=f"2024-05-{day:02d}T10:00:00Z",
+    )
+
+
+def make_entry(*, fix_rate: float | None = None, table: tuple[VersionClaim, ...] = (),
+               wa_rate: float | None = None, de_rate: float | None = None, doc: Path | None = None,
+               entry_id: str = "pytorch/demo") -> Entry:
+    here = doc or Path("/nonexistent/document.md")
+    return Entry(
+        id=entry_id, dir=here.parent, title="Demo error", signature=Signature("ValueError", "Attempting to unscale"),
+        claims=Claims(verification="ai_generated", fix_rate=fix_rate, version_table=table),
+        variants=(
+            Variant("base", "baseline", "the error"),
+            Variant("wa", "workaround", "workaround 1", claim_ref="workaround 1", claimed_rate=wa_rate),
+            Variant("de", "dead_end", "dead end 1", claim_ref="dead end 1", claimed_rate=de_rate),
+            Variant("ctl", "control", "sanity"),
+        ),
+        source=here, document=here, repro=here,
+    )
+
+
+def verdict(agg, claim_prefix: str):
+    [v] = [v for v in agg.verdicts if v.claim.startswith(claim_prefix)]
+    return v
+
+
+# -- Wilson and the rate rule ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("k", "n", "low", "high"),
+    [
+        (5, 10, 0.236593, 0.763407),
+        (0, 10, 0.0, 0.277533),
+        (10, 10, 0.722467, 1.0),
+        (1, 10, 0.017876, 0.404150),
+        (81, 263, 0.255289, 0.366210),  # Wilson (1927) example as quoted in the literature
+    ],
+)
+def test_wilson_known_values(k, n, low, high):
+    lo, hi = wilson(k, n)
+    assert lo == pytest.approx(low, abs=1e-6)
+    assert hi == pytest.approx(high, abs=1e-6)
+
+
+def test_wilson_empty_and_invalid():
+    assert wilson(0, 0) is None
+    assert Rate.of(0, 0).text() == "0/0 (no applicable runs)"
+    with pytest.raises(ValueError):
+        wilson(3, 2)
+
+
+def test_judge_rate_rule():
+    r = Rate.of(9, 10)  # [0.596, 0.982]
+    assert judge_rate(0.88, r, "")[0] == CONFIRMED
+    assert judge_rate(0.5, r, "")[0] == CONTRADICTED
+    assert "below" in judge_rate(0.5, r, "")[1]
+    assert judge_rate(0.99, r, "")[0] == CONTRADICTED
+    assert judge_rate(0.5, Rate.of(0, 0), "because") == (NOT_MEASURABLE, "because")
+    assert judge_rate(None, r, "")[0] == NOT_MEASURABLE
+
+
+# -- cells ----------------------------------------------------------------------------------
+
+
+def test_cell_flaky_when_counted_trials_disagree():
+    v = cell_value([R, OK, R])
+    assert v.status == FLAKY
+    assert dict(v.counts) == {"reproduced": 2, "ok": 1}
+
+
+def test_cell_not_counted_trials_do_not_make_it_flaky():
+    assert cell_value([R, UNS]).status == "reproduced"
+    assert cell_value([UNS, SKIP]).status == "unsupported"  # tie: first in outcome order
+    assert cell_value([SKIP, SKIP, UNS]).status == "skipped"
+
+
+# -- environments ---------------------------------------------------------------------------
+
+
+def test_env_order_by_version_not_text():
+    envs = ["py3.10-torch1.9.0-lightning1.5.0", "py3.10-torch1.10.0-lightning1.5.0",
+            "py3.10-torch1.10.0-lightning1.10.0", "py3.10-torch2.0.0-lightning1.5.0"]
+    infos = [env_info(e, {"torch": e.split("torch")[1].split("-")[0] + "+cu117"}) for e in reversed(envs)]
+    assert [i.id for i in sorted(infos, key=lambda i: i.sort_key)] == envs
+    assert infos[0].torch == "2.0.0+cu117"  # the local label is kept for display
+
+
+def test_env_versions_from_id_when_records_carry_none():
+    e = env_info("py3.8-torch1.10.2-lightning1.9.5")
+    assert (e.python, e.torch, e.lightning) == ("3.8", "1.10.2", "1.9.5")
+
+
+# -- one entry, known answers ----------------------------------------------------------------
+
+
+def scenario() -> list[Record]:
+    return [
+        # baseline: reproduces in E1 (twice) and E2 (flaky), never in E3
+        rec("base", E1, R), rec("base", E1, R, trial=1),
+        rec("base", E2, R), rec("base", E2, OK, trial=1),
+        rec("base", E3, OTHER, message="new message"), rec("base", E3, OTHER, trial=1, message="new message"),
+        # workaround: ok in E1 and E2 (reproducing cells); fails in E3, which does not count
+        rec("wa", E1, OK), rec("wa", E1, OK, trial=1), rec("wa", E2, OK), rec("wa", E2, OTHER, trial=1),
+        rec("wa", E3, OTHER), rec("wa", E3, OTHER, trial=1),
+        # dead end: fails in E1, ok in E2, unsupported in E3
+        rec("de", E1, OTHER), rec("de", E1, R, trial=1), rec("de", E2, OK), rec("de", E2, UNS, trial=1, reason="no API"),
+        rec("de", E3, UNS, reason="no API"),
+        # control: ok everywhere but one env could not be built
+        rec("ctl", E1, OK), rec("ctl", E2, OK), rec("ctl", E3, ENVF, reason="no wheel for py3.11"),
+    ]
+
+
+def test_rates_and_counts():
+    agg = aggregate_entry(make_entry(), scenario())
+    base, wa, de, ctl = (agg.variant(n) for n in ("base", "wa", "de", "ctl"))
+    assert (base.overall.k, base.overall.n) == (3, 6)
+    assert (wa.overall.k, wa.overall.n) == (3, 4)  # E3 is not a reproducing cell
+    assert (de.overall.k, de.overall.n) == (2, 3)  # not-ok over applicable runs in E1, E2
+    assert (ctl.overall.k, ctl.overall.n) == (2, 2)  # env_failed never counts
+    assert ctl.not_counted[0].outcome == "env_failed"
+    assert ctl.not_counted[0].reason == "no wheel for py3.11"
+    assert [(n.reason, n.count) for n in de.not_counted] == [("no API", 2)]
+    assert agg.cells[("base", E2, "cpu", "fp16")].status == FLAKY
+    assert dict(agg.cells[("base", E2, "cpu", "fp16")].counts) == {"reproduced": 1, "ok": 1}
+    assert [e.id for e in agg.envs] == [E1, E2, E3]
+    assert base.overall.low == pytest.approx(wilson(3, 6)[0])
+
+
+def test_range_first_last_newest():
+    agg = aggregate_entry(make_entry(), scenario())
+    [overall, cpu16] = agg.variant("base").ranges
+    assert overall.slice == "*" and cpu16.slice == "cpu-fp16"
+    assert (overall.first, overall.last, overall.newest, overall.in_newest) == (E1, E2, E3, False)
+    assert overall.gaps == ()
+
+
+def test_range_gap_and_slices():
+    records = [rec("base", E1, R), rec("base", E2, OK), rec("base", E3, R),
+               rec("base", E1, OK, device="cuda", precision="bf16"), rec("base", E3, UNS, device="cuda", precision="bf16")]
+    agg = aggregate_entry(make_entry(), records)
+    ranges = {r.slice: r for r in agg.variant("base").ranges}
+    assert ranges["*"].gaps == (E2,)
+    assert ranges["*"].in_newest is True
+    assert ranges["cuda-bf16"].first is None
+    assert ranges["cuda-bf16"].newest == E1  # E3 was unsupported: not measured
+    assert list(agg.slices) == [("cpu", "fp16"), ("cuda", "bf16")]
+    by_slice = dict(agg.variant("base").by_slice)
+    assert (by_slice["cuda-bf16"].k, by_slice["cuda-bf16"].n) == (0, 1)
+
+
+def test_verdicts_claimed_vs_measured():
+    table = (
+        VersionClaim("torch>=1.10", "active"),  # E3 does not reproduce -> contradicted
+        VersionClaim("torch<2.0", "active"),  # E1, E2 reproduce -> confirmed
+        VersionClaim("torch>=3.0", "active"),  # nothing measured -> not measurable
+        VersionClaim("torch>=2.0", "fixed"),  # E3 does not reproduce -> confirmed
+        VersionClaim("torch>=1.0", "active", introduced="1.11"),  # reproduces in 1.10 -> contradicted
+    )
+    entry = make_entry(fix_rate=0.88, table=table, wa_rate=0.9, de_rate=0.1)
+    agg = aggregate_entry(entry, scenario())
+    assert verdict(agg, "documented message").verdict == CONFIRMED
+    fix = verdict(agg, "fix rate")
+    assert fix.verdict == CONFIRMED and "best workaround 'wa'" in fix.why and "pooled" in fix.why
+    rows = [v for v in agg.verdicts if v.claim.startswith("version table")]
+    assert [v.verdict for v in rows] == [CONTRADICTED, CONFIRMED, NOT_MEASURABLE, CONFIRMED, CONTRADICTED]
+    assert E3 in rows[0].why and rows[0].seen_instead == "ValueError: new message (×2)"
+    assert "before introduced 1.11" in rows[4].why
+    assert verdict(agg, "workaround 1").verdict == CONFIRMED  # 0.9 in [0.30, 0.95]
+    de = verdict(agg, "dead end 1")
+    assert de.verdict == CONTRADICTED and de.measured.startswith("2/3")
+
+
+def test_no_reproduction_makes_rates_not_measurable_and_names_messages():
+    records = [rec("base", E1, OTHER, message="seen A"), rec("base", E2, OTHER, message="seen B"),
+               rec("base", E3, OTHER, message="seen B"), rec("wa", E1, OK), rec("de", E1, OTHER)]
+    agg = aggregate_entry(make_entry(fix_rate=0.5, wa_rate=0.9, de_rate=0.6), records)
+    msg = verdict(agg, "documented message")
+    assert msg.verdict == CONTRADICTED
+    assert msg.why.index("seen B") < msg.why.index("seen A")  # most frequent first
+    assert msg.seen_instead.startswith("ValueError: seen B (×2)")
+    wa = verdict(agg, "workaround 1")
+    assert wa.verdict == NOT_MEASURABLE and "never reproduced" in wa.why
+    assert verdict(agg, "fix rate").verdict == NOT_MEASURABLE
+
+
+def test_unsupported_only():
+    records = [rec("base", e, UNS, reason="no torch.amp") for e in (E1, E2, E3)] + [rec("wa", E1, UNS)]
+    agg = aggregate_entry(make_entry(wa_rate=0.9, table=(VersionClaim("torch>=1.10", "active"),)), records)
+    assert verdict(agg, "documented message").verdict == NOT_MEASURABLE
+    assert "unsupported" in verdict(agg, "documented message").why
+    assert "no baseline run was applicable" in verdict(agg, "workaround 1").why
+    assert verdict(agg, "version table").verdict == NOT_MEASURABLE
+    assert agg.variant("base").overall.n == 0
+    assert agg.variant("base").not_counted[0].count == 3
+
+
+def test_env_failed_everywhere():
+    records = [rec(v, e, ENVF, reason="resolution failed") for v in ("base", "wa") for e in (E1, E2)]
+    agg = aggregate_entry(make_entry(wa_rate=0.9), records)
+    assert agg.n_runs == 4 and agg.n_counted == 0
+    assert verdict(agg, "documented message").verdict == NOT_MEASURABLE
+    assert all(v.overall.n == 0 for v in agg.variants)
+
+
+def test_variant_without_runs_and_unknown_entry():
+    aggs = aggregate([rec("base", E1, R, entry="other/entry")], [make_entry()])
+    assert [a.id for a in aggs.entries] == ["other/entry", "pytorch/demo"]
+    other, demo = aggs.entries
+    assert other.title == "other/entry" and other.document is None
+    assert demo.n_runs == 0 and demo.variant("wa").overall.n == 0
+
+
+def test_order_of_records_does_not_matter():
+    records = scenario() + [rec("base", E1, R, trial=2, day=3)]
+    shuffled = list(records)
+    random.Random(4).shuffle(shuffled)
+    a = aggregate(records, [make_entry(fix_rate=0.9)]).to_dict()
+    b = aggregate(shuffled, [make_entry(fix_rate=0.9)]).to_dict()
+    assert a == b
+    assert a["schema"] == 1
+    assert a["entries"][0]["newest"] == "2024-05-03T10:00:00Z"
