@@ -114,7 +114,15 @@ class _Lines(dict):  # type: ignore[type-arg]
     key_lines: dict[str, int]
 
 
+SAFE_TAGS = {
+    "tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "seq", "map")
+}
+
+
 def _plain(node: yaml.Node, path: Path) -> Any:
+    if node.tag not in SAFE_TAGS:
+        # nothing is ever constructed from a tag: YAML here is data, not objects
+        raise EntryError(path, node.start_mark.line + 1, f"YAML tag {node.tag!r} is not allowed")
     if isinstance(node, yaml.MappingNode):
         out = _Lines()
         out.line = node.start_mark.line + 1

@@ -1,0 +1,99 @@
+"""Entry files: the real seeds load; every malformed entry fails with file:line and what to change."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.entries import EntryError, load_entries, load_entry
+
+REPO = Path(__file__).resolve().parent.parent
+GOOD = """\
+id: demo/err
+signature: {type: RuntimeError, message: "boom"}
+variants:
+  - {name: baseline, kind: baseline, description: "raises"}
+  - {name: control, kind: control, description: "works"}
+"""
+
+
+def make(tmp_path: Path, text: str, entry_id: str = "demo/err") -> Path:
+    d = tmp_path / entry_id
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "entry.yaml").write_text(textwrap.dedent(text))
+    for name in ("source.md", "document.md", "repro.py"):
+        (d / name).write_text("x\n")
+    return d
+
+
+def test_the_seed_entries_load() -> None:
+    entries = load_entries(REPO / "repros")
+    ids = [e.id for e in entries]
+    assert "pytorch/grad-scale-unscale-error" in ids
+    assert "lightning/gradient-clipping-optimizer-handles-unscaling" in ids
+    for e in entries:
+        kinds = {v.kind for v in e.variants}
+        assert {"baseline", "control"} <= kinds
+        assert e.source.read_text() and e.repro.is_file()
+
+
+def test_good_entry(tmp_path: Path) -> None:
+    e = load_entry(make(tmp_path, GOOD), tmp_path)
+    assert e.id == "demo/err" and [v.name for v in e.variants] == ["baseline", "control"]
+    assert e.variant("control").precisions == ("fp32", "fp16", "bf16")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (
+            GOOD.replace('signature: {type: RuntimeError, message: "boom"}\n', ""),
+            1,
+            "missing required key(s) ['signature']",
+        ),
+        (GOOD.replace("kind: control", "kind: fix"), 5, "unknown variant kind 'fix'"),
+        (
+            GOOD.replace("name: control", "name: baseline"),
+            5,
+            "duplicate variant name 'baseline' (first at line 4)",
+        ),
+        (GOOD.replace('message: "boom"', 'message: "boom("'), 2, "not a valid regular expression"),
+        (GOOD.replace("id: demo/err", "id: demo/other"), 1, "must equal its folder 'demo/err'"),
+        (GOOD.replace("id: demo/err", "id: ../../x"), 1, "must match"),
+        (GOOD + "colour: red\n", 6, "unknown key 'colour'"),
+        (
+            GOOD.replace('description: "works"', 'description: "works", precisions: [fp8]'),
+            5,
+            "unknown precision 'fp8'",
+        ),
+        (
+            GOOD.replace(
+                "variants:\n", "variants:\n  - !!python/object/apply:os.system [echo hi]\n"
+            ),
+            4,
+            "YAML tag 'tag:yaml.org,2002:python/object/apply:os.system' is not allowed",
+        ),
+        (GOOD.replace("kind: baseline", "kind: workaround"), 3, "at least one baseline"),
+        ("id: [unclosed\n", 2, "not valid YAML"),
+    ],
+)
+def test_malformed_entries_are_named(tmp_path: Path, text: str, line: int, message: str) -> None:
+    d = make(tmp_path, text)
+    with pytest.raises(EntryError) as info:
+        load_entry(d, tmp_path)
+    assert info.value.line == line, str(info.value)
+    assert message in info.value.message
+    assert str(info.value).startswith(f"{d / 'entry.yaml'}:{line}: ")
+
+
+def test_missing_files_and_escapes_are_refused(tmp_path: Path) -> None:
+    d = make(tmp_path, GOOD)
+    (d / "repro.py").unlink()
+    with pytest.raises(EntryError, match="repro file 'repro.py' does not exist"):
+        load_entry(d, tmp_path)
+    d2 = make(tmp_path, "repro: ../../../etc/passwd\n" + GOOD, entry_id="demo/esc")
+    (d2 / "entry.yaml").write_text((d2 / "entry.yaml").read_text().replace("demo/err", "demo/esc"))
+    with pytest.raises(EntryError, match="must stay inside"):
+        load_entry(d2, tmp_path)
