@@ -142,10 +142,10 @@ class Rate:
         return self.low - 1e-12 <= rate <= self.high + 1e-12
 
     def text(self) -> str:
-        """'7/8 = 87.5% [52.9%, 97.8%]' or '0/0 (no applicable runs)'."""
+        """'7/8 = 87.5% (CI 52.9–97.8%)' (Wilson 95%) or '0/0 (no applicable runs)'."""
         if not self.n:
             return "0/0 (no applicable runs)"
-        return f"{self.k}/{self.n} = {pct(self.value)} [{pct(self.low)}, {pct(self.high)}]"
+        return f"{self.k}/{self.n} = {pct(self.value)} (CI {pct(self.low)[:-1]}–{pct(self.high)})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
