@@ -1,0 +1,129 @@
+"""Renderers: hostile run text stays text; the same records give the same bytes."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+from harness.aggregate import aggregate
+from harness.entries import Claims, Entry, Signature, Variant
+from harness.outcomes import Outcome
+from harness.records import ExceptionInfo, Record
+from harness.render.html import render_html
+from harness.render.jsonout import render_json
+from harness.render.markdown import md, render_entry
+from harness.render.plots import render_png
+from harness.report import render_all
+
+HOSTILE = "<script>document.title='pwned'</script> | `tick` </script><img src=x onerror=alert(1)> [l](javascript:x)\nline2 _em_"
+ENVS = ["py3.10-torch1.12.1-lightning2.1.4", "py3.11-torch2.5.1-lightning2.4.0"]
+
+
+def records() -> list[Record]:
+    out = []
+    for env in ENVS:
+        torch = env.split("torch")[1].split("-")[0]
+        for variant, kind, outcome in (("base", "baseline", Outcome.REPRODUCED), ("wa", "workaround", Outcome.OTHER_ERROR),
+                                       ("ctl", "control", Outcome.OK)):
+            for trial in range(2):
+                exc = None
+                if outcome is not Outcome.OK:
+                    exc = ExceptionInfo("RuntimeError", HOSTILE, "<frame>|x.py:1", "tb")
+                out.append(Record(
+                    entry="pytorch/hostile", variant=variant, kind=kind, cell=f"{env}-cpu-fp16", env=env,
+                    device="cpu", precision="fp16", trial=trial, outcome=outcome, exception=exc,
+                    reason=HOSTILE if outcome is Outcome.OTHER_ERROR else "",
+                    versions={"python": "3.10", "torch": torch + "+cu102", "lightning": "2.1.4"},
+                    provenance={"host": "<b>host</b>", "harness_version": "0.1.0", "git_rev": "abc"},
+                    started_at="2024-05-01T00:00:00Z",
+                ))
+    out.append(Record(entry="pytorch/hostile", variant="wa", kind="workaround", cell=f"{ENVS[0]}-cuda-bf16",
+                      env=ENVS[0], device="cuda", precision="bf16", trial=0, outcome=Outcome.SKIPPED,
+                      reason="no CUDA | here"))
+    return out
+
+
+def entry(tmp_path) -> Entry:
+    doc = tmp_path / "document.md"
+    doc.write_text("".join(f"<!-- harness:{b}:begin --><!-- harness:{b}:end -->\n"
+                           for b in ("measured-versions", "measured-rates", "verification")), encoding="utf-8")
+    return Entry(id="pytorch/hostile", dir=tmp_path, title="Hostile <title> | test",
+                 signature=Signature("RuntimeError", "<script>"), claims=Claims(fix_rate=0.9),
+                 variants=(Variant("base", "baseline", "b"), Variant("wa", "workaround", "w", claim_ref="workaround 1",
+                                                                     claimed_rate=0.8),
+                           Variant("ctl", "control", "c")),
+                 source=doc, document=doc, repro=doc)
+
+
+def test_md_escape():
+    assert md("a|b`c<d>\\e\r\nf") == "a&#124;b&#96;c&lt;d&gt;&#92;e<br>f"
+    assert md("snake_case_name") == "snake_case_name"
+    assert md("_em_") == "&#95;em&#95;"
+    assert md("[x](y)") == "&#91;x&#93;(y)"
+
+
+def test_markdown_keeps_hostile_text_as_text(tmp_path):
+    [agg] = aggregate(records(), [entry(tmp_path)]).entries
+    text = render_entry(agg)
+    assert "<script" not in text and "<img" not in text and "<b>" not in text
+    assert "&lt;script&gt;document.title=&#39;pwned&#39;" not in text  # quotes need no escaping in md
+    assert "&lt;script&gt;document.title='pwned'&lt;/script&gt; &#124; &#96;tick&#96;" in text
+    # every table row has the same number of cells as its header: no pipe leaked
+    for block in re.findall(r"(?:^\|.*\|$\n?)+", text, flags=re.M):
+        rows = block.strip("\n").split("\n")
+        widths = {len(re.findall(r"(?<!\\)\|", r)) for r in rows}
+        assert len(widths) == 1, rows
+    assert "no CUDA &#124; here" in text
+    assert "**contradicted**" in text  # the workaround never worked: 0/4 against 80%
+
+
+def test_html_escapes_markup_and_script_data(tmp_path):
+    page = render_html(aggregate(records(), [entry(tmp_path)]))
+    assert page.count("<script") == 2  # the JSON data and the page's own script, nothing else
+    assert page.count("</script>") == 2
+    assert "<img" not in page and "<b>host" not in page
+    assert "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in page  # in the verdicts table
+    data_text = page.split('<script type="application/json" id="cell-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data_text and ">" not in data_text
+    data = json.loads(data_text)
+    assert HOSTILE in data["strings"] and "<b>host</b>" in data["strings"][data["cells"][0][1][0][5]]
+    assert "innerHTML" not in page and "http" not in page.replace("http-equiv", "")  # self-contained
+
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+
+    parser = Tags()
+    parser.feed(page)
+    assert "img" not in parser.tags and parser.tags.count("script") == 2
+
+
+def test_json_schema_and_content(tmp_path):
+    data = json.loads(render_json(aggregate(records(), [entry(tmp_path)])))
+    assert data["schema"] == 1 and data["records"] == 13
+    [e] = data["entries"]
+    assert e["cells"]["base"]["cpu-fp16"][ENVS[0]] == {"status": "reproduced", "counts": {"reproduced": 2}}
+    wa = next(v for v in e["variants"] if v["name"] == "wa")
+    assert wa["overall"]["k"] == 0 and wa["overall"]["n"] == 4 and wa["not_counted"][0]["reason"] == "no CUDA | here"
+
+
+def test_png_is_a_png_and_deterministic(tmp_path):
+    [agg] = aggregate(records(), [entry(tmp_path)]).entries
+    png = render_png(agg)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and png == render_png(agg)
+
+
+def test_render_all_is_byte_identical_on_rerun(tmp_path):
+    e = entry(tmp_path)
+    first = render_all(records(), [e], tmp_path / "a")
+    blobs = {p.relative_to(tmp_path / "a"): p.read_bytes() for p in first.outputs}
+    second = render_all(list(reversed(records())), [e], tmp_path / "b")
+    assert {p.relative_to(tmp_path / "b"): p.read_bytes() for p in second.outputs} == blobs
+    assert sorted(str(p) for p in blobs) == ["compat.json", "compat/pytorch__hostile.md",
+                                             "compat/pytorch__hostile.png", "index.html"]
+    assert first.verdicts == {"confirmed": 1, "contradicted": 2}
