@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from packaging.requirements import Requirement
+
 from harness.matrix import Environment
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "EnvBackend",
     "EnvFailed",
     "EnvSpec",
+    "STANDIN_VAR",
     "UvBackend",
     "find_interpreter",
     "fingerprint",
@@ -37,6 +40,12 @@ FORMAT = 1  # bump when the layout of an environment folder changes
 MARKER = "harness-env.json"
 CHILD = Path(__file__).with_name("child.py")
 INSTALL_TIMEOUT_S = 1800
+# Testing the harness itself: install a small stand-in package instead of torch and
+# lightning, e.g. HARNESS_STANDIN="six=={torch}" builds six at each row's torch version
+# (a version that does not exist makes an environment that cannot be built). The health
+# check imports the stand-in instead; the environment id, the cells and the records are
+# unchanged. Never set in a real run.
+STANDIN_VAR = "HARNESS_STANDIN"
 
 
 @dataclass(frozen=True)
@@ -113,8 +122,15 @@ class EnvSpec:
     imports: tuple[tuple[str, ...], ...] = (("torch",), ("lightning", "pytorch_lightning"))
 
     @classmethod
-    def of(cls, env: Environment) -> EnvSpec:
-        return cls(env.id, env.python, env.requirements(), env.find_links)
+    def of(cls, env: Environment, standin: str | None = None) -> EnvSpec:
+        if not standin:
+            return cls(env.id, env.python, env.requirements(), env.find_links)
+        reqs = tuple(
+            r.replace("{torch}", env.torch).replace("{lightning}", env.lightning)
+            for r in standin.split()
+        )
+        modules = tuple((Requirement(r).name.replace("-", "_"),) for r in reqs)
+        return cls(env.id, env.python, (*reqs, *env.pins), env.find_links, imports=modules)
 
 
 def fingerprint(spec: EnvSpec, interpreter: Path) -> str:
@@ -154,13 +170,15 @@ sys.path.insert(0, sys.argv[1])
 import child
 wanted = json.loads(sys.argv[2])
 for alternatives in wanted:
-    for i, name in enumerate(alternatives):
+    errors = []
+    for name in alternatives:
         try:
             importlib.import_module(name)
             break
-        except ImportError:
-            if i == len(alternatives) - 1:
-                raise
+        except Exception as exc:
+            errors.append(exc)
+    else:
+        raise errors[0]  # the first alternative's error is the one that explains
 for optional in ("numpy",):
     try:
         importlib.import_module(optional)
@@ -202,11 +220,16 @@ class UvBackend:
     """Builds environments with uv under ``root`` (one folder per environment id)."""
 
     def __init__(
-        self, root: str | os.PathLike[str], uv: str | None = None, cache_dir: str | None = None
+        self,
+        root: str | os.PathLike[str],
+        uv: str | None = None,
+        cache_dir: str | None = None,
+        standin: str | None = None,
     ) -> None:
         self.root = Path(root)
         self.uv = uv or shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
         self.cache_dir = cache_dir  # None: uv's shared default cache (hardlinks from it)
+        self.standin = standin  # see STANDIN_VAR; None in real runs
 
     def _uv(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = dict(os.environ)
@@ -230,7 +253,7 @@ class UvBackend:
             raise EnvFailed(f"uv {args[0]} ran past {INSTALL_TIMEOUT_S} s") from exc
 
     def ensure(self, env: Environment) -> BuiltEnv:
-        return self.ensure_spec(EnvSpec.of(env), env)
+        return self.ensure_spec(EnvSpec.of(env, self.standin), env)
 
     def ensure_spec(self, spec: EnvSpec, env: Environment) -> BuiltEnv:
         started = time.monotonic()
