@@ -34,6 +34,7 @@ Verdict rules (the only place they are decided: ``judge_rate``, ``_version_verdi
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter, defaultdict
@@ -205,7 +206,7 @@ class EnvInfo:
     torch: str
     lightning: str
 
-    @property
+    @functools.cached_property  # works on a frozen dataclass: it writes __dict__ directly
     def sort_key(self) -> tuple[Any, ...]:
         def key(text: str) -> tuple[int, Any]:
             v = _public(_version(text))
@@ -261,7 +262,12 @@ class CellValue:
         return {"status": self.status, "counts": dict(self.counts)}
 
 
+_SINGLE = {o: CellValue(o.value, ((o.value, 1),)) for o in Outcome}
+
+
 def cell_value(outcomes: Iterable[Outcome]) -> CellValue:
+    if isinstance(outcomes, list) and len(outcomes) == 1:
+        return _SINGLE[outcomes[0]]  # the common case: one trial, a shared value
     counts = Counter(outcomes)
     if not counts:
         raise ValueError("a cell needs at least one trial")
@@ -456,9 +462,23 @@ class EntryAggregate:
         return tuple(sorted({m.harness_version for m in self.machines if m.harness_version}))
 
     def to_dict(self) -> dict[str, Any]:
+        # per variant and slice: statuses aligned with "environments" (null: not run), and
+        # the trial counts of cells with more than one trial
+        env_index = {e.id: i for i, e in enumerate(self.envs)}
         cells: dict[str, dict[str, dict[str, Any]]] = {}
-        for (variant, env, device, precision), value in sorted(self.cells.items()):
-            cells.setdefault(variant, {}).setdefault(f"{device}-{precision}", {})[env] = value.to_dict()
+        for v in self.variants:
+            per: dict[str, dict[str, Any]] = {}
+            for s in self.slices:
+                per[slice_id(s)] = {"status": [None] * len(self.envs), "counts": {}}
+            cells[v.name] = per
+        for (variant, env, device, precision), value in self.cells.items():
+            slot = cells[variant][f"{device}-{precision}"]
+            slot["status"][env_index[env]] = value.status
+            if len(value.counts) > 1 or value.counts[0][1] > 1:
+                slot["counts"][env] = dict(value.counts)
+        for per in cells.values():
+            for slot in per.values():
+                slot["counts"] = dict(sorted(slot["counts"].items(), key=lambda kv: env_index[kv[0]]))
         return {
             "id": self.id,
             "title": self.title,
@@ -529,6 +549,8 @@ def aggregate_entry(
     kinds: dict[str, str] = {}
     env_versions: dict[str, tuple[str, str, str]] = {}
     machines: dict[tuple[str, ...], list[Any]] = {}
+    machine_keys: dict[int, tuple[str, ...]] = {}
+    records = records if isinstance(records, (list, tuple)) else list(records)
     n_runs = 0
     newest = ""
     for r in records:
@@ -545,7 +567,9 @@ def aggregate_entry(
                 got = tuple(min(a, b) if a and b else a or b for a, b in zip(old, got))  # type: ignore[assignment]
             env_versions[r.env] = got
         p = r.provenance
-        mkey = tuple(str(p.get(f, "")) for f in Machine.FIELDS)
+        mkey = machine_keys.get(id(p))  # records share provenance dicts; all alive here
+        if mkey is None:
+            mkey = machine_keys[id(p)] = tuple(str(p.get(f, "")) for f in Machine.FIELDS)
         m = machines.get(mkey)
         if m is None:
             machines[mkey] = [1, r.started_at, r.started_at]

@@ -107,7 +107,10 @@ def test_json_schema_and_content(tmp_path):
     data = json.loads(render_json(aggregate(records(), [entry(tmp_path)])))
     assert data["schema"] == 1 and data["records"] == 13
     [e] = data["entries"]
-    assert e["cells"]["base"]["cpu-fp16"][ENVS[0]] == {"status": "reproduced", "counts": {"reproduced": 2}}
+    assert [x["id"] for x in e["environments"]] == ENVS
+    assert e["cells"]["base"]["cpu-fp16"] == {"status": ["reproduced", "reproduced"],
+                                             "counts": {ENVS[0]: {"reproduced": 2}, ENVS[1]: {"reproduced": 2}}}
+    assert e["cells"]["base"]["cuda-bf16"]["status"] == [None, None]
     wa = next(v for v in e["variants"] if v["name"] == "wa")
     assert wa["overall"]["k"] == 0 and wa["overall"]["n"] == 4 and wa["not_counted"][0]["reason"] == "no CUDA | here"
 

@@ -10,7 +10,7 @@ Pillow writes no timestamps, so the same aggregates give the same bytes.
 from __future__ import annotations
 
 import io
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
@@ -35,74 +35,98 @@ def _rgb(hex_colour: str) -> tuple[int, int, int]:
     return int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16)
 
 
-_PALETTE = np.array([_rgb(COLOR[s]) for s in STATUSES] + [_rgb(EMPTY_COLOR)], dtype=np.uint8)
-_EMPTY = len(STATUSES)
+# A palette image: one byte per pixel is fast to build and to encode. Indices: the
+# statuses, then white, then 8 grey levels for anti-aliased text (the last one black).
 _INDEX = {s: i for i, s in enumerate(STATUSES)}
+_WHITE = len(STATUSES)
+_GREY0 = _WHITE + 1
+_GREYS = 8
+_PALETTE_RGB = [_rgb(COLOR[s]) for s in STATUSES] + [_rgb(EMPTY_COLOR)]
+_PALETTE_RGB += [(255 - 255 * (g + 1) // _GREYS,) * 3 for g in range(_GREYS)]
+_PALETTE = [c for rgb in _PALETTE_RGB for c in rgb]
+# text coverage (0..255) -> palette index; 0 marks "leave the background"
+_COVER = np.array([0] + [_GREY0 + min(_GREYS - 1, v * _GREYS // 256) for v in range(1, 256)], dtype=np.uint8)
 
 
-def _text_width(text: str) -> int:
-    return int(_font().getlength(text)) + 1
+@lru_cache(maxsize=8192)
+def _text(text: str) -> np.ndarray:
+    """The text as palette indices (0 = background); labels repeat across entries."""
+    font = _font()
+    left, top, right, bottom = font.getbbox(text)
+    im = Image.new("L", (max(1, right + 1), LINE), 0)
+    ImageDraw.Draw(im).text((0, 0), text, fill=255, font=font)
+    return _COVER[np.asarray(im)]
+
+
+@lru_cache(maxsize=256)
+def _column_labels(labels: tuple[str, ...]) -> np.ndarray:
+    """Environment labels, read top to bottom, one per CELL-wide column."""
+    masks = [_text(t) for t in labels]
+    height = max(m.shape[1] for m in masks) + 2
+    strip = np.zeros((len(labels) * CELL, height), dtype=np.uint8)
+    n = len(labels)
+    for i, m in enumerate(masks):
+        # each label drawn lying down, last first; turning the strip clockwise puts it last
+        strip[(n - 1 - i) * CELL : (n - 1 - i) * CELL + min(CELL, m.shape[0]), : m.shape[1]] = m[:CELL]
+    return np.ascontiguousarray(np.rot90(strip, k=-1))
+
+
+def _blit(canvas: np.ndarray, mask: np.ndarray, y: int, x: int) -> None:
+    h = min(mask.shape[0], canvas.shape[0] - y)
+    w = min(mask.shape[1], canvas.shape[1] - x)
+    if h <= 0 or w <= 0:
+        return
+    region = canvas[y : y + h, x : x + w]
+    m = mask[:h, :w]
+    np.copyto(region, m, where=m != 0)
 
 
 def render_png(agg: EntryAggregate) -> bytes:
-    font = _font()
     names = [v.name for v in agg.variants] or ["(no variants)"]
-    slices = agg.slices
-    n_rows, n_cols = len(names), max(1, len(agg.envs))
-    label_w = max(_text_width(n) for n in names) + PAD
-    col_labels = [e.label() for e in agg.envs]
-    col_h = (max((_text_width(t) for t in col_labels), default=0)) + PAD
+    slices = agg.slices or (("", ""),)
+    n_rows, n_cols = len(names), len(agg.envs)
+    label_w = max(_text(n).shape[1] for n in names) + PAD
+    cols = _column_labels(tuple(e.label() for e in agg.envs)) if n_cols else np.zeros((0, 0), np.uint8)
     band_h = LINE + n_rows * CELL + PAD
-    legend_items = [(s, LABEL[s]) for s in STATUSES]
-    legend_w = sum(CELL + 4 + _text_width(t) + 10 for _, t in legend_items)
+    legend = [(s, _text(LABEL[s])) for s in STATUSES]
+    legend_w = sum(CELL + 4 + m.shape[1] + 10 for _, m in legend)
+    title = _text(agg.id)
     grid_w = n_cols * CELL
-    width = max(PAD + label_w + grid_w + PAD, PAD + legend_w, PAD + _text_width(agg.id) + PAD)
-    height = PAD + LINE + PAD + max(1, len(slices)) * band_h + col_h + PAD + CELL + PAD
-
-    # cell colours as one index array, coloured and scaled up with numpy
+    width = max(PAD + label_w + grid_w + PAD, PAD + legend_w, PAD + title.shape[1] + PAD)
     top = PAD + LINE + PAD
-    index = np.full((max(1, len(slices)) * (n_rows + 1), n_cols), _EMPTY, dtype=np.uint8)
-    for si, (d, p) in enumerate(slices):
-        for ri, v in enumerate(agg.variants):
-            for ci, e in enumerate(agg.envs):
-                value = agg.cells.get((v.name, e.id, d, p))
-                if value is not None:
-                    index[si * (n_rows + 1) + ri + 1, ci] = _INDEX[value.status]
-    img = np.full((height, width, 3), 255, dtype=np.uint8)
-    x0 = PAD + label_w
-    for si in range(max(1, len(slices))):
-        y = top + si * band_h + LINE
-        block = index[si * (n_rows + 1) + 1 : si * (n_rows + 1) + 1 + n_rows]
-        pixels = np.repeat(np.repeat(_PALETTE[block], CELL, axis=0), CELL, axis=1)
-        pixels[CELL - 1 :: CELL, :, :] = 255  # white grid lines
-        pixels[:, CELL - 1 :: CELL, :] = 255
-        img[y : y + n_rows * CELL, x0 : x0 + grid_w] = pixels
-    # legend swatches
-    ly = height - PAD - CELL
-    lx = PAD
-    swatches = []
-    for s, text in legend_items:
-        img[ly : ly + CELL - 2, lx : lx + CELL - 2] = _PALETTE[_INDEX[s]]
-        swatches.append((lx + CELL + 2, text))
-        lx += CELL + 4 + _text_width(text) + 10
+    height = top + len(slices) * band_h + cols.shape[0] + PAD + CELL + PAD
+    canvas = np.full((height, width), _WHITE, dtype=np.uint8)
 
-    im = Image.fromarray(img, "RGB")
-    draw = ImageDraw.Draw(im)
-    draw.text((PAD, PAD), agg.id, fill=(0, 0, 0), font=font)
+    _blit(canvas, title, PAD, PAD)
+    x0 = PAD + label_w
+    env_ids = [e.id for e in agg.envs]
     for si, (d, p) in enumerate(slices):
         y = top + si * band_h
-        draw.text((x0, y), f"{d} / {p}", fill=(0, 0, 0), font=font)
+        _blit(canvas, _text(f"{d} / {p}"), y, x0)
+        y += LINE
+        block = np.full((n_rows, max(1, n_cols)), _WHITE, dtype=np.uint8)
+        for ri, v in enumerate(agg.variants):
+            for ci, env in enumerate(env_ids):
+                value = agg.cells.get((v.name, env, d, p))
+                if value is not None:
+                    block[ri, ci] = _INDEX[value.status]
+        if n_cols:
+            pixels = np.repeat(np.repeat(block, CELL, axis=0), CELL, axis=1)
+            pixels[CELL - 1 :: CELL, :] = _WHITE  # grid lines
+            pixels[:, CELL - 1 :: CELL] = _WHITE
+            canvas[y : y + n_rows * CELL, x0 : x0 + grid_w] = pixels
         for ri, name in enumerate(names):
-            draw.text((PAD, y + LINE + ri * CELL + 1), name, fill=(0, 0, 0), font=font)
-    for x, text in swatches:
-        draw.text((x, ly), text, fill=(0, 0, 0), font=font)
-    if col_labels:
-        # environment labels: drawn once on a horizontal strip, turned upright in one go
-        strip = Image.new("RGB", (col_h, grid_w), (255, 255, 255))
-        sdraw = ImageDraw.Draw(strip)
-        for ci, text in enumerate(col_labels):  # turned clockwise: the last row goes left
-            sdraw.text((2, (len(col_labels) - 1 - ci) * CELL), text, fill=(0, 0, 0), font=font)
-        im.paste(strip.transpose(Image.Transpose.ROTATE_270), (x0, top + max(1, len(slices)) * band_h))
+            _blit(canvas, _text(name), y + ri * CELL + 1, PAD)
+    if n_cols:
+        _blit(canvas, cols, top + len(slices) * band_h, x0)
+    ly, lx = height - PAD - CELL, PAD
+    for s, m in legend:
+        canvas[ly : ly + CELL - 2, lx : lx + CELL - 2] = _INDEX[s]
+        _blit(canvas, m, ly, lx + CELL + 2)
+        lx += CELL + 4 + m.shape[1] + 10
+
+    im = Image.fromarray(canvas, "P")
+    im.putpalette(_PALETTE)
     out = io.BytesIO()
-    im.save(out, format="PNG", optimize=False)
+    im.save(out, format="PNG", compress_level=1)
     return out.getvalue()
