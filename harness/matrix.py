@@ -474,7 +474,29 @@ def _compose(path: str) -> yaml.Node:
         raise MatrixError(path, None, f"invalid YAML: {exc}") from exc
     if root is None:
         raise MatrixError(path, None, "the matrix file is empty")
+    _refuse_tags(path, root)
     return root
+
+
+_PLAIN_TAGS = {
+    "tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "seq", "map")
+}
+
+
+def _refuse_tags(path: str, node: yaml.Node) -> None:
+    """Nothing is constructed from a tag, but one (``!!python/object/apply:...``) must not
+    pass as data either: the file is refused at the tag's line."""
+    if node.tag not in _PLAIN_TAGS:
+        raise MatrixError(
+            path, _line(node), f"YAML tag {node.tag!r} is not allowed; write plain values"
+        )
+    if isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _refuse_tags(path, item)
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            _refuse_tags(path, key)
+            _refuse_tags(path, value)
 
 
 _TOP_KEYS = (
