@@ -564,7 +564,7 @@ def aggregate_entry(
             # non-empty value, so that the choice does not depend on the records' order
             got = (v.get("python", ""), v.get("torch", ""), v.get("lightning", "")) if v else ("", "", "")
             if old is not None:
-                got = tuple(min(a, b) if a and b else a or b for a, b in zip(old, got))  # type: ignore[assignment]
+                got = tuple(min(a, b) if a and b else a or b for a, b in zip(old, got, strict=True))  # type: ignore[assignment]
             env_versions[r.env] = got
         p = r.provenance
         mkey = machine_keys.get(id(p))  # records share provenance dicts; all alive here

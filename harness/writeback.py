@@ -23,7 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.aggregate import EntryAggregate
-from harness.render.markdown import measured_rates_block, measured_versions_block, verification_block
+from harness.render.markdown import (
+    measured_rates_block,
+    measured_versions_block,
+    verification_block,
+)
 
 __all__ = ["BLOCKS", "WritebackError", "WritebackResult", "blocks_for", "fill", "write_back"]
 

@@ -8,10 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_render import entry, records  # noqa: I001  (tests/ is on sys.path under pytest)
 
 from harness.report import render_all
-
-from test_render import entry, records  # noqa: I001  (tests/ is on sys.path under pytest)
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parent / "artifacts"
