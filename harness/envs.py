@@ -8,6 +8,8 @@ deleted, never used. What was really installed is recorded beside it.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -16,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -216,6 +218,17 @@ def probe(
     raise EnvFailed(f"health check failed: {names} do not import:\n{_tail(out.stderr)}")
 
 
+@contextlib.contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released by close, also when this process dies
+        yield
+    finally:
+        os.close(fd)
+
+
 class UvBackend:
     """Builds environments with uv under ``root`` (one folder per environment id)."""
 
@@ -256,6 +269,11 @@ class UvBackend:
         return self.ensure_spec(EnvSpec.of(env, self.standin), env)
 
     def ensure_spec(self, spec: EnvSpec, env: Environment) -> BuiltEnv:
+        # two runs on one machine share environments: one builds, the other waits and reuses
+        with _exclusive(self.root / f"{spec.name}.lock"):
+            return self._ensure_locked(spec, env)
+
+    def _ensure_locked(self, spec: EnvSpec, env: Environment) -> BuiltEnv:
         started = time.monotonic()
         interpreter = find_interpreter(spec.python)
         fp = fingerprint(spec, interpreter)

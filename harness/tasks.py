@@ -7,6 +7,7 @@ with that exit code (0 done, 2 bad input, 130 interrupted).
 from __future__ import annotations
 
 import collections
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.config import Config
 from harness.entries import Entry, EntryError, load_entries
-from harness.envs import BuiltEnv, EnvBackend, EnvFailed, UvBackend
+from harness.envs import STANDIN_VAR, BuiltEnv, EnvBackend, EnvFailed, UvBackend
 from harness.matrix import Environment, Expansion, MatrixError, load_matrix
 from harness.plan import Job, Plan, make_plan
 from harness.proc import ProcessGroups
@@ -135,7 +136,7 @@ def _summary(counts: collections.Counter[str]) -> str:
 def run_matrix(state: RunState) -> RunState | int:
     cfg = state.config
     assert state.store is not None
-    backend = state.backend or UvBackend(cfg.envs_dir)
+    backend = state.backend or UvBackend(cfg.envs_dir, standin=os.environ.get(STANDIN_VAR))
     provenance = machine_provenance(cfg.repo)
     by_env: dict[Environment, list[Job]] = collections.defaultdict(list)
     for job in state.todo:
