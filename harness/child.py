@@ -9,7 +9,7 @@ compatible with Python 3.7+. It is run by path, isolated from the harness packag
 File protocol (version PROTOCOL): the job is a JSON object
     {"protocol": 1, "repro": "/abs/repro.py", "variant": "...", "device": "cpu",
      "precision": "fp16", "signature": {"type": "RuntimeError", "message": "regex"},
-     "variant_signature": {...} | null}
+     "variant_signature": {...} | null, "parent_pid": 123 (optional)}
 and the result, written atomically (temp file + rename) only when the child got far
 enough to decide, is
     {"protocol": 1, "outcome": "...", "reason": "...", "exception": {...} | null,
@@ -29,6 +29,7 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import sys
 import time
 import traceback
@@ -236,6 +237,58 @@ def write_atomically(path, data):
     os.replace(tmp, path)
 
 
+def _parent_of(pid):
+    """The parent pid of ``pid`` (Linux /proc), or None where that cannot be read."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            text = f.read()
+        return int(text[text.rindex(")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def watch_parent(parent_pid, interval=0.2):
+    """End this run's whole process group if the harness that started it dies.
+
+    The run leads a session of its own (so that a timeout ends all of it), which also
+    means that nothing ends it when the harness is SIGKILLed or OOM-killed: a hanging
+    reproducer and what it forked would hold their CPU or GPU for ever. A forked watcher
+    (a process, not a thread: it needs no GIL and adds no thread to the reproducer) polls
+    the run's parent and kills the group once it has changed. Returns the watcher's pid.
+    """
+    leader = os.getpid()
+    if not parent_pid or os.getpgid(0) != leader:
+        return None  # not started by the harness as a group leader: leave the group alone
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        while True:
+            if os.getppid() != leader:
+                os._exit(0)  # the run is over
+            parent = _parent_of(leader)
+            if parent is None:
+                try:
+                    os.kill(parent_pid, 0)
+                    parent = parent_pid
+                except OSError:
+                    parent = -1
+            if parent != parent_pid:
+                os.killpg(leader, signal.SIGKILL)
+            time.sleep(interval)
+    finally:
+        os._exit(0)
+
+
+def stop_watching(pid):
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+
+
 def main(argv):
     if len(argv) != 3:
         sys.stderr.write("usage: child.py JOB.json RESULT.json\n")
@@ -245,6 +298,7 @@ def main(argv):
     if job.get("protocol") != PROTOCOL:
         sys.stderr.write("child protocol %s cannot run job protocol %s\n" % (PROTOCOL, job.get("protocol")))
         return 3
+    watcher = watch_parent(job.get("parent_pid"))
     limit_mb = job.get("memory_limit_mb") or 0
     if limit_mb and job["device"] == "cpu":
         # bound the address space before torch loads: a runaway allocation then fails
@@ -256,6 +310,7 @@ def main(argv):
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     result = execute(job)
     write_atomically(argv[2], result)
+    stop_watching(watcher)
     return 0
 
 

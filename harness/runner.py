@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import signal as signals
 from typing import Any
 
@@ -39,6 +40,7 @@ def job_file(job: Job, memory_limit_mb: int) -> dict[str, Any]:
         "signature": job.entry.signature.to_dict(),
         "variant_signature": v.signature.to_dict() if v.signature else None,
         "memory_limit_mb": memory_limit_mb,
+        "parent_pid": os.getpid(),  # the run ends itself if this process dies
     }
 
 
