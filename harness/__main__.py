@@ -70,7 +70,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    console = Console(stderr=False, highlight=False)
+    # soft_wrap: a message is never broken into lines (a file:line stays greppable in CI logs)
+    console = Console(stderr=False, highlight=False, soft_wrap=True)
     repo = Path(args.repo).resolve()
     if args.command == "merge":
         from harness.store import Store
