@@ -66,14 +66,17 @@ class ProcessGroups:
     def add(self, pgid: int) -> None:
         with self._lock:
             self._groups.add(pgid)
+            stopping = self.stopping
+        if stopping:  # started by a worker thread after kill_all took its list: end it now
+            _signal_group(pgid, signal.SIGKILL)
 
     def discard(self, pgid: int) -> None:
         with self._lock:
             self._groups.discard(pgid)
 
     def kill_all(self) -> None:
-        self.stopping = True
         with self._lock:
+            self.stopping = True
             groups = list(self._groups)
         for pgid in groups:
             _signal_group(pgid, signal.SIGTERM)
