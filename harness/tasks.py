@@ -281,6 +281,7 @@ def render(state: RunState) -> RunState | int:
 
 def render_reports(cfg: Config, console: Console, check: bool = False) -> int:
     from harness.report import render_all
+    from harness.writeback import WritebackError
 
     try:
         entries = load_entries(cfg.repros_dir)
@@ -290,7 +291,15 @@ def render_reports(cfg: Config, console: Console, check: bool = False) -> int:
     loaded = Store(cfg.records_dir).load()
     for warning in loaded.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    summary = render_all(loaded.records, entries, cfg.results_dir, check=check)
+    try:
+        summary = render_all(loaded.records, entries, cfg.results_dir, check=check)
+    except WritebackError as exc:  # an entry document without its marked blocks
+        console.print(
+            f"[bold red]error:[/] {exc}; the records are stored: fix the document and run "
+            "`python -m harness report`",
+            highlight=False,
+        )
+        return 2
     console.print(f"report: {summary}", highlight=False)
     return 1 if check and getattr(summary, "stale", None) else 0
 
