@@ -34,11 +34,15 @@ Verdict rules (the only place they are decided: ``judge_rate``, ``_version_verdi
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
+import itertools
 import math
+import operator
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +76,7 @@ __all__ = [
     "aggregate",
     "aggregate_entry",
     "cell_value",
+    "gc_paused",
     "env_info",
     "judge_rate",
     "wilson",
@@ -507,19 +512,34 @@ class Aggregates:
 # -- aggregation ---------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Hold off the cyclic garbage collector. Aggregating and rendering a million records
+    allocates millions of small acyclic objects; each automatic collection would walk all
+    of them again (half the time at that size). Reentrant; the previous state comes back."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def aggregate(records: Iterable[Record], entries: Sequence[Entry] = ()) -> Aggregates:
     """Every entry that has a definition or a record, sorted by id."""
-    by_entry: dict[str, list[Record]] = defaultdict(list)
-    n = 0
-    for r in records:
-        by_entry[r.entry].append(r)
-        n += 1
-    known = {e.id: e for e in entries}
-    env_cache: dict[tuple[str, str, str, str], EnvInfo] = {}
-    out = tuple(
-        aggregate_entry(known.get(eid), by_entry.get(eid, ()), entry_id=eid, _env_cache=env_cache)
-        for eid in sorted(set(by_entry) | set(known))
-    )
+    with gc_paused():
+        by_entry: dict[str, list[Record]] = defaultdict(list)
+        # records usually come entry by entry: extend by runs rather than one at a time
+        for eid, run in itertools.groupby(records, key=_get_entry):
+            by_entry[eid].extend(run)
+        n = sum(map(len, by_entry.values()))
+        known = {e.id: e for e in entries}
+        env_cache: dict[tuple[str, str, str, str], EnvInfo] = {}
+        out = tuple(
+            aggregate_entry(known.get(eid), by_entry.get(eid, ()), entry_id=eid, _env_cache=env_cache)
+            for eid in sorted(set(by_entry) | set(known))
+        )
     return Aggregates(out, n)
 
 
@@ -533,6 +553,28 @@ def _slice_key(s: Slice) -> tuple[Any, ...]:
     )
 
 
+_get_entry = operator.attrgetter("entry")
+_get_env = operator.attrgetter("env")
+_get_versions = operator.attrgetter("versions")
+_get_provenance = operator.attrgetter("provenance")
+_get_started = operator.attrgetter("started_at")
+_REPRODUCED_VALUE = Outcome.REPRODUCED.value
+assert OUTCOME_ORDER[0] is Outcome.REPRODUCED  # a cell with a reproduced trial lists it first
+_VALUE = {o: o.value for o in Outcome}  # Enum.value is a slow descriptor; a dict is not
+_ONE_VALUE = {o: (o.value,) for o in Outcome}
+_VALUE_RANK = {o.value: i for i, o in enumerate(OUTCOME_ORDER)}
+_NOT_COUNTED_VALUES = frozenset(o.value for o in NOT_COUNTED)
+# per kind: the outcomes that count as a hit for its metric (among applicable runs)
+_HITS = {
+    "baseline": frozenset({Outcome.REPRODUCED.value}),
+    "dead_end": frozenset(o.value for o in Outcome if o is not Outcome.OK),
+}
+_HITS_DEFAULT = frozenset({Outcome.OK.value})  # workaround, control, and any unknown kind
+
+# one cell as the per-variant pass sees it: key, its trials (in record order), its value
+_Cell = tuple[CellKey, tuple[Record, ...], CellValue]
+
+
 def aggregate_entry(
     entry: Entry | None,
     records: Iterable[Record],
@@ -544,43 +586,25 @@ def aggregate_entry(
         raise ValueError("aggregate_entry needs an entry or an entry_id")
     eid = entry.id if entry is not None else str(entry_id)
     env_cache = {} if _env_cache is None else _env_cache
-
-    trials: dict[CellKey, list[Record]] = defaultdict(list)
-    kinds: dict[str, str] = {}
-    env_versions: dict[str, tuple[str, str, str]] = {}
-    machines: dict[tuple[str, ...], list[Any]] = {}
-    machine_keys: dict[int, tuple[str, ...]] = {}
     records = records if isinstance(records, (list, tuple)) else list(records)
-    n_runs = 0
-    newest = ""
+    n_runs = len(records)
+
+    # the one pass over the records: group them into cells (a tuple of trials each)
+    trials: dict[CellKey, tuple[Record, ...]] = {}
+    multi: list[CellKey] = []
     for r in records:
-        n_runs += 1
-        trials[(r.variant, r.env, r.device, r.precision)].append(r)
-        kinds.setdefault(r.variant, r.kind)
-        v = r.versions
-        old = env_versions.get(r.env)
-        if old is None or (v and old != (v.get("python", ""), v.get("torch", ""), v.get("lightning", ""))):
-            # several records (machines) may report one env: per field, keep the smallest
-            # non-empty value, so that the choice does not depend on the records' order
-            got = (v.get("python", ""), v.get("torch", ""), v.get("lightning", "")) if v else ("", "", "")
-            if old is not None:
-                got = tuple(min(a, b) if a and b else a or b for a, b in zip(old, got, strict=True))  # type: ignore[assignment]
-            env_versions[r.env] = got
-        p = r.provenance
-        mkey = machine_keys.get(id(p))  # records share provenance dicts; all alive here
-        if mkey is None:
-            mkey = machine_keys[id(p)] = tuple(str(p.get(f, "")) for f in Machine.FIELDS)
-        m = machines.get(mkey)
-        if m is None:
-            machines[mkey] = [1, r.started_at, r.started_at]
+        key = (r.variant, r.env, r.device, r.precision)
+        rs = trials.get(key)
+        if rs is None:
+            trials[key] = (r,)
         else:
-            m[0] += 1
-            if r.started_at and (not m[1] or r.started_at < m[1]):
-                m[1] = r.started_at
-            if r.started_at > m[2]:
-                m[2] = r.started_at
-        if r.started_at > newest:
-            newest = r.started_at
+            if len(rs) == 1:
+                multi.append(key)
+            trials[key] = (*rs, r)
+
+    # what records share (versions and provenance dicts, dates), over C-level columns
+    env_versions = _env_versions(records)
+    machines, newest = _machines(records)
 
     envs: list[EnvInfo] = []
     for env, (py, torch, lightning) in env_versions.items():
@@ -593,6 +617,23 @@ def aggregate_entry(
     envs.sort(key=lambda e: e.sort_key)
     env_rank = {e.id: i for i, e in enumerate(envs)}
 
+    # cells: values, and per variant (first record's kind, in record order)
+    kinds: dict[str, str] = {}
+    cells: dict[CellKey, CellValue] = {}
+    by_variant: dict[str, list[_Cell]] = {}
+    single = _SINGLE
+    for key, rs in trials.items():
+        cv = single[rs[0].outcome] if len(rs) == 1 else cell_value([r.outcome for r in rs])
+        cells[key] = cv
+        cell_list = by_variant.get(key[0])
+        if cell_list is None:
+            kinds[key[0]] = rs[0].kind
+            cell_list = by_variant[key[0]] = []
+        cell_list.append((key, rs, cv))
+    slice_list = tuple(sorted({(k[2], k[3]) for k in trials}, key=_slice_key))
+    for key in multi:  # runs as shown: trials in order (stats above do not depend on it)
+        trials[key] = tuple(sorted(trials[key], key=_run_order))
+
     # variants: the entry's, in its order; then any only the records name
     declared = list(entry.variants) if entry is not None else []
     declared_names = {v.name for v in declared}
@@ -600,40 +641,34 @@ def aggregate_entry(
         (n for n in kinds if n not in declared_names),
         key=lambda n: (KIND_ORDER.index(kinds[n]) if kinds[n] in KIND_ORDER else 9, n),
     )
-    slices: set[Slice] = set()
-    cells: dict[CellKey, CellValue] = {}
-    for key, rs in trials.items():
-        slices.add((key[2], key[3]))
-        cells[key] = cell_value([r.outcome for r in rs])
-    slice_list = tuple(sorted(slices, key=_slice_key))
 
-    baseline_names = [v.name for v in declared if v.kind == "baseline"] + [
+    baseline_names = {v.name for v in declared if v.kind == "baseline"} | {
         n for n in extra if kinds[n] == "baseline"
-    ]
+    }
     reproducing: set[tuple[str, str, str]] = set()
-    for (variant, env, device, precision), cv in cells.items():
-        if variant in baseline_names and any(o == Outcome.REPRODUCED.value for o, _ in cv.counts):
-            reproducing.add((env, device, precision))
-
-    by_variant: dict[str, list[tuple[CellKey, list[Record]]]] = defaultdict(list)
-    for key, rs in trials.items():
-        by_variant[key[0]].append((key, rs))
+    for name in baseline_names:
+        for key, _, cv in by_variant.get(name, ()):
+            if cv.counts[0][0] == _REPRODUCED_VALUE:
+                reproducing.add(key[1:])
 
     variants: list[VariantAggregate] = []
+    n_counted = 0
+    seen: set[str] = set()
     specs = [(v.name, v.kind, v.description, v.claim_ref, v.claimed_rate, v.reading) for v in declared]
     specs += [(n, kinds[n], "", None, None, None) for n in extra]
     for name, kind, description, claim_ref, claimed_rate, reading in specs:
-        variants.append(
-            _variant_aggregate(
-                name, kind, description, claim_ref, claimed_rate, reading,
-                by_variant.get(name, []), reproducing, slice_list, env_rank, [e.id for e in envs],
-            )
+        va, counted = _variant_aggregate(
+            name, kind, description, claim_ref, claimed_rate, reading,
+            by_variant.get(name, []), reproducing, slice_list, env_rank,
         )
+        variants.append(va)
+        if name not in seen:  # (a repeated declared name counts its runs once)
+            seen.add(name)
+            n_counted += counted
 
-    n_counted = sum(1 for rs in trials.values() for r in rs if r.outcome not in NOT_COUNTED)
     machine_list = tuple(
         sorted(
-            (Machine(*k, runs=m[0], first=m[1] or "", last=m[2] or "") for k, m in machines.items()),
+            (Machine(*k, runs=m[0], first=m[1], last=m[2]) for k, m in machines.items()),
             key=lambda m: tuple(getattr(m, f) for f in Machine.FIELDS),
         )
     )
@@ -648,7 +683,7 @@ def aggregate_entry(
         slices=slice_list,
         variants=tuple(variants),
         cells=cells,
-        runs={k: tuple(v) if len(v) == 1 else tuple(sorted(v, key=_run_order)) for k, v in trials.items()},
+        runs=trials,
         machines=machine_list,
         n_runs=n_runs,
         n_counted=n_counted,
@@ -658,8 +693,82 @@ def aggregate_entry(
     return EntryAggregate(**{**agg.__dict__, "verdicts": verdicts})
 
 
+def _env_versions(records: Sequence[Record]) -> dict[str, tuple[str, str, str]]:
+    """Per env, the (python, torch, lightning) its records report. Several records
+    (machines) may report one env: per field, keep the smallest non-empty value, so that the
+    choice does not depend on the records' order."""
+    versions = list(map(_get_versions, records))
+    # records share versions dicts: look at each distinct (env, dict) once
+    distinct = dict(zip(zip(map(_get_env, records), map(id, versions), strict=True), versions, strict=True))
+    out: dict[str, tuple[str, str, str]] = {}
+    for (env, _), v in distinct.items():
+        got = (v.get("python", ""), v.get("torch", ""), v.get("lightning", "")) if v else ("", "", "")
+        old = out.get(env)
+        if old is not None:
+            got = tuple(min(a, b) if a and b else a or b for a, b in zip(old, got, strict=True))  # type: ignore[assignment]
+        out[env] = got
+    return out
+
+
+def _machines(records: Sequence[Record]) -> tuple[dict[tuple[str, ...], list[Any]], str]:
+    """Machine fields -> [runs, earliest non-empty started_at or "", newest started_at],
+    and the newest started_at of all ("" if none)."""
+    provenance = list(map(_get_provenance, records))
+    ids = list(map(id, provenance))  # records share provenance dicts; all alive here
+    started = list(map(_get_started, records))
+    by_id = dict(zip(ids, provenance, strict=True))
+    runs = Counter(ids)
+    if len(by_id) == 1:
+        spans = {ids[0]: [min(filter(None, started), default=""), max(started)]}
+    else:
+        spans = {}
+        for pid, s in set(zip(ids, started, strict=True)):
+            span = spans.get(pid)
+            if span is None:
+                spans[pid] = [s, s]
+            else:
+                if s and (not span[0] or s < span[0]):
+                    span[0] = s
+                if s > span[1]:
+                    span[1] = s
+    machines: dict[tuple[str, ...], list[Any]] = {}
+    for pid, p in by_id.items():
+        mkey = tuple(str(p.get(f, "")) for f in Machine.FIELDS)
+        first, last = spans[pid]
+        m = machines.get(mkey)
+        if m is None:
+            machines[mkey] = [runs[pid], first, last]
+        else:
+            m[0] += runs[pid]
+            if first and (not m[1] or first < m[1]):
+                m[1] = first
+            if last > m[2]:
+                m[2] = last
+    return machines, max(started, default="")
+
+
 def _run_order(r: Record) -> tuple[Any, ...]:
     return (r.trial, r.started_at, r.outcome.value, r.provenance.get("host", ""), r.duration_s)
+
+
+def _outcome_values(outcomes: set[Outcome]) -> tuple[str, ...]:
+    if len(outcomes) == 1:
+        return _ONE_VALUE[next(iter(outcomes))]
+    return tuple(sorted({_VALUE[o] for o in outcomes}, key=_VALUE_RANK.__getitem__))
+
+
+def _cell_stats(cv: CellValue, hits: frozenset[str]) -> tuple[int, int, bool, bool]:
+    """(counted trials, hits among them, any not-counted trial, any reproduced trial)"""
+    n = k = 0
+    has_not_counted = False
+    for o, c in cv.counts:
+        if o in _NOT_COUNTED_VALUES:
+            has_not_counted = True
+            continue
+        n += c
+        if o in hits:
+            k += c
+    return n, k, has_not_counted, cv.counts[0][0] == _REPRODUCED_VALUE
 
 
 def _variant_aggregate(
@@ -669,64 +778,63 @@ def _variant_aggregate(
     claim_ref: str | None,
     claimed_rate: float | None,
     reading: str | None,
-    cells: list[tuple[CellKey, list[Record]]],
+    cells: list[_Cell],
     reproducing: set[tuple[str, str, str]],
     slices: tuple[Slice, ...],
     env_rank: Mapping[str, int],
-    env_order: Sequence[str],
-) -> VariantAggregate:
-    k_all = n_all = 0
+) -> tuple[VariantAggregate, int]:
+    """The variant's aggregate, and how many of its runs were applicable (any cell)."""
+    hits = _HITS.get(kind, _HITS_DEFAULT)
+    stats: dict[int, tuple[int, int, bool, bool]] = {}  # id(cell value) -> _cell_stats
     per_slice: dict[Slice, list[int]] = {s: [0, 0] for s in slices}
-    messages: dict[tuple[str, str], list[Any]] = {}
+    by_exception: dict[int, list[Any]] = {}  # id(exception) -> [exception, count, outcomes, envs]
     not_counted: dict[tuple[str, str], list[Any]] = {}
     measured: dict[Slice, set[str]] = defaultdict(set)
     reproduced: dict[Slice, set[str]] = defaultdict(set)
-    runs = 0
+    runs = counted = 0
     restricted = kind in ("workaround", "dead_end")
-    for (_, env, device, precision), rs in cells:
-        s = (device, precision)
-        applies = not restricted or (env, device, precision) in reproducing
+    for key, rs, cv in cells:
+        env = key[1]
+        runs += len(rs)
         for r in rs:
-            runs += 1
-            o = r.outcome
             exc = r.exception
             if exc is not None:
-                mk = (exc.type, exc.message)
-                m = messages.get(mk)
+                m = by_exception.get(id(exc))
                 if m is None:
-                    messages[mk] = [1, {o.value}, {env}]
+                    by_exception[id(exc)] = [exc, 1, {r.outcome}, {env}]
                 else:
-                    m[0] += 1
-                    m[1].add(o.value)
-                    m[2].add(env)
-            if o in NOT_COUNTED:
-                nk = (o.value, r.reason)
-                m = not_counted.get(nk)
-                if m is None:
-                    not_counted[nk] = [1, {env}]
-                else:
-                    m[0] += 1
-                    m[1].add(env)
-                continue
-            measured[s].add(env)
-            if o is Outcome.REPRODUCED:
-                reproduced[s].add(env)
-            if not applies:
-                continue
-            if kind == "baseline":
-                hit = o is Outcome.REPRODUCED
-            elif kind == "dead_end":
-                hit = o is not Outcome.OK
-            else:  # workaround, control, and any unknown kind: ok counts
-                hit = o is Outcome.OK
+                    m[1] += 1
+                    m[2].add(r.outcome)
+                    m[3].add(env)
+        st = stats.get(id(cv))
+        if st is None:
+            st = stats[id(cv)] = _cell_stats(cv, hits)
+        n, k, has_not_counted, has_reproduced = st
+        if has_not_counted:
+            for r in rs:
+                if r.outcome in NOT_COUNTED:
+                    nk = (r.outcome, r.reason)
+                    m = not_counted.get(nk)
+                    if m is None:
+                        not_counted[nk] = [1, {env}]
+                    else:
+                        m[0] += 1
+                        m[1].add(env)
+        if not n:
+            continue
+        counted += n
+        s = (key[2], key[3])
+        measured[s].add(env)
+        if has_reproduced:
+            reproduced[s].add(env)
+        if not restricted or key[1:] in reproducing:
             ps = per_slice[s]
-            ps[1] += 1
-            n_all += 1
-            if hit:
-                ps[0] += 1
-                k_all += 1
+            ps[0] += k
+            ps[1] += n
 
-    def by_env(envs: Iterable[str]) -> tuple[str, ...]:
+    def by_env(envs: set[str]) -> tuple[str, ...]:
+        if len(envs) == 1:
+            return tuple(envs)
         return tuple(sorted(envs, key=env_rank.__getitem__))
 
     ranges: list[ReproRange] = []
@@ -738,16 +846,26 @@ def _variant_aggregate(
             if s in measured:
                 ranges.append(_range(slice_id(s), by_env(measured[s]), by_env(reproduced.get(s, ()))))
 
-    msgs = sorted(
-        (MessageSeen(t, msg, m[0], tuple(sorted(m[1], key=lambda x: _OUTCOME_RANK[Outcome(x)])), by_env(m[2]))
-         for (t, msg), m in messages.items()),
-        key=lambda m: (-m.count, m.type, m.message),
-    )
+    messages: dict[tuple[str, str], list[Any]] = {}
+    for exc, count, outcomes, envs in by_exception.values():
+        mk = (exc.type, exc.message)
+        m = messages.get(mk)
+        if m is None:
+            messages[mk] = [count, outcomes, envs]
+        else:
+            m[0] += count
+            m[1] |= outcomes
+            m[2] |= envs
+    # most frequent first, then by type and message: the first three fields are unique
+    order = sorted((-m[0], t, msg, m[1], m[2]) for (t, msg), m in messages.items())
+    msgs = [MessageSeen(t, msg, -neg, _outcome_values(outcomes), by_env(envs)) for neg, t, msg, outcomes, envs in order]
     ncs = sorted(
-        (NotCounted(o, reason, m[0], by_env(m[1])) for (o, reason), m in not_counted.items()),
+        (NotCounted(_VALUE[o], reason, m[0], by_env(m[1])) for (o, reason), m in not_counted.items()),
         key=lambda m: (-m.count, m.outcome, m.reason),
     )
-    return VariantAggregate(
+    k_all = sum(ps[0] for ps in per_slice.values())
+    n_all = sum(ps[1] for ps in per_slice.values())
+    va = VariantAggregate(
         name=name,
         kind=kind,
         description=description,
@@ -762,6 +880,7 @@ def _variant_aggregate(
         not_counted=tuple(ncs),
         runs=runs,
     )
+    return va, counted
 
 
 def _range(sid: str, measured: tuple[str, ...], reproduced: tuple[str, ...]) -> ReproRange:
