@@ -12,13 +12,17 @@ import json
 from html import escape
 from typing import Any
 
-from harness.aggregate import Aggregates, EntryAggregate, slice_id
+from harness.aggregate import Aggregates, EntryAggregate, EnvInfo, slice_id
+from harness.outcomes import Outcome
 from harness.records import Record
 from harness.render import COLOR, GLYPH, LABEL, STATUSES, entry_slug
 
 __all__ = ["render_html", "script_json"]
 
 _STATUS_INDEX = {s: i for i, s in enumerate(STATUSES)}
+_STATUS_REF = {s: str(i) for s, i in _STATUS_INDEX.items()}
+_OUTCOME_REF = {o: _STATUS_REF[o.value] for o in Outcome}
+_NOT_FINITE = frozenset({"nan", "inf", "-inf"})
 
 
 def _e(text: object) -> str:
@@ -43,6 +47,7 @@ class _Strings:
     def __init__(self) -> None:
         self.index: dict[str, int] = {"": 0}
         self.items: list[str] = [""]
+        self.refs: dict[str, str] = {"": "0"}  # text -> its index as JSON text
 
     def __call__(self, text: str) -> int:
         i = self.index.get(text)
@@ -50,6 +55,12 @@ class _Strings:
             i = self.index[text] = len(self.items)
             self.items.append(text)
         return i
+
+    def ref(self, text: str) -> str:
+        r = self.refs.get(text)
+        if r is None:
+            r = self.refs[text] = str(self(text))
+        return r
 
 
 def _machine_text(p: dict[str, str]) -> str:
@@ -149,9 +160,10 @@ _JS = r"""
 
 def render_html(aggs: Aggregates) -> str:
     strings = _Strings()
-    machine_cache: dict[int, int] = {}
-    versions_cache: dict[int, int] = {}
-    cells: list[list[Any]] = []
+    machine_cache: dict[int, str] = {}
+    versions_cache: dict[int, str] = {}
+    exception_cache: dict[int, str] = {}
+    cells: list[str] = []  # each cell's details, as JSON text (numbers only: nothing to escape)
     parts: list[str] = []
     slices = sorted({slice_id(s) for a in aggs.entries for s in a.slices})
     n_runs = sum(a.n_runs for a in aggs.entries)
@@ -199,13 +211,16 @@ def render_html(aggs: Aggregates) -> str:
 
     td_open = {s: f'<td class="c s{i}" tabindex="0" data-c="' for s, i in _STATUS_INDEX.items()}
     td_close = {s: f'">{GLYPH[s]}</td>' for s in STATUSES}
+    caches = (machine_cache, versions_cache, exception_cache)
+    env_heads_cache: dict[tuple[int, ...], str] = {}
     for a in aggs.entries:
-        _entry(a, w, cells, strings, machine_cache, versions_cache, td_open, td_close)
+        _entry(a, w, cells, strings, caches, env_heads_cache, td_open, td_close)
 
     w('</main><aside id="detail" aria-live="polite"><p>Hover over a cell for its runs; click to pin.</p></aside>')
-    data = {"outcomes": list(STATUSES), "strings": strings.items, "cells": cells}
+    # as script_json({"outcomes": ..., "strings": ..., "cells": ...}) would write it
     w('<script type="application/json" id="cell-data">')
-    w(script_json(data))
+    w('{"outcomes":' + script_json(list(STATUSES)) + ',"strings":' + script_json(strings.items))
+    w(',"cells":[' + ",".join(cells) + "]}")
     w("</script><script>")
     w(_JS)
     w("</script></body></html>\n")
@@ -215,10 +230,10 @@ def render_html(aggs: Aggregates) -> str:
 def _entry(
     a: EntryAggregate,
     w: Any,
-    cells: list[list[Any]],
+    cells: list[str],
     strings: _Strings,
-    machine_cache: dict[int, int],
-    versions_cache: dict[int, int],
+    caches: tuple[dict[int, str], dict[int, str], dict[int, str]],
+    env_heads_cache: dict[tuple[int, ...], str],
     td_open: dict[str, str],
     td_close: dict[str, str],
 ) -> None:
@@ -230,27 +245,29 @@ def _entry(
     if a.signature_type:
         w(f'<p class="sig">{_e(a.signature_type)}: {_e(a.signature_message)}</p>')
     w(f"<p>{a.n_runs} runs ({a.n_counted} applicable), newest {_e(a.newest[:10]) or '–'}.</p>")
-    env_heads = "".join(
-        f'<th data-env="{_e(e.id)}" title="{_e(e.id)}">{_e(e.label())}</th>' for e in a.envs
-    )
-    status_index = _STATUS_INDEX
+    env_heads = _env_heads(a.envs, env_heads_cache)
+    status_ref = _STATUS_REF
+    env_ids = [e.id for e in a.envs]
+    values = a.cells
+    runs = a.runs
     for d, p in a.slices:
         sid = _e(f"{d}-{p}")
         w(f'<div class="slice" data-slice="{sid}"><h3>{_e(d)} / {_e(p)}</h3>')
         w(f'<table class="heatmap" data-entry="{eid}" data-slice="{sid}"><thead><tr><th>Variant</th>{env_heads}</tr></thead><tbody>')
         for v in a.variants:
             row = [f'<tr><th title="{_e(v.kind)}">{_e(v.name)}</th>']
-            for e in a.envs:
-                key = (v.name, e.id, d, p)
-                value = a.cells.get(key)
+            name = v.name
+            for env in env_ids:
+                key = (name, env, d, p)
+                value = values.get(key)
                 if value is None:
                     row.append("<td></td>")
                     continue
-                trials = []
-                for r in a.runs[key]:
-                    trials.append(_trial(r, strings, machine_cache, versions_cache, status_index))
-                row.append(td_open[value.status] + str(len(cells)) + td_close[value.status])
-                cells.append([status_index[value.status], trials])
+                status = value.status
+                rs = runs[key]
+                trials = _trial(rs[0], strings, caches) if len(rs) == 1 else ",".join([_trial(r, strings, caches) for r in rs])
+                row.append(td_open[status] + str(len(cells)) + td_close[status])
+                cells.append("[" + status_ref[status] + ",[" + trials + "]]")
             row.append("</tr>")
             w("".join(row))
         w("</tbody></table></div>")
@@ -275,32 +292,43 @@ def _entry(
     w("</tbody></table></section>")
 
 
-def _trial(
-    r: Record,
-    strings: _Strings,
-    machine_cache: dict[int, int],
-    versions_cache: dict[int, int],
-    status_index: dict[str, int],
-) -> list[Any]:
-    # provenance and versions dicts are usually shared between records: cache by identity
+def _env_heads(envs: tuple[EnvInfo, ...], cache: dict[tuple[int, ...], str]) -> str:
+    # entries mostly share their environments (the same EnvInfo objects, alive for the
+    # whole render): key by identity, as hashing the dataclasses would cost more
+    key = tuple(map(id, envs))
+    text = cache.get(key)
+    if text is None:
+        text = cache[key] = "".join(
+            f'<th data-env="{_e(e.id)}" title="{_e(e.id)}">{_e(e.label())}</th>' for e in envs
+        )
+    return text
+
+
+def _trial(r: Record, strings: _Strings, caches: tuple[dict[int, str], dict[int, str], dict[int, str]]) -> str:
+    """One trial as JSON text: [outcome, type, message, frame, duration, machine, versions,
+    reason, started, trial], texts as indices into the strings (interned in that order)."""
+    machine_cache, versions_cache, exception_cache = caches
+    # provenance, versions and exceptions are usually shared between records: cache by
+    # identity (the records are alive as long as the aggregates)
     p = r.provenance
     mi = machine_cache.get(id(p))
     if mi is None:
-        mi = machine_cache[id(p)] = strings(_machine_text(p))
+        mi = machine_cache[id(p)] = strings.ref(_machine_text(p))
     vv = r.versions
     vi = versions_cache.get(id(vv))
     if vi is None:
-        vi = versions_cache[id(vv)] = strings(_versions_text(vv))
+        vi = versions_cache[id(vv)] = strings.ref(_versions_text(vv))
     exc = r.exception
-    return [
-        status_index[r.outcome.value],
-        strings(exc.type) if exc else 0,
-        strings(exc.message) if exc else 0,
-        strings(exc.frame) if exc else 0,
-        round(r.duration_s, 3),
-        mi,
-        vi,
-        strings(r.reason) if r.reason else 0,
-        strings(r.started_at) if r.started_at else 0,
-        r.trial,
-    ]
+    if exc is None:
+        ei = "0,0,0"
+    else:
+        ei = exception_cache.get(id(exc))
+        if ei is None:
+            ei = exception_cache[id(exc)] = ",".join((strings.ref(exc.type), strings.ref(exc.message), strings.ref(exc.frame)))
+    duration = repr(round(r.duration_s, 3))
+    if duration in _NOT_FINITE:
+        raise ValueError(f"Out of range float values are not JSON compliant: {duration}")
+    return (
+        f"[{_OUTCOME_REF[r.outcome]},{ei},{duration},{mi},{vi},"
+        f"{strings.ref(r.reason) if r.reason else '0'},{strings.ref(r.started_at) if r.started_at else '0'},{r.trial}]"
+    )
