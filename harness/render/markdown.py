@@ -3,6 +3,7 @@ puts into an entry's document. Every run-derived text goes through ``md()``."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 
@@ -55,7 +56,14 @@ _EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 def md(text: object) -> str:
     """Run-derived text, safe anywhere in a Markdown line or table cell."""
-    out = str(text).translate(_MD_TABLE)
+    # the same few texts (env ids, versions, messages, names) recur across tables and
+    # entries: escape each distinct string once
+    return _md_str(text if type(text) is str else str(text))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _md_str(text: str) -> str:
+    out = text.translate(_MD_TABLE)
     if "_" in out:  # only an underscore at a word edge can start or end emphasis
         out = _EDGE_UNDERSCORE.sub("&#95;", out)
     return out
@@ -72,6 +80,8 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
 def cell_text(value: CellValue | None) -> str:
     if value is None:
         return ""
+    if len(value.counts) == 1:  # one outcome (the common case): its glyph
+        return GLYPH[value.status]
     glyph = GLYPH[value.status]
     if value.status == "flaky":
         return "~ " + " ".join(f"{GLYPH[o]}{c}" for o, c in value.counts)
