@@ -161,7 +161,8 @@ def run_matrix(state: RunState) -> RunState | int:
         done += 1
         state.counts[record.outcome.value] += 1
         line = (
-            f"[{done}/{total}] {job.id} -> {record.outcome.value}"
+            f"[{done}/{total}, {total - done} left | {_summary(state.counts)}] "
+            f"{job.id} -> {record.outcome.value}"
             f"{' (' + record.reason[:80] + ')' if record.reason else ''}"
         )
         progress.update(task, advance=1, description=f"{job.cell.id} | {_summary(state.counts)}")
