@@ -19,13 +19,25 @@ TEST_TORCH = ["torch==2.13.0", "lightning==2.6.6", "numpy"]
 
 
 def _environment_ids() -> list[str]:
+    """The environments of the full profile; their excluded cells are added to `nox -l`'s header."""
+    global __doc__
     sys.path.insert(0, str(HERE))
     try:
         import yaml  # noqa: F401  (harness.matrix needs it; nox itself does not)
         from harness.matrix import load_matrix
     except ImportError:
         return []  # nox installed without PyYAML: the per-environment sessions are not listed
-    return [e.id for e in load_matrix(HERE / "matrix.yaml").expand("full").environments]
+    expansion = load_matrix(HERE / "matrix.yaml").expand("full")
+    reasons: dict[str, int] = {}
+    for excluded in expansion.excluded:
+        key = f"{excluded.reason} ({excluded.where})"
+        reasons[key] = reasons.get(key, 0) + 1
+    __doc__ = (
+        (__doc__ or "")
+        + "\nExcluded cells (python -m harness list --profile full names each):\n"
+        + "".join(f"  {n} cells: {reason}\n" for reason, n in sorted(reasons.items()))
+    )
+    return [e.id for e in expansion.environments]
 
 
 @nox.session(python=HARNESS_PYTHON)
@@ -55,4 +67,6 @@ def report(session: nox.Session) -> None:
 def env(session: nox.Session, env: str) -> None:
     """Every cell of one environment (all profiles' devices and precisions)."""
     session.install("-e", ".")
-    session.run("python", "-m", "harness", "run", "--profile", "full", "--env", env, *session.posargs)
+    session.run(
+        "python", "-m", "harness", "run", "--profile", "full", "--env", env, *session.posargs
+    )
