@@ -24,6 +24,7 @@ def _environment_ids() -> list[str]:
     sys.path.insert(0, str(HERE))
     try:
         import yaml  # noqa: F401  (harness.matrix needs it; nox itself does not)
+
         from harness.matrix import load_matrix
     except ImportError:
         return []  # nox installed without PyYAML: the per-environment sessions are not listed
