@@ -12,12 +12,17 @@ nothing. With ``check=True`` nothing is written anywhere: the summary lists what
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import sys
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
-from harness.aggregate import Aggregates, aggregate
+from harness.aggregate import Aggregates, aggregate, gc_paused
 from harness.entries import Entry
 from harness.records import Record
 from harness.render import entry_slug
@@ -60,28 +65,140 @@ def _put(path: Path, data: bytes, check: bool) -> tuple[bool, bool]:
     return stale, False
 
 
+def _render_pages(aggs: Aggregates, compat: Path) -> list[tuple[Path, bytes]]:
+    """Each entry's Markdown page and PNG heatmap."""
+    out: list[tuple[Path, bytes]] = []
+    for a in aggs.entries:
+        stem = entry_slug(a.id)
+        out.append((compat / f"{stem}.md", render_entry(a).encode("utf-8")))
+        out.append((compat / f"{stem}.png", render_png(a)))
+    return out
+
+
+# below this many entries a child process costs more than it saves
+_FORK_MIN_ENTRIES = 200
+
+
+def _use_fork(workers: int | None, n_entries: int) -> bool:
+    if workers is None:
+        workers = 2 if n_entries >= _FORK_MIN_ENTRIES else 1
+    # fork copies only the calling thread: with other threads alive (a run's pool winding
+    # down) a lock they hold could stay held in the child, so render here instead
+    return (
+        workers > 1
+        and sys.platform.startswith("linux")
+        and "fork" in multiprocessing.get_all_start_methods()
+        and threading.active_count() == 1
+    )
+
+
+class _PagesChild:
+    """The pages rendered in a forked child, in two steps like the serial path: render
+    everything, then (once the parent has rendered its part too) write. The child shares
+    the aggregates as they are (nothing pickled); the garbage collector stays off there
+    too, so it does not touch (and copy) every object. When the child fails or dies, the
+    parent does the step itself, so that the error is raised there."""
+
+    def __init__(self, aggs: Aggregates, compat: Path, check: bool) -> None:
+        self.aggs, self.compat, self.check = aggs, compat, check
+        ctx = multiprocessing.get_context("fork")
+        self.conn, child_conn = ctx.Pipe()
+        self.proc = ctx.Process(target=self._main, args=(child_conn,), name="render-pages", daemon=True)
+        self.proc.start()
+        child_conn.close()
+
+    def _main(self, conn: Connection) -> None:
+        try:
+            pages = _render_pages(self.aggs, self.compat)
+        except BaseException:
+            conn.send(None)
+            return
+        try:
+            conn.send(True)
+            if conn.recv() != "write":
+                return
+        except (OSError, EOFError):  # the parent gave up on us
+            return
+        try:
+            flags = [_put(path, data, self.check) for path, data in pages]
+        except BaseException:
+            conn.send(None)
+            return
+        conn.send(flags)
+
+    def _reply(self) -> Any:
+        try:
+            return self.conn.recv()
+        except EOFError:  # the child died without a word
+            return None
+
+    def rendered(self) -> list[tuple[Path, bytes]] | None:
+        """None when the pages are rendered in the child, else the pages rendered here."""
+        if self._reply() is True:
+            return None
+        self.close()
+        return _render_pages(self.aggs, self.compat)
+
+    def write(self) -> list[tuple[bool, bool]]:
+        self.conn.send("write")
+        flags = self._reply()
+        self.close()
+        if flags is None:
+            flags = [_put(path, data, self.check) for path, data in _render_pages(self.aggs, self.compat)]
+        return flags
+
+    def close(self) -> None:
+        # called once the child has answered its last message, or to abandon it while it
+        # renders (never while it writes)
+        self.conn.close()
+        if self.proc.is_alive():
+            self.proc.terminate()
+        self.proc.join()
+
+
 def render_all(
     records: Iterable[Record],
     entries: Sequence[Entry],
     results_dir: str | os.PathLike[str],
     *,
     check: bool = False,
+    workers: int | None = None,
 ) -> ReportSummary:
+    """``workers``: 2 renders the per-entry pages (Markdown, PNG) in a forked child while
+    this process renders index.html and compat.json; None chooses 2 for large results
+    where forking is safe, else 1. The bytes and the summary do not depend on it."""
     results = Path(results_dir)
-    aggs = aggregate(records, entries)
-    outputs: list[tuple[Path, bytes]] = []
-    compat = results / "compat"
-    for a in aggs.entries:
-        stem = entry_slug(a.id)
-        outputs.append((compat / f"{stem}.md", render_entry(a).encode("utf-8")))
-        outputs.append((compat / f"{stem}.png", render_png(a)))
-    outputs.append((results / "index.html", render_html(aggs).encode("utf-8")))
-    outputs.append((results / "compat.json", render_json(aggs).encode("utf-8")))
+    with gc_paused():
+        aggs = aggregate(records, entries)
+        compat = results / "compat"
+        child = _PagesChild(aggs, compat, check) if _use_fork(workers, len(aggs.entries)) else None
+        try:
+            pages = _render_pages(aggs, compat) if child is None else None
+            whole = [
+                (results / "index.html", render_html(aggs).encode("utf-8")),
+                (results / "compat.json", render_json(aggs).encode("utf-8")),
+            ]
+            if child is not None:
+                pages = child.rendered()
+                if pages is not None:
+                    child = None
+        except BaseException:
+            if child is not None:
+                child.close()
+            raise
+        # everything rendered: write, pages first
+        if child is not None:
+            page_flags = child.write()
+        else:
+            assert pages is not None
+            page_flags = [_put(path, data, check) for path, data in pages]
+        whole_flags = [_put(path, data, check) for path, data in whole]
 
+    outputs = [compat / f"{entry_slug(a.id)}.{ext}" for a in aggs.entries for ext in ("md", "png")]
+    outputs += [path for path, _ in whole]
     written: list[Path] = []
     stale: list[Path] = []
-    for path, data in outputs:
-        is_stale, was_written = _put(path, data, check)
+    for path, (is_stale, was_written) in zip(outputs, [*page_flags, *whole_flags], strict=True):
         if is_stale:
             stale.append(path)
         if was_written:
@@ -106,7 +223,7 @@ def render_all(
             verdicts[v.verdict] = verdicts.get(v.verdict, 0) + 1
     return ReportSummary(
         aggregates=aggs,
-        outputs=tuple(p for p, _ in outputs),
+        outputs=tuple(outputs),
         written=tuple(written),
         stale_outputs=tuple(stale),
         documents_updated=tuple(updated),

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from html.parser import HTMLParser
 
+import pytest
+
+from harness import report
 from harness.aggregate import aggregate
 from harness.entries import Claims, Entry, Signature, Variant
 from harness.outcomes import Outcome
@@ -130,3 +134,27 @@ def test_render_all_is_byte_identical_on_rerun(tmp_path):
     assert sorted(str(p) for p in blobs) == ["compat.json", "compat/pytorch__hostile.md",
                                              "compat/pytorch__hostile.png", "index.html"]
     assert first.verdicts == {"confirmed": 1, "contradicted": 2}
+
+
+def test_render_all_in_a_forked_child_gives_the_same_files_and_summary(tmp_path, monkeypatch):
+    if not report._use_fork(2, 2):
+        pytest.skip("fork unavailable here (platform, or other threads alive)")
+    children = []
+    start = report._PagesChild.__init__
+
+    def spy(self, *args):
+        start(self, *args)
+        children.append(self.proc.pid)
+
+    monkeypatch.setattr(report._PagesChild, "__init__", spy)
+    recs = records() + [dataclasses.replace(r, entry="pytorch/other") for r in records()]
+    serial = render_all(recs, [], tmp_path / "a", workers=1)
+    assert not children
+    forked = render_all(recs, [], tmp_path / "b", workers=2)
+    assert len(children) == 1
+    rel = lambda s, root: [p.relative_to(root) for p in s]  # noqa: E731
+    assert rel(forked.outputs, tmp_path / "b") == rel(serial.outputs, tmp_path / "a")
+    assert rel(forked.written, tmp_path / "b") == rel(serial.written, tmp_path / "a")
+    assert [p.read_bytes() for p in forked.outputs] == [p.read_bytes() for p in serial.outputs]
+    again = render_all(recs, [], tmp_path / "b", workers=2, check=True)
+    assert again.up_to_date and not again.written
