@@ -27,7 +27,7 @@ from harness.proc import ProcessGroups
 from harness.provenance import machine_provenance
 from harness.records import Record
 from harness.runner import env_failed_record, run_job, skipped_record
-from harness.store import Store, StoreError
+from harness.store import Store, StoreError, latest
 
 __all__ = ["RunState", "STEPS", "run_steps"]
 
@@ -292,8 +292,10 @@ def render_reports(cfg: Config, console: Console, check: bool = False) -> int:
     loaded = Store(cfg.records_dir).load()
     for warning in loaded.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    # a rerun of a job appends a newer record under the same key: it replaces the older one
+    records = latest(loaded.records)
     try:
-        summary = render_all(loaded.records, entries, cfg.results_dir, check=check)
+        summary = render_all(records, entries, cfg.results_dir, check=check)
     except WritebackError as exc:  # an entry document without its marked blocks
         console.print(
             f"[bold red]error:[/] {exc}; the records are stored: fix the document and run "
@@ -301,8 +303,19 @@ def render_reports(cfg: Config, console: Console, check: bool = False) -> int:
             highlight=False,
         )
         return 2
-    console.print(f"report: {summary}", highlight=False)
-    return 1 if check and getattr(summary, "stale", None) else 0
+    verdicts = ", ".join(f"{k} {v}" for k, v in sorted(summary.verdicts.items()))
+    console.print(
+        f"report: {len(records)} records -> {len(summary.outputs)} outputs under "
+        f"{cfg.results_dir} ({len(summary.written)} rewritten), "
+        f"{len(summary.documents_updated)} entry documents updated; verdicts: {verdicts}",
+        highlight=False,
+    )
+    if check and not summary.up_to_date:
+        for path in (*summary.stale_outputs, *summary.stale_documents):
+            console.print(f"[bold red]stale:[/] {path}", highlight=False)
+        console.print("run `nox -s report` and commit the result", highlight=False)
+        return 1
+    return 0
 
 
 STEPS: tuple[Step, ...] = (load_inputs, plan_jobs, list_or_continue, drop_done, run_matrix, render)
