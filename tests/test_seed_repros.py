@@ -1,0 +1,110 @@
+"""The seed reproducers, run for real on the torch/lightning installed in this interpreter
+(the tests session installs torch 2.13.0 and lightning 2.6.6), must give the outcome that the
+committed records say for the same versions: a regression check of the reproducers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.entries import load_entries
+from harness.envs import BuiltEnv
+from harness.matrix import Cell, Environment
+from harness.outcomes import Outcome
+from harness.plan import Job
+from harness.runner import run_job
+from harness.store import Store, latest
+
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+REPO = Path(__file__).resolve().parent.parent
+ENTRIES = load_entries(REPO / "repros")
+CASES = [
+    pytest.param(e, v, p, id=f"{e.id}::{v.name}-{p}")
+    for e in ENTRIES
+    for v in e.variants
+    if "cpu" in v.devices
+    for p in v.precisions
+]
+
+
+def _installed() -> tuple[str, str]:
+    torch = pytest.importorskip(
+        "torch", reason="needs torch in the test interpreter (nox -s tests)"
+    )
+    try:
+        import lightning
+    except ImportError:
+        pytest.skip("needs lightning in the test interpreter (nox -s tests)")
+    return torch.__version__, lightning.__version__
+
+
+@pytest.fixture(scope="module")
+def stored() -> dict[tuple[str, str, str], list]:
+    torch_v, lightning_v = _installed()
+    by_cell: dict[tuple[str, str, str], list] = {}
+    for r in latest(Store(REPO / "results" / "records").load().records):
+        if (
+            r.device == "cpu"
+            and r.versions.get("torch") == torch_v
+            and r.versions.get("lightning") == lightning_v
+        ):
+            by_cell.setdefault((r.entry, r.variant, r.precision), []).append(r)
+    if not by_cell:
+        pytest.skip(f"no committed records measured torch {torch_v} with lightning {lightning_v}")
+    return by_cell
+
+
+@pytest.fixture(scope="module")
+def here() -> BuiltEnv:
+    torch_v, lightning_v = _installed()
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    env = Environment(python=py, torch=torch_v.split("+")[0], lightning=lightning_v)
+    return BuiltEnv(
+        env,
+        Path(sys.prefix),
+        Path(sys.executable),
+        probe={"torch": torch_v, "lightning": lightning_v},
+    )
+
+
+@pytest.mark.parametrize(("entry", "variant", "precision"), CASES)
+def test_variant_gives_the_stored_outcome(entry, variant, precision, here, stored) -> None:
+    expected = stored.get((entry.id, variant.name, precision))
+    assert expected, f"no committed record for {entry.id}::{variant.name} on cpu/{precision}"
+    job = Job(entry, variant, Cell(here.env, "cpu", precision), 0)
+    record = run_job(job, here, timeout_s=300, memory_limit_mb=0, provenance={"host": "test"})
+    want = {r.outcome for r in expected}
+    assert record.outcome in want, (
+        f"{job.id}: measured {record.outcome.value} ({record.reason or record.exception}), "
+        f"committed records say {sorted(o.value for o in want)}"
+    )
+    if record.outcome in (Outcome.REPRODUCED, Outcome.OTHER_ERROR):
+        seen = {(r.exception.type, r.exception.message) for r in expected if r.exception}
+        assert (record.exception.type, record.exception.message) in seen
+
+
+def test_a_baseline_runs_by_hand_and_says_what_happened() -> None:
+    _installed()
+    entry = next(e for e in ENTRIES if e.id == "pytorch/grad-scale-unscale-error")
+    baseline = next(v for v in entry.variants if v.kind == "baseline")
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(entry.repro),
+            "--variant",
+            baseline.name,
+            "--device",
+            "cpu",
+            "--precision",
+            "fp32",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    text = out.stdout + out.stderr
+    assert baseline.name in text, text
