@@ -9,7 +9,11 @@ Counting rules (DESIGN.md, "Vocabulary"):
   * dead_end   failure rate      = not-ok / applicable runs, only in reproducing cells.
   * control    ok rate           = ok / applicable runs, in every cell.
   A *reproducing cell* is one (env, device, precision) where at least one run of at least
-  one baseline of the entry was ``reproduced``.
+  one baseline of the entry was ``reproduced``. A workaround or dead end that changes the
+  precision itself (none of its declared precisions is one its baselines run in, e.g.
+  "switch to bf16-mixed" against an fp16 baseline) is counted in every cell of an
+  (env, device) where a baseline reproduced in some precision: that is the comparison
+  the document makes.
   * A cell whose applicable trials disagree is ``flaky`` (counts kept).
 
 Verdict rules (the only place they are decided: ``judge_rate``, ``_version_verdict``,
@@ -650,6 +654,13 @@ def aggregate_entry(
         for key, _, cv in by_variant.get(name, ()):
             if cv.counts[0][0] == _REPRODUCED_VALUE:
                 reproducing.add(key[1:])
+    reproducing_env_device = {k[:2] for k in reproducing}
+    baseline_precisions = {p for v in declared if v.kind == "baseline" for p in v.precisions}
+    changes_precision = {
+        v.name
+        for v in declared
+        if v.kind in ("workaround", "dead_end") and not set(v.precisions) & baseline_precisions
+    }
 
     variants: list[VariantAggregate] = []
     n_counted = 0
@@ -659,7 +670,9 @@ def aggregate_entry(
     for name, kind, description, claim_ref, claimed_rate, reading in specs:
         va, counted = _variant_aggregate(
             name, kind, description, claim_ref, claimed_rate, reading,
-            by_variant.get(name, []), reproducing, slice_list, env_rank,
+            by_variant.get(name, []),
+            reproducing_env_device if name in changes_precision else reproducing,
+            slice_list, env_rank,
         )
         variants.append(va)
         if name not in seen:  # (a repeated declared name counts its runs once)
@@ -779,7 +792,7 @@ def _variant_aggregate(
     claimed_rate: float | None,
     reading: str | None,
     cells: list[_Cell],
-    reproducing: set[tuple[str, str, str]],
+    reproducing: set[tuple[str, ...]],  # (env, device, precision) or, across precisions, (env, device)
     slices: tuple[Slice, ...],
     env_rank: Mapping[str, int],
 ) -> tuple[VariantAggregate, int]:
@@ -827,7 +840,7 @@ def _variant_aggregate(
         measured[s].add(env)
         if has_reproduced:
             reproduced[s].add(env)
-        if not restricted or key[1:] in reproducing:
+        if not restricted or key[1:] in reproducing or key[1:3] in reproducing:
             ps = per_slice[s]
             ps[0] += k
             ps[1] += n

@@ -270,3 +270,25 @@ def test_order_of_records_does_not_matter():
     assert a == b
     assert a["schema"] == 1
     assert a["entries"][0]["newest"] == "2024-05-03T10:00:00Z"
+
+
+def test_a_workaround_that_changes_the_precision_is_counted_where_the_baseline_reproduces() -> None:
+    # the baseline runs (and reproduces) in fp16 only; the workaround is "switch to bf16"
+    entry = make_entry()
+    entry = Entry(**{**entry.__dict__, "variants": (
+        Variant("base", "baseline", "the error", precisions=("fp16",)),
+        Variant("wa", "workaround", "use bf16", precisions=("bf16",), claim_ref="workaround 1", claimed_rate=0.9),
+        Variant("wa2", "workaround", "same precision", precisions=("fp16",), claim_ref="workaround 2"),
+        Variant("ctl", "control", "sanity"),
+    )})
+    records = [
+        rec("base", E2, R), rec("base", E3, R), rec("base", E1, OK),
+        rec("wa", E2, OK, precision="bf16"), rec("wa", E3, OTHER, precision="bf16"),
+        rec("wa", E1, OK, precision="bf16"),  # E1: the baseline did not reproduce: not counted
+        rec("wa2", E2, OK), rec("wa2", E1, OK),  # same precision as the baseline: cell rule
+    ]
+    agg = aggregate_entry(entry, records)
+    wa = next(v for v in agg.variants if v.name == "wa")
+    wa2 = next(v for v in agg.variants if v.name == "wa2")
+    assert (wa.overall.k, wa.overall.n) == (1, 2)
+    assert (wa2.overall.k, wa2.overall.n) == (1, 1)
