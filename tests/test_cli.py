@@ -1,0 +1,55 @@
+"""The command line on the real repository: list, report --check, bad arguments."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def harness(*args: str, repo: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "--repo", str(repo), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=REPO,
+    )
+
+
+def test_list_shows_environments_exclusions_and_jobs() -> None:
+    out = harness("list", "--profile", "full")
+    assert out.returncode == 0, out.stderr
+    assert "py3.9-torch1.10.2-lightning1.9.5" in out.stdout
+    assert "torch 1.10 publishes wheels for Python <= 3.9 only" in out.stdout
+    assert "matrix.yaml:" in out.stdout
+    assert "jobs in profile 'full'" in out.stdout
+
+
+def test_bad_shard_and_unknown_profile_are_named() -> None:
+    out = harness("run", "--shard", "3/2")
+    assert out.returncode == 2 and "--shard K/N needs 1 <= K <= N" in out.stdout
+    out = harness("list", "--profile", "nightly-typo")
+    assert out.returncode == 2 and "nightly-typo" in out.stdout and "matrix.yaml" in out.stdout
+
+
+def test_report_check_passes_on_the_committed_results_and_fails_when_stale(tmp_path: Path) -> None:
+    for name in ("matrix.yaml", "repros", "results"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, tmp_path / name)
+    ok = harness("report", "--check", repo=tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    page = next((tmp_path / "results" / "compat").glob("*.md"))
+    page.write_text(page.read_text() + "hand edit\n")
+    stale = harness("report", "--check", repo=tmp_path)
+    assert stale.returncode == 1
+    assert f"stale: {page}" in stale.stdout
+    assert harness("report", repo=tmp_path).returncode == 0  # re-rendering repairs it
+    assert harness("report", "--check", repo=tmp_path).returncode == 0
