@@ -31,6 +31,12 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cell", action="append", default=[], metavar="GLOB", help="cell id filter")
     p.add_argument("--shard", default="1/1", help="run shard K of N (by environment)")
     p.add_argument("--matrix", default="matrix.yaml", help="matrix file, relative to the repo")
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        help="trials per cell (default: the profile's); with --resume, adds the missing ones",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -85,6 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from harness.tasks import render_reports
 
         return render_reports(Config(repo=repo), console, check=args.check)
+    if getattr(args, "trials", None) is not None and args.trials < 1:
+        console.print(f"[bold red]error:[/] --trials must be at least 1, got {args.trials}")
+        return 2
     try:
         shard = parse_shard(args.shard)
     except ValueError as exc:
@@ -99,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cells=tuple(args.cell),
         shard=shard,
         matrix_file=args.matrix,
+        trials=args.trials,
         list_only=args.command == "list" or getattr(args, "list", False),
     )
     if args.command == "run":

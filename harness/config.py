@@ -22,6 +22,7 @@ class Config:
     cells: tuple[str, ...] = ()
     shard: tuple[int, int] = (1, 1)
     jobs: int = max(1, os.cpu_count() or 1)
+    trials: int | None = None  # None: the profile's (or matrix.yaml's) trials
     timeout_s: float | None = None  # None: matrix.yaml's default
     memory_limit_mb: int | None = None  # None: matrix.yaml's default
     machine: str | None = None  # name of this machine's record file; None: host name

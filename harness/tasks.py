@@ -7,6 +7,7 @@ with that exit code (0 done, 2 bad input, 130 interrupted).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import signal
 import threading
@@ -54,6 +55,8 @@ def load_inputs(state: RunState) -> RunState | int:
     try:
         matrix = load_matrix(cfg.matrix_path)
         state.expansion = matrix.expand(cfg.profile)
+        if cfg.trials is not None:
+            state.expansion = dataclasses.replace(state.expansion, trials=cfg.trials)
         state.entries = load_entries(cfg.repros_dir)
     except (MatrixError, EntryError) as exc:
         state.console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
