@@ -113,6 +113,14 @@ def _parse_file(path: Path, result: LoadResult) -> None:
                     f"{path}:{number}: truncated last line kept out (a run was interrupted "
                     f"mid-write): {str(exc)[:200]}"
                 )
+            elif isinstance(exc, json.JSONDecodeError) and (
+                exc.msg.startswith("Unterminated") or exc.pos >= len(line.rstrip()) - 1
+            ):
+                # JSON that simply stops: a write cut short, later appends went on after it
+                result.warnings.append(
+                    f"{path}:{number}: truncated line kept out (an earlier run was interrupted "
+                    f"mid-write): {str(exc)[:200]}"
+                )
             else:
                 result.warnings.append(
                     f"{path}:{number}: corrupt record kept out: {str(exc)[:200]}"

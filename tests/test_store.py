@@ -64,7 +64,10 @@ def test_truncated_last_line_warns_and_keeps_every_complete_record(tmp_path: Pat
     assert f"{store.path}:3: truncated last line" in warning
     # the next append starts on a fresh line: the torn line stays alone, ours is intact
     store.append(rec(trial=2))
-    assert [r.trial for r in store.load().records] == [0, 1, 2]
+    again = store.load()
+    assert [r.trial for r in again.records] == [0, 1, 2]
+    # and it is still named for what it is, not as corruption
+    assert again.warnings and f"{store.path}:3: truncated line kept out" in again.warnings[0]
 
 
 def test_corrupt_middle_line_is_named_with_file_and_line(tmp_path: Path) -> None:
