@@ -78,11 +78,14 @@ __all__ = [
     "VariantAggregate",
     "Verdict",
     "aggregate",
+    "aggregate_entries",
     "aggregate_entry",
+    "entry_ids",
     "cell_value",
     "gc_paused",
     "env_info",
     "judge_rate",
+    "records_by_entry",
     "wilson",
 ]
 
@@ -533,18 +536,33 @@ def gc_paused() -> Iterator[None]:
 def aggregate(records: Iterable[Record], entries: Sequence[Entry] = ()) -> Aggregates:
     """Every entry that has a definition or a record, sorted by id."""
     with gc_paused():
-        by_entry: dict[str, list[Record]] = defaultdict(list)
-        # records usually come entry by entry: extend by runs rather than one at a time
-        for eid, run in itertools.groupby(records, key=_get_entry):
-            by_entry[eid].extend(run)
-        n = sum(map(len, by_entry.values()))
-        known = {e.id: e for e in entries}
-        env_cache: dict[tuple[str, str, str, str], EnvInfo] = {}
-        out = tuple(
-            aggregate_entry(known.get(eid), by_entry.get(eid, ()), entry_id=eid, _env_cache=env_cache)
-            for eid in sorted(set(by_entry) | set(known))
-        )
-    return Aggregates(out, n)
+        by_entry = records_by_entry(records)
+        out = tuple(aggregate_entries(entry_ids(by_entry, entries), by_entry, entries))
+    return Aggregates(out, sum(map(len, by_entry.values())))
+
+
+def records_by_entry(records: Iterable[Record]) -> dict[str, list[Record]]:
+    """Entry id -> its records, in the order given."""
+    by_entry: dict[str, list[Record]] = defaultdict(list)
+    # records usually come entry by entry: extend by runs rather than one at a time
+    for eid, run in itertools.groupby(records, key=_get_entry):
+        by_entry[eid].extend(run)
+    return dict(by_entry)
+
+
+def entry_ids(by_entry: Mapping[str, Sequence[Record]], entries: Sequence[Entry] = ()) -> list[str]:
+    """The ids of every entry that has a definition or a record, sorted."""
+    return sorted(set(by_entry) | {e.id for e in entries})
+
+
+def aggregate_entries(
+    ids: Iterable[str], by_entry: Mapping[str, Sequence[Record]], entries: Sequence[Entry] = ()
+) -> Iterator[EntryAggregate]:
+    """The aggregates of the entries ``ids``, in that order (a part of ``aggregate``'s)."""
+    known = {e.id: e for e in entries}
+    env_cache: dict[tuple[str, str, str, str], EnvInfo] = {}
+    for eid in ids:
+        yield aggregate_entry(known.get(eid), by_entry.get(eid, ()), entry_id=eid, _env_cache=env_cache)
 
 
 def _slice_key(s: Slice) -> tuple[Any, ...]:

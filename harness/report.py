@@ -2,8 +2,16 @@
 
     results/compat/<entry id, / as __>.md   compatibility page per entry
     results/compat/<entry id, / as __>.png  heatmap per entry
-    results/index.html                      one self-contained page
+    results/index.html                      the page: every entry's heatmaps and verdicts
+    results/cells/NNNN.js                   the details of each cell's trials, which the
+                                            page loads when a cell is looked at (64
+                                            entries a file)
     results/compat.json                     the aggregates, for machines
+
+Entries are independent until index.html and compat.json are put together, so the entries
+are split into runs of consecutive ids (shards), one per worker process: each aggregates
+its entries and renders their files, its share of index.html and of compat.json; the
+parent puts those two together in entry order. The bytes do not depend on the split.
 
 A file is written only when its bytes change, so a rerun on the same records touches
 nothing. With ``check=True`` nothing is written anywhere: the summary lists what is stale
@@ -16,18 +24,18 @@ import multiprocessing
 import os
 import sys
 import threading
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from harness.aggregate import Aggregates, aggregate, gc_paused
+from harness.aggregate import aggregate_entries, entry_ids, gc_paused, records_by_entry
 from harness.entries import Entry
 from harness.records import Record
 from harness.render import entry_slug
-from harness.render.html import render_html
-from harness.render.jsonout import render_json
+from harness.render.html import CELL_FILE_ENTRIES, HtmlPart, assemble_html, cell_files, html_part
+from harness.render.jsonout import entry_json, json_document
 from harness.render.markdown import render_entry
 from harness.render.plots import render_png
 from harness.writeback import write_back
@@ -37,7 +45,6 @@ __all__ = ["ReportSummary", "render_all"]
 
 @dataclass(frozen=True)
 class ReportSummary:
-    aggregates: Aggregates = field(repr=False)
     outputs: tuple[Path, ...]  # every output path, written or not
     written: tuple[Path, ...]  # outputs whose bytes changed (in check mode: none)
     stale_outputs: tuple[Path, ...]  # outputs that differ from what the records give
@@ -65,66 +72,153 @@ def _put(path: Path, data: bytes, check: bool) -> tuple[bool, bool]:
     return stale, False
 
 
-def _render_pages(aggs: Aggregates, compat: Path) -> list[tuple[Path, bytes]]:
-    """Each entry's Markdown page and PNG heatmap."""
-    out: list[tuple[Path, bytes]] = []
-    for a in aggs.entries:
+# -- one shard: a run of consecutive entries -------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Job:
+    first: int  # the index of its first entry among all (a multiple of CELL_FILE_ENTRIES)
+    ids: Sequence[str]
+    by_entry: Mapping[str, Sequence[Record]]
+    entries: Sequence[Entry]
+    results: Path
+    check: bool
+
+
+@dataclass(frozen=True)
+class _Share:
+    """A shard's part of the whole files, and its verdict counts."""
+
+    html: HtmlPart
+    json: bytes  # its entries' JSON, comma-separated
+    verdicts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class _Rendered:
+    share: _Share
+    pages: list[tuple[Path, bytes]]  # each entry's files
+    data: list[tuple[Path, bytes]]  # the page's data files
+    documents: list[tuple[Any, Path]]  # (aggregate, document) of entries with a document
+
+
+Flags = tuple[Path, bool, bool]  # a file: (path, stale, written)
+
+
+@dataclass(frozen=True)
+class _Written:
+    pages: list[Flags]
+    data: list[Flags]
+    documents: list[tuple[Path, bool, bool]]  # per document: (path, changed, written)
+
+
+def _render(job: _Job) -> _Rendered:
+    aggs = list(aggregate_entries(job.ids, job.by_entry, job.entries))
+    known = {e.id: e for e in job.entries}
+    pages: list[tuple[Path, bytes]] = []
+    documents: list[tuple[Any, Path]] = []
+    verdicts: dict[str, int] = {}
+    compat = job.results / "compat"
+    for a in aggs:
         stem = entry_slug(a.id)
-        out.append((compat / f"{stem}.md", render_entry(a).encode("utf-8")))
-        out.append((compat / f"{stem}.png", render_png(a)))
-    return out
+        pages.append((compat / f"{stem}.md", render_entry(a).encode("utf-8")))
+        pages.append((compat / f"{stem}.png", render_png(a)))
+        entry = known.get(a.id)
+        if entry is not None:
+            documents.append((a, entry.document))
+        for v in a.verdicts:
+            verdicts[v.verdict] = verdicts.get(v.verdict, 0) + 1
+    data = [(job.results / name, text.encode("utf-8")) for name, text in cell_files(aggs, job.first)]
+    share = _Share(html_part(aggs, job.first), ",".join(map(entry_json, aggs)).encode("utf-8"), verdicts)
+    return _Rendered(share, pages, data, documents)
+
+
+def _write(rendered: _Rendered, check: bool) -> _Written:
+    pages = [(path, *_put(path, data, check)) for path, data in rendered.pages]
+    data = [(path, *_put(path, blob, check)) for path, blob in rendered.data]
+    documents = []
+    for agg, document in rendered.documents:
+        result = write_back(agg, document, check=check)
+        documents.append((result.path, result.changed, result.written))
+    return _Written(pages, data, documents)
 
 
 # below this many entries a child process costs more than it saves
 _FORK_MIN_ENTRIES = 200
 
 
-def _use_fork(workers: int | None, n_entries: int) -> bool:
+def _workers(workers: int | None, n_entries: int) -> int:
     if workers is None:
-        workers = 2 if n_entries >= _FORK_MIN_ENTRIES else 1
+        workers = min(4, os.cpu_count() or 1) if n_entries >= _FORK_MIN_ENTRIES else 1
+    workers = max(1, min(workers, n_entries))
     # fork copies only the calling thread: with other threads alive (a run's pool winding
     # down) a lock they hold could stay held in the child, so render here instead
-    return (
+    if (
         workers > 1
         and sys.platform.startswith("linux")
         and "fork" in multiprocessing.get_all_start_methods()
         and threading.active_count() == 1
-    )
+    ):
+        return workers
+    return 1
 
 
-class _PagesChild:
-    """The pages rendered in a forked child, in two steps like the serial path: render
-    everything, then (once the parent has rendered its part too) write. The child shares
-    the aggregates as they are (nothing pickled); the garbage collector stays off there
-    too, so it does not touch (and copy) every object. When the child fails or dies, the
-    parent does the step itself, so that the error is raised there."""
+def _use_fork(workers: int | None, n_entries: int) -> bool:
+    return _workers(workers, n_entries) > 1
 
-    def __init__(self, aggs: Aggregates, compat: Path, check: bool) -> None:
-        self.aggs, self.compat, self.check = aggs, compat, check
+
+def _shards(ids: Sequence[str], by_entry: Mapping[str, Sequence[Record]], n: int) -> list[tuple[int, Sequence[str]]]:
+    """``ids`` cut into at most ``n`` runs of consecutive ids, (index of the first, ids),
+    with about as many records each (an entry without records counts as one). Cuts fall
+    on multiples of CELL_FILE_ENTRIES, so that each data file is rendered whole."""
+    weights = [max(1, len(by_entry.get(i, ()))) for i in ids]
+    total = sum(weights)
+    cuts = [0]
+    acc = 0
+    for start in range(0, len(ids), CELL_FILE_ENTRIES):
+        block = sum(weights[start : start + CELL_FILE_ENTRIES])
+        # cut before this block if that comes nearer the next share than after it
+        if start and len(cuts) < n and acc + block / 2 > total * len(cuts) / n:
+            cuts.append(start)
+        acc += block
+    cuts.append(len(ids))
+    return [(a, ids[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
+class _Child:
+    """One shard rendered in a forked child, in two steps like the parent's own: render
+    everything, then (once every shard is rendered) write. The child shares the records
+    as they are (nothing pickled); the garbage collector stays off there too, so it does
+    not touch (and copy) every object. When the child fails or dies, the parent does the
+    step itself, so that the error is raised there."""
+
+    def __init__(self, job: _Job) -> None:
+        self.job = job
+        self.rendered: _Rendered | None = None  # set when the parent renders the shard itself
         ctx = multiprocessing.get_context("fork")
         self.conn, child_conn = ctx.Pipe()
-        self.proc = ctx.Process(target=self._main, args=(child_conn,), name="render-pages", daemon=True)
+        self.proc = ctx.Process(target=self._main, args=(child_conn,), name="render-shard", daemon=True)
         self.proc.start()
         child_conn.close()
 
     def _main(self, conn: Connection) -> None:
         try:
-            pages = _render_pages(self.aggs, self.compat)
+            rendered = _render(self.job)
         except BaseException:
             conn.send(None)
             return
         try:
-            conn.send(True)
+            conn.send(rendered.share)
             if conn.recv() != "write":
                 return
         except (OSError, EOFError):  # the parent gave up on us
             return
         try:
-            flags = [_put(path, data, self.check) for path, data in pages]
+            written = _write(rendered, self.job.check)
         except BaseException:
             conn.send(None)
             return
-        conn.send(flags)
+        conn.send(written)
 
     def _reply(self) -> Any:
         try:
@@ -132,20 +226,26 @@ class _PagesChild:
         except EOFError:  # the child died without a word
             return None
 
-    def rendered(self) -> list[tuple[Path, bytes]] | None:
-        """None when the pages are rendered in the child, else the pages rendered here."""
-        if self._reply() is True:
-            return None
+    def share(self) -> _Share:
+        share = self._reply()
+        if isinstance(share, _Share):
+            return share
         self.close()
-        return _render_pages(self.aggs, self.compat)
+        self.rendered = _render(self.job)
+        return self.rendered.share
 
-    def write(self) -> list[tuple[bool, bool]]:
-        self.conn.send("write")
-        flags = self._reply()
+    def start_writing(self) -> None:
+        if self.rendered is None:
+            self.conn.send("write")
+
+    def written(self) -> _Written:
+        if self.rendered is not None:
+            return _write(self.rendered, self.job.check)
+        written = self._reply()
         self.close()
-        if flags is None:
-            flags = [_put(path, data, self.check) for path, data in _render_pages(self.aggs, self.compat)]
-        return flags
+        if not isinstance(written, _Written):
+            return _write(_render(self.job), self.job.check)
+        return written
 
     def close(self) -> None:
         # called once the child has answered its last message, or to abandon it while it
@@ -164,69 +264,53 @@ def render_all(
     check: bool = False,
     workers: int | None = None,
 ) -> ReportSummary:
-    """``workers``: 2 renders the per-entry pages (Markdown, PNG) in a forked child while
-    this process renders index.html and compat.json; None chooses 2 for large results
-    where forking is safe, else 1. The bytes and the summary do not depend on it."""
+    """``workers``: how many processes aggregate and render (the others forked from this
+    one); None chooses up to 4, as many as there are CPUs, for large results where forking
+    is safe, else 1. The bytes and the summary do not depend on it."""
     results = Path(results_dir)
     with gc_paused():
-        aggs = aggregate(records, entries)
-        compat = results / "compat"
-        child = _PagesChild(aggs, compat, check) if _use_fork(workers, len(aggs.entries)) else None
+        by_entry = records_by_entry(records)
+        n_records = sum(map(len, by_entry.values()))
+        ids = entry_ids(by_entry, entries)
+        shards = _shards(ids, by_entry, _workers(workers, len(ids)))
+        jobs = [_Job(first, shard, by_entry, entries, results, check) for first, shard in shards]
+        children: list[_Child] = []
         try:
-            pages = _render_pages(aggs, compat) if child is None else None
+            children = [_Child(job) for job in jobs[1:]]
+            mine = _render(jobs[0])
+            shares = [mine.share, *(c.share() for c in children)]
             whole = [
-                (results / "index.html", render_html(aggs).encode("utf-8")),
-                (results / "compat.json", render_json(aggs).encode("utf-8")),
+                (results / "index.html", assemble_html([s.html for s in shares]).encode("utf-8")),
+                (results / "compat.json", json_document(n_records, b",".join(s.json for s in shares if s.json))),
             ]
-            if child is not None:
-                pages = child.rendered()
-                if pages is not None:
-                    child = None
         except BaseException:
-            if child is not None:
-                child.close()
+            for c in children:
+                c.close()
             raise
-        # everything rendered: write, pages first
-        if child is not None:
-            page_flags = child.write()
-        else:
-            assert pages is not None
-            page_flags = [_put(path, data, check) for path, data in pages]
+        # everything rendered: write, each shard's files in its process, then the whole files
+        for c in children:
+            c.start_writing()
+        writes = [_write(mine, check), *(c.written() for c in children)]
         whole_flags = [_put(path, data, check) for path, data in whole]
 
-    outputs = [compat / f"{entry_slug(a.id)}.{ext}" for a in aggs.entries for ext in ("md", "png")]
-    outputs += [path for path, _ in whole]
-    written: list[Path] = []
-    stale: list[Path] = []
-    for path, (is_stale, was_written) in zip(outputs, [*page_flags, *whole_flags], strict=True):
-        if is_stale:
-            stale.append(path)
-        if was_written:
-            written.append(path)
-
-    known = {e.id: e for e in entries}
-    updated: list[Path] = []
-    stale_docs: list[Path] = []
-    for a in aggs.entries:
-        entry = known.get(a.id)
-        if entry is None:
-            continue
-        result = write_back(a, entry.document, check=check)
-        if result.changed:
-            stale_docs.append(result.path)
-        if result.written:
-            updated.append(result.path)
+    # in an order that does not depend on the shards: the entries' files, the data files,
+    # the whole files
+    files = [f for w in writes for f in w.pages] + [f for w in writes for f in w.data]
+    files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]
+    outputs = [path for path, _, _ in files]
+    written = [path for path, _, was_written in files if was_written]
+    stale = [path for path, is_stale, _ in files if is_stale]
+    documents = [d for w in writes for d in w.documents]
 
     verdicts: dict[str, int] = {}
-    for a in aggs.entries:
-        for v in a.verdicts:
-            verdicts[v.verdict] = verdicts.get(v.verdict, 0) + 1
+    for s in shares:
+        for k, c in s.verdicts.items():
+            verdicts[k] = verdicts.get(k, 0) + c
     return ReportSummary(
-        aggregates=aggs,
         outputs=tuple(outputs),
         written=tuple(written),
         stale_outputs=tuple(stale),
-        documents_updated=tuple(updated),
-        stale_documents=tuple(stale_docs),
+        documents_updated=tuple(path for path, _, was_written in documents if was_written),
+        stale_documents=tuple(path for path, changed, _ in documents if changed),
         verdicts=dict(sorted(verdicts.items())),
     )

@@ -14,7 +14,8 @@ from harness.aggregate import aggregate
 from harness.entries import Claims, Entry, Signature, Variant
 from harness.outcomes import Outcome
 from harness.records import ExceptionInfo, Record
-from harness.render.html import render_html
+from harness.render import STATUSES, html
+from harness.render.html import cell_file_name, cell_files, render_cell_data, render_html
 from harness.render.jsonout import render_json
 from harness.render.markdown import md, render_entry
 from harness.render.plots import render_png
@@ -83,16 +84,31 @@ def test_markdown_keeps_hostile_text_as_text(tmp_path):
 
 
 def test_html_escapes_markup_and_script_data(tmp_path):
-    page = render_html(aggregate(records(), [entry(tmp_path)]))
-    assert page.count("<script") == 2  # the JSON data and the page's own script, nothing else
-    assert page.count("</script>") == 2
+    aggs = aggregate(records(), [entry(tmp_path)])
+    page = render_html(aggs)
+    assert page.count("<script") == 1  # the page's own script, nothing else
+    assert page.count("</script>") == 1
     assert "<img" not in page and "<b>host" not in page
     assert "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in page  # in the verdicts table
-    data_text = page.split('<script type="application/json" id="cell-data">', 1)[1].split("</script>", 1)[0]
+    assert "innerHTML" not in page and "http" not in page.replace("http-equiv", "")  # self-contained
+    # the cell details are in the entry's data file, which the page loads with <script src>
+    [agg] = aggs.entries
+    script = render_cell_data(agg)
+    assert cell_file_name(0) == "cells/0000.js" and cell_files([agg]) == [("cells/0000.js", script)]
+    assert 'data-cells="cells/0000.js"' in page
+    prefix = 'harnessCells("pytorch__hostile",'
+    assert script.startswith(prefix) and script.endswith(");\n")
+    data_text = script[len(prefix):-3]
     assert "<" not in data_text and ">" not in data_text
     data = json.loads(data_text)
-    assert HOSTILE in data["strings"] and "<b>host</b>" in data["strings"][data["cells"][0][1][0][5]]
-    assert "innerHTML" not in page and "http" not in page.replace("http-equiv", "")  # self-contained
+    assert HOSTILE in data["strings"]
+    assert data["shape"] == [2, 3, 2]  # (cpu-fp16, cuda-bf16) x (base, wa, ctl) x environments
+    cells = data["cells"]
+    assert [STATUSES[s] if s is not None else None for s in cells["status"][:2]] == ["reproduced", "reproduced"]
+    assert cells["trials"][:2] == [2, 2] and sum(cells["trials"]) == len(data["trials"]["outcome"]) == 13
+    assert "<b>host</b>" in data["strings"][data["trials"]["machine"][0]]
+    exc = data["exceptions"][data["trials"]["exception"][0]]
+    assert [data["strings"][i] for i in exc] == ["RuntimeError", HOSTILE, "<frame>|x.py:1"]
 
     class Tags(HTMLParser):
         def __init__(self) -> None:
@@ -104,7 +120,7 @@ def test_html_escapes_markup_and_script_data(tmp_path):
 
     parser = Tags()
     parser.feed(page)
-    assert "img" not in parser.tags and parser.tags.count("script") == 2
+    assert "img" not in parser.tags and parser.tags.count("script") == 1
 
 
 def test_json_schema_and_content(tmp_path):
@@ -119,6 +135,24 @@ def test_json_schema_and_content(tmp_path):
     assert wa["overall"]["k"] == 0 and wa["overall"]["n"] == 4 and wa["not_counted"][0]["reason"] == "no CUDA | here"
 
 
+def test_json_put_together_from_entries_is_what_json_dumps_gives(tmp_path):
+    recs = records() + [dataclasses.replace(r, entry="pytorch/other") for r in records()]
+    aggs = aggregate(recs, [entry(tmp_path)])
+    assert render_json(aggs) == json.dumps(aggs.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def test_shards_are_runs_of_whole_data_files_with_about_as_many_records_each():
+    per = report.CELL_FILE_ENTRIES
+    ids = [f"e{i:04d}" for i in range(10 * per + 3)]
+    by_entry = {i: [None] * (3 if n < 5 * per else 1) for n, i in enumerate(ids)}  # type: ignore[list-item]
+    shards = report._shards(ids, by_entry, 2)
+    assert [first for first, _ in shards] == [0, 3 * per]  # 576 of 1,283 records first: the cut nearest half
+    assert [i for _, run in shards for i in run] == ids
+    assert report._shards(ids, by_entry, 1) == [(0, ids)]
+    assert report._shards(ids[:per], by_entry, 4) == [(0, ids[:per])]  # one data file: one shard
+    assert all(first % per == 0 for first, _ in report._shards(ids, by_entry, 4))
+
+
 def test_png_is_a_png_and_deterministic(tmp_path):
     [agg] = aggregate(records(), [entry(tmp_path)]).entries
     png = render_png(agg)
@@ -131,7 +165,7 @@ def test_render_all_is_byte_identical_on_rerun(tmp_path):
     blobs = {p.relative_to(tmp_path / "a"): p.read_bytes() for p in first.outputs}
     second = render_all(list(reversed(records())), [e], tmp_path / "b")
     assert {p.relative_to(tmp_path / "b"): p.read_bytes() for p in second.outputs} == blobs
-    assert sorted(str(p) for p in blobs) == ["compat.json", "compat/pytorch__hostile.md",
+    assert sorted(str(p) for p in blobs) == ["cells/0000.js", "compat.json", "compat/pytorch__hostile.md",
                                              "compat/pytorch__hostile.png", "index.html"]
     assert first.verdicts == {"confirmed": 1, "contradicted": 2}
 
@@ -139,14 +173,17 @@ def test_render_all_is_byte_identical_on_rerun(tmp_path):
 def test_render_all_in_a_forked_child_gives_the_same_files_and_summary(tmp_path, monkeypatch):
     if not report._use_fork(2, 2):
         pytest.skip("fork unavailable here (platform, or other threads alive)")
+    # one entry per data file, so that two entries make two shards
+    monkeypatch.setattr(report, "CELL_FILE_ENTRIES", 1)
+    monkeypatch.setattr(html, "CELL_FILE_ENTRIES", 1)
     children = []
-    start = report._PagesChild.__init__
+    start = report._Child.__init__
 
     def spy(self, *args):
         start(self, *args)
         children.append(self.proc.pid)
 
-    monkeypatch.setattr(report._PagesChild, "__init__", spy)
+    monkeypatch.setattr(report._Child, "__init__", spy)
     recs = records() + [dataclasses.replace(r, entry="pytorch/other") for r in records()]
     serial = render_all(recs, [], tmp_path / "a", workers=1)
     assert not children
@@ -156,5 +193,6 @@ def test_render_all_in_a_forked_child_gives_the_same_files_and_summary(tmp_path,
     assert rel(forked.outputs, tmp_path / "b") == rel(serial.outputs, tmp_path / "a")
     assert rel(forked.written, tmp_path / "b") == rel(serial.written, tmp_path / "a")
     assert [p.read_bytes() for p in forked.outputs] == [p.read_bytes() for p in serial.outputs]
+    assert forked.verdicts == serial.verdicts
     again = render_all(recs, [], tmp_path / "b", workers=2, check=True)
     assert again.up_to_date and not again.written

@@ -1,28 +1,43 @@
-"""Aggregates -> one self-contained HTML page (inline CSS and JS, no network).
+"""Aggregates -> index.html, one page with every entry's heatmaps, rates and verdicts, and
+the data files (cells/NNNN.js) with the details of each cell's trials.
 
-Safety: every run-derived text in the markup goes through ``html.escape``; cell details
-travel as JSON inside ``<script type="application/json">`` with ``<``, ``>`` and ``&``
-written as ``\\u003c``-style escapes (so ``</script>`` cannot close it), and the script
-puts them on the page with ``textContent`` only, never ``innerHTML``.
+The page is what a reader opens; the trial details (exceptions, machines, versions,
+durations) are most of the bytes and are wanted for one cell at a time, so the page loads
+them when a cell is first hovered or clicked, through a ``<script src>`` element: that
+works from file:// as well as from a server, and nothing comes from the network. A data
+file holds ``CELL_FILE_ENTRIES`` consecutive entries (in id order): a few files rather
+than one per entry, since creating a file costs more than writing its bytes.
+
+Safety: every run-derived text in the markup goes through ``html.escape``; the data files
+are JSON (in function calls) with ``<``, ``>`` and ``&`` written as ``\\u003c``-style
+escapes, and the page's script puts their texts on the page with ``textContent`` only,
+never ``innerHTML``.
+
+The page is assembled from parts (``html_part``), each a run of consecutive entries, so
+that the entries can be rendered in several processes; ``render_html`` is the whole in one.
 """
 
 from __future__ import annotations
 
 import json
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+import numpy as np
+
 from harness.aggregate import Aggregates, EntryAggregate, EnvInfo, slice_id
-from harness.outcomes import Outcome
 from harness.records import Record
 from harness.render import COLOR, GLYPH, LABEL, STATUSES, entry_slug
 
-__all__ = ["render_html", "script_json"]
+__all__ = ["HtmlPart", "TextCache", "assemble_html", "CELL_FILE_ENTRIES", "cell_file_name", "cell_files", "html_part", "render_cell_data",
+           "render_html", "script_json"]
 
 _STATUS_INDEX = {s: i for i, s in enumerate(STATUSES)}
-_STATUS_REF = {s: str(i) for s, i in _STATUS_INDEX.items()}
-_OUTCOME_REF = {o: _STATUS_REF[o.value] for o in Outcome}
-_NOT_FINITE = frozenset({"nan", "inf", "-inf"})
+_OUTCOME_INDEX = {s: i for s, i in _STATUS_INDEX.items()}  # Outcome is a str: its value hashes alike
+_VERDICTS = ("confirmed", "contradicted", "not measurable")
 
 
 def _e(text: object) -> str:
@@ -41,26 +56,12 @@ def script_json(data: Any) -> str:
     )
 
 
-class _Strings:
-    """Interned strings: the JSON carries each distinct text once."""
+CELL_FILE_ENTRIES = 64
 
-    def __init__(self) -> None:
-        self.index: dict[str, int] = {"": 0}
-        self.items: list[str] = [""]
-        self.refs: dict[str, str] = {"": "0"}  # text -> its index as JSON text
 
-    def __call__(self, text: str) -> int:
-        i = self.index.get(text)
-        if i is None:
-            i = self.index[text] = len(self.items)
-            self.items.append(text)
-        return i
-
-    def ref(self, text: str) -> str:
-        r = self.refs.get(text)
-        if r is None:
-            r = self.refs[text] = str(self(text))
-        return r
+def cell_file_name(index: int) -> str:
+    """The data file of the entry at ``index`` (in id order), relative to index.html."""
+    return f"cells/{index // CELL_FILE_ENTRIES:04d}.js"
 
 
 def _machine_text(p: dict[str, str]) -> str:
@@ -99,17 +100,28 @@ table.heatmap thead th{font-weight:normal;font-size:11px;writing-mode:vertical-r
 .hidden{display:none}
 """
 
+# A data file calls harnessCells(slug, data); render_cell_data says what data holds.
 _JS = r"""
 (function(){
   "use strict";
-  var data = JSON.parse(document.getElementById("cell-data").textContent);
-  var S = data.strings, C = data.cells, O = data.outcomes;
+  var O = __STATUSES__;
+  var loaded = {}, failed = {}, requested = {};
   var panel = document.getElementById("detail");
-  var pinned = null;
+  var pinned = null, current = null;
   function el(tag, text){ var e = document.createElement(tag); if (text !== undefined) e.textContent = text; return e; }
+  window.harnessCells = function(slug, data){ loaded[slug] = data; if (current && slugOf(current) === slug) show(current); };
+  function slugOf(td){ return td.closest("section.entry").getAttribute("data-slug"); }
+  function load(src){
+    if (requested[src]) return;
+    requested[src] = true;
+    var s = document.createElement("script");
+    s.src = src;
+    s.onerror = function(){ failed[src] = true; if (current) show(current); };
+    document.head.appendChild(s);
+  }
   function show(td){
-    var i = parseInt(td.getAttribute("data-c"), 10), cell = C[i];
-    if (!cell) return;
+    current = td;
+    var section = td.closest("section.entry"), slug = section.getAttribute("data-slug");
     var table = td.closest("table"), row = td.parentNode;
     var col = Array.prototype.indexOf.call(row.children, td);
     var head = table.tHead.rows[0].children[col];
@@ -120,19 +132,35 @@ _JS = r"""
     item("Variant", row.children[0].textContent);
     item("Environment", head.getAttribute("data-env"));
     item("Device / precision", table.getAttribute("data-slice"));
-    item("Cell", O[cell[0]] + " (" + cell[1].length + " trial" + (cell[1].length === 1 ? "" : "s") + ")");
-    cell[1].forEach(function(t, n){
-      dl.appendChild(el("dt", "Trial " + t[9]));
-      item("Outcome", O[t[0]]);
-      item("Exception", S[t[1]] ? S[t[1]] + ": " + S[t[2]] : "");
-      item("Frame", S[t[3]]);
-      item("Reason", S[t[7]]);
-      item("Duration", t[4] + " s");
-      item("Machine", S[t[5]]);
-      item("Versions", S[t[6]]);
-      item("Started", S[t[8]]);
-    });
     panel.appendChild(dl);
+    var data = loaded[slug], src = section.getAttribute("data-cells");
+    if (!data) {
+      if (failed[src]) { panel.appendChild(el("p", "The details are missing: " + src + " could not be loaded.")); }
+      else { panel.appendChild(el("p", "Loading the details…")); load(src); }
+      return;
+    }
+    var si = Array.prototype.indexOf.call(section.querySelectorAll("table.heatmap"), table);
+    var c = (si * data.shape[1] + row.sectionRowIndex) * data.shape[2] + (col - 1);
+    var status = data.cells.status[c], count = data.cells.trials[c];
+    if (status === null || status === undefined) return;
+    if (!data.first) {  // where each cell's trials start: a running sum of the counts
+      data.first = [];
+      for (var k = 0, sum = 0; k < data.cells.trials.length; k++) { data.first.push(sum); sum += data.cells.trials[k]; }
+    }
+    var S = data.strings, X = data.exceptions, T = data.trials;
+    item("Cell", O[status] + " (" + count + " trial" + (count === 1 ? "" : "s") + ")");
+    for (var n = data.first[c]; n < data.first[c] + count; n++) {
+      var x = X[T.exception[n]];
+      dl.appendChild(el("dt", "Trial " + T.trial[n]));
+      item("Outcome", O[T.outcome[n]]);
+      item("Exception", S[x[0]] ? S[x[0]] + ": " + S[x[1]] : "");
+      item("Frame", S[x[2]]);
+      item("Reason", S[T.reason[n]]);
+      item("Duration", (T.duration[n] / 1000) + " s");
+      item("Machine", S[T.machine[n]]);
+      item("Versions", S[T.versions[n]]);
+      item("Started", S[T.started[n]]);
+    }
   }
   function cellOf(ev){ var t = ev.target; return t && t.closest ? t.closest("td.c") : null; }
   document.addEventListener("mouseover", function(ev){ var td = cellOf(ev); if (td && !pinned) show(td); });
@@ -155,24 +183,61 @@ _JS = r"""
   document.getElementById("entry-filter").addEventListener("input", applyFilters);
   document.body.setAttribute("data-ready", "1");
 })();
-"""
+""".replace("__STATUSES__", script_json(list(STATUSES)))
 
 
-def render_html(aggs: Aggregates) -> str:
-    strings = _Strings()
-    machine_cache: dict[int, str] = {}
-    versions_cache: dict[int, str] = {}
-    exception_cache: dict[int, str] = {}
-    cells: list[str] = []  # each cell's details, as JSON text (numbers only: nothing to escape)
-    parts: list[str] = []
-    slices = sorted({slice_id(s) for a in aggs.entries for s in a.slices})
-    n_runs = sum(a.n_runs for a in aggs.entries)
-    totals = {"confirmed": 0, "contradicted": 0, "not measurable": 0}
-    for a in aggs.entries:
-        for v in a.verdicts:
-            totals[v.verdict] = totals.get(v.verdict, 0) + 1
+@dataclass(frozen=True)
+class HtmlPart:
+    """The page's share of a run of consecutive entries: what the header counts, the rows
+    of the contents table and the entries' sections."""
 
-    w = parts.append
+    entries: int
+    runs: int
+    verdicts: tuple[int, int, int]  # confirmed, contradicted, not measurable
+    slices: frozenset[str]
+    contents: str
+    sections: str
+
+
+def _verdict_counts(a: EntryAggregate) -> list[int]:
+    c = [0, 0, 0]
+    for v in a.verdicts:
+        c[_VERDICTS.index(v.verdict)] += 1
+    return c
+
+
+def html_part(entries: Sequence[EntryAggregate], first: int = 0) -> HtmlPart:
+    """The part of ``entries``, the first of them at index ``first`` of all entries."""
+    contents: list[str] = []
+    sections: list[str] = []
+    totals = [0, 0, 0]
+    env_heads_cache: dict[tuple[int, ...], str] = {}
+    for i, a in enumerate(entries, first):
+        c = _verdict_counts(a)
+        totals = [t + x for t, x in zip(totals, c, strict=True)]
+        contents.append(
+            f'<tr><td><a href="#e-{_e(entry_slug(a.id))}">{_e(a.id)}</a></td><td>{a.n_runs}</td>'
+            f"<td>{c[0]}</td><td>{c[1]}</td><td>{c[2]}</td></tr>"
+        )
+        _section(a, cell_file_name(i), sections.append, env_heads_cache)
+    return HtmlPart(
+        entries=len(entries),
+        runs=sum(a.n_runs for a in entries),
+        verdicts=(totals[0], totals[1], totals[2]),
+        slices=frozenset(slice_id(s) for a in entries for s in a.slices),
+        contents="".join(contents),
+        sections="".join(sections),
+    )
+
+
+def assemble_html(parts: Sequence[HtmlPart]) -> str:
+    """The page from the parts of all entries, in entry order."""
+    n_entries = sum(p.entries for p in parts)
+    n_runs = sum(p.runs for p in parts)
+    totals = [sum(p.verdicts[i] for p in parts) for i in range(3)]
+    slices = sorted(frozenset().union(*(p.slices for p in parts)))
+    out: list[str] = []
+    w = out.append
     w('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">')
     w('<meta name="viewport" content="width=device-width, initial-scale=1">')
     w("<title>Measured compatibility</title><style>")
@@ -183,8 +248,8 @@ def render_html(aggs: Aggregates) -> str:
     w("</style></head><body>")
     w("<header><h1>Measured compatibility</h1>")
     w(
-        f"<p>{len(aggs.entries)} entries, {n_runs} runs. Verdicts: "
-        + ", ".join(f"{_e(k)} {c}" for k, c in totals.items())
+        f"<p>{n_entries} entries, {n_runs} runs. Verdicts: "
+        + ", ".join(f"{_e(k)} {c}" for k, c in zip(_VERDICTS, totals, strict=True))
         + ".</p>"
     )
     w('<div id="filters">Device / precision: ')
@@ -195,50 +260,31 @@ def render_html(aggs: Aggregates) -> str:
     for s, i in _STATUS_INDEX.items():
         w(f'<span class="s{i}">{GLYPH[s]} {_e(LABEL[s])}</span>')
     w("</div></header><main>")
-
-    # contents with verdict counts
     w('<h2>Entries</h2><table id="summary"><thead><tr><th>Entry</th><th>Runs</th>'
       "<th>confirmed</th><th>contradicted</th><th>not measurable</th></tr></thead><tbody>")
-    for a in aggs.entries:
-        c = {"confirmed": 0, "contradicted": 0, "not measurable": 0}
-        for v in a.verdicts:
-            c[v.verdict] = c.get(v.verdict, 0) + 1
-        w(
-            f'<tr><td><a href="#e-{_e(entry_slug(a.id))}">{_e(a.id)}</a></td><td>{a.n_runs}</td>'
-            f'<td>{c["confirmed"]}</td><td>{c["contradicted"]}</td><td>{c["not measurable"]}</td></tr>'
-        )
+    out += (p.contents for p in parts)
     w("</tbody></table>")
-
-    td_open = {s: f'<td class="c s{i}" tabindex="0" data-c="' for s, i in _STATUS_INDEX.items()}
-    td_close = {s: f'">{GLYPH[s]}</td>' for s in STATUSES}
-    caches = (machine_cache, versions_cache, exception_cache)
-    env_heads_cache: dict[tuple[int, ...], str] = {}
-    for a in aggs.entries:
-        _entry(a, w, cells, strings, caches, env_heads_cache, td_open, td_close)
-
+    out += (p.sections for p in parts)
     w('</main><aside id="detail" aria-live="polite"><p>Hover over a cell for its runs; click to pin.</p></aside>')
-    # as script_json({"outcomes": ..., "strings": ..., "cells": ...}) would write it
-    w('<script type="application/json" id="cell-data">')
-    w('{"outcomes":' + script_json(list(STATUSES)) + ',"strings":' + script_json(strings.items))
-    w(',"cells":[' + ",".join(cells) + "]}")
-    w("</script><script>")
+    w("<script>")
     w(_JS)
     w("</script></body></html>\n")
-    return "".join(parts)
+    return "".join(out)
 
 
-def _entry(
-    a: EntryAggregate,
-    w: Any,
-    cells: list[str],
-    strings: _Strings,
-    caches: tuple[dict[int, str], dict[int, str], dict[int, str]],
-    env_heads_cache: dict[tuple[int, ...], str],
-    td_open: dict[str, str],
-    td_close: dict[str, str],
-) -> None:
+def render_html(aggs: Aggregates) -> str:
+    """The page; its data files are ``cell_files(aggs.entries)``."""
+    return assemble_html([html_part(aggs.entries)])
+
+
+# a heatmap cell: its status as class and glyph; which cell it is follows from its place
+_TD = {s: f'<td class="c s{i}" tabindex="0">{GLYPH[s]}</td>' for s, i in _STATUS_INDEX.items()}
+
+
+def _section(a: EntryAggregate, cells: str, w: Any, env_heads_cache: dict[tuple[int, ...], str]) -> None:
     eid = _e(a.id)
-    w(f'<section class="entry" id="e-{_e(entry_slug(a.id))}" data-id="{eid}">')
+    slug = _e(entry_slug(a.id))
+    w(f'<section class="entry" id="e-{slug}" data-id="{eid}" data-slug="{slug}" data-cells="{_e(cells)}">')
     w(f"<h2>{_e(a.title)}</h2>")
     if a.title != a.id:
         w(f"<p>{eid}</p>")
@@ -246,28 +292,19 @@ def _entry(
         w(f'<p class="sig">{_e(a.signature_type)}: {_e(a.signature_message)}</p>')
     w(f"<p>{a.n_runs} runs ({a.n_counted} applicable), newest {_e(a.newest[:10]) or '–'}.</p>")
     env_heads = _env_heads(a.envs, env_heads_cache)
-    status_ref = _STATUS_REF
     env_ids = [e.id for e in a.envs]
     values = a.cells
-    runs = a.runs
+    td = _TD
     for d, p in a.slices:
         sid = _e(f"{d}-{p}")
         w(f'<div class="slice" data-slice="{sid}"><h3>{_e(d)} / {_e(p)}</h3>')
         w(f'<table class="heatmap" data-entry="{eid}" data-slice="{sid}"><thead><tr><th>Variant</th>{env_heads}</tr></thead><tbody>')
         for v in a.variants:
-            row = [f'<tr><th title="{_e(v.kind)}">{_e(v.name)}</th>']
             name = v.name
+            row = [f'<tr><th title="{_e(v.kind)}">{_e(name)}</th>']
             for env in env_ids:
-                key = (name, env, d, p)
-                value = values.get(key)
-                if value is None:
-                    row.append("<td></td>")
-                    continue
-                status = value.status
-                rs = runs[key]
-                trials = _trial(rs[0], strings, caches) if len(rs) == 1 else ",".join([_trial(r, strings, caches) for r in rs])
-                row.append(td_open[status] + str(len(cells)) + td_close[status])
-                cells.append("[" + status_ref[status] + ",[" + trials + "]]")
+                value = values.get((name, env, d, p))
+                row.append("<td></td>" if value is None else td[value.status])
             row.append("</tr>")
             w("".join(row))
         w("</tbody></table></div>")
@@ -304,31 +341,119 @@ def _env_heads(envs: tuple[EnvInfo, ...], cache: dict[tuple[int, ...], str]) -> 
     return text
 
 
-def _trial(r: Record, strings: _Strings, caches: tuple[dict[int, str], dict[int, str], dict[int, str]]) -> str:
-    """One trial as JSON text: [outcome, type, message, frame, duration, machine, versions,
-    reason, started, trial], texts as indices into the strings (interned in that order)."""
-    machine_cache, versions_cache, exception_cache = caches
-    # provenance, versions and exceptions are usually shared between records: cache by
-    # identity (the records are alive as long as the aggregates)
-    p = r.provenance
-    mi = machine_cache.get(id(p))
-    if mi is None:
-        mi = machine_cache[id(p)] = strings.ref(_machine_text(p))
-    vv = r.versions
-    vi = versions_cache.get(id(vv))
-    if vi is None:
-        vi = versions_cache[id(vv)] = strings.ref(_versions_text(vv))
-    exc = r.exception
-    if exc is None:
-        ei = "0,0,0"
-    else:
-        ei = exception_cache.get(id(exc))
-        if ei is None:
-            ei = exception_cache[id(exc)] = ",".join((strings.ref(exc.type), strings.ref(exc.message), strings.ref(exc.frame)))
-    duration = repr(round(r.duration_s, 3))
-    if duration in _NOT_FINITE:
-        raise ValueError(f"Out of range float values are not JSON compliant: {duration}")
-    return (
-        f"[{_OUTCOME_REF[r.outcome]},{ei},{duration},{mi},{vi},"
-        f"{strings.ref(r.reason) if r.reason else '0'},{strings.ref(r.started_at) if r.started_at else '0'},{r.trial}]"
-    )
+# -- the data files ----------------------------------------------------------------------
+
+_get_outcome = operator.attrgetter("outcome")
+_get_exception = operator.attrgetter("exception")
+_get_provenance = operator.attrgetter("provenance")
+_get_versions = operator.attrgetter("versions")
+_get_reason = operator.attrgetter("reason")
+_get_started = operator.attrgetter("started_at")
+_get_duration = operator.attrgetter("duration_s")
+_get_trial = operator.attrgetter("trial")
+
+# id(object) -> (the object, its text): records share their provenance and versions dicts
+# across entries; the object is kept so that its id is not reused while cached
+TextCache = dict[int, tuple[Any, str]]
+
+
+class _Strings(dict[str, int]):
+    """Text -> its index in the data file's list of strings, each text once."""
+
+    def __init__(self) -> None:
+        super().__init__({"": 0})
+
+    def __missing__(self, text: str) -> int:
+        i = self[text] = len(self)
+        return i
+
+
+def cell_files(
+    entries: Sequence[EntryAggregate], first: int = 0, texts: TextCache | None = None
+) -> list[tuple[str, str]]:
+    """(name, text) of the data files of ``entries``, the first of them at index ``first``
+    of all entries (a multiple of CELL_FILE_ENTRIES: a file is never split)."""
+    if first % CELL_FILE_ENTRIES:
+        raise ValueError(f"a part of the data files starts at a multiple of {CELL_FILE_ENTRIES}, not at {first}")
+    texts = {} if texts is None else texts
+    return [
+        (cell_file_name(first + i), "".join(render_cell_data(a, texts) for a in entries[i : i + CELL_FILE_ENTRIES]))
+        for i in range(0, len(entries), CELL_FILE_ENTRIES)
+    ]
+
+
+def render_cell_data(a: EntryAggregate, texts: TextCache | None = None) -> str:
+    """The entry's line in its data file: every cell's trials, for the page's detail panel.
+
+    ``cells``: per cell, in the order of the page's tables (slice, variant, environment;
+    ``shape`` gives their numbers), its status (null: not run) and its number of trials;
+    ``trials``: columns, the trials of one cell after another in that order. Texts are
+    indices into ``strings``; ``exception`` indexes ``exceptions`` ([type, message, frame],
+    0: none); durations are in milliseconds."""
+    texts = {} if texts is None else texts
+    trials: list[Record] = []
+    statuses: list[int | None] = []
+    counts: list[int] = []
+    runs, cells = a.runs, a.cells
+    env_ids = [e.id for e in a.envs]
+    status_index = _STATUS_INDEX
+    for d, p in a.slices:
+        for v in a.variants:
+            name = v.name
+            for env in env_ids:
+                key = (name, env, d, p)
+                rs = runs.get(key)
+                if rs is None:
+                    statuses.append(None)
+                    counts.append(0)
+                else:
+                    statuses.append(status_index[cells[key].status])
+                    counts.append(len(rs))
+                    trials += rs
+
+    # the trials as columns, each built at C speed; each distinct exception, provenance
+    # and versions object (records share them) is turned into text once
+    strings = _Strings()
+    exceptions = list(map(_get_exception, trials))
+    exception_ids = list(map(id, exceptions))
+    exception_rows: list[tuple[int, int, int]] = [(0, 0, 0)]
+    exception_index: dict[int, int] = {}
+    for key, exc in dict(zip(exception_ids, exceptions, strict=True)).items():
+        if exc is None:
+            exception_index[key] = 0
+        else:
+            exception_index[key] = len(exception_rows)
+            exception_rows.append((strings[exc.type], strings[exc.message], strings[exc.frame]))
+    durations = np.fromiter(map(_get_duration, trials), dtype=np.float64, count=len(trials))
+    if not np.isfinite(durations).all():
+        raise ValueError("Out of range float values are not JSON compliant: a duration is not finite")
+    columns: dict[str, list[int]] = {
+        "outcome": list(map(_OUTCOME_INDEX.__getitem__, map(_get_outcome, trials))),
+        "exception": list(map(exception_index.__getitem__, exception_ids)),
+        "duration": np.rint(durations * 1000).astype(np.int64).tolist(),
+        "machine": _texts(list(map(_get_provenance, trials)), _machine_text, strings, texts),
+        "versions": _texts(list(map(_get_versions, trials)), _versions_text, strings, texts),
+        "reason": list(map(strings.__getitem__, map(_get_reason, trials))),
+        "started": list(map(strings.__getitem__, map(_get_started, trials))),
+        "trial": list(map(_get_trial, trials)),
+    }
+    data = {
+        "shape": [len(a.slices), len(a.variants), len(env_ids)],
+        "cells": {"status": statuses, "trials": counts},
+        "trials": columns,
+        "exceptions": exception_rows,
+        "strings": list(strings),
+    }
+    return f"harnessCells({script_json(entry_slug(a.id))},{script_json(data)});\n"
+
+
+def _texts(objects: list[Any], to_text: Any, strings: _Strings, cache: TextCache) -> list[int]:
+    """Each object's text as a string index, each distinct object (by identity) once."""
+    ids = list(map(id, objects))
+    index: dict[int, int] = {}
+    for key, obj in dict(zip(ids, objects, strict=True)).items():
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = (obj, to_text(obj))
+        index[key] = strings[hit[1]]
+    return list(map(index.__getitem__, ids))
