@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from harness.yamlsafe import YamlProblem, compose_plain
+
 __all__ = [
     "KINDS",
     "Claims",
@@ -114,15 +116,7 @@ class _Lines(dict):  # type: ignore[type-arg]
     key_lines: dict[str, int]
 
 
-SAFE_TAGS = {
-    "tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "seq", "map")
-}
-
-
 def _plain(node: yaml.Node, path: Path) -> Any:
-    if node.tag not in SAFE_TAGS:
-        # nothing is ever constructed from a tag: YAML here is data, not objects
-        raise EntryError(path, node.start_mark.line + 1, f"YAML tag {node.tag!r} is not allowed")
     if isinstance(node, yaml.MappingNode):
         out = _Lines()
         out.line = node.start_mark.line + 1
@@ -148,10 +142,10 @@ def _load_yaml(path: Path) -> _Lines:
     except OSError as exc:
         raise EntryError(path, None, f"cannot read: {exc.strerror}") from exc
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        line = exc.problem_mark.line + 1 if exc.problem_mark else None
-        raise EntryError(path, line, f"not valid YAML: {exc.problem}") from exc
+        node = compose_plain(text)
+    except YamlProblem as exc:
+        message = exc.message if exc.message.startswith("YAML tag") else f"not valid YAML: {exc.message}"
+        raise EntryError(path, exc.line, message) from exc
     if not isinstance(node, yaml.MappingNode):
         raise EntryError(path, 1, "entry.yaml must be a mapping of fields")
     return _plain(node, path)

@@ -24,6 +24,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from harness.yamlsafe import YamlProblem, compose_plain
+
 __all__ = [
     "AXES",
     "DEVICES",
@@ -461,42 +463,13 @@ def _compose(path: str) -> yaml.Node:
     except OSError as exc:
         raise MatrixError(path, None, f"cannot read the matrix file: {exc.strerror}") from exc
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = None if mark is None else mark.line + 1
-        context = exc.context or ""
-        if context and exc.context_mark is not None and exc.context_mark is not mark:
-            context += f" (started on line {exc.context_mark.line + 1})"
-        problem = ", ".join(p for p in (context, exc.problem) if p)
-        raise MatrixError(path, line, f"invalid YAML: {problem}") from exc
-    except yaml.YAMLError as exc:
-        raise MatrixError(path, None, f"invalid YAML: {exc}") from exc
+        root = compose_plain(text)
+    except YamlProblem as exc:
+        message = exc.message if exc.message.startswith("YAML tag") else f"invalid YAML: {exc.message}"
+        raise MatrixError(path, exc.line, message) from exc
     if root is None:
         raise MatrixError(path, None, "the matrix file is empty")
-    _refuse_tags(path, root)
     return root
-
-
-_PLAIN_TAGS = {
-    "tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "seq", "map")
-}
-
-
-def _refuse_tags(path: str, node: yaml.Node) -> None:
-    """Nothing is constructed from a tag, but one (``!!python/object/apply:...``) must not
-    pass as data either: the file is refused at the tag's line."""
-    if node.tag not in _PLAIN_TAGS:
-        raise MatrixError(
-            path, _line(node), f"YAML tag {node.tag!r} is not allowed; write plain values"
-        )
-    if isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            _refuse_tags(path, item)
-    elif isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            _refuse_tags(path, key)
-            _refuse_tags(path, value)
 
 
 _TOP_KEYS = (
