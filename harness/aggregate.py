@@ -236,7 +236,12 @@ class EnvInfo:
         return " / ".join(parts)
 
     def to_dict(self) -> dict[str, str]:
-        return {"id": self.id, "python": self.python, "torch": self.torch, "lightning": self.lightning}
+        return {
+            "id": self.id,
+            "python": self.python,
+            "torch": self.torch,
+            "lightning": self.lightning,
+        }
 
 
 def env_info(env: str, versions: Mapping[str, str] | None = None) -> EnvInfo:
@@ -320,7 +325,12 @@ class NotCounted:
     envs: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "reason": self.reason, "count": self.count, "envs": list(self.envs)}
+        return {
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "count": self.count,
+            "envs": list(self.envs),
+        }
 
 
 @dataclass(frozen=True)
@@ -490,7 +500,9 @@ class EntryAggregate:
                 slot["counts"][env] = dict(value.counts)
         for per in cells.values():
             for slot in per.values():
-                slot["counts"] = dict(sorted(slot["counts"].items(), key=lambda kv: env_index[kv[0]]))
+                slot["counts"] = dict(
+                    sorted(slot["counts"].items(), key=lambda kv: env_index[kv[0]])
+                )
         return {
             "id": self.id,
             "title": self.title,
@@ -513,7 +525,11 @@ class Aggregates:
     n_records: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": 1, "records": self.n_records, "entries": [e.to_dict() for e in self.entries]}
+        return {
+            "schema": 1,
+            "records": self.n_records,
+            "entries": [e.to_dict() for e in self.entries],
+        }
 
 
 # -- aggregation ---------------------------------------------------------------------------
@@ -562,7 +578,9 @@ def aggregate_entries(
     known = {e.id: e for e in entries}
     env_cache: dict[tuple[str, str, str, str], EnvInfo] = {}
     for eid in ids:
-        yield aggregate_entry(known.get(eid), by_entry.get(eid, ()), entry_id=eid, _env_cache=env_cache)
+        yield aggregate_entry(
+            known.get(eid), by_entry.get(eid, ()), entry_id=eid, _env_cache=env_cache
+        )
 
 
 def _slice_key(s: Slice) -> tuple[Any, ...]:
@@ -683,14 +701,22 @@ def aggregate_entry(
     variants: list[VariantAggregate] = []
     n_counted = 0
     seen: set[str] = set()
-    specs = [(v.name, v.kind, v.description, v.claim_ref, v.claimed_rate, v.reading) for v in declared]
+    specs = [
+        (v.name, v.kind, v.description, v.claim_ref, v.claimed_rate, v.reading) for v in declared
+    ]
     specs += [(n, kinds[n], "", None, None, None) for n in extra]
     for name, kind, description, claim_ref, claimed_rate, reading in specs:
         va, counted = _variant_aggregate(
-            name, kind, description, claim_ref, claimed_rate, reading,
+            name,
+            kind,
+            description,
+            claim_ref,
+            claimed_rate,
+            reading,
             by_variant.get(name, []),
             reproducing_env_device if name in changes_precision else reproducing,
-            slice_list, env_rank,
+            slice_list,
+            env_rank,
         )
         variants.append(va)
         if name not in seen:  # (a repeated declared name counts its runs once)
@@ -730,10 +756,14 @@ def _env_versions(records: Sequence[Record]) -> dict[str, tuple[str, str, str]]:
     choice does not depend on the records' order."""
     versions = list(map(_get_versions, records))
     # records share versions dicts: look at each distinct (env, dict) once
-    distinct = dict(zip(zip(map(_get_env, records), map(id, versions), strict=True), versions, strict=True))
+    distinct = dict(
+        zip(zip(map(_get_env, records), map(id, versions), strict=True), versions, strict=True)
+    )
     out: dict[str, tuple[str, str, str]] = {}
     for (env, _), v in distinct.items():
-        got = (v.get("python", ""), v.get("torch", ""), v.get("lightning", "")) if v else ("", "", "")
+        got = (
+            (v.get("python", ""), v.get("torch", ""), v.get("lightning", "")) if v else ("", "", "")
+        )
         old = out.get(env)
         if old is not None:
             got = tuple(min(a, b) if a and b else a or b for a, b in zip(old, got, strict=True))  # type: ignore[assignment]
@@ -810,7 +840,9 @@ def _variant_aggregate(
     claimed_rate: float | None,
     reading: str | None,
     cells: list[_Cell],
-    reproducing: set[tuple[str, ...]],  # (env, device, precision) or, across precisions, (env, device)
+    reproducing: set[
+        tuple[str, ...]
+    ],  # (env, device, precision) or, across precisions, (env, device)
     slices: tuple[Slice, ...],
     env_rank: Mapping[str, int],
 ) -> tuple[VariantAggregate, int]:
@@ -875,7 +907,9 @@ def _variant_aggregate(
         ranges.append(_range("*", by_env(all_measured), by_env(all_reproduced)))
         for s in slices:
             if s in measured:
-                ranges.append(_range(slice_id(s), by_env(measured[s]), by_env(reproduced.get(s, ()))))
+                ranges.append(
+                    _range(slice_id(s), by_env(measured[s]), by_env(reproduced.get(s, ())))
+                )
 
     messages: dict[tuple[str, str], list[Any]] = {}
     for exc, count, outcomes, envs in by_exception.values():
@@ -889,9 +923,15 @@ def _variant_aggregate(
             m[2] |= envs
     # most frequent first, then by type and message: the first three fields are unique
     order = sorted((-m[0], t, msg, m[1], m[2]) for (t, msg), m in messages.items())
-    msgs = [MessageSeen(t, msg, -neg, _outcome_values(outcomes), by_env(envs)) for neg, t, msg, outcomes, envs in order]
+    msgs = [
+        MessageSeen(t, msg, -neg, _outcome_values(outcomes), by_env(envs))
+        for neg, t, msg, outcomes, envs in order
+    ]
     ncs = sorted(
-        (NotCounted(_VALUE[o], reason, m[0], by_env(m[1])) for (o, reason), m in not_counted.items()),
+        (
+            NotCounted(_VALUE[o], reason, m[0], by_env(m[1]))
+            for (o, reason), m in not_counted.items()
+        ),
         key=lambda m: (-m.count, m.outcome, m.reason),
     )
     k_all = sum(ps[0] for ps in per_slice.values())
@@ -966,7 +1006,9 @@ def _verdicts(entry: Entry | None, agg: EntryAggregate) -> tuple[Verdict, ...]:
     # fix rate
     if claims is not None and claims.fix_rate is not None:
         measured_w = [w for w in workarounds if w.overall.n]
-        pooled = Rate.of(sum(w.overall.k for w in workarounds), sum(w.overall.n for w in workarounds))
+        pooled = Rate.of(
+            sum(w.overall.k for w in workarounds), sum(w.overall.n for w in workarounds)
+        )
         if not workarounds:
             verdict, why, measured = NOT_MEASURABLE, "the entry has no workaround variant", "–"
             seen = ""
@@ -978,7 +1020,11 @@ def _verdicts(entry: Entry | None, agg: EntryAggregate) -> tuple[Verdict, ...]:
             verdict, why = judge_rate(claims.fix_rate, best.overall, "")
             why = f"basis: best workaround {best.name!r}; {why}; pooled workaround runs ok: {pooled.text()}"
             measured = best.overall.text()
-            seen = _message_text(_seen_instead(best, Outcome.OK.value)) if verdict == CONTRADICTED else ""
+            seen = (
+                _message_text(_seen_instead(best, Outcome.OK.value))
+                if verdict == CONTRADICTED
+                else ""
+            )
         out.append(Verdict("fix rate", "", pct(claims.fix_rate), measured, verdict, why, seen))
 
     # version table
@@ -988,7 +1034,9 @@ def _verdicts(entry: Entry | None, agg: EntryAggregate) -> tuple[Verdict, ...]:
 
     # per-variant rates
     for v in agg.variants:
-        if v.kind not in ("workaround", "dead_end") or (v.claim_ref is None and v.claimed_rate is None):
+        if v.kind not in ("workaround", "dead_end") or (
+            v.claim_ref is None and v.claimed_rate is None
+        ):
             continue
         what = v.claim_ref or v.kind.replace("_", " ")
         label = f"{what}: {v.metric}" + (f" ({v.reading} reading)" if v.reading else "")
@@ -1036,16 +1084,34 @@ def _message_verdict(agg: EntryAggregate, baselines: list[VariantAggregate]) -> 
     n = sum(b.overall.n for b in baselines)
     seen = _messages_instead(baselines)
     if not baselines:
-        return Verdict("documented message", "", claimed, "–", NOT_MEASURABLE, "the entry has no baseline variant")
+        return Verdict(
+            "documented message",
+            "",
+            claimed,
+            "–",
+            NOT_MEASURABLE,
+            "the entry has no baseline variant",
+        )
     measured = f"reproduced in {k}/{n} applicable baseline runs"
     if k:
-        return Verdict("documented message", "", claimed, measured, CONFIRMED, "the documented signature was raised")
+        return Verdict(
+            "documented message",
+            "",
+            claimed,
+            measured,
+            CONFIRMED,
+            "the documented signature was raised",
+        )
     if not n:
         why = "no baseline run was applicable (all unsupported, skipped or env_failed)"
         if not any(b.runs for b in baselines):
             why = "the baseline has no runs"
         return Verdict("documented message", "", claimed, measured, NOT_MEASURABLE, why)
-    why = "never seen; seen instead: " + seen if seen else "never seen; the baseline raised no exception"
+    why = (
+        "never seen; seen instead: " + seen
+        if seen
+        else "never seen; the baseline raised no exception"
+    )
     return Verdict("documented message", "", claimed, measured, CONTRADICTED, why, seen)
 
 
@@ -1060,19 +1126,28 @@ def _spec(spec: str) -> tuple[str, SpecifierSet] | None:
 
 
 def _env_version(env: EnvInfo, package: str) -> Version | None:
-    text = {"torch": env.torch, "lightning": env.lightning, "pytorch-lightning": env.lightning,
-            "pytorch_lightning": env.lightning, "python": env.python}.get(package)
+    text = {
+        "torch": env.torch,
+        "lightning": env.lightning,
+        "pytorch-lightning": env.lightning,
+        "pytorch_lightning": env.lightning,
+        "python": env.python,
+    }.get(package)
     return _public(_version(text))
 
 
 def _version_verdict(row: Any, agg: EntryAggregate, baselines: list[VariantAggregate]) -> Verdict:
     label = f"version table: {row.spec} ({row.status})"
     claimed = row.status + "".join(
-        f", {k} {v}" for k, v in (("introduced", row.introduced), ("deprecated", row.deprecated)) if v
+        f", {k} {v}"
+        for k, v in (("introduced", row.introduced), ("deprecated", row.deprecated))
+        if v
     )
     parsed = _spec(row.spec)
     if parsed is None:
-        return Verdict(label, row.spec, claimed, "–", NOT_MEASURABLE, f"cannot parse the spec {row.spec!r}")
+        return Verdict(
+            label, row.spec, claimed, "–", NOT_MEASURABLE, f"cannot parse the spec {row.spec!r}"
+        )
     package, spec = parsed
     measured_envs: set[str] = set()
     reproduced_envs: set[str] = set()
@@ -1091,11 +1166,23 @@ def _version_verdict(row: Any, agg: EntryAggregate, baselines: list[VariantAggre
     norep = [e for e in applicable if e.id not in reproduced_envs]
     measured = f"reproduces in {len(rep)}/{len(applicable)} measured envs satisfying the spec"
     if not satisfying:
-        return Verdict(label, row.spec, claimed, measured, NOT_MEASURABLE,
-                       f"no measured environment satisfies {row.spec}")
+        return Verdict(
+            label,
+            row.spec,
+            claimed,
+            measured,
+            NOT_MEASURABLE,
+            f"no measured environment satisfies {row.spec}",
+        )
     if not applicable:
-        return Verdict(label, row.spec, claimed, measured, NOT_MEASURABLE,
-                       "every baseline run in the environments satisfying the spec was unsupported, skipped or env_failed")
+        return Verdict(
+            label,
+            row.spec,
+            claimed,
+            measured,
+            NOT_MEASURABLE,
+            "every baseline run in the environments satisfying the spec was unsupported, skipped or env_failed",
+        )
     # introduced / deprecated bounds, in the spec's package
     problems: list[str] = []
     for bound, below in (("introduced", True), ("deprecated", False)):
@@ -1108,7 +1195,9 @@ def _version_verdict(row: Any, agg: EntryAggregate, baselines: list[VariantAggre
             if ev is None or e.id not in reproduced_envs:
                 continue
             if (below and ev < bv) or (not below and ev >= bv):
-                problems.append(f"reproduces in {e.id}, {'before' if below else 'at/after'} {bound} {raw}")
+                problems.append(
+                    f"reproduces in {e.id}, {'before' if below else 'at/after'} {bound} {raw}"
+                )
                 break
     status = row.status.strip().lower()
     if status in PRESENT_STATUSES:
@@ -1118,10 +1207,26 @@ def _version_verdict(row: Any, agg: EntryAggregate, baselines: list[VariantAggre
         if rep:
             problems.insert(0, "reproduces in " + ", ".join(e.id for e in rep))
     elif not problems:
-        return Verdict(label, row.spec, claimed, measured, NOT_MEASURABLE,
-                       f"status {row.status!r} does not say whether the error occurs")
+        return Verdict(
+            label,
+            row.spec,
+            claimed,
+            measured,
+            NOT_MEASURABLE,
+            f"status {row.status!r} does not say whether the error occurs",
+        )
     if problems:
-        seen = _messages_instead(baselines, {e.id for e in norep}) if status in PRESENT_STATUSES else ""
+        seen = (
+            _messages_instead(baselines, {e.id for e in norep})
+            if status in PRESENT_STATUSES
+            else ""
+        )
         return Verdict(label, row.spec, claimed, measured, CONTRADICTED, "; ".join(problems), seen)
-    return Verdict(label, row.spec, claimed, measured, CONFIRMED,
-                   "consistent in " + ", ".join(e.id for e in applicable))
+    return Verdict(
+        label,
+        row.spec,
+        claimed,
+        measured,
+        CONFIRMED,
+        "consistent in " + ", ".join(e.id for e in applicable),
+    )

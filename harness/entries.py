@@ -144,7 +144,9 @@ def _load_yaml(path: Path) -> _Lines:
     try:
         node = compose_plain(text)
     except YamlProblem as exc:
-        message = exc.message if exc.message.startswith("YAML tag") else f"not valid YAML: {exc.message}"
+        message = (
+            exc.message if exc.message.startswith("YAML tag") else f"not valid YAML: {exc.message}"
+        )
         raise EntryError(path, exc.line, message) from exc
     if not isinstance(node, yaml.MappingNode):
         raise EntryError(path, 1, "entry.yaml must be a mapping of fields")

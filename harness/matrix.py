@@ -465,7 +465,9 @@ def _compose(path: str) -> yaml.Node:
     try:
         root = compose_plain(text)
     except YamlProblem as exc:
-        message = exc.message if exc.message.startswith("YAML tag") else f"invalid YAML: {exc.message}"
+        message = (
+            exc.message if exc.message.startswith("YAML tag") else f"invalid YAML: {exc.message}"
+        )
         raise MatrixError(path, exc.line, message) from exc
     if root is None:
         raise MatrixError(path, None, "the matrix file is empty")

@@ -128,8 +128,12 @@ def _render(job: _Job) -> _Rendered:
             documents.append((a, entry.document))
         for v in a.verdicts:
             verdicts[v.verdict] = verdicts.get(v.verdict, 0) + 1
-    data = [(job.results / name, text.encode("utf-8")) for name, text in cell_files(aggs, job.first)]
-    share = _Share(html_part(aggs, job.first), ",".join(map(entry_json, aggs)).encode("utf-8"), verdicts)
+    data = [
+        (job.results / name, text.encode("utf-8")) for name, text in cell_files(aggs, job.first)
+    ]
+    share = _Share(
+        html_part(aggs, job.first), ",".join(map(entry_json, aggs)).encode("utf-8"), verdicts
+    )
     return _Rendered(share, pages, data, documents)
 
 
@@ -167,7 +171,9 @@ def _use_fork(workers: int | None, n_entries: int) -> bool:
     return _workers(workers, n_entries) > 1
 
 
-def _shards(ids: Sequence[str], by_entry: Mapping[str, Sequence[Record]], n: int) -> list[tuple[int, Sequence[str]]]:
+def _shards(
+    ids: Sequence[str], by_entry: Mapping[str, Sequence[Record]], n: int
+) -> list[tuple[int, Sequence[str]]]:
     """``ids`` cut into at most ``n`` runs of consecutive ids, (index of the first, ids),
     with about as many records each (an entry without records counts as one). Cuts fall
     on multiples of CELL_FILE_ENTRIES, so that each data file is rendered whole."""
@@ -197,7 +203,9 @@ class _Child:
         self.rendered: _Rendered | None = None  # set when the parent renders the shard itself
         ctx = multiprocessing.get_context("fork")
         self.conn, child_conn = ctx.Pipe()
-        self.proc = ctx.Process(target=self._main, args=(child_conn,), name="render-shard", daemon=True)
+        self.proc = ctx.Process(
+            target=self._main, args=(child_conn,), name="render-shard", daemon=True
+        )
         self.proc.start()
         child_conn.close()
 
@@ -281,7 +289,10 @@ def render_all(
             shares = [mine.share, *(c.share() for c in children)]
             whole = [
                 (results / "index.html", assemble_html([s.html for s in shares]).encode("utf-8")),
-                (results / "compat.json", json_document(n_records, b",".join(s.json for s in shares if s.json))),
+                (
+                    results / "compat.json",
+                    json_document(n_records, b",".join(s.json for s in shares if s.json)),
+                ),
             ]
         except BaseException:
             for c in children:

@@ -69,28 +69,42 @@ def fill(text: str, blocks: Mapping[str, str], path: str | os.PathLike[str] = "<
         name, edge = m.group(1), m.group(2)
         line = text.count("\n", 0, m.start()) + 1
         if name not in BLOCKS:
-            raise WritebackError(path, line, f"unknown block {name!r}; known blocks: {', '.join(BLOCKS)}")
+            raise WritebackError(
+                path, line, f"unknown block {name!r}; known blocks: {', '.join(BLOCKS)}"
+            )
         if edge == "begin":
             if open_name is not None:
                 raise WritebackError(
-                    path, line, f"'{name}:begin' inside the open block {open_name!r} (begun at line {open_line})"
+                    path,
+                    line,
+                    f"'{name}:begin' inside the open block {open_name!r} (begun at line {open_line})",
                 )
             if name in spans:
                 raise WritebackError(path, line, f"block {name!r} appears twice")
             open_name, open_at, open_line = name, m.end(), line
         else:
             if open_name != name:
-                what = f"block {open_name!r} (begun at line {open_line}) is still open" if open_name else "no block is open"
+                what = (
+                    f"block {open_name!r} (begun at line {open_line}) is still open"
+                    if open_name
+                    else "no block is open"
+                )
                 raise WritebackError(path, line, f"'{name}:end' without its begin: {what}")
             spans[name] = (open_at, m.start())
             open_name = None
     if open_name is not None:
-        raise WritebackError(path, open_line, f"block {open_name!r} has no '<!-- harness:{open_name}:end -->'")
+        raise WritebackError(
+            path, open_line, f"block {open_name!r} has no '<!-- harness:{open_name}:end -->'"
+        )
     missing = [b for b in BLOCKS if b in blocks and b not in spans]
     if missing:
         raise WritebackError(
-            path, None,
-            "missing block(s) " + ", ".join(f"'<!-- harness:{b}:begin -->' … '<!-- harness:{b}:end -->'" for b in missing),
+            path,
+            None,
+            "missing block(s) "
+            + ", ".join(
+                f"'<!-- harness:{b}:begin -->' … '<!-- harness:{b}:end -->'" for b in missing
+            ),
         )
     out: list[str] = []
     pos = 0
@@ -106,7 +120,9 @@ def fill(text: str, blocks: Mapping[str, str], path: str | os.PathLike[str] = "<
     return "".join(out)
 
 
-def write_back(agg: EntryAggregate, document: str | os.PathLike[str], *, check: bool = False) -> WritebackResult:
+def write_back(
+    agg: EntryAggregate, document: str | os.PathLike[str], *, check: bool = False
+) -> WritebackResult:
     path = Path(document)
     try:
         raw = path.read_bytes()

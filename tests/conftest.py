@@ -21,7 +21,9 @@ def tiny_entry() -> Entry:
 @pytest.fixture
 def host_env() -> BuiltEnv:
     """This interpreter as a target environment: the child protocol needs no torch."""
-    env = Environment(python=f"{sys.version_info[0]}.{sys.version_info[1]}", torch="0", lightning="0")
+    env = Environment(
+        python=f"{sys.version_info[0]}.{sys.version_info[1]}", torch="0", lightning="0"
+    )
     return BuiltEnv(
         env, Path(sys.prefix), Path(sys.executable), probe={"python": sys.version.split()[0]}
     )

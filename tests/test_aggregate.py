@@ -32,40 +32,81 @@ E2 = "py3.10-torch1.12.1-lightning2.1.4"
 E3 = "py3.11-torch2.5.1-lightning2.4.0"
 TORCH = {E1: "1.10.2+cpu", E2: "1.12.1+cu102", E3: "2.5.1"}
 LIGHTNING = {E1: "1.9.5", E2: "2.1.4", E3: "2.4.0"}
-KIND = {"base": "baseline", "wa": "workaround", "wa2": "workaround", "de": "dead_end", "ctl": "control"}
+KIND = {
+    "base": "baseline",
+    "wa": "workaround",
+    "wa2": "workaround",
+    "de": "dead_end",
+    "ctl": "control",
+}
 MSG = "Attempting to unscale FP16 gradients."
 
 
-def rec(variant: str, env: str, outcome: Outcome, *, trial: int = 0, device: str = "cpu",
-        precision: str = "fp16", message: str | None = None, reason: str = "",
-        entry: str = "pytorch/demo", day: int = 1) -> Record:
+def rec(
+    variant: str,
+    env: str,
+    outcome: Outcome,
+    *,
+    trial: int = 0,
+    device: str = "cpu",
+    precision: str = "fp16",
+    message: str | None = None,
+    reason: str = "",
+    entry: str = "pytorch/demo",
+    day: int = 1,
+) -> Record:
     exc = None
     if outcome in (R, OTHER) or message:
-        exc = ExceptionInfo("RuntimeError" if outcome is R else "ValueError",
-                            message or (MSG if outcome is R else "other thing"), "x.py:1 in f")
+        exc = ExceptionInfo(
+            "RuntimeError" if outcome is R else "ValueError",
+            message or (MSG if outcome is R else "other thing"),
+            "x.py:1 in f",
+        )
     return Record(
-        entry=entry, variant=variant, kind=KIND[variant], cell=f"{env}-{device}-{precision}", env=env,
-        device=device, precision=precision, trial=trial, outcome=outcome, reason=reason, exception=exc,
+        entry=entry,
+        variant=variant,
+        kind=KIND[variant],
+        cell=f"{env}-{device}-{precision}",
+        env=env,
+        device=device,
+        precision=precision,
+        trial=trial,
+        outcome=outcome,
+        reason=reason,
+        exception=exc,
         versions={"python": env[2:6].rstrip("-"), "torch": TORCH[env], "lightning": LIGHTNING[env]},
         provenance={"host": "box", "harness_version": "0.1.0", "git_rev": "abc123"},
         started_at=f"2024-05-{day:02d}T10:00:00Z",
     )
 
 
-def make_entry(*, fix_rate: float | None = None, table: tuple[VersionClaim, ...] = (),
-               wa_rate: float | None = None, de_rate: float | None = None, doc: Path | None = None,
-               entry_id: str = "pytorch/demo") -> Entry:
+def make_entry(
+    *,
+    fix_rate: float | None = None,
+    table: tuple[VersionClaim, ...] = (),
+    wa_rate: float | None = None,
+    de_rate: float | None = None,
+    doc: Path | None = None,
+    entry_id: str = "pytorch/demo",
+) -> Entry:
     here = doc or Path("/nonexistent/document.md")
     return Entry(
-        id=entry_id, dir=here.parent, title="Demo error", signature=Signature("ValueError", "Attempting to unscale"),
+        id=entry_id,
+        dir=here.parent,
+        title="Demo error",
+        signature=Signature("ValueError", "Attempting to unscale"),
         claims=Claims(verification="ai_generated", fix_rate=fix_rate, version_table=table),
         variants=(
             Variant("base", "baseline", "the error"),
-            Variant("wa", "workaround", "workaround 1", claim_ref="workaround 1", claimed_rate=wa_rate),
+            Variant(
+                "wa", "workaround", "workaround 1", claim_ref="workaround 1", claimed_rate=wa_rate
+            ),
             Variant("de", "dead_end", "dead end 1", claim_ref="dead end 1", claimed_rate=de_rate),
             Variant("ctl", "control", "sanity"),
         ),
-        source=here, document=here, repro=here,
+        source=here,
+        document=here,
+        repro=here,
     )
 
 
@@ -129,9 +170,15 @@ def test_cell_not_counted_trials_do_not_make_it_flaky():
 
 
 def test_env_order_by_version_not_text():
-    envs = ["py3.10-torch1.9.0-lightning1.5.0", "py3.10-torch1.10.0-lightning1.5.0",
-            "py3.10-torch1.10.0-lightning1.10.0", "py3.10-torch2.0.0-lightning1.5.0"]
-    infos = [env_info(e, {"torch": e.split("torch")[1].split("-")[0] + "+cu117"}) for e in reversed(envs)]
+    envs = [
+        "py3.10-torch1.9.0-lightning1.5.0",
+        "py3.10-torch1.10.0-lightning1.5.0",
+        "py3.10-torch1.10.0-lightning1.10.0",
+        "py3.10-torch2.0.0-lightning1.5.0",
+    ]
+    infos = [
+        env_info(e, {"torch": e.split("torch")[1].split("-")[0] + "+cu117"}) for e in reversed(envs)
+    ]
     assert [i.id for i in sorted(infos, key=lambda i: i.sort_key)] == envs
     assert infos[0].torch == "2.0.0+cu117"  # the local label is kept for display
 
@@ -147,17 +194,29 @@ def test_env_versions_from_id_when_records_carry_none():
 def scenario() -> list[Record]:
     return [
         # baseline: reproduces in E1 (twice) and E2 (flaky), never in E3
-        rec("base", E1, R), rec("base", E1, R, trial=1),
-        rec("base", E2, R), rec("base", E2, OK, trial=1),
-        rec("base", E3, OTHER, message="new message"), rec("base", E3, OTHER, trial=1, message="new message"),
+        rec("base", E1, R),
+        rec("base", E1, R, trial=1),
+        rec("base", E2, R),
+        rec("base", E2, OK, trial=1),
+        rec("base", E3, OTHER, message="new message"),
+        rec("base", E3, OTHER, trial=1, message="new message"),
         # workaround: ok in E1 and E2 (reproducing cells); fails in E3, which does not count
-        rec("wa", E1, OK), rec("wa", E1, OK, trial=1), rec("wa", E2, OK), rec("wa", E2, OTHER, trial=1),
-        rec("wa", E3, OTHER), rec("wa", E3, OTHER, trial=1),
+        rec("wa", E1, OK),
+        rec("wa", E1, OK, trial=1),
+        rec("wa", E2, OK),
+        rec("wa", E2, OTHER, trial=1),
+        rec("wa", E3, OTHER),
+        rec("wa", E3, OTHER, trial=1),
         # dead end: fails in E1, ok in E2, unsupported in E3
-        rec("de", E1, OTHER), rec("de", E1, R, trial=1), rec("de", E2, OK), rec("de", E2, UNS, trial=1, reason="no API"),
+        rec("de", E1, OTHER),
+        rec("de", E1, R, trial=1),
+        rec("de", E2, OK),
+        rec("de", E2, UNS, trial=1, reason="no API"),
         rec("de", E3, UNS, reason="no API"),
         # control: ok everywhere but one env could not be built
-        rec("ctl", E1, OK), rec("ctl", E2, OK), rec("ctl", E3, ENVF, reason="no wheel for py3.11"),
+        rec("ctl", E1, OK),
+        rec("ctl", E2, OK),
+        rec("ctl", E3, ENVF, reason="no wheel for py3.11"),
     ]
 
 
@@ -186,8 +245,13 @@ def test_range_first_last_newest():
 
 
 def test_range_gap_and_slices():
-    records = [rec("base", E1, R), rec("base", E2, OK), rec("base", E3, R),
-               rec("base", E1, OK, device="cuda", precision="bf16"), rec("base", E3, UNS, device="cuda", precision="bf16")]
+    records = [
+        rec("base", E1, R),
+        rec("base", E2, OK),
+        rec("base", E3, R),
+        rec("base", E1, OK, device="cuda", precision="bf16"),
+        rec("base", E3, UNS, device="cuda", precision="bf16"),
+    ]
     agg = aggregate_entry(make_entry(), records)
     ranges = {r.slice: r for r in agg.variant("base").ranges}
     assert ranges["*"].gaps == (E2,)
@@ -205,7 +269,9 @@ def test_verdicts_claimed_vs_measured():
         VersionClaim("torch<2.0", "active"),  # E1, E2 reproduce -> confirmed
         VersionClaim("torch>=3.0", "active"),  # nothing measured -> not measurable
         VersionClaim("torch>=2.0", "fixed"),  # E3 does not reproduce -> confirmed
-        VersionClaim("torch>=1.0", "active", introduced="1.11"),  # reproduces in 1.10 -> contradicted
+        VersionClaim(
+            "torch>=1.0", "active", introduced="1.11"
+        ),  # reproduces in 1.10 -> contradicted
     )
     entry = make_entry(fix_rate=0.88, table=table, wa_rate=0.9, de_rate=0.1)
     agg = aggregate_entry(entry, scenario())
@@ -213,7 +279,13 @@ def test_verdicts_claimed_vs_measured():
     fix = verdict(agg, "fix rate")
     assert fix.verdict == CONFIRMED and "best workaround 'wa'" in fix.why and "pooled" in fix.why
     rows = [v for v in agg.verdicts if v.claim.startswith("version table")]
-    assert [v.verdict for v in rows] == [CONTRADICTED, CONFIRMED, NOT_MEASURABLE, CONFIRMED, CONTRADICTED]
+    assert [v.verdict for v in rows] == [
+        CONTRADICTED,
+        CONFIRMED,
+        NOT_MEASURABLE,
+        CONFIRMED,
+        CONTRADICTED,
+    ]
     assert E3 in rows[0].why and rows[0].seen_instead == "ValueError: new message (×2)"
     assert "before introduced 1.11" in rows[4].why
     assert verdict(agg, "workaround 1").verdict == CONFIRMED  # 0.9 in [0.30, 0.95]
@@ -222,8 +294,13 @@ def test_verdicts_claimed_vs_measured():
 
 
 def test_no_reproduction_makes_rates_not_measurable_and_names_messages():
-    records = [rec("base", E1, OTHER, message="seen A"), rec("base", E2, OTHER, message="seen B"),
-               rec("base", E3, OTHER, message="seen B"), rec("wa", E1, OK), rec("de", E1, OTHER)]
+    records = [
+        rec("base", E1, OTHER, message="seen A"),
+        rec("base", E2, OTHER, message="seen B"),
+        rec("base", E3, OTHER, message="seen B"),
+        rec("wa", E1, OK),
+        rec("de", E1, OTHER),
+    ]
     agg = aggregate_entry(make_entry(fix_rate=0.5, wa_rate=0.9, de_rate=0.6), records)
     msg = verdict(agg, "documented message")
     assert msg.verdict == CONTRADICTED
@@ -235,8 +312,12 @@ def test_no_reproduction_makes_rates_not_measurable_and_names_messages():
 
 
 def test_unsupported_only():
-    records = [rec("base", e, UNS, reason="no torch.amp") for e in (E1, E2, E3)] + [rec("wa", E1, UNS)]
-    agg = aggregate_entry(make_entry(wa_rate=0.9, table=(VersionClaim("torch>=1.10", "active"),)), records)
+    records = [rec("base", e, UNS, reason="no torch.amp") for e in (E1, E2, E3)] + [
+        rec("wa", E1, UNS)
+    ]
+    agg = aggregate_entry(
+        make_entry(wa_rate=0.9, table=(VersionClaim("torch>=1.10", "active"),)), records
+    )
     assert verdict(agg, "documented message").verdict == NOT_MEASURABLE
     assert "unsupported" in verdict(agg, "documented message").why
     assert "no baseline run was applicable" in verdict(agg, "workaround 1").why
@@ -246,7 +327,9 @@ def test_unsupported_only():
 
 
 def test_env_failed_everywhere():
-    records = [rec(v, e, ENVF, reason="resolution failed") for v in ("base", "wa") for e in (E1, E2)]
+    records = [
+        rec(v, e, ENVF, reason="resolution failed") for v in ("base", "wa") for e in (E1, E2)
+    ]
     agg = aggregate_entry(make_entry(wa_rate=0.9), records)
     assert agg.n_runs == 4 and agg.n_counted == 0
     assert verdict(agg, "documented message").verdict == NOT_MEASURABLE
@@ -275,17 +358,39 @@ def test_order_of_records_does_not_matter():
 def test_a_workaround_that_changes_the_precision_is_counted_where_the_baseline_reproduces() -> None:
     # the baseline runs (and reproduces) in fp16 only; the workaround is "switch to bf16"
     entry = make_entry()
-    entry = Entry(**{**entry.__dict__, "variants": (
-        Variant("base", "baseline", "the error", precisions=("fp16",)),
-        Variant("wa", "workaround", "use bf16", precisions=("bf16",), claim_ref="workaround 1", claimed_rate=0.9),
-        Variant("wa2", "workaround", "same precision", precisions=("fp16",), claim_ref="workaround 2"),
-        Variant("ctl", "control", "sanity"),
-    )})
+    entry = Entry(
+        **{
+            **entry.__dict__,
+            "variants": (
+                Variant("base", "baseline", "the error", precisions=("fp16",)),
+                Variant(
+                    "wa",
+                    "workaround",
+                    "use bf16",
+                    precisions=("bf16",),
+                    claim_ref="workaround 1",
+                    claimed_rate=0.9,
+                ),
+                Variant(
+                    "wa2",
+                    "workaround",
+                    "same precision",
+                    precisions=("fp16",),
+                    claim_ref="workaround 2",
+                ),
+                Variant("ctl", "control", "sanity"),
+            ),
+        }
+    )
     records = [
-        rec("base", E2, R), rec("base", E3, R), rec("base", E1, OK),
-        rec("wa", E2, OK, precision="bf16"), rec("wa", E3, OTHER, precision="bf16"),
+        rec("base", E2, R),
+        rec("base", E3, R),
+        rec("base", E1, OK),
+        rec("wa", E2, OK, precision="bf16"),
+        rec("wa", E3, OTHER, precision="bf16"),
         rec("wa", E1, OK, precision="bf16"),  # E1: the baseline did not reproduce: not counted
-        rec("wa2", E2, OK), rec("wa2", E1, OK),  # same precision as the baseline: cell rule
+        rec("wa2", E2, OK),
+        rec("wa2", E1, OK),  # same precision as the baseline: cell rule
     ]
     agg = aggregate_entry(entry, records)
     wa = next(v for v in agg.variants if v.name == "wa")

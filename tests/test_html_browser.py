@@ -17,14 +17,25 @@ ARTIFACTS = Path(__file__).parent / "artifacts"
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent (apt-get install chromium)"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="/usr/bin/chromium is absent (apt-get install chromium)"
+    ),
 ]
 
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     profile = tmp_path / "profile"
-    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}", *args]
+    cmd = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     env = {**os.environ, "HOME": str(tmp_path)}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, check=True)
 

@@ -139,13 +139,16 @@ def test_real_full_runs_one_environment_per_torch(real: Matrix) -> None:
     assert torches == sorted({row.torch for row in real.rows}, key=Version)
     assert torches[0] == "1.10.2" and torches[-1] == "2.13.0"
     assert envs[0] == Environment(
-        "3.9", "1.10.2", "1.9.5", pins=(
+        "3.9",
+        "1.10.2",
+        "1.9.5",
+        pins=(
             "numpy<2",
             "setuptools<70",
             "pydantic<2",
             "fastapi>=0.80,<0.89",
             "lightning-cloud==0.5.32",
-        )
+        ),
     )
 
 

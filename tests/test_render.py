@@ -29,36 +29,82 @@ def records() -> list[Record]:
     out = []
     for env in ENVS:
         torch = env.split("torch")[1].split("-")[0]
-        for variant, kind, outcome in (("base", "baseline", Outcome.REPRODUCED), ("wa", "workaround", Outcome.OTHER_ERROR),
-                                       ("ctl", "control", Outcome.OK)):
+        for variant, kind, outcome in (
+            ("base", "baseline", Outcome.REPRODUCED),
+            ("wa", "workaround", Outcome.OTHER_ERROR),
+            ("ctl", "control", Outcome.OK),
+        ):
             for trial in range(2):
                 exc = None
                 if outcome is not Outcome.OK:
                     exc = ExceptionInfo("RuntimeError", HOSTILE, "<frame>|x.py:1", "tb")
-                out.append(Record(
-                    entry="pytorch/hostile", variant=variant, kind=kind, cell=f"{env}-cpu-fp16", env=env,
-                    device="cpu", precision="fp16", trial=trial, outcome=outcome, exception=exc,
-                    reason=HOSTILE if outcome is Outcome.OTHER_ERROR else "",
-                    versions={"python": "3.10", "torch": torch + "+cu102", "lightning": "2.1.4"},
-                    provenance={"host": "<b>host</b>", "harness_version": "0.1.0", "git_rev": "abc"},
-                    started_at="2024-05-01T00:00:00Z",
-                ))
-    out.append(Record(entry="pytorch/hostile", variant="wa", kind="workaround", cell=f"{ENVS[0]}-cuda-bf16",
-                      env=ENVS[0], device="cuda", precision="bf16", trial=0, outcome=Outcome.SKIPPED,
-                      reason="no CUDA | here"))
+                out.append(
+                    Record(
+                        entry="pytorch/hostile",
+                        variant=variant,
+                        kind=kind,
+                        cell=f"{env}-cpu-fp16",
+                        env=env,
+                        device="cpu",
+                        precision="fp16",
+                        trial=trial,
+                        outcome=outcome,
+                        exception=exc,
+                        reason=HOSTILE if outcome is Outcome.OTHER_ERROR else "",
+                        versions={
+                            "python": "3.10",
+                            "torch": torch + "+cu102",
+                            "lightning": "2.1.4",
+                        },
+                        provenance={
+                            "host": "<b>host</b>",
+                            "harness_version": "0.1.0",
+                            "git_rev": "abc",
+                        },
+                        started_at="2024-05-01T00:00:00Z",
+                    )
+                )
+    out.append(
+        Record(
+            entry="pytorch/hostile",
+            variant="wa",
+            kind="workaround",
+            cell=f"{ENVS[0]}-cuda-bf16",
+            env=ENVS[0],
+            device="cuda",
+            precision="bf16",
+            trial=0,
+            outcome=Outcome.SKIPPED,
+            reason="no CUDA | here",
+        )
+    )
     return out
 
 
 def entry(tmp_path) -> Entry:
     doc = tmp_path / "document.md"
-    doc.write_text("".join(f"<!-- harness:{b}:begin --><!-- harness:{b}:end -->\n"
-                           for b in ("measured-versions", "measured-rates", "verification")), encoding="utf-8")
-    return Entry(id="pytorch/hostile", dir=tmp_path, title="Hostile <title> | test",
-                 signature=Signature("RuntimeError", "<script>"), claims=Claims(fix_rate=0.9),
-                 variants=(Variant("base", "baseline", "b"), Variant("wa", "workaround", "w", claim_ref="workaround 1",
-                                                                     claimed_rate=0.8),
-                           Variant("ctl", "control", "c")),
-                 source=doc, document=doc, repro=doc)
+    doc.write_text(
+        "".join(
+            f"<!-- harness:{b}:begin --><!-- harness:{b}:end -->\n"
+            for b in ("measured-versions", "measured-rates", "verification")
+        ),
+        encoding="utf-8",
+    )
+    return Entry(
+        id="pytorch/hostile",
+        dir=tmp_path,
+        title="Hostile <title> | test",
+        signature=Signature("RuntimeError", "<script>"),
+        claims=Claims(fix_rate=0.9),
+        variants=(
+            Variant("base", "baseline", "b"),
+            Variant("wa", "workaround", "w", claim_ref="workaround 1", claimed_rate=0.8),
+            Variant("ctl", "control", "c"),
+        ),
+        source=doc,
+        document=doc,
+        repro=doc,
+    )
 
 
 def test_md_escape():
@@ -72,7 +118,9 @@ def test_markdown_keeps_hostile_text_as_text(tmp_path):
     [agg] = aggregate(records(), [entry(tmp_path)]).entries
     text = render_entry(agg)
     assert "<script" not in text and "<img" not in text and "<b>" not in text
-    assert "&lt;script&gt;document.title=&#39;pwned&#39;" not in text  # quotes need no escaping in md
+    assert (
+        "&lt;script&gt;document.title=&#39;pwned&#39;" not in text
+    )  # quotes need no escaping in md
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt; &#124; &#96;tick&#96;" in text
     # every table row has the same number of cells as its header: no pipe leaked
     for block in re.findall(r"(?:^\|.*\|$\n?)+", text, flags=re.M):
@@ -89,8 +137,12 @@ def test_html_escapes_markup_and_script_data(tmp_path):
     assert page.count("<script") == 1  # the page's own script, nothing else
     assert page.count("</script>") == 1
     assert "<img" not in page and "<b>host" not in page
-    assert "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in page  # in the verdicts table
-    assert "innerHTML" not in page and "http" not in page.replace("http-equiv", "")  # self-contained
+    assert (
+        "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in page
+    )  # in the verdicts table
+    assert "innerHTML" not in page and "http" not in page.replace(
+        "http-equiv", ""
+    )  # self-contained
     # the cell details are in the entry's data file, which the page loads with <script src>
     [agg] = aggs.entries
     script = render_cell_data(agg)
@@ -98,14 +150,20 @@ def test_html_escapes_markup_and_script_data(tmp_path):
     assert 'data-cells="cells/0000.js"' in page
     prefix = 'harnessCells("pytorch__hostile",'
     assert script.startswith(prefix) and script.endswith(");\n")
-    data_text = script[len(prefix):-3]
+    data_text = script[len(prefix) : -3]
     assert "<" not in data_text and ">" not in data_text
     data = json.loads(data_text)
     assert HOSTILE in data["strings"]
     assert data["shape"] == [2, 3, 2]  # (cpu-fp16, cuda-bf16) x (base, wa, ctl) x environments
     cells = data["cells"]
-    assert [STATUSES[s] if s is not None else None for s in cells["status"][:2]] == ["reproduced", "reproduced"]
-    assert cells["trials"][:2] == [2, 2] and sum(cells["trials"]) == len(data["trials"]["outcome"]) == 13
+    assert [STATUSES[s] if s is not None else None for s in cells["status"][:2]] == [
+        "reproduced",
+        "reproduced",
+    ]
+    assert (
+        cells["trials"][:2] == [2, 2]
+        and sum(cells["trials"]) == len(data["trials"]["outcome"]) == 13
+    )
     assert "<b>host</b>" in data["strings"][data["trials"]["machine"][0]]
     exc = data["exceptions"][data["trials"]["exception"][0]]
     assert [data["strings"][i] for i in exc] == ["RuntimeError", HOSTILE, "<frame>|x.py:1"]
@@ -128,17 +186,26 @@ def test_json_schema_and_content(tmp_path):
     assert data["schema"] == 1 and data["records"] == 13
     [e] = data["entries"]
     assert [x["id"] for x in e["environments"]] == ENVS
-    assert e["cells"]["base"]["cpu-fp16"] == {"status": ["reproduced", "reproduced"],
-                                             "counts": {ENVS[0]: {"reproduced": 2}, ENVS[1]: {"reproduced": 2}}}
+    assert e["cells"]["base"]["cpu-fp16"] == {
+        "status": ["reproduced", "reproduced"],
+        "counts": {ENVS[0]: {"reproduced": 2}, ENVS[1]: {"reproduced": 2}},
+    }
     assert e["cells"]["base"]["cuda-bf16"]["status"] == [None, None]
     wa = next(v for v in e["variants"] if v["name"] == "wa")
-    assert wa["overall"]["k"] == 0 and wa["overall"]["n"] == 4 and wa["not_counted"][0]["reason"] == "no CUDA | here"
+    assert (
+        wa["overall"]["k"] == 0
+        and wa["overall"]["n"] == 4
+        and wa["not_counted"][0]["reason"] == "no CUDA | here"
+    )
 
 
 def test_json_put_together_from_entries_is_what_json_dumps_gives(tmp_path):
     recs = records() + [dataclasses.replace(r, entry="pytorch/other") for r in records()]
     aggs = aggregate(recs, [entry(tmp_path)])
-    assert render_json(aggs) == json.dumps(aggs.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
+    assert (
+        render_json(aggs)
+        == json.dumps(aggs.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
+    )
 
 
 def test_shards_are_runs_of_whole_data_files_with_about_as_many_records_each():
@@ -146,7 +213,10 @@ def test_shards_are_runs_of_whole_data_files_with_about_as_many_records_each():
     ids = [f"e{i:04d}" for i in range(10 * per + 3)]
     by_entry = {i: [None] * (3 if n < 5 * per else 1) for n, i in enumerate(ids)}  # type: ignore[list-item]
     shards = report._shards(ids, by_entry, 2)
-    assert [first for first, _ in shards] == [0, 3 * per]  # 576 of 1,283 records first: the cut nearest half
+    assert [first for first, _ in shards] == [
+        0,
+        3 * per,
+    ]  # 576 of 1,283 records first: the cut nearest half
     assert [i for _, run in shards for i in run] == ids
     assert report._shards(ids, by_entry, 1) == [(0, ids)]
     assert report._shards(ids[:per], by_entry, 4) == [(0, ids[:per])]  # one data file: one shard
@@ -165,8 +235,13 @@ def test_render_all_is_byte_identical_on_rerun(tmp_path):
     blobs = {p.relative_to(tmp_path / "a"): p.read_bytes() for p in first.outputs}
     second = render_all(list(reversed(records())), [e], tmp_path / "b")
     assert {p.relative_to(tmp_path / "b"): p.read_bytes() for p in second.outputs} == blobs
-    assert sorted(str(p) for p in blobs) == ["cells/0000.js", "compat.json", "compat/pytorch__hostile.md",
-                                             "compat/pytorch__hostile.png", "index.html"]
+    assert sorted(str(p) for p in blobs) == [
+        "cells/0000.js",
+        "compat.json",
+        "compat/pytorch__hostile.md",
+        "compat/pytorch__hostile.png",
+        "index.html",
+    ]
     assert first.verdicts == {"confirmed": 1, "contradicted": 2}
 
 

@@ -31,27 +31,49 @@ DOC = (
 
 
 def rec(variant: str, kind: str, outcome: Outcome, trial: int = 0, day: int = 2) -> Record:
-    exc = ExceptionInfo("RuntimeError", "boom | `x` <b>", "f.py:1 in g") if outcome is Outcome.REPRODUCED else None
+    exc = (
+        ExceptionInfo("RuntimeError", "boom | `x` <b>", "f.py:1 in g")
+        if outcome is Outcome.REPRODUCED
+        else None
+    )
     return Record(
-        entry="pytorch/demo", variant=variant, kind=kind, cell=f"{ENV}-cpu-fp16", env=ENV, device="cpu",
-        precision="fp16", trial=trial, outcome=outcome, exception=exc,
+        entry="pytorch/demo",
+        variant=variant,
+        kind=kind,
+        cell=f"{ENV}-cpu-fp16",
+        env=ENV,
+        device="cpu",
+        precision="fp16",
+        trial=trial,
+        outcome=outcome,
+        exception=exc,
         versions={"python": "3.10.14", "torch": "1.12.1+cu102", "lightning": "2.1.4"},
         provenance={"host": "box", "harness_version": "0.1.0", "git_rev": "abc123"},
         started_at=f"2024-05-{day:02d}T10:00:00Z",
     )
 
 
-RECORDS = [rec("base", "baseline", Outcome.REPRODUCED), rec("base", "baseline", Outcome.REPRODUCED, 1, day=7),
-           rec("wa", "workaround", Outcome.OK)]
+RECORDS = [
+    rec("base", "baseline", Outcome.REPRODUCED),
+    rec("base", "baseline", Outcome.REPRODUCED, 1, day=7),
+    rec("wa", "workaround", Outcome.OK),
+]
 
 
 def entry(doc: Path) -> Entry:
     return Entry(
-        id="pytorch/demo", dir=doc.parent, title="Demo", signature=Signature("RuntimeError", "boom"),
+        id="pytorch/demo",
+        dir=doc.parent,
+        title="Demo",
+        signature=Signature("RuntimeError", "boom"),
         claims=Claims(fix_rate=0.9),
-        variants=(Variant("base", "baseline", "b"),
-                  Variant("wa", "workaround", "w", claim_ref="workaround 1", claimed_rate=0.9)),
-        source=doc, document=doc, repro=doc,
+        variants=(
+            Variant("base", "baseline", "b"),
+            Variant("wa", "workaround", "w", claim_ref="workaround 1", claimed_rate=0.9),
+        ),
+        source=doc,
+        document=doc,
+        repro=doc,
     )
 
 
@@ -73,7 +95,10 @@ def test_write_back_preserves_every_byte_outside_the_markers(tmp_path):
     assert new.endswith("\r\nNo newline at the end")
     assert "old table" not in new
     # the newest record's date, not today's: reruns are stable
-    assert "Verification: measured on 3 runs (3 applicable), 2024-05-07, harness 0.1.0 (git abc123)." in new
+    assert (
+        "Verification: measured on 3 runs (3 applicable), 2024-05-07, harness 0.1.0 (git abc123)."
+        in new
+    )
     assert "\r\n| --- |" in new  # the document's line endings are kept
     assert "| fix rate | – | 90% | 1/1 = 100% (CI 20.7–100%) | **confirmed** |" in new
 
@@ -111,12 +136,24 @@ def test_render_all_check_mode_reports_stale_and_writes_nothing(tmp_path):
 @pytest.mark.parametrize(
     ("text", "line", "words"),
     [
-        ("a\n<!-- harness:measured-versions:begin -->\nx\n", 2, "has no '<!-- harness:measured-versions:end -->'"),
+        (
+            "a\n<!-- harness:measured-versions:begin -->\nx\n",
+            2,
+            "has no '<!-- harness:measured-versions:end -->'",
+        ),
         ("a\nb\n<!-- harness:measured-rates:end -->\n", 3, "without its begin"),
-        ("<!-- harness:measured-rates:begin -->\n<!-- harness:verification:begin -->\n", 2, "inside the open block"),
+        (
+            "<!-- harness:measured-rates:begin -->\n<!-- harness:verification:begin -->\n",
+            2,
+            "inside the open block",
+        ),
         ("<!-- harness:measured-rate:begin -->\n", 1, "unknown block 'measured-rate'"),
-        ("<!-- harness:verification:begin --><!-- harness:verification:end -->\n"
-         "<!-- harness:verification:begin --><!-- harness:verification:end -->", 2, "appears twice"),
+        (
+            "<!-- harness:verification:begin --><!-- harness:verification:end -->\n"
+            "<!-- harness:verification:begin --><!-- harness:verification:end -->",
+            2,
+            "appears twice",
+        ),
     ],
 )
 def test_bad_markers_name_file_and_line(text, line, words):
@@ -129,7 +166,12 @@ def test_bad_markers_name_file_and_line(text, line, words):
 
 def test_missing_block_is_named(tmp_path):
     doc = tmp_path / "document.md"
-    doc.write_text("<!-- harness:verification:begin --><!-- harness:verification:end -->\n", encoding="utf-8")
-    with pytest.raises(WritebackError, match=r"document\.md: missing block\(s\) '<!-- harness:measured-versions:begin"):
+    doc.write_text(
+        "<!-- harness:verification:begin --><!-- harness:verification:end -->\n", encoding="utf-8"
+    )
+    with pytest.raises(
+        WritebackError,
+        match=r"document\.md: missing block\(s\) '<!-- harness:measured-versions:begin",
+    ):
         write_back(aggregate_entry(entry(doc), RECORDS), doc)
     assert doc.read_text(encoding="utf-8").count("harness") == 2  # untouched

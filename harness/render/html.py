@@ -32,11 +32,23 @@ from harness.aggregate import Aggregates, EntryAggregate, EnvInfo, slice_id
 from harness.records import Record
 from harness.render import COLOR, GLYPH, LABEL, STATUSES, entry_slug
 
-__all__ = ["HtmlPart", "TextCache", "assemble_html", "CELL_FILE_ENTRIES", "cell_file_name", "cell_files", "html_part", "render_cell_data",
-           "render_html", "script_json"]
+__all__ = [
+    "HtmlPart",
+    "TextCache",
+    "assemble_html",
+    "CELL_FILE_ENTRIES",
+    "cell_file_name",
+    "cell_files",
+    "html_part",
+    "render_cell_data",
+    "render_html",
+    "script_json",
+]
 
 _STATUS_INDEX = {s: i for i, s in enumerate(STATUSES)}
-_OUTCOME_INDEX = {s: i for s, i in _STATUS_INDEX.items()}  # Outcome is a str: its value hashes alike
+_OUTCOME_INDEX = {
+    s: i for s, i in _STATUS_INDEX.items()
+}  # Outcome is a str: its value hashes alike
 _VERDICTS = ("confirmed", "contradicted", "not measurable")
 
 
@@ -72,7 +84,9 @@ def _machine_text(p: dict[str, str]) -> str:
     if p.get("driver") or p.get("cuda"):
         parts.append(f"driver {p.get('driver', '') or '?'}, CUDA {p.get('cuda', '') or '?'}")
     if p.get("harness_version") or p.get("git_rev"):
-        parts.append(f"harness {p.get('harness_version', '') or '?'} @ {p.get('git_rev', '') or '?'}")
+        parts.append(
+            f"harness {p.get('harness_version', '') or '?'} @ {p.get('git_rev', '') or '?'}"
+        )
     return "; ".join(parts)
 
 
@@ -243,7 +257,11 @@ def assemble_html(parts: Sequence[HtmlPart]) -> str:
     w("<title>Measured compatibility</title><style>")
     w(_CSS)
     for s, i in _STATUS_INDEX.items():
-        fg = "#fff" if s in ("reproduced", "crashed", "timeout", "wrong_result", "env_failed", "ok") else "#000"
+        fg = (
+            "#fff"
+            if s in ("reproduced", "crashed", "timeout", "wrong_result", "env_failed", "ok")
+            else "#000"
+        )
         w(f".s{i}{{background:{COLOR[s]};color:{fg}}}")
     w("</style></head><body>")
     w("<header><h1>Measured compatibility</h1>")
@@ -254,18 +272,26 @@ def assemble_html(parts: Sequence[HtmlPart]) -> str:
     )
     w('<div id="filters">Device / precision: ')
     for s in slices:
-        w(f'<label><input type="checkbox" class="slice-filter" value="{_e(s)}" checked> {_e(s)}</label> ')
-    w('<label>Entry: <input type="search" id="entry-filter" placeholder="filter by id"></label></div>')
+        w(
+            f'<label><input type="checkbox" class="slice-filter" value="{_e(s)}" checked> {_e(s)}</label> '
+        )
+    w(
+        '<label>Entry: <input type="search" id="entry-filter" placeholder="filter by id"></label></div>'
+    )
     w('<div class="legend">')
     for s, i in _STATUS_INDEX.items():
         w(f'<span class="s{i}">{GLYPH[s]} {_e(LABEL[s])}</span>')
     w("</div></header><main>")
-    w('<h2>Entries</h2><table id="summary"><thead><tr><th>Entry</th><th>Runs</th>'
-      "<th>confirmed</th><th>contradicted</th><th>not measurable</th></tr></thead><tbody>")
+    w(
+        '<h2>Entries</h2><table id="summary"><thead><tr><th>Entry</th><th>Runs</th>'
+        "<th>confirmed</th><th>contradicted</th><th>not measurable</th></tr></thead><tbody>"
+    )
     out += (p.contents for p in parts)
     w("</tbody></table>")
     out += (p.sections for p in parts)
-    w('</main><aside id="detail" aria-live="polite"><p>Hover over a cell for its runs; click to pin.</p></aside>')
+    w(
+        '</main><aside id="detail" aria-live="polite"><p>Hover over a cell for its runs; click to pin.</p></aside>'
+    )
     w("<script>")
     w(_JS)
     w("</script></body></html>\n")
@@ -281,10 +307,14 @@ def render_html(aggs: Aggregates) -> str:
 _TD = {s: f'<td class="c s{i}" tabindex="0">{GLYPH[s]}</td>' for s, i in _STATUS_INDEX.items()}
 
 
-def _section(a: EntryAggregate, cells: str, w: Any, env_heads_cache: dict[tuple[int, ...], str]) -> None:
+def _section(
+    a: EntryAggregate, cells: str, w: Any, env_heads_cache: dict[tuple[int, ...], str]
+) -> None:
     eid = _e(a.id)
     slug = _e(entry_slug(a.id))
-    w(f'<section class="entry" id="e-{slug}" data-id="{eid}" data-slug="{slug}" data-cells="{_e(cells)}">')
+    w(
+        f'<section class="entry" id="e-{slug}" data-id="{eid}" data-slug="{slug}" data-cells="{_e(cells)}">'
+    )
     w(f"<h2>{_e(a.title)}</h2>")
     if a.title != a.id:
         w(f"<p>{eid}</p>")
@@ -298,7 +328,9 @@ def _section(a: EntryAggregate, cells: str, w: Any, env_heads_cache: dict[tuple[
     for d, p in a.slices:
         sid = _e(f"{d}-{p}")
         w(f'<div class="slice" data-slice="{sid}"><h3>{_e(d)} / {_e(p)}</h3>')
-        w(f'<table class="heatmap" data-entry="{eid}" data-slice="{sid}"><thead><tr><th>Variant</th>{env_heads}</tr></thead><tbody>')
+        w(
+            f'<table class="heatmap" data-entry="{eid}" data-slice="{sid}"><thead><tr><th>Variant</th>{env_heads}</tr></thead><tbody>'
+        )
         for v in a.variants:
             name = v.name
             row = [f'<tr><th title="{_e(v.kind)}">{_e(name)}</th>']
@@ -309,17 +341,30 @@ def _section(a: EntryAggregate, cells: str, w: Any, env_heads_cache: dict[tuple[
             w("".join(row))
         w("</tbody></table></div>")
     # rates
-    w("<h3>Rates</h3><table class=\"rates\"><thead><tr><th>Variant</th><th>Kind</th><th>Metric</th><th>Overall</th>")
+    w(
+        '<h3>Rates</h3><table class="rates"><thead><tr><th>Variant</th><th>Kind</th><th>Metric</th><th>Overall</th>'
+    )
     w("".join(f"<th>{_e(slice_id(s))}</th>" for s in a.slices) + "</tr></thead><tbody>")
     for v in a.variants:
-        claim = ", ".join(x for x in (v.claim_ref or "", f"claimed {v.claimed_rate:.0%}" if v.claimed_rate is not None else "") if x)
+        claim = ", ".join(
+            x
+            for x in (
+                v.claim_ref or "",
+                f"claimed {v.claimed_rate:.0%}" if v.claimed_rate is not None else "",
+            )
+            if x
+        )
         w(
-            f'<tr><td>{_e(v.name)}</td><td>{_e(v.kind)}</td><td>{_e(v.metric)}{" (" + _e(claim) + ")" if claim else ""}</td>'
-            f"<td>{_e(v.overall.text())}</td>" + "".join(f"<td>{_e(r.text())}</td>" for _, r in v.by_slice) + "</tr>"
+            f"<tr><td>{_e(v.name)}</td><td>{_e(v.kind)}</td><td>{_e(v.metric)}{' (' + _e(claim) + ')' if claim else ''}</td>"
+            f"<td>{_e(v.overall.text())}</td>"
+            + "".join(f"<td>{_e(r.text())}</td>" for _, r in v.by_slice)
+            + "</tr>"
         )
     w("</tbody></table>")
-    w('<h3>Claimed vs measured</h3><table class="verdicts"><thead><tr><th>Claim</th><th>Subject</th>'
-      "<th>Claimed</th><th>Measured</th><th>Verdict</th><th>Why</th><th>Seen instead</th></tr></thead><tbody>")
+    w(
+        '<h3>Claimed vs measured</h3><table class="verdicts"><thead><tr><th>Claim</th><th>Subject</th>'
+        "<th>Claimed</th><th>Measured</th><th>Verdict</th><th>Why</th><th>Seen instead</th></tr></thead><tbody>"
+    )
     for v in a.verdicts:
         w(
             f'<tr class="v-{_e(v.verdict.replace(" ", "-"))}"><td>{_e(v.claim)}</td><td>{_e(v.subject)}</td>'
@@ -374,10 +419,15 @@ def cell_files(
     """(name, text) of the data files of ``entries``, the first of them at index ``first``
     of all entries (a multiple of CELL_FILE_ENTRIES: a file is never split)."""
     if first % CELL_FILE_ENTRIES:
-        raise ValueError(f"a part of the data files starts at a multiple of {CELL_FILE_ENTRIES}, not at {first}")
+        raise ValueError(
+            f"a part of the data files starts at a multiple of {CELL_FILE_ENTRIES}, not at {first}"
+        )
     texts = {} if texts is None else texts
     return [
-        (cell_file_name(first + i), "".join(render_cell_data(a, texts) for a in entries[i : i + CELL_FILE_ENTRIES]))
+        (
+            cell_file_name(first + i),
+            "".join(render_cell_data(a, texts) for a in entries[i : i + CELL_FILE_ENTRIES]),
+        )
         for i in range(0, len(entries), CELL_FILE_ENTRIES)
     ]
 
@@ -426,7 +476,9 @@ def render_cell_data(a: EntryAggregate, texts: TextCache | None = None) -> str:
             exception_rows.append((strings[exc.type], strings[exc.message], strings[exc.frame]))
     durations = np.fromiter(map(_get_duration, trials), dtype=np.float64, count=len(trials))
     if not np.isfinite(durations).all():
-        raise ValueError("Out of range float values are not JSON compliant: a duration is not finite")
+        raise ValueError(
+            "Out of range float values are not JSON compliant: a duration is not finite"
+        )
     columns: dict[str, list[int]] = {
         "outcome": list(map(_OUTCOME_INDEX.__getitem__, map(_get_outcome, trials))),
         "exception": list(map(exception_index.__getitem__, exception_ids)),

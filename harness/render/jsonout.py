@@ -17,8 +17,13 @@ SCHEMA = 1
 def entry_json(agg: EntryAggregate) -> str:
     # compact on purpose: the C encoder only runs without indent (10x faster on big results)
     # check_circular=False: the aggregates are trees; skipping the check changes no byte
-    return json.dumps(agg.to_dict(), ensure_ascii=False, separators=(",", ":"), allow_nan=False,
-                      check_circular=False)
+    return json.dumps(
+        agg.to_dict(),
+        ensure_ascii=False,
+        separators=(",", ":"),
+        allow_nan=False,
+        check_circular=False,
+    )
 
 
 def json_document(n_records: int, entries: bytes) -> bytes:
@@ -28,4 +33,6 @@ def json_document(n_records: int, entries: bytes) -> bytes:
 
 
 def render_json(aggs: Aggregates) -> str:
-    return json_document(aggs.n_records, ",".join(map(entry_json, aggs.entries)).encode("utf-8")).decode("utf-8")
+    return json_document(
+        aggs.n_records, ",".join(map(entry_json, aggs.entries)).encode("utf-8")
+    ).decode("utf-8")

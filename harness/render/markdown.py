@@ -133,7 +133,9 @@ def _range_cells(r: ReproRange) -> list[str]:
     ]
 
 
-def outcome_tables(agg: EntryAggregate, variants: Sequence[VariantAggregate] | None = None) -> list[str]:
+def outcome_tables(
+    agg: EntryAggregate, variants: Sequence[VariantAggregate] | None = None
+) -> list[str]:
     variants = agg.variants if variants is None else variants
     lines: list[str] = []
     header = ["Variant", "Kind", *(_env_header(e) for e in agg.envs)]
@@ -157,16 +159,37 @@ def range_table(agg: EntryAggregate) -> list[str]:
     if not rows:
         return ["No baseline runs."]
     return _table(
-        ["Baseline", "Device-precision", "First reproduced (introduced)", "Last reproduced",
-         "Newest measured", "Reproduces in newest", "Not reproduced between"],
+        [
+            "Baseline",
+            "Device-precision",
+            "First reproduced (introduced)",
+            "Last reproduced",
+            "Newest measured",
+            "Reproduces in newest",
+            "Not reproduced between",
+        ],
         rows,
     )
 
 
 def rates_table(agg: EntryAggregate) -> list[str]:
-    header = ["Variant", "Kind", "Claim", "Metric", "Overall (k/n, 95% CI)", *(slice_id(s) for s in agg.slices)]
+    header = [
+        "Variant",
+        "Kind",
+        "Claim",
+        "Metric",
+        "Overall (k/n, 95% CI)",
+        *(slice_id(s) for s in agg.slices),
+    ]
     rows = [
-        [md(v.name), md(v.kind), _claim(v), md(v.metric), v.overall.text(), *(r.text() for _, r in v.by_slice)]
+        [
+            md(v.name),
+            md(v.kind),
+            _claim(v),
+            md(v.metric),
+            v.overall.text(),
+            *(r.text() for _, r in v.by_slice),
+        ]
         for v in agg.variants
     ]
     return _table(header, rows)
@@ -174,11 +197,20 @@ def rates_table(agg: EntryAggregate) -> list[str]:
 
 def verdicts_table(agg: EntryAggregate) -> list[str]:
     rows = [
-        [md(v.claim), md(v.subject) or "–", md(v.claimed), md(v.measured), f"**{v.verdict}**", md(v.why),
-         md(v.seen_instead) or "–"]
+        [
+            md(v.claim),
+            md(v.subject) or "–",
+            md(v.claimed),
+            md(v.measured),
+            f"**{v.verdict}**",
+            md(v.why),
+            md(v.seen_instead) or "–",
+        ]
         for v in agg.verdicts
     ]
-    return _table(["Claim", "Subject", "Claimed", "Measured", "Verdict", "Why", "Seen instead"], rows)
+    return _table(
+        ["Claim", "Subject", "Claimed", "Measured", "Verdict", "Why", "Seen instead"], rows
+    )
 
 
 def render_entry(agg: EntryAggregate) -> str:
@@ -186,7 +218,10 @@ def render_entry(agg: EntryAggregate) -> str:
     if agg.title != agg.id:
         lines += [f"Entry: {md(agg.id)}", ""]
     if agg.signature_type:
-        lines += [f"Documented signature: {md(agg.signature_type)}: {md(agg.signature_message)}", ""]
+        lines += [
+            f"Documented signature: {md(agg.signature_type)}: {md(agg.signature_message)}",
+            "",
+        ]
     lines += [
         f"Measured on {agg.n_runs} runs ({agg.n_counted} applicable), newest run "
         f"{md(agg.newest[:10]) or '–'}, harness {md(', '.join(agg.harness_versions)) or '–'}.",
@@ -198,10 +233,15 @@ def render_entry(agg: EntryAggregate) -> str:
         "Legend: " + legend() + ". Empty: not run.",
     ]
     lines += outcome_tables(agg)
-    lines += ["", "## Rates", "",
-              "Reproduction: reproduced / applicable runs. Success (workaround) and failure (dead end): "
-              "in cells where a baseline reproduces. Not applicable (never counted): unsupported, "
-              "skipped, env_failed.", ""]
+    lines += [
+        "",
+        "## Rates",
+        "",
+        "Reproduction: reproduced / applicable runs. Success (workaround) and failure (dead end): "
+        "in cells where a baseline reproduces. Not applicable (never counted): unsupported, "
+        "skipped, env_failed.",
+        "",
+    ]
     lines += rates_table(agg)
     lines += ["", "## Where the documented error reproduces", ""]
     lines += range_table(agg)
@@ -216,8 +256,10 @@ def render_entry(agg: EntryAggregate) -> str:
         lines += [f"### {md(v.name)}", ""]
         lines += _table(
             ["Count", "Outcomes", "Type", "Message", "Environments"],
-            ([str(m.count), md(", ".join(m.outcomes)), md(m.type), md(m.message), _envs(m.envs)]
-             for m in v.messages),
+            (
+                [str(m.count), md(", ".join(m.outcomes)), md(m.type), md(m.message), _envs(m.envs)]
+                for m in v.messages
+            ),
         )
         lines.append("")
     if not any_msg:
@@ -228,7 +270,11 @@ def render_entry(agg: EntryAggregate) -> str:
         for v in agg.variants
         for n in v.not_counted
     ]
-    lines += _table(["Variant", "Outcome", "Reason", "Count", "Environments"], nc_rows) if nc_rows else ["None."]
+    lines += (
+        _table(["Variant", "Outcome", "Reason", "Count", "Environments"], nc_rows)
+        if nc_rows
+        else ["None."]
+    )
     lines += ["", "## Environments", ""]
     lines += _table(
         ["Environment", "torch", "lightning", "python"],
@@ -236,9 +282,35 @@ def render_entry(agg: EntryAggregate) -> str:
     )
     lines += ["", "## Machines", ""]
     lines += _table(
-        ["Host", "OS", "CPU", "GPU", "Driver", "CUDA", "Harness", "Git rev", "Runs", "First run", "Last run"],
-        ([md(m.host), md(m.os), md(m.cpu), md(m.gpu), md(m.driver), md(m.cuda), md(m.harness_version),
-          md(m.git_rev), str(m.runs), md(m.first), md(m.last)] for m in agg.machines),
+        [
+            "Host",
+            "OS",
+            "CPU",
+            "GPU",
+            "Driver",
+            "CUDA",
+            "Harness",
+            "Git rev",
+            "Runs",
+            "First run",
+            "Last run",
+        ],
+        (
+            [
+                md(m.host),
+                md(m.os),
+                md(m.cpu),
+                md(m.gpu),
+                md(m.driver),
+                md(m.cuda),
+                md(m.harness_version),
+                md(m.git_rev),
+                str(m.runs),
+                md(m.first),
+                md(m.last),
+            ]
+            for m in agg.machines
+        ),
     )
     lines.append("")
     return "\n".join(lines)
@@ -262,7 +334,10 @@ def measured_versions_block(agg: EntryAggregate) -> str:
             row.append(" ".join(t or "·" for t in texts) if any(texts) else "")
         rows.append(row)
     if len(baselines) > 1:
-        lines.insert(-1, "Baselines in each cell, in order: " + ", ".join(md(b.name) for b in baselines) + ".")
+        lines.insert(
+            -1,
+            "Baselines in each cell, in order: " + ", ".join(md(b.name) for b in baselines) + ".",
+        )
     lines += _table(header, rows)
     return "\n".join(lines)
 

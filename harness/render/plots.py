@@ -48,7 +48,9 @@ _PALETTE_RGB += [(255 - 255 * (g + 1) // _GREYS,) * 3 for g in range(_GREYS)]
 _PALETTE = [c for rgb in _PALETTE_RGB for c in rgb]
 assert len(_PALETTE_RGB) == 16 and _GREYS >= 4
 # text coverage (0..255) -> palette index; 0 marks "leave the background"
-_COVER = np.array([0] + [_GREY0 + min(_GREYS - 1, v * _GREYS // 256) for v in range(1, 256)], dtype=np.uint8)
+_COVER = np.array(
+    [0] + [_GREY0 + min(_GREYS - 1, v * _GREYS // 256) for v in range(1, 256)], dtype=np.uint8
+)
 
 
 @lru_cache(maxsize=8192)
@@ -70,7 +72,9 @@ def _column_labels(labels: tuple[str, ...]) -> np.ndarray:
     n = len(labels)
     for i, m in enumerate(masks):
         # each label drawn lying down, last first; turning the strip clockwise puts it last
-        strip[(n - 1 - i) * CELL : (n - 1 - i) * CELL + min(CELL, m.shape[0]), : m.shape[1]] = m[:CELL]
+        strip[(n - 1 - i) * CELL : (n - 1 - i) * CELL + min(CELL, m.shape[0]), : m.shape[1]] = m[
+            :CELL
+        ]
     return np.ascontiguousarray(np.rot90(strip, k=-1))
 
 
@@ -89,7 +93,9 @@ def render_png(agg: EntryAggregate) -> bytes:
     slices = agg.slices or (("", ""),)
     env_ids = [e.id for e in agg.envs]
     title = _text(agg.id)
-    canvas, x0, y0 = _frame(tuple(names), tuple(e.label() for e in agg.envs), tuple(slices), title.shape[1])
+    canvas, x0, y0 = _frame(
+        tuple(names), tuple(e.label() for e in agg.envs), tuple(slices), title.shape[1]
+    )
     canvas = canvas.copy()
     _blit(canvas, title, PAD, PAD)
     n_rows, n_cols = len(names), len(env_ids)
@@ -112,7 +118,10 @@ def render_png(agg: EntryAggregate) -> bytes:
 
 @lru_cache(maxsize=64)
 def _frame(
-    names: tuple[str, ...], labels: tuple[str, ...], slices: tuple[tuple[str, str], ...], title_w: int
+    names: tuple[str, ...],
+    labels: tuple[str, ...],
+    slices: tuple[tuple[str, str], ...],
+    title_w: int,
 ) -> tuple[np.ndarray, int, int]:
     """Everything but the title and the cells, which entries mostly share: (the canvas,
     left and top of the first band's grid)."""
@@ -161,9 +170,17 @@ def _png(canvas: np.ndarray) -> bytes:
     height, width = canvas.shape
     if width % 2:
         canvas = np.pad(canvas, ((0, 0), (0, 1)))
-    rows = np.zeros((height, canvas.shape[1] // 2 + 1), dtype=np.uint8)  # each row starts with its filter type, 0
+    rows = np.zeros(
+        (height, canvas.shape[1] // 2 + 1), dtype=np.uint8
+    )  # each row starts with its filter type, 0
     rows[:, 1:] = (canvas[:, 0::2] << 4) | canvas[:, 1::2]
     ihdr = struct.pack(">IIBBBBB", width, height, 4, 3, 0, 0, 0)
     return b"".join(
-        (_SIGNATURE, _chunk(b"IHDR", ihdr), _PLTE, _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)), _IEND)
+        (
+            _SIGNATURE,
+            _chunk(b"IHDR", ihdr),
+            _PLTE,
+            _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)),
+            _IEND,
+        )
     )

@@ -22,7 +22,10 @@ def run(variant, device, precision):
     if variant in ("ok", "control"):
         return {"moved": {"ok": True, "detail": "weights changed by 0.1"}}
     if variant == "wrong":
-        return {"moved": {"ok": True, "detail": ""}, "finite": {"ok": False, "detail": "loss is nan"}}
+        return {
+            "moved": {"ok": True, "detail": ""},
+            "finite": {"ok": False, "detail": "loss is nan"},
+        }
     if variant == "unsupported":
         raise Unsupported("torch.amp.GradScaler('cpu') does not exist here")
     if variant == "segfault":
