@@ -57,6 +57,14 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session(python=HARNESS_PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff: lint and format check."""
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", "harness", "tests", "benchmarks", "noxfile.py")
+
+
+@nox.session(python=HARNESS_PYTHON)
 def report(session: nox.Session) -> None:
     """Re-render tables, HTML, JSON and write-back from stored records (`-- --check` for CI)."""
     session.install("-e", ".")
