@@ -382,6 +382,9 @@ class VariantAggregate:
     messages: tuple[MessageSeen, ...]
     not_counted: tuple[NotCounted, ...]
     runs: int
+    # the metric over every applicable run, ignoring the reproducing-cell rule: what a
+    # workaround did where the documented error never appeared (shown, never judged)
+    anywhere: Rate = field(default_factory=lambda: Rate.of(0, 0))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -398,6 +401,7 @@ class VariantAggregate:
             "ranges": [r.to_dict() for r in self.ranges],
             "messages": [m.to_dict() for m in self.messages],
             "not_counted": [m.to_dict() for m in self.not_counted],
+            "anywhere": self.anywhere.to_dict(),
         }
 
 
@@ -855,6 +859,7 @@ def _variant_aggregate(
     measured: dict[Slice, set[str]] = defaultdict(set)
     reproduced: dict[Slice, set[str]] = defaultdict(set)
     runs = counted = 0
+    anywhere = [0]  # hits over every applicable run (n is `counted`)
     restricted = kind in ("workaround", "dead_end")
     for key, rs, cv in cells:
         env = key[1]
@@ -886,6 +891,7 @@ def _variant_aggregate(
         if not n:
             continue
         counted += n
+        anywhere[0] += k
         s = (key[2], key[3])
         measured[s].add(env)
         if has_reproduced:
@@ -950,6 +956,7 @@ def _variant_aggregate(
         messages=tuple(msgs),
         not_counted=tuple(ncs),
         runs=runs,
+        anywhere=Rate.of(anywhere[0], counted),
     )
     return va, counted
 
@@ -982,7 +989,15 @@ def _why_no_applicable(agg: EntryAggregate, v: VariantAggregate) -> str:
         if not any(b.overall.k for b in baselines):
             if not any(b.overall.n for b in baselines):
                 return "no baseline run was applicable (all unsupported, skipped or env_failed), so no cell reproduces"
-            return "the baseline never reproduced, so there is no cell in which to test it"
+            why = "the baseline never reproduced, so there is no cell in which to test it"
+            if v.anywhere.n:
+                seen = "; ".join(f"{_message_text(m)} (×{m.count})" for m in v.messages[:2])
+                why += (
+                    f"; where it ran, it was {'ok' if v.kind == 'workaround' else 'not ok'} in "
+                    f"{v.anywhere.k}/{v.anywhere.n} applicable runs"
+                    + (f" ({seen})" if seen else "")
+                )
+            return why
         return "none of its runs in reproducing cells was applicable (unsupported, skipped or env_failed)"
     return "all its runs were unsupported, skipped or env_failed"
 

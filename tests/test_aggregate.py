@@ -308,6 +308,12 @@ def test_no_reproduction_makes_rates_not_measurable_and_names_messages():
     assert msg.seen_instead.startswith("ValueError: seen B (×2)")
     wa = verdict(agg, "workaround 1")
     assert wa.verdict == NOT_MEASURABLE and "never reproduced" in wa.why
+    assert "where it ran, it was ok in 1/1 applicable runs" in wa.why  # shown, not judged
+    de = verdict(agg, "dead end 1")
+    assert (
+        "where it ran, it was not ok in 1/1 applicable runs (ValueError: other thing (×1))"
+        in de.why
+    )
     assert verdict(agg, "fix rate").verdict == NOT_MEASURABLE
 
 
