@@ -57,3 +57,28 @@ def test_report_check_passes_on_the_committed_results_and_fails_when_stale(tmp_p
     assert f"stale: {page}" in stale.stdout
     assert harness("report", repo=tmp_path).returncode == 0  # re-rendering repairs it
     assert harness("report", "--check", repo=tmp_path).returncode == 0
+
+
+def test_merge_brings_another_machines_records_into_the_report(tmp_path: Path) -> None:
+    for name in ("matrix.yaml", "repros", "results"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, tmp_path / name)
+    # another machine measured one more trial of one cell: its own file, its own provenance
+    import json
+
+    line = (REPO / "results" / "records" / "vm.jsonl").read_text().splitlines()[-1]
+    d = json.loads(line)
+    d["trial"] = 7
+    d["provenance"] = {**d["provenance"], "host": "gpu-box-7", "gpu": "NVIDIA H200"}
+    other = tmp_path / "gpu-box-7.jsonl"
+    other.write_text(json.dumps(d) + "\n")
+    merged = harness("merge", str(other), repo=tmp_path)
+    assert merged.returncode == 0 and "1 records added" in merged.stdout
+    again = harness("merge", str(other), repo=tmp_path)
+    assert "0 records added, 1 already present" in again.stdout
+    assert harness("report", repo=tmp_path).returncode == 0
+    page = (tmp_path / "results" / "compat" / (d["entry"].replace("/", "__") + ".md")).read_text()
+    assert "gpu-box-7" in page and "NVIDIA H200" in page
