@@ -18,8 +18,8 @@ GLYPH = {
     Outcome.WRONG_RESULT.value: "≠",
     Outcome.UNSUPPORTED.value: "–",
     Outcome.SKIPPED.value: "·",
-    Outcome.CRASHED.value: "💥",
-    Outcome.TIMEOUT.value: "⏱",
+    Outcome.CRASHED.value: "✸",  # glyphs that plain fonts have: an emoji shows as a box in a headless browser
+    Outcome.TIMEOUT.value: "⊘",
     Outcome.ENV_FAILED.value: "⚠",
     FLAKY: "~",
 }
