@@ -721,6 +721,7 @@ def aggregate_entry(
             reproducing_env_device if name in changes_precision else reproducing,
             slice_list,
             env_rank,
+            scope=2 if name in changes_precision else 3,
         )
         variants.append(va)
         if name not in seen:  # (a repeated declared name counts its runs once)
@@ -844,11 +845,10 @@ def _variant_aggregate(
     claimed_rate: float | None,
     reading: str | None,
     cells: list[_Cell],
-    reproducing: set[
-        tuple[str, ...]
-    ],  # (env, device, precision) or, across precisions, (env, device)
+    reproducing: set[tuple[str, ...]],
     slices: tuple[Slice, ...],
     env_rank: Mapping[str, int],
+    scope: int = 3,  # reproducing holds (env, device, precision)[:scope]: 2 = across precisions
 ) -> tuple[VariantAggregate, int]:
     """The variant's aggregate, and how many of its runs were applicable (any cell)."""
     hits = _HITS.get(kind, _HITS_DEFAULT)
@@ -896,7 +896,7 @@ def _variant_aggregate(
         measured[s].add(env)
         if has_reproduced:
             reproduced[s].add(env)
-        if not restricted or key[1:] in reproducing or key[1:3] in reproducing:
+        if not restricted or key[1 : 1 + scope] in reproducing:
             ps = per_slice[s]
             ps[0] += k
             ps[1] += n

@@ -14,7 +14,6 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -331,7 +330,3 @@ def run_steps(state: RunState, steps: tuple[Step, ...] = STEPS) -> int:
         if isinstance(result, int):
             return result
     return 0
-
-
-def repo_root() -> Path:
-    return Path(__file__).resolve().parent.parent
