@@ -8,6 +8,7 @@ The measured numbers these tests print (``MEASURED ...``) are quoted in docs/rel
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -428,10 +429,10 @@ def test_offline_without_the_package_in_cache_is_env_failed(tmp_path: Path) -> N
 # --- 5. an environment half-built by a killed install ------------------------------------
 
 
-@pytest.mark.slow
-def test_install_killed_half_way_is_never_used_and_is_rebuilt(tmp_path: Path) -> None:
-    project = Project(tmp_path / "proj")
-    with socket.socket() as silent:  # an index that accepts connections and never answers
+@contextlib.contextmanager
+def installing_forever(project: Project, tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    """A run whose environment install waits on an index that accepts and never answers."""
+    with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
         index = f"http://127.0.0.1:{silent.getsockname()[1]}/simple"
@@ -443,6 +444,13 @@ def test_install_killed_half_way_is_never_used_and_is_rebuilt(tmp_path: Path) ->
             lambda: descendants_running(" pip install ", proc.pid),
             what="the harness to be installing",
         )
+        yield proc
+
+
+@pytest.mark.slow
+def test_install_killed_half_way_is_never_used_and_is_rebuilt(tmp_path: Path) -> None:
+    project = Project(tmp_path / "proj")
+    with installing_forever(project, tmp_path) as proc:
         os.killpg(proc.pid, signal.SIGKILL)  # the machine dies: harness and installer at once
         proc.communicate(timeout=30)
     half = project.envs / ENV_ID
@@ -460,18 +468,7 @@ def test_install_killed_half_way_is_never_used_and_is_rebuilt(tmp_path: Path) ->
 @pytest.mark.slow
 def test_interrupt_during_an_install_removes_the_half_built_environment(tmp_path: Path) -> None:
     project = Project(tmp_path / "proj")
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen(16)
-        index = f"http://127.0.0.1:{silent.getsockname()[1]}/simple"
-        proc = project.start(
-            "--entry", "tiny/faults",
-            UV_CACHE_DIR=str(tmp_path / "empty-cache"), UV_DEFAULT_INDEX=index, UV_INDEX_URL=index,
-        )  # fmt: skip
-        wait_for(
-            lambda: descendants_running(" pip install ", proc.pid),
-            what="the harness to be installing",
-        )
+    with installing_forever(project, tmp_path) as proc:
         started = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the harness and its installer
         out, _ = proc.communicate(timeout=60)
