@@ -1,0 +1,95 @@
+"""harness/kbtriage.py: the triage file of a knowledge-base domain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.kbtriage import TriageError, find_triages, load_triage
+
+ROOT = Path(__file__).resolve().parents[1]
+
+GOOD = """\
+source:
+  repository: someone/kb
+  path: data/pytorch/
+entries:
+  - kb_id: pytorch/b/env
+    url: https://kb.example/pytorch/b/env
+    owner: me
+    scriptable: no
+    entry: null
+    why: needs two GPUs
+  - kb_id: pytorch/a/env
+    url: https://kb.example/pytorch/a/env
+    owner: me
+    scriptable: cpu
+    entry: kb/pytorch/a/env
+    why: >
+      a two-line
+      reason
+    unmeasured:
+      - {ref: "dead end 1", why: "a purchase"}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "triage.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_loads_sorted_with_reasons(tmp_path: Path) -> None:
+    triage = load_triage(write(tmp_path, GOOD))
+    assert [t.kb_id for t in triage.entries] == ["pytorch/a/env", "pytorch/b/env"]
+    a, b = triage.entries
+    assert a.why == "a two-line reason" and a.reproducible and a.entry == "kb/pytorch/a/env"
+    assert a.unmeasured[0].ref == "dead end 1"
+    assert not b.reproducible and b.entry is None
+    assert triage.by_entry() == {"kb/pytorch/a/env": a}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "words"),
+    [
+        ("scriptable: no", "scriptable: maybe", 8, "scriptable must be one of"),
+        ("entry: kb/pytorch/a/env", "entry: null", 15, "names its repros/ entry id"),
+        ("entry: null", "entry: kb/x", 9, "entry: null"),
+        ("pytorch/b/env\n", "pytorch/a/env\n", 11, "also at line"),
+        (
+            "    owner: me\n    scriptable: cpu",
+            "    owner: me\n    colour: red\n    scriptable: cpu",
+            14,
+            "unknown key 'colour'",
+        ),
+        (
+            '      - {ref: "dead end 1", why: "a purchase"}',
+            '      - {ref: "dead end 1"}',
+            20,
+            "missing required key(s) ['why']",
+        ),
+    ],
+)
+def test_errors_name_the_line(tmp_path: Path, old: str, new: str, line: int, words: str) -> None:
+    assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(TriageError) as info:
+        load_triage(path)
+    assert info.value.line == line, str(info.value)
+    assert words in info.value.message
+    assert str(info.value).startswith(f"{path}:{line}: ")
+
+
+def test_not_yaml_names_the_line(tmp_path: Path) -> None:
+    with pytest.raises(TriageError, match=r"triage.yaml:3: not valid YAML"):
+        load_triage(write(tmp_path, "source:\n  a: b\n c: [\n"))
+
+
+def test_the_repository_triage_is_valid() -> None:
+    triages = find_triages(ROOT / "repros")
+    assert triages, "no triage file under repros/"
+    for triage in triages:
+        assert triage.entries
+        for row in triage.entries:
+            assert row.why and row.url.startswith("https://")
