@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from harness.config import Config
 from harness.plan import parse_shard
@@ -82,10 +83,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "merge":
         from harness.store import Store
 
-        result = Store(repo / "results" / "records").merge(args.sources)
-        for w in result.warnings:
-            console.print(f"[yellow]warning:[/] {w}")
+        missing = [s for s in args.sources if not Path(s).exists()]
+        if missing:
+            for s in missing:
+                console.print(f"[bold red]error:[/] merge: {escape(s)}: no such file or folder")
+            return 2
+        store = Store(repo / "results" / "records")
+        result = store.merge(args.sources)
+        for w in (*result.warnings, *store.quarantine(result.refused)):
+            console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
         console.print(f"merged: {result.added} records added, {result.duplicates} already present")
+        if result.refused:
+            console.print(
+                f"[bold red]error:[/] {len(result.refused)} line(s) refused, copied with the "
+                f"reason to {store.quarantine_dir}; fix them at the source and merge again",
+                highlight=False,
+            )
+            return 2
         return 0
     if args.command == "report":
         from harness.tasks import render_reports
@@ -97,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         shard = parse_shard(args.shard)
     except ValueError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        console.print(f"[bold red]error:[/] {escape(str(exc))}")
         return 2
     cfg = Config(
         repo=repo,

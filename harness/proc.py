@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ChildResult", "ProcessGroups", "run_isolated", "tail_of"]
+__all__ = ["ChildResult", "ProcessGroups", "read_result", "run_isolated", "tail_of"]
 
 TAIL_BYTES = 8192
+MAX_RESULT_BYTES = 4 << 20  # a result file beyond this is refused unread
 TERM_GRACE_S = 5.0
 
 
@@ -35,6 +36,7 @@ class ChildResult:
     duration_s: float
     stdout_tail: str
     stderr_tail: str
+    result_problem: str = ""  # why a result file that was there is not ``result``
 
 
 def tail_of(path: Path, limit: int = TAIL_BYTES) -> str:
@@ -53,6 +55,25 @@ def tail_of(path: Path, limit: int = TAIL_BYTES) -> str:
     if size > limit:
         text = f"[{size - limit} earlier bytes cut]\n" + text
     return text
+
+
+def read_result(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """A child's result file -> (the object, "") or (None, why it cannot be one). Its
+    fields are judged later, by validate_record."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_RESULT_BYTES:
+            return None, f"{size} bytes long (at most {MAX_RESULT_BYTES})"
+        loaded = json.loads(path.read_bytes().decode("utf-8"))
+    except RecursionError:
+        return None, "JSON nested too deeply"
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError included
+        return None, f"not UTF-8 JSON: {str(exc)[:200]}"
+    if not isinstance(loaded, dict):
+        return None, f"not a JSON object but a JSON {type(loaded).__name__}"
+    if "outcome" not in loaded:
+        return None, "it has no 'outcome'"
+    return loaded, ""
 
 
 class ProcessGroups:
@@ -152,13 +173,9 @@ def run_isolated(
             # a child that exited may have left a group behind (a forked grandchild)
             _signal_group(proc.pid, signal.SIGKILL)
         duration = time.monotonic() - started
-        result = None
+        result, problem = None, ""
         if result_path.is_file() and not timed_out:
-            try:
-                loaded = json.loads(result_path.read_text())
-                result = loaded if isinstance(loaded, dict) and "outcome" in loaded else None
-            except (ValueError, UnicodeDecodeError):
-                result = None
+            result, problem = read_result(result_path)
         rc = proc.returncode
         return ChildResult(
             result=result,
@@ -168,4 +185,5 @@ def run_isolated(
             duration_s=round(duration, 3),
             stdout_tail=tail_of(out_path),
             stderr_tail=tail_of(err_path),
+            result_problem=problem,
         )

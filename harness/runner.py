@@ -11,7 +11,8 @@ from harness.envs import CHILD, BuiltEnv
 from harness.outcomes import Outcome
 from harness.plan import Job
 from harness.proc import ChildResult, ProcessGroups, run_isolated
-from harness.records import ExceptionInfo, Record
+from harness.records import Record
+from harness.validate import RecordRefused, validate_record
 
 __all__ = ["env_failed_record", "fallback", "record_of", "run_job", "skipped_record"]
 
@@ -61,6 +62,11 @@ def fallback(child: ChildResult, timeout_s: float) -> tuple[Outcome, str]:
         return Outcome.CRASHED, f"killed by {name} without a Python exception"
     if any(m in child.stderr_tail for m in OOM_MARKERS):
         return Outcome.CRASHED, f"out of memory: exit status {child.exit_code} without a result"
+    if child.result_problem:
+        return Outcome.CRASHED, (
+            f"exit status {child.exit_code}; the run's result file was refused: "
+            f"{child.result_problem}"
+        )
     return Outcome.CRASHED, f"exit status {child.exit_code} without a result"
 
 
@@ -77,6 +83,27 @@ def _base(job: Job) -> dict[str, Any]:
     }
 
 
+def _from_result(res: dict[str, Any], env_versions: dict[str, str]) -> dict[str, Any]:
+    """The record fields a child's result file gives, as they are (validate_record judges
+    them): its warnings go under checks["_warnings"], its versions over the probe's."""
+    fields = {k: res[k] for k in ("outcome", "reason", "exception", "checks") if k in res}
+    checks = fields.get("checks")
+    if checks is None:
+        fields["checks"] = checks = {}
+    if res.get("warnings") and isinstance(checks, dict):
+        fields["checks"] = {**checks, "_warnings": res["warnings"]}
+    found = res.get("versions")
+    if found is None:
+        fields["versions"] = dict(env_versions)
+    elif isinstance(found, dict):
+        fields["versions"] = {**env_versions, **found}
+    else:
+        fields["versions"] = found  # refused below, naming the field
+    if fields.get("exception") is None:
+        fields.pop("exception", None)
+    return fields
+
+
 def record_of(
     job: Job,
     child: ChildResult,
@@ -85,32 +112,29 @@ def record_of(
     started_at: str,
     env_versions: dict[str, str],
 ) -> Record:
+    """The run's record, every field through validate_record. A result file that breaks a
+    rule does not end the run: the job is ``crashed`` with the rule in its reason."""
+    common: dict[str, Any] = {
+        **_base(job),
+        "duration_s": child.duration_s,
+        "exit_code": child.exit_code,
+        "signal": child.signal,
+        "stdout_tail": child.stdout_tail,
+        "stderr_tail": child.stderr_tail,
+        "provenance": provenance,
+        "started_at": started_at,
+    }
     res = child.result
     if res is not None:
-        outcome = Outcome(res["outcome"])
-        reason = str(res.get("reason", ""))
-        exception = ExceptionInfo.from_dict(res.get("exception"))
-        checks = dict(res.get("checks") or {})
-        if res.get("warnings"):
-            checks["_warnings"] = list(res["warnings"])
-        versions = {**env_versions, **{k: str(v) for k, v in (res.get("versions") or {}).items()}}
+        try:
+            return validate_record({**common, **_from_result(res, env_versions)})
+        except RecordRefused as exc:
+            outcome = Outcome.CRASHED
+            reason = f"the run's result file was refused: {exc}"
     else:
         outcome, reason = fallback(child, timeout_s)
-        exception, checks, versions = None, {}, dict(env_versions)
-    return Record(
-        **_base(job),
-        outcome=outcome,
-        reason=reason,
-        exception=exception,
-        checks=checks,
-        duration_s=child.duration_s,
-        exit_code=child.exit_code,
-        signal=child.signal,
-        stdout_tail=child.stdout_tail,
-        stderr_tail=child.stderr_tail,
-        versions=versions,
-        provenance=provenance,
-        started_at=started_at,
+    return validate_record(
+        {**common, "outcome": outcome.value, "reason": reason, "versions": dict(env_versions)}
     )
 
 
@@ -135,27 +159,31 @@ def run_job(
 
 
 def env_failed_record(job: Job, reason: str, provenance: dict[str, str]) -> Record:
-    return Record(
-        **_base(job),
-        outcome=Outcome.ENV_FAILED,
-        reason=reason,
-        versions={
-            "python_requested": job.cell.env.python,
-            "torch_requested": job.cell.env.torch,
-            "lightning_requested": job.cell.env.lightning,
-        },
-        provenance=provenance,
-        started_at=now(),
+    return validate_record(
+        {
+            **_base(job),
+            "outcome": Outcome.ENV_FAILED.value,
+            "reason": reason,
+            "versions": {
+                "python_requested": job.cell.env.python,
+                "torch_requested": job.cell.env.torch,
+                "lightning_requested": job.cell.env.lightning,
+            },
+            "provenance": provenance,
+            "started_at": now(),
+        }
     )
 
 
 def skipped_record(job: Job, reason: str, built: BuiltEnv, provenance: dict[str, str]) -> Record:
     versions = {k: v for k, v in built.probe.items() if k != "cuda_available"}
-    return Record(
-        **_base(job),
-        outcome=Outcome.SKIPPED,
-        reason=reason,
-        versions=versions,
-        provenance=provenance,
-        started_at=now(),
+    return validate_record(
+        {
+            **_base(job),
+            "outcome": Outcome.SKIPPED.value,
+            "reason": reason,
+            "versions": versions,
+            "provenance": provenance,
+            "started_at": now(),
+        }
     )

@@ -22,10 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.records import SCHEMA, Record, RecordKey
+from harness.validate import RecordRefused, safe_text, validate_record
 
 __all__ = [
     "LoadResult",
+    "MAX_LINE_BYTES",
     "MergeResult",
+    "Refused",
     "Store",
     "StoreError",
     "latest",
@@ -33,6 +36,8 @@ __all__ = [
 ]
 
 SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+MAX_LINE_BYTES = 1 << 20  # a record line longer than this is refused unread (R1)
+QUARANTINE = "quarantine"  # beside records/: a copy of every line kept out, with the reason
 
 
 class StoreError(Exception):
@@ -80,10 +85,25 @@ def migrate(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A line kept out of the store's records: where, why, and its bytes."""
+
+    path: Path
+    line: int
+    reason: str
+    raw: bytes
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
 @dataclass
 class LoadResult:
     records: list[Record] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # "file:line: what" for each line kept out
+    refused: list[Refused] = field(default_factory=list)  # the same lines, for quarantine
 
 
 @dataclass
@@ -91,6 +111,21 @@ class MergeResult:
     added: int = 0
     duplicates: int = 0
     warnings: list[str] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)  # lines of the sources kept out
+
+
+def _line_record(line: bytes) -> Record:
+    """One stored line -> its Record (migrated, validated, text made safe); raises
+    ValueError (RecordRefused names the field) for anything else."""
+    if len(line) > MAX_LINE_BYTES:
+        raise ValueError(f"line is {len(line)} bytes long (at most {MAX_LINE_BYTES})")
+    try:
+        d = json.loads(line.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"not a JSON object but a JSON {type(d).__name__}")
+    return validate_record(migrate(d))
 
 
 def _parse_file(path: Path, result: LoadResult) -> None:
@@ -103,30 +138,31 @@ def _parse_file(path: Path, result: LoadResult) -> None:
             continue
         is_last = number == len(lines)
         try:
-            d = json.loads(line.decode("utf-8"))
-            if not isinstance(d, dict):
-                raise ValueError("not a JSON object")
-            record = Record.from_dict(migrate(d))
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-            if is_last and not complete_end:
-                result.warnings.append(
-                    f"{path}:{number}: truncated last line kept out (a run was interrupted "
-                    f"mid-write): {str(exc)[:200]}"
-                )
+            record = _line_record(line)
+        except Exception as exc:  # noqa: BLE001 - whatever a line holds, it is named, never raised
+            what = safe_text(str(exc), 300)
+            if isinstance(exc, RecordRefused):
+                message = f"refused record kept out: {what}"
+            elif is_last and not complete_end:
+                message = "truncated last line kept out (a run was interrupted mid-write): " + what
             elif isinstance(exc, json.JSONDecodeError) and (
                 exc.msg.startswith("Unterminated") or exc.pos >= len(line.rstrip()) - 1
             ):
                 # JSON that simply stops: a write cut short, later appends went on after it
-                result.warnings.append(
-                    f"{path}:{number}: truncated line kept out (an earlier run was interrupted "
-                    f"mid-write): {str(exc)[:200]}"
+                message = (
+                    "truncated line kept out (an earlier run was interrupted mid-write): " + what
                 )
             else:
-                result.warnings.append(
-                    f"{path}:{number}: corrupt record kept out: {str(exc)[:200]}"
-                )
+                message = f"corrupt record kept out: {what}"
+            result.warnings.append(f"{path}:{number}: {message}")
+            result.refused.append(Refused(path, number, message, line))
             continue
         result.records.append(record)
+
+
+def _line(record: Record) -> str:
+    # allow_nan=False: a NaN or infinity would be JSON no strict reader loads
+    return json.dumps(record.to_dict(), allow_nan=False) + "\n"
 
 
 def latest(records: Iterable[Record]) -> list[Record]:
@@ -156,11 +192,47 @@ class Store:
             _parse_file(path, result)
         return result
 
+    @property
+    def quarantine_dir(self) -> Path:
+        return self.root.parent / QUARANTINE
+
+    def quarantine(self, refused: Iterable[Refused]) -> list[str]:
+        """Copy each refused line, with where it was and why, to quarantine/<file>.jsonl
+        (once: a line already there is not added again). The store itself is append-only
+        and keeps the line. Returns warnings for what could not be written."""
+        by_file: dict[str, list[Refused]] = {}
+        for r in refused:
+            by_file.setdefault(SAFE_NAME.sub("_", r.path.name), []).append(r)
+        problems = []
+        for name, items in by_file.items():
+            target = self.quarantine_dir / name
+            try:
+                seen = set()
+                if target.is_file():
+                    for known in target.read_bytes().splitlines():
+                        with contextlib.suppress(ValueError, RecursionError):
+                            d = json.loads(known)
+                            seen.add((d.get("source"), d.get("line")))
+                lines = []
+                for r in items:
+                    text = safe_text(r.raw.decode("utf-8", "replace"), MAX_LINE_BYTES)
+                    source = r.where
+                    if (source, text) in seen:
+                        continue
+                    seen.add((source, text))
+                    entry = {"source": source, "reason": r.reason, "line": text}
+                    lines.append(json.dumps(entry, ensure_ascii=False) + "\n")
+                if lines:
+                    self._append_lines(lines, target)
+            except (OSError, StoreError) as exc:
+                problems.append(f"{target}: cannot quarantine {len(items)} line(s): {exc}")
+        return problems
+
     def done_keys(self) -> set[RecordKey]:
         return {r.key for r in self.load().records}
 
     def append(self, record: Record) -> None:
-        self._append_lines([json.dumps(record.to_dict(), sort_keys=False) + "\n"], self.path)
+        self._append_lines([_line(record)], self.path)
 
     def _append_lines(self, lines: list[str], path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -207,6 +279,7 @@ class Store:
                 loaded = LoadResult()
                 _parse_file(path, loaded)
                 result.warnings.extend(loaded.warnings)
+                result.refused.extend(loaded.refused)
                 fresh = []
                 for r in loaded.records:
                     text = json.dumps(r.to_dict(), sort_keys=True)
@@ -214,7 +287,7 @@ class Store:
                         result.duplicates += 1
                         continue
                     existing.add(text)
-                    fresh.append(json.dumps(r.to_dict()) + "\n")
+                    fresh.append(_line(r))
                 if fresh:
                     machine = SAFE_NAME.sub("_", path.stem)
                     self._append_lines(fresh, self.root / f"{machine}.jsonl")

@@ -16,6 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.config import Config
@@ -58,7 +59,7 @@ def load_inputs(state: RunState) -> RunState | int:
             state.expansion = dataclasses.replace(state.expansion, trials=cfg.trials)
         state.entries = load_entries(cfg.repros_dir)
     except (MatrixError, EntryError) as exc:
-        state.console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        state.console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
         return 2
     if not state.entries:
         state.console.print(f"[bold red]error:[/] no entries found under {cfg.repros_dir}")
@@ -117,8 +118,8 @@ def drop_done(state: RunState) -> RunState | int:
     assert state.plan is not None
     state.store = Store(state.config.records_dir, state.config.machine)
     loaded = state.store.load()
-    for warning in loaded.warnings:
-        state.console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    for warning in (*loaded.warnings, *state.store.quarantine(loaded.refused)):
+        state.console.print(f"[yellow]warning:[/] {escape(str(warning))}", highlight=False)
     if state.config.resume:
         done = {r.key for r in loaded.records}
         state.todo = [j for j in state.plan.jobs if j.key not in done]
@@ -190,7 +191,7 @@ def run_matrix(state: RunState) -> RunState | int:
                 except EnvFailed as exc:
                     built, reason = None, str(exc)
                     console.print(
-                        f"[red]env_failed[/] {env.id}: {reason.splitlines()[0] if reason else ''}",
+                        f"[red]env_failed[/] {env.id}: {escape(reason.splitlines()[0]) if reason else ''}",
                         highlight=False,
                     )
                 if built is None:
@@ -230,7 +231,7 @@ def run_matrix(state: RunState) -> RunState | int:
         return 130
     except StoreError as exc:
         state.groups.kill_all()
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 1
     finally:
         if threading.current_thread() is threading.main_thread():
@@ -289,18 +290,21 @@ def render_reports(cfg: Config, console: Console, check: bool = False) -> int:
     try:
         entries = load_entries(cfg.repros_dir)
     except EntryError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 2
-    loaded = Store(cfg.records_dir).load()
-    for warning in loaded.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    store = Store(cfg.records_dir)
+    loaded = store.load()
+    # --check writes nothing, not even the quarantine; the warnings still name every line
+    problems = [] if check else store.quarantine(loaded.refused)
+    for warning in (*loaded.warnings, *problems):
+        console.print(f"[yellow]warning:[/] {escape(str(warning))}", highlight=False)
     # a rerun of a job appends a newer record under the same key: it replaces the older one
     records = latest(loaded.records)
     try:
         summary = render_all(records, entries, cfg.results_dir, check=check)
     except WritebackError as exc:  # an entry document without its marked blocks
         console.print(
-            f"[bold red]error:[/] {exc}; the records are stored: fix the document and run "
+            f"[bold red]error:[/] {escape(str(exc))}; the records are stored: fix the document and run "
             "`python -m harness report`",
             highlight=False,
         )
@@ -314,7 +318,7 @@ def render_reports(cfg: Config, console: Console, check: bool = False) -> int:
     )
     if check and not summary.up_to_date:
         for path in (*summary.stale_outputs, *summary.stale_documents):
-            console.print(f"[bold red]stale:[/] {path}", highlight=False)
+            console.print(f"[bold red]stale:[/] {escape(str(path))}", highlight=False)
         console.print("run `nox -s report` and commit the result", highlight=False)
         return 1
     return 0
