@@ -39,6 +39,7 @@ Verdict rules (the only place they are decided: ``judge_rate``, ``_version_verdi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import itertools
@@ -53,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from harness.outcomes import NOT_COUNTED, Outcome
+from harness.outcomes import NOT_COUNTED, Outcome, signature_named
 from harness.records import Record
 
 if TYPE_CHECKING:
@@ -385,6 +386,16 @@ class VariantAggregate:
     # the metric over every applicable run, ignoring the reproducing-cell rule: what a
     # workaround did where the documented error never appeared (shown, never judged)
     anywhere: Rate = field(default_factory=lambda: Rate.of(0, 0))
+    # the runs (of those counted in ``overall``) that raised the variant's own expected
+    # error, never the documented one: "related" (DESIGN.md, "Documented vs related")
+    related: Rate = field(default_factory=lambda: Rate.of(0, 0))
+    ok: Rate = field(default_factory=lambda: Rate.of(0, 0))  # ok runs, of the same n
+
+    @property
+    def failed_otherwise(self) -> int:
+        """Counted runs that were neither ok nor the failure the variant's metric counts:
+        for a dead end, a failure for another reason than the documented one."""
+        return self.overall.n - self.ok.k - (0 if self.kind == "workaround" else self.overall.k)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -402,6 +413,7 @@ class VariantAggregate:
             "messages": [m.to_dict() for m in self.messages],
             "not_counted": [m.to_dict() for m in self.not_counted],
             "anywhere": self.anywhere.to_dict(),
+            "related": self.related.to_dict(),
         }
 
 
@@ -611,8 +623,11 @@ _NOT_COUNTED_VALUES = frozenset(o.value for o in NOT_COUNTED)
 # per kind: the outcomes that count as a hit for its metric (among applicable runs)
 _HITS = {
     "baseline": frozenset({Outcome.REPRODUCED.value}),
-    "dead_end": frozenset(o.value for o in Outcome if o is not Outcome.OK),
+    # a dead end fails as documented: the documented error, or its own expected one
+    "dead_end": frozenset({Outcome.REPRODUCED.value, Outcome.RELATED.value}),
 }
+_RELATED_VALUE = Outcome.RELATED.value
+_OK_VALUE = Outcome.OK.value
 _HITS_DEFAULT = frozenset({Outcome.OK.value})  # workaround, control, and any unknown kind
 
 # one cell as the per-variant pass sees it: key, its trials (in record order), its value
@@ -631,6 +646,8 @@ def aggregate_entry(
     eid = entry.id if entry is not None else str(entry_id)
     env_cache = {} if _env_cache is None else _env_cache
     records = records if isinstance(records, (list, tuple)) else list(records)
+    if entry is not None:
+        records = reread(records, entry)
     n_runs = len(records)
 
     # the one pass over the records: group them into cells (a tuple of trials each)
@@ -755,6 +772,34 @@ def aggregate_entry(
     return EntryAggregate(**{**agg.__dict__, "verdicts": verdicts})
 
 
+def reread(records: Sequence[Record], entry: Entry) -> Sequence[Record]:
+    """Records of variants that declare their own signature, re-read against the entry as
+    it is now: a ``reproduced`` run whose exception is not the documented one, or an
+    ``other_error`` run whose exception is the variant's own, is ``related`` (schema 2
+    recorded a variant's own signature as reproduced; a signature added to entry.yaml after
+    the run was not known to it). Everything else as given."""
+    own = {v.name: v.signature for v in entry.variants if v.signature is not None}
+    if not own:
+        return records
+    sig = entry.signature
+    out = list(records)
+    for i, r in enumerate(out):
+        exc = r.exception
+        if exc is None or r.variant not in own or r.outcome not in _REREAD:
+            continue
+        if r.outcome is Outcome.REPRODUCED:
+            related = not signature_named(exc.type, exc.message, sig.type, sig.message)
+        else:
+            mine = own[r.variant]
+            related = signature_named(exc.type, exc.message, mine.type, mine.message)
+        if related:
+            out[i] = dataclasses.replace(r, outcome=Outcome.RELATED)
+    return out
+
+
+_REREAD = frozenset({Outcome.REPRODUCED, Outcome.OTHER_ERROR})
+
+
 def _env_versions(records: Sequence[Record]) -> dict[str, tuple[str, str, str]]:
     """Per env, the (python, torch, lightning) its records report. Several records
     (machines) may report one env: per field, keep the smallest non-empty value, so that the
@@ -823,9 +868,10 @@ def _outcome_values(outcomes: set[Outcome]) -> tuple[str, ...]:
     return tuple(sorted({_VALUE[o] for o in outcomes}, key=_VALUE_RANK.__getitem__))
 
 
-def _cell_stats(cv: CellValue, hits: frozenset[str]) -> tuple[int, int, bool, bool]:
-    """(counted trials, hits among them, any not-counted trial, any reproduced trial)"""
-    n = k = 0
+def _cell_stats(cv: CellValue, hits: frozenset[str]) -> tuple[int, int, int, int, bool, bool]:
+    """(counted trials, hits among them, related trials, ok trials, any not-counted trial,
+    any reproduced trial)"""
+    n = k = related = ok = 0
     has_not_counted = False
     for o, c in cv.counts:
         if o in _NOT_COUNTED_VALUES:
@@ -834,7 +880,11 @@ def _cell_stats(cv: CellValue, hits: frozenset[str]) -> tuple[int, int, bool, bo
         n += c
         if o in hits:
             k += c
-    return n, k, has_not_counted, cv.counts[0][0] == _REPRODUCED_VALUE
+        if o == _RELATED_VALUE:
+            related += c
+        elif o == _OK_VALUE:
+            ok += c
+    return n, k, related, ok, has_not_counted, cv.counts[0][0] == _REPRODUCED_VALUE
 
 
 def _variant_aggregate(
@@ -852,8 +902,8 @@ def _variant_aggregate(
 ) -> tuple[VariantAggregate, int]:
     """The variant's aggregate, and how many of its runs were applicable (any cell)."""
     hits = _HITS.get(kind, _HITS_DEFAULT)
-    stats: dict[int, tuple[int, int, bool, bool]] = {}  # id(cell value) -> _cell_stats
-    per_slice: dict[Slice, list[int]] = {s: [0, 0] for s in slices}
+    stats: dict[int, tuple[int, int, int, int, bool, bool]] = {}  # id(cell value) -> _cell_stats
+    per_slice: dict[Slice, list[int]] = {s: [0, 0, 0, 0] for s in slices}  # k, n, related, ok
     by_exception: dict[int, list[Any]] = {}  # id(exception) -> [exception, count, outcomes, envs]
     not_counted: dict[tuple[str, str], list[Any]] = {}
     measured: dict[Slice, set[str]] = defaultdict(set)
@@ -877,7 +927,7 @@ def _variant_aggregate(
         st = stats.get(id(cv))
         if st is None:
             st = stats[id(cv)] = _cell_stats(cv, hits)
-        n, k, has_not_counted, has_reproduced = st
+        n, k, related, ok, has_not_counted, has_reproduced = st
         if has_not_counted:
             for r in rs:
                 if r.outcome in NOT_COUNTED:
@@ -900,6 +950,8 @@ def _variant_aggregate(
             ps = per_slice[s]
             ps[0] += k
             ps[1] += n
+            ps[2] += related
+            ps[3] += ok
 
     def by_env(envs: set[str]) -> tuple[str, ...]:
         if len(envs) == 1:
@@ -942,6 +994,8 @@ def _variant_aggregate(
     )
     k_all = sum(ps[0] for ps in per_slice.values())
     n_all = sum(ps[1] for ps in per_slice.values())
+    related_all = sum(ps[2] for ps in per_slice.values())
+    ok_all = sum(ps[3] for ps in per_slice.values())
     va = VariantAggregate(
         name=name,
         kind=kind,
@@ -951,7 +1005,9 @@ def _variant_aggregate(
         reading=reading,
         metric=METRIC.get(kind, "ok rate"),
         overall=Rate.of(k_all, n_all),
-        by_slice=tuple((slice_id(s), Rate.of(*per_slice[s])) for s in slices),
+        related=Rate.of(related_all, n_all),
+        ok=Rate.of(ok_all, n_all),
+        by_slice=tuple((slice_id(s), Rate.of(*per_slice[s][:2])) for s in slices),
         ranges=tuple(ranges),
         messages=tuple(msgs),
         not_counted=tuple(ncs),
@@ -993,7 +1049,8 @@ def _why_no_applicable(agg: EntryAggregate, v: VariantAggregate) -> str:
             if v.anywhere.n:
                 seen = "; ".join(f"{_message_text(m)} (×{m.count})" for m in v.messages[:2])
                 why += (
-                    f"; where it ran, it was {'ok' if v.kind == 'workaround' else 'not ok'} in "
+                    f"; where it ran, it was "
+                    f"{'ok' if v.kind == 'workaround' else 'failing as documented'} in "
                     f"{v.anywhere.k}/{v.anywhere.n} applicable runs"
                     + (f" ({seen})" if seen else "")
                 )
@@ -1002,11 +1059,21 @@ def _why_no_applicable(agg: EntryAggregate, v: VariantAggregate) -> str:
     return "all its runs were unsupported, skipped or env_failed"
 
 
-def _seen_instead(v: VariantAggregate, good: str) -> MessageSeen | None:
+def _seen_instead(v: VariantAggregate, expected: frozenset[str]) -> MessageSeen | None:
+    """The most frequent exception raised in an outcome the variant's claim does not
+    expect (for a dead end: anything but the documented or its own expected error)."""
     for m in v.messages:
-        if good not in m.outcomes or len(m.outcomes) > 1:
+        if not set(m.outcomes) <= expected:
             return m
     return None
+
+
+_EXPECTED = {
+    "workaround": frozenset({Outcome.OK.value}),
+    "control": frozenset({Outcome.OK.value}),
+    "dead_end": frozenset({Outcome.REPRODUCED.value, Outcome.RELATED.value}),
+    "baseline": frozenset({Outcome.REPRODUCED.value}),
+}
 
 
 def _verdicts(entry: Entry | None, agg: EntryAggregate) -> tuple[Verdict, ...]:
@@ -1036,7 +1103,7 @@ def _verdicts(entry: Entry | None, agg: EntryAggregate) -> tuple[Verdict, ...]:
             why = f"basis: best workaround {best.name!r}; {why}; pooled workaround runs ok: {pooled.text()}"
             measured = best.overall.text()
             seen = (
-                _message_text(_seen_instead(best, Outcome.OK.value))
+                _message_text(_seen_instead(best, _EXPECTED["workaround"]))
                 if verdict == CONTRADICTED
                 else ""
             )
@@ -1056,10 +1123,17 @@ def _verdicts(entry: Entry | None, agg: EntryAggregate) -> tuple[Verdict, ...]:
         what = v.claim_ref or v.kind.replace("_", " ")
         label = f"{what}: {v.metric}" + (f" ({v.reading} reading)" if v.reading else "")
         verdict, why = judge_rate(v.claimed_rate, v.overall, _why_no_applicable(agg, v))
+        if v.kind == "dead_end" and v.overall.n:
+            # a failure for another reason is named, never counted as this claim's failure
+            why += (
+                f"; failed as documented in {v.overall.k}/{v.overall.n}"
+                + (f" (its own expected error in {v.related.k})" if v.related.k else "")
+                + f", for another reason in {v.failed_otherwise}/{v.overall.n}"
+                + f", ok in {v.ok.k}/{v.overall.n}"
+            )
         seen = ""
-        if verdict == CONTRADICTED:
-            good = Outcome.OK.value
-            seen = _message_text(_seen_instead(v, good))
+        if verdict == CONTRADICTED or (v.kind == "dead_end" and v.failed_otherwise):
+            seen = _message_text(_seen_instead(v, _EXPECTED.get(v.kind, _EXPECTED["workaround"])))
         out.append(
             Verdict(
                 label,
@@ -1080,7 +1154,8 @@ def _neg(s: str) -> tuple[int, ...]:
 
 
 def _messages_instead(baselines: list[VariantAggregate], envs: set[str] | None = None) -> str:
-    """Baseline exceptions other than the documented one, most frequent first (top 3)."""
+    """Baseline exceptions other than the documented one (a variant's related error
+    included), most frequent first (top 3)."""
     instead: Counter[tuple[str, str]] = Counter()
     for b in baselines:
         for m in b.messages:
@@ -1107,16 +1182,19 @@ def _message_verdict(agg: EntryAggregate, baselines: list[VariantAggregate]) -> 
             NOT_MEASURABLE,
             "the entry has no baseline variant",
         )
-    measured = f"reproduced in {k}/{n} applicable baseline runs"
-    if k:
-        return Verdict(
-            "documented message",
-            "",
-            claimed,
-            measured,
-            CONFIRMED,
-            "the documented signature was raised",
+    measured = f"documented error in {k}/{n} applicable baseline runs"
+    related = [b for b in baselines if b.related.k]
+    if related:
+        measured += (
+            f", the variant's related error in {sum(b.related.k for b in related)}/{n} ("
+            + ", ".join(b.name for b in related)
+            + ")"
         )
+    if k:
+        why = "the documented signature was raised"
+        if related:
+            why += "; a variant's own (related) error is counted apart, never as the documented one"
+        return Verdict("documented message", "", claimed, measured, CONFIRMED, why)
     if not n:
         why = "no baseline run was applicable (all unsupported, skipped or env_failed)"
         if not any(b.runs for b in baselines):
@@ -1127,7 +1205,23 @@ def _message_verdict(agg: EntryAggregate, baselines: list[VariantAggregate]) -> 
         if seen
         else "never seen; the baseline raised no exception"
     )
+    retyped = _documented_message_other_type(agg, baselines)
+    if retyped:
+        why = f"the documented message was raised as {retyped}, not {agg.signature_type}; " + why
     return Verdict("documented message", "", claimed, measured, CONTRADICTED, why, seen)
+
+
+def _documented_message_other_type(agg: EntryAggregate, baselines: list[VariantAggregate]) -> str:
+    """The type of an exception that carried the documented message under another type
+    (a document naming ValueError where the framework raises its own exception), or ""."""
+    if not agg.signature_message:
+        return ""
+    pattern = re.compile(agg.signature_message, re.DOTALL)
+    for b in baselines:
+        for m in b.messages:
+            if Outcome.REPRODUCED.value not in m.outcomes and pattern.search(m.message):
+                return m.type
+    return ""
 
 
 def _spec(spec: str) -> tuple[str, SpecifierSet] | None:

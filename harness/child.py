@@ -7,12 +7,12 @@ compatible with Python 3.7+. It is run by path, isolated from the harness packag
     python -I harness/child.py JOB.json RESULT.json
 
 File protocol (version PROTOCOL): the job is a JSON object
-    {"protocol": 1, "repro": "/abs/repro.py", "variant": "...", "device": "cpu",
+    {"protocol": 2, "repro": "/abs/repro.py", "variant": "...", "device": "cpu",
      "precision": "fp16", "signature": {"type": "RuntimeError", "message": "regex"},
      "variant_signature": {...} | null, "parent_pid": 123 (optional)}
 and the result, written atomically (temp file + rename) only when the child got far
 enough to decide, is
-    {"protocol": 1, "outcome": "...", "reason": "...", "exception": {...} | null,
+    {"protocol": 2, "outcome": "...", "reason": "...", "exception": {...} | null,
      "checks": {...}, "versions": {...}, "warnings": [...], "duration_s": 1.2}
 A child that dies without writing a result is classified by the parent from its exit
 status (crashed / timeout); see harness/proc.py.
@@ -35,7 +35,7 @@ import time
 import traceback
 import warnings
 
-PROTOCOL = 1
+PROTOCOL = 2  # 2: "related" (the variant's own signature) apart from "reproduced"
 MAX_TEXT = 4000  # bound every text that goes into a result
 OOM_PATTERNS = (
     r"out of memory",
@@ -114,8 +114,12 @@ def classify(exc, checks, signature, variant_signature=None):
         info = exception_info(exc)
         if type(exc).__name__ == "Unsupported":
             return {"outcome": "unsupported", "reason": _bounded(str(exc)), "exception": None}
-        if signature_matches(exc, variant_signature) or signature_matches(exc, signature):
+        # the documented signature first: a variant's own (related) signature never
+        # stands in for it, and the documented error is never recorded as related
+        if signature_matches(exc, signature):
             return {"outcome": "reproduced", "reason": "", "exception": info}
+        if signature_matches(exc, variant_signature):
+            return {"outcome": "related", "reason": "", "exception": info}
         if _is_oom(exc):
             return {"outcome": "crashed", "reason": "out of memory: %s: %s" % (info["type"], info["message"][:500]),
                     "exception": info}

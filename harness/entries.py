@@ -80,7 +80,10 @@ class Variant:
     description: str
     devices: tuple[str, ...] = DEVICES
     precisions: tuple[str, ...] = PRECISIONS
-    signature: Signature | None = None  # overrides the entry's signature for this variant
+    # the variant's own expected error, beside the documented one: an error the document
+    # lists as related, or the failure a dead end is said to end in. A run that raises it
+    # is recorded as "related", never as "reproduced" (DESIGN.md, "Documented vs related")
+    signature: Signature | None = None
     claim_ref: str | None = None  # "workaround 1", "dead end 2", "solution 3"
     claimed_rate: float | None = None  # success rate (workaround) or failure rate (dead end)
     reading: str | None = None  # "literal" or "sensible" where the document is ambiguous
@@ -244,6 +247,12 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         signature = _signature(
             data["signature"], path, data.key_lines["signature"], "variant signature"
         )
+        if kind == "control":
+            raise EntryError(
+                path,
+                data.key_lines["signature"],
+                "a control must pass everywhere; it cannot expect an error (signature)",
+            )
     return Variant(
         name=name,
         kind=kind,
@@ -355,11 +364,20 @@ def load_entry(
                 path, data.key_lines.get(key, data.line), f"{key} file {name!r} does not exist"
             )
         files[key] = target
+    signature = _signature(data["signature"], path, data.key_lines["signature"], "signature")
+    for v in variants:
+        if v.signature == signature:
+            raise EntryError(
+                path,
+                v.line,
+                f"variant {v.name!r}: its signature is the documented one; a variant's "
+                "signature names its own (related) expected error, so leave it out",
+            )
     return Entry(
         id=entry_id,
         dir=entry_dir,
         title=str(data.get("title", entry_id)),
-        signature=_signature(data["signature"], path, data.key_lines["signature"], "signature"),
+        signature=signature,
         claims=_claims(data.get("claims"), path, data.key_lines.get("claims", data.line)),
         variants=tuple(variants),
         source=files["source"],

@@ -15,7 +15,7 @@ from harness.outcomes import Outcome
 
 __all__ = ["SCHEMA", "Record", "RecordKey", "ExceptionInfo"]
 
-SCHEMA = 2
+SCHEMA = 3  # 3: outcome "related" (a variant's own signature) apart from "reproduced"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from harness.validate import RecordRefused, validate_record
 
 __all__ = ["env_failed_record", "fallback", "record_of", "run_job", "skipped_record"]
 
-CHILD_PROTOCOL = 1
+CHILD_PROTOCOL = 2
 OOM_MARKERS = (
     "MemoryError",
     "std::bad_alloc",

@@ -66,7 +66,17 @@ def _v1_to_v2(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+def _v2_to_v3(d: dict[str, Any]) -> dict[str, Any]:
+    # schema 2 recorded a variant's own signature (a related error) as "reproduced" too.
+    # The record alone cannot tell which signature matched (it does not carry the entry's
+    # signatures): the report re-reads such a record against the entry it belongs to
+    # (harness.aggregate, "reclassify"), so nothing changes here but the version.
+    d = dict(d)
+    d["schema"] = 3
+    return d
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate(d: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from harness.outcomes import Outcome
 from harness.records import ExceptionInfo, Record
 
 R, OK, OTHER = Outcome.REPRODUCED, Outcome.OK, Outcome.OTHER_ERROR
+REL = Outcome.RELATED
 UNS, SKIP, ENVF = Outcome.UNSUPPORTED, Outcome.SKIPPED, Outcome.ENV_FAILED
 
 E1 = "py3.9-torch1.10.2-lightning1.9.5"
@@ -56,9 +57,9 @@ def rec(
     day: int = 1,
 ) -> Record:
     exc = None
-    if outcome in (R, OTHER) or message:
+    if outcome in (R, OTHER, REL) or message:
         exc = ExceptionInfo(
-            "RuntimeError" if outcome is R else "ValueError",
+            "RuntimeError" if outcome in (R, REL) else "ValueError",
             message or (MSG if outcome is R else "other thing"),
             "x.py:1 in f",
         )
@@ -225,7 +226,10 @@ def test_rates_and_counts():
     base, wa, de, ctl = (agg.variant(n) for n in ("base", "wa", "de", "ctl"))
     assert (base.overall.k, base.overall.n) == (3, 6)
     assert (wa.overall.k, wa.overall.n) == (3, 4)  # E3 is not a reproducing cell
-    assert (de.overall.k, de.overall.n) == (2, 3)  # not-ok over applicable runs in E1, E2
+    # failed as documented (reproduced) over applicable runs in E1, E2; the OTHER in E1
+    # is a failure for another reason: named, never counted as the dead end's failure
+    assert (de.overall.k, de.overall.n) == (1, 3)
+    assert (de.failed_otherwise, de.ok.k) == (1, 1)
     assert (ctl.overall.k, ctl.overall.n) == (2, 2)  # env_failed never counts
     assert ctl.not_counted[0].outcome == "env_failed"
     assert ctl.not_counted[0].reason == "no wheel for py3.11"
@@ -273,7 +277,7 @@ def test_verdicts_claimed_vs_measured():
             "torch>=1.0", "active", introduced="1.11"
         ),  # reproduces in 1.10 -> contradicted
     )
-    entry = make_entry(fix_rate=0.88, table=table, wa_rate=0.9, de_rate=0.1)
+    entry = make_entry(fix_rate=0.88, table=table, wa_rate=0.9, de_rate=0.95)
     agg = aggregate_entry(entry, scenario())
     assert verdict(agg, "documented message").verdict == CONFIRMED
     fix = verdict(agg, "fix rate")
@@ -290,7 +294,9 @@ def test_verdicts_claimed_vs_measured():
     assert "before introduced 1.11" in rows[4].why
     assert verdict(agg, "workaround 1").verdict == CONFIRMED  # 0.9 in [0.30, 0.95]
     de = verdict(agg, "dead end 1")
-    assert de.verdict == CONTRADICTED and de.measured.startswith("2/3")
+    assert de.verdict == CONTRADICTED and de.measured.startswith("1/3")
+    assert "for another reason in 1/3" in de.why
+    assert de.seen_instead == "ValueError: other thing"
 
 
 def test_no_reproduction_makes_rates_not_measurable_and_names_messages():
@@ -311,8 +317,8 @@ def test_no_reproduction_makes_rates_not_measurable_and_names_messages():
     assert "where it ran, it was ok in 1/1 applicable runs" in wa.why  # shown, not judged
     de = verdict(agg, "dead end 1")
     assert (
-        "where it ran, it was not ok in 1/1 applicable runs (ValueError: other thing (×1))"
-        in de.why
+        "where it ran, it was failing as documented in 0/1 applicable runs "
+        "(ValueError: other thing (×1))" in de.why
     )
     assert verdict(agg, "fix rate").verdict == NOT_MEASURABLE
 
@@ -403,3 +409,89 @@ def test_a_workaround_that_changes_the_precision_is_counted_where_the_baseline_r
     wa2 = next(v for v in agg.variants if v.name == "wa2")
     assert (wa.overall.k, wa.overall.n) == (1, 2)
     assert (wa2.overall.k, wa2.overall.n) == (1, 1)
+
+
+# -- documented vs related -------------------------------------------------------------------
+
+RELATED_SIG = Signature("RuntimeError", "The current optimizer, \\w+, does not allow")
+
+
+def entry_with_related() -> Entry:
+    entry = make_entry()
+    return Entry(
+        **{
+            **entry.__dict__,
+            "signature": Signature("RuntimeError", "Attempting to unscale"),
+            "variants": (
+                Variant("base", "baseline", "the documented error"),
+                Variant("trainer", "baseline", "the related error", signature=RELATED_SIG),
+                Variant("de", "dead_end", "fails", claim_ref="dead end 1", claimed_rate=0.9),
+                Variant("wa", "workaround", "works", claim_ref="solution 1", claimed_rate=0.9),
+            ),
+        }
+    )
+
+
+def test_the_documented_message_counts_only_the_documented_error() -> None:
+    related = "The current optimizer, AdamW, does not allow for gradient clipping"
+    records = [
+        rec("base", E1, R),
+        rec("base", E2, R),
+        rec("base", E3, OK),
+        Record(**{**rec("base", E1, REL, message=related).__dict__, "variant": "trainer"}),
+        Record(**{**rec("base", E2, REL, message=related).__dict__, "variant": "trainer"}),
+    ]
+    agg = aggregate_entry(entry_with_related(), records)
+    msg = verdict(agg, "documented message")
+    assert msg.verdict == CONFIRMED
+    assert msg.measured == (
+        "documented error in 2/5 applicable baseline runs, "
+        "the variant's related error in 2/5 (trainer)"
+    )
+    trainer = agg.variant("trainer")
+    assert (trainer.overall.k, trainer.related.k, trainer.overall.n) == (0, 2, 2)
+    # the related error makes no reproducing cell and no measured range of the documented one
+    assert trainer.ranges[0].first is None
+
+
+def test_schema_2_records_of_a_variant_with_its_own_signature_are_re_read() -> None:
+    # schema 2 recorded the variant's own signature as "reproduced": re-read against the entry
+    related = "The current optimizer, AdamW, does not allow for gradient clipping"
+    old = Record(**{**rec("base", E1, R, message=related).__dict__, "variant": "trainer"})
+    documented = Record(**{**rec("base", E2, R).__dict__, "variant": "trainer"})
+    agg = aggregate_entry(entry_with_related(), [old, documented])
+    assert agg.cells[("trainer", E1, "cpu", "fp16")].status == "related"
+    assert agg.cells[("trainer", E2, "cpu", "fp16")].status == "reproduced"
+    # a signature added to entry.yaml after the run: its other_error is re-read as related
+    later = Record(
+        **{**rec("base", E3, REL, message=related).__dict__, "variant": "trainer", "outcome": OTHER}
+    )
+    other = Record(**{**rec("base", E1, OTHER, message="else").__dict__, "variant": "trainer"})
+    agg = aggregate_entry(entry_with_related(), [later, other])
+    assert agg.cells[("trainer", E3, "cpu", "fp16")].status == "related"
+    assert agg.cells[("trainer", E1, "cpu", "fp16")].status == "other_error"
+
+
+def test_a_dead_end_failing_for_another_reason_is_not_a_confirmation() -> None:
+    records = [
+        rec("base", E1, R),
+        rec("base", E2, R),
+        rec("de", E1, OTHER, message="AssertionError at step"),
+        rec("de", E2, OTHER, message="AssertionError at step"),
+        rec("de", E1, OTHER, trial=1, message="AssertionError at step"),
+        rec("de", E2, OTHER, trial=1, message="AssertionError at step"),
+    ]
+    agg = aggregate_entry(entry_with_related(), records)
+    de = verdict(agg, "dead end 1")
+    assert de.verdict == CONTRADICTED
+    assert de.measured.startswith("0/4")
+    assert "for another reason in 4/4" in de.why
+    assert de.seen_instead == "ValueError: AssertionError at step"
+
+
+def test_a_document_type_that_differs_is_named() -> None:
+    records = [rec("base", E1, OTHER, message="Attempting to unscale FP16 gradients.")]
+    agg = aggregate_entry(entry_with_related(), records)
+    msg = verdict(agg, "documented message")
+    assert msg.verdict == CONTRADICTED
+    assert msg.why.startswith("the documented message was raised as ValueError, not RuntimeError")

@@ -77,6 +77,23 @@ def test_good_entry(tmp_path: Path) -> None:
         ),
         (GOOD.replace("kind: baseline", "kind: workaround"), 3, "at least one baseline"),
         ("id: [unclosed\n", 2, "not valid YAML"),
+        (
+            GOOD.replace(
+                'description: "works"',
+                'description: "works", signature: {type: ValueError, message: "x"}',
+            ),
+            5,
+            "a control must pass everywhere",
+        ),
+        (
+            GOOD.replace(
+                'kind: baseline, description: "raises"',
+                'kind: baseline, description: "raises", '
+                'signature: {type: RuntimeError, message: "boom"}',
+            ),
+            4,
+            "its signature is the documented one",
+        ),
     ],
 )
 def test_malformed_entries_are_named(tmp_path: Path, text: str, line: int, message: str) -> None:

@@ -38,6 +38,22 @@ def test_documented_error_is_reproduced(tiny_entry, host_env, cpu_cell):
     assert r.exception.frame.endswith("in run") and "repro.py" in r.exception.frame
 
 
+def test_a_variants_own_signature_is_related_never_reproduced(tiny_entry, host_env, cpu_cell):
+    from dataclasses import replace
+
+    from harness.entries import Signature
+
+    own = Signature("ValueError", "something else")
+    job = Job(tiny_entry, replace(tiny_entry.variant("other"), signature=own), cpu_cell, 0)
+    r = run_job(job, host_env, timeout_s=60, memory_limit_mb=0, provenance=PROV)
+    assert r.outcome is Outcome.RELATED and r.exception.type == "ValueError"
+    # the documented signature wins where both match: the documented error is never related
+    both = Signature("RuntimeError", "encountered")
+    job = Job(tiny_entry, replace(tiny_entry.variant("documented"), signature=both), cpu_cell, 0)
+    r = run_job(job, host_env, timeout_s=60, memory_limit_mb=0, provenance=PROV)
+    assert r.outcome is Outcome.REPRODUCED
+
+
 def test_other_error_keeps_type_message_and_frame(tiny_entry, host_env, cpu_cell):
     r = run(tiny_entry, host_env, cpu_cell, "other")
     assert r.outcome is Outcome.OTHER_ERROR

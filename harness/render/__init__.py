@@ -13,6 +13,7 @@ STATUSES: tuple[str, ...] = (*(o.value for o in Outcome), FLAKY)
 
 GLYPH = {
     Outcome.REPRODUCED.value: "✖",
+    Outcome.RELATED.value: "◆",  # the variant's own expected error, not the documented one
     Outcome.OK.value: "✔",
     Outcome.OTHER_ERROR.value: "!",
     Outcome.WRONG_RESULT.value: "≠",
@@ -29,6 +30,7 @@ LABEL = {s: s.replace("_", " ") for s in STATUSES}
 # colour-blind-safe-ish palette; reproduced (the documented error) stands out in red
 COLOR = {
     Outcome.REPRODUCED.value: "#d7301f",
+    Outcome.RELATED.value: "#e7298a",
     Outcome.OK.value: "#1a9850",
     Outcome.OTHER_ERROR.value: "#fc8d59",
     Outcome.WRONG_RESULT.value: "#984ea3",

@@ -259,7 +259,8 @@ def assemble_html(parts: Sequence[HtmlPart]) -> str:
     for s, i in _STATUS_INDEX.items():
         fg = (
             "#fff"
-            if s in ("reproduced", "crashed", "timeout", "wrong_result", "env_failed", "ok")
+            if s
+            in ("reproduced", "related", "crashed", "timeout", "wrong_result", "env_failed", "ok")
             else "#000"
         )
         w(f".s{i}{{background:{COLOR[s]};color:{fg}}}")
