@@ -1,15 +1,68 @@
-"""Where a record was measured: the machine, its GPU/driver, the harness and its revision."""
+"""Where a record was measured: the machine, its GPU/driver, the harness and its revision.
+
+The machine's identity (``machine_id``) is what tells apart two machines that share a host
+name, as the machines of one fleet do (ours are all called ``vm``). It is a hash of two
+things, so that it survives either of them being copied:
+
+- ``/etc/machine-id`` (systemd's per-installation id), which tells apart two machines that
+  share a results folder (a network mount, or a folder copied with rsync);
+- a random id generated once per results folder and kept beside the records
+  (``results/records/.machine-id``, ignored by git), which tells apart machines cloned from
+  one image: their ``/etc/machine-id`` is often the same, and so is their host name.
+
+Neither is published as is (systemd asks that the machine id stays private: it is hashed
+with this application's name). A fresh clone of the repository is a new machine id; that
+is deliberate: a mistaken "same machine" hides records (newest wins), a mistaken "other
+machine" only shows one more column.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 import platform
 import socket
 import subprocess
+import uuid
 from pathlib import Path
 
 import harness
 
-__all__ = ["machine_provenance"]
+__all__ = ["MACHINE_ID_FILE", "machine_id", "machine_provenance"]
+
+MACHINE_ID_FILE = ".machine-id"  # in the records folder, beside the record files
+
+
+def _local_id(folder: Path) -> str:
+    """The random id of this results folder, made on first use (once, even when racing)."""
+    path = folder / MACHINE_ID_FILE
+    with contextlib.suppress(FileNotFoundError):
+        text = path.read_text().strip()
+        if text:
+            return text
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f"{MACHINE_ID_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(uuid.uuid4().hex + "\n")
+    try:
+        os.link(tmp, path)  # fails if another process made it first: then theirs is the id
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return path.read_text().strip()
+
+
+def machine_id(records_dir: Path, system_id_file: Path = Path("/etc/machine-id")) -> str:
+    """12 hex digits naming this machine (see the module's docstring)."""
+    try:
+        system = system_id_file.read_text().strip()
+    except OSError:
+        system = ""
+    digest = hashlib.sha256(
+        f"torch-error-harness machine\0{system}\0{_local_id(records_dir)}".encode()
+    )
+    return digest.hexdigest()[:12]
 
 
 def _cpu_model() -> str:

@@ -1,8 +1,14 @@
-"""One frozen record per (entry, variant, cell, trial): the unit the store keeps.
+"""One frozen record per (entry, variant, cell, trial, machine): the unit the store keeps.
 
 The on-disk form is one JSON object per line with a ``schema`` field. ``SCHEMA`` is the
 version written now; older versions are migrated step by step on load (see store.py),
 newer ones are refused.
+
+A record's identity is its key (entry, variant, cell, trial) *and* the machine that ran it:
+``machine`` (the name given with ``--machine``, else the host name; it names the record
+file) and ``machine_id`` (see provenance.machine_id: host names repeat across a fleet, so
+the name alone is not enough). Per machine the newest record of a key replaces the older
+ones; records of two machines are both kept.
 """
 
 from __future__ import annotations
@@ -13,9 +19,9 @@ from typing import Any
 
 from harness.outcomes import Outcome
 
-__all__ = ["SCHEMA", "Record", "RecordKey", "ExceptionInfo"]
+__all__ = ["SCHEMA", "ExceptionInfo", "MachineKey", "Record", "RecordKey"]
 
-SCHEMA = 3  # 3: outcome "related" (a variant's own signature) apart from "reproduced"
+SCHEMA = 4  # 3: outcome "related" apart from "reproduced"; 4: machine, machine_id, imported_from
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,17 @@ class RecordKey:
         return f"{self.entry}::{self.variant}@{self.cell}#{self.trial}"
 
 
+@dataclass(frozen=True, order=True)
+class MachineKey:
+    """Which machine ran a record: its name and its id (ids tell apart equal names)."""
+
+    name: str  # the --machine name, else the host name; "" for a record not yet stored
+    id: str  # provenance.machine_id(); "" for records migrated from schema 2 (not known)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id or 'id unknown'})"
+
+
 @dataclass(frozen=True)
 class Record:
     entry: str
@@ -73,11 +90,20 @@ class Record:
     # the machine and harness that produced it
     provenance: dict[str, str] = field(default_factory=dict)
     started_at: str = ""  # ISO 8601 UTC
+    # the machine that ran it (the store stamps it when it appends: see Store.append)
+    machine: str = ""
+    machine_id: str = ""
+    # the record file that `merge` brought it in from ("" when this machine ran it)
+    imported_from: str = ""
     schema: int = SCHEMA
 
     @property
     def key(self) -> RecordKey:
         return RecordKey(self.entry, self.variant, self.cell, self.trial)
+
+    @property
+    def machine_key(self) -> MachineKey:
+        return MachineKey(self.machine, self.machine_id)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -5,23 +5,34 @@ exclusive lock), so an interrupted run loses nothing that completed and two runs
 machine never interleave lines. Loading keeps every complete record, warns about a
 truncated last line (a crash mid-write), names file:line for a corrupt line elsewhere,
 migrates older schemas step by step and refuses newer ones.
+
+Identity: a record belongs to the machine that ran it (``Record.machine_key``: the name
+and id the store stamps on append). ``latest`` keeps, per key and per machine, the record
+that started last; which file a record sits in plays no part. ``merge`` brings other
+machines' files in under a lock on the whole store: identical records once, a record of
+the same run with other content flagged and kept out, each imported record marked with
+the file it came from.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import datetime as dt
 import errno
 import fcntl
+import functools
 import json
 import os
 import re
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.records import SCHEMA, Record, RecordKey
+from harness.provenance import machine_id
+from harness.records import SCHEMA, MachineKey, Record, RecordKey
 from harness.validate import RecordRefused, safe_text, validate_record
 
 __all__ = [
@@ -32,6 +43,7 @@ __all__ = [
     "Store",
     "StoreError",
     "latest",
+    "machine_name",
     "migrate",
 ]
 
@@ -76,11 +88,34 @@ def _v2_to_v3(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
+def _v3_to_v4(d: dict[str, Any], source: Path | None) -> dict[str, Any]:
+    # schemas up to 3 had no machine in the record: the machine was the record file's name
+    # (the --machine name or the host name; merge kept the name). Its id was never recorded.
+    d = dict(d)
+    provenance = d.get("provenance")
+    host = provenance.get("host", "") if isinstance(provenance, dict) else ""
+    d["machine"] = machine_name(source.stem if source is not None else str(host))
+    d["machine_id"] = ""
+    d["imported_from"] = ""
+    d["schema"] = 4
+    return d
 
 
-def migrate(d: dict[str, Any]) -> dict[str, Any]:
-    """Bring a stored dict up to SCHEMA, one step at a time."""
+Migration = Callable[[dict[str, Any], "Path | None"], dict[str, Any]]
+MIGRATIONS: dict[int, Migration] = {
+    1: lambda d, source: _v1_to_v2(d),
+    2: lambda d, source: _v2_to_v3(d),
+    3: _v3_to_v4,
+}
+
+
+def machine_name(text: str) -> str:
+    """A machine name as it names a record file: letters, digits, _ . - only."""
+    return SAFE_NAME.sub("_", text) or "machine"
+
+
+def migrate(d: dict[str, Any], source: Path | None = None) -> dict[str, Any]:
+    """Bring a stored dict up to SCHEMA, one step at a time (``source``: the file it is in)."""
     version = d.get("schema")
     if not isinstance(version, int):
         raise ValueError("record has no integer 'schema' field")
@@ -90,7 +125,7 @@ def migrate(d: dict[str, Any]) -> dict[str, Any]:
             "upgrade the harness"
         )
     while version < SCHEMA:
-        d = MIGRATIONS[version](d)
+        d = MIGRATIONS[version](d, source)
         version = d["schema"]
     return d
 
@@ -119,12 +154,15 @@ class LoadResult:
 @dataclass
 class MergeResult:
     added: int = 0
-    duplicates: int = 0
+    duplicates: int = 0  # records already stored, identical: not added again
+    # records of a stored run (same key, machine and start) whose content differs: kept
+    # out, each named in ``warnings`` with file:line and the fields that differ
+    conflicts: int = 0
     warnings: list[str] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)  # lines of the sources kept out
 
 
-def _line_record(line: bytes) -> Record:
+def _line_record(line: bytes, path: Path | None = None) -> Record:
     """One stored line -> its Record (migrated, validated, text made safe); raises
     ValueError (RecordRefused names the field) for anything else."""
     if len(line) > MAX_LINE_BYTES:
@@ -135,10 +173,17 @@ def _line_record(line: bytes) -> Record:
         raise ValueError("JSON nested too deeply") from None
     if not isinstance(d, dict):
         raise ValueError(f"not a JSON object but a JSON {type(d).__name__}")
-    return validate_record(migrate(d))
+    return validate_record(migrate(d, path))
 
 
 def _parse_file(path: Path, result: LoadResult) -> None:
+    for _, record in _parse_lines(path, result):
+        result.records.append(record)
+
+
+def _parse_lines(path: Path, result: LoadResult) -> Iterator[tuple[int, Record]]:
+    """(line number, record) of each complete record of ``path``; the others are kept out
+    (``result.warnings`` and ``result.refused`` name them)."""
     with open(path, "rb") as f:
         raw = f.read()
     lines = raw.split(b"\n")
@@ -148,7 +193,7 @@ def _parse_file(path: Path, result: LoadResult) -> None:
             continue
         is_last = number == len(lines)
         try:
-            record = _line_record(line)
+            record = _line_record(line, path)
         except Exception as exc:  # noqa: BLE001 - whatever a line holds, it is named, never raised
             what = safe_text(str(exc), 300)
             if isinstance(exc, RecordRefused):
@@ -167,7 +212,7 @@ def _parse_file(path: Path, result: LoadResult) -> None:
             result.warnings.append(f"{path}:{number}: {message}")
             result.refused.append(Refused(path, number, message, line))
             continue
-        result.records.append(record)
+        yield number, record
 
 
 def _line(record: Record) -> str:
@@ -175,21 +220,58 @@ def _line(record: Record) -> str:
     return json.dumps(record.to_dict(), allow_nan=False) + "\n"
 
 
+_EPOCH = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+
+
+def _started(r: Record) -> dt.datetime:
+    try:
+        t = dt.datetime.fromisoformat(r.started_at)
+    except ValueError:
+        return _EPOCH  # no (or no readable) start time: older than any that has one
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+def _content(r: Record) -> str:
+    """What a record says, without where it was imported from: equal for the same run."""
+    d = r.to_dict()
+    d.pop("imported_from", None)
+    return json.dumps(d, sort_keys=True)
+
+
 def latest(records: Iterable[Record]) -> list[Record]:
-    """The last stored record per key: what a rerun of the same cell replaced."""
-    by_key: dict[RecordKey, Record] = {}
+    """Per key and per machine, the record that started last: what a rerun replaced.
+
+    Records of different machines are all kept (one per key per machine; the machine is
+    ``Record.machine_key``). Which file a record came from, and in which order the files
+    were read, plays no part: a tie in start time (to the second) goes to the larger
+    content, the same whatever the order. Sorted by key, then machine.
+    """
+    best: dict[tuple[RecordKey, MachineKey], tuple[dt.datetime, Record]] = {}
     for r in records:
-        by_key[r.key] = r
-    return sorted(by_key.values(), key=lambda r: r.key)
+        ident = (r.key, r.machine_key)
+        t = _started(r)
+        held = best.get(ident)
+        if held is None or t > held[0] or (t == held[0] and _content(r) > _content(held[1])):
+            best[ident] = (t, r)
+    return sorted((r for _, r in best.values()), key=lambda r: (r.key, r.machine_key))
 
 
 class Store:
-    """results/records/*.jsonl; this machine appends to records/<host>.jsonl."""
+    """results/records/*.jsonl; this machine appends to records/<machine name>.jsonl.
+
+    ``machine`` is the name (``--machine``; default the host name). The machine's id is
+    made on first use (provenance.machine_id) and stamped, with the name, on every record
+    this store appends.
+    """
 
     def __init__(self, root: str | os.PathLike[str], machine: str | None = None) -> None:
         self.root = Path(root)
-        name = SAFE_NAME.sub("_", machine or socket.gethostname()) or "machine"
-        self.path = self.root / f"{name}.jsonl"
+        self.name = machine_name(machine or socket.gethostname())
+        self.path = self.root / f"{self.name}.jsonl"
+
+    @functools.cached_property
+    def machine(self) -> MachineKey:
+        return MachineKey(self.name, machine_id(self.root))
 
     def files(self) -> list[Path]:
         if not self.root.is_dir():
@@ -238,10 +320,16 @@ class Store:
                 problems.append(f"{target}: cannot quarantine {len(items)} line(s): {exc}")
         return problems
 
-    def done_keys(self) -> set[RecordKey]:
-        return {r.key for r in self.load().records}
+    def done_keys(self, records: Iterable[Record] | None = None) -> set[RecordKey]:
+        """Keys this machine has stored (``--resume``): another machine's records do not count."""
+        me = self.machine
+        pool = self.load().records if records is None else records
+        return {r.key for r in pool if r.machine_key == me}
 
     def append(self, record: Record) -> None:
+        """Store a record of this machine's run, stamped with this machine's name and id."""
+        me = self.machine
+        record = dataclasses.replace(record, machine=me.name, machine_id=me.id, imported_from="")
         self._append_lines([_line(record)], self.path)
 
     def _append_lines(self, lines: list[str], path: Path) -> None:
@@ -278,28 +366,64 @@ class Store:
         finally:
             os.close(fd)
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The whole store, exclusively: two merges into one store run one after the other."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / ".merge.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
     def merge(self, sources: Iterable[str | os.PathLike[str]]) -> MergeResult:
-        """Add the records of other machines' files (or folders of them), once each."""
+        """Add the records of other machines' files (or folders of them), once each.
+
+        A record is the same run as a stored one when key, machine (name and id) and start
+        time agree: identical content is a duplicate (skipped), other content a conflict
+        (kept out and named). New records go to the file of the machine that ran them,
+        marked with the name of the file they came from (``imported_from``).
+        """
         result = MergeResult()
-        existing = {json.dumps(r.to_dict(), sort_keys=True) for r in self.load().records}
-        for source in sources:
-            src = Path(source)
-            files = sorted(src.glob("*.jsonl")) if src.is_dir() else [src]
-            for path in files:
-                loaded = LoadResult()
-                _parse_file(path, loaded)
-                result.warnings.extend(loaded.warnings)
-                result.refused.extend(loaded.refused)
-                fresh = []
-                for r in loaded.records:
-                    text = json.dumps(r.to_dict(), sort_keys=True)
-                    if text in existing:
-                        result.duplicates += 1
-                        continue
-                    existing.add(text)
-                    fresh.append(_line(r))
-                if fresh:
-                    machine = SAFE_NAME.sub("_", path.stem)
-                    self._append_lines(fresh, self.root / f"{machine}.jsonl")
-                    result.added += len(fresh)
+        with self._locked():
+            stored: dict[tuple[RecordKey, MachineKey, str], tuple[str, Record]] = {}
+            for r in self.load().records:
+                stored.setdefault((r.key, r.machine_key, r.started_at), (_content(r), r))
+            for source in sources:
+                src = Path(source)
+                files = sorted(src.glob("*.jsonl")) if src.is_dir() else [src]
+                for path in files:
+                    loaded = LoadResult()
+                    fresh: dict[str, list[str]] = {}
+                    for number, r in _parse_lines(path, loaded):
+                        ident = (r.key, r.machine_key, r.started_at)
+                        content = _content(r)
+                        held = stored.get(ident)
+                        if held is not None:
+                            if held[0] == content:
+                                result.duplicates += 1
+                            else:
+                                result.conflicts += 1
+                                result.warnings.append(
+                                    f"{path}:{number}: conflicts with the stored record of the "
+                                    f"same run ({r.key.id} on {r.machine_key} started "
+                                    f"{r.started_at or '?'}): {_differences(held[1], r)} "
+                                    "differ; the stored one is kept"
+                                )
+                            continue
+                        r = dataclasses.replace(r, imported_from=r.imported_from or path.name)
+                        stored[ident] = (content, r)
+                        fresh.setdefault(r.machine, []).append(_line(r))
+                    result.warnings.extend(loaded.warnings)
+                    result.refused.extend(loaded.refused)
+                    for machine, lines in fresh.items():
+                        self._append_lines(lines, self.root / f"{machine_name(machine)}.jsonl")
+                        result.added += len(lines)
         return result
+
+
+def _differences(a: Record, b: Record) -> str:
+    da, db = a.to_dict(), b.to_dict()
+    names = [k for k in da if k != "imported_from" and da.get(k) != db.get(k)]
+    return ", ".join(names) or "nothing"

@@ -121,11 +121,13 @@ def drop_done(state: RunState) -> RunState | int:
     for warning in (*loaded.warnings, *state.store.quarantine(loaded.refused)):
         state.console.print(f"[yellow]warning:[/] {escape(str(warning))}", highlight=False)
     if state.config.resume:
-        done = {r.key for r in loaded.records}
+        # per machine: what another machine ran is not done here
+        done = state.store.done_keys(loaded.records)
         state.todo = [j for j in state.plan.jobs if j.key not in done]
         state.console.print(
             f"resume: {len(state.plan.jobs) - len(state.todo)} of "
-            f"{len(state.plan.jobs)} jobs already stored, {len(state.todo)} to run"
+            f"{len(state.plan.jobs)} jobs already stored, {len(state.todo)} to run "
+            f"(records of machine {state.store.machine})"
         )
     else:
         state.todo = list(state.plan.jobs)
@@ -298,7 +300,8 @@ def render_reports(cfg: Config, console: Console, check: bool = False) -> int:
     problems = [] if check else store.quarantine(loaded.refused)
     for warning in (*loaded.warnings, *problems):
         console.print(f"[yellow]warning:[/] {escape(str(warning))}", highlight=False)
-    # a rerun of a job appends a newer record under the same key: it replaces the older one
+    # a rerun of a job appends a newer record under the same key: per machine, it replaces
+    # the older one; the records of other machines stay
     records = latest(loaded.records)
     try:
         summary = render_all(records, entries, cfg.results_dir, check=check)

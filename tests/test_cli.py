@@ -42,12 +42,7 @@ def test_bad_shard_and_unknown_profile_are_named() -> None:
 
 
 def test_report_check_passes_on_the_committed_results_and_fails_when_stale(tmp_path: Path) -> None:
-    for name in ("matrix.yaml", "repros", "results"):
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(src, tmp_path / name)
+    copy_project(tmp_path)
     ok = harness("report", "--check", repo=tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     page = next((tmp_path / "results" / "compat").glob("*.md"))
@@ -59,13 +54,45 @@ def test_report_check_passes_on_the_committed_results_and_fails_when_stale(tmp_p
     assert harness("report", "--check", repo=tmp_path).returncode == 0
 
 
-def test_merge_brings_another_machines_records_into_the_report(tmp_path: Path) -> None:
+def copy_project(to: Path) -> None:
     for name in ("matrix.yaml", "repros", "results"):
         src = REPO / name
         if src.is_dir():
-            shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(src, to / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
-            shutil.copy(src, tmp_path / name)
+            shutil.copy(src, to / name)
+
+
+def test_a_newer_record_of_another_machine_is_in_the_report(tmp_path: Path) -> None:
+    """Issue 9's reproduction: one record of vm.jsonl copied into ci-cpu-1.jsonl with another
+    outcome, host and a newer start. It used to vanish (the file named last won, keyed
+    without the machine); now both machines' records are in the report."""
+    import json
+
+    copy_project(tmp_path)
+    records = tmp_path / "results" / "records"
+    before = harness("report", repo=tmp_path)
+    n = int(before.stdout.split("report: ")[1].split(" records")[0])
+    d = json.loads((records / "vm.jsonl").read_text().splitlines()[5])
+    d["outcome"] = "crashed" if d["outcome"] != "crashed" else "timeout"
+    d["reason"] = "measured on the CI runner"
+    d["provenance"] = {**d["provenance"], "host": "ci-runner-host"}
+    d["started_at"] = "2027-01-01T00:00:00+00:00"
+    (records / "ci-cpu-1.jsonl").write_text(json.dumps(d) + "\n")
+    out = harness("report", repo=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"report: {n + 1} records" in out.stdout
+    compat = json.loads((tmp_path / "results" / "compat.json").read_text())
+    text = json.dumps(compat)
+    assert "ci-runner-host" in text and "2027-01-01T00:00:00+00:00" in text
+    cells = "".join(p.read_text() for p in (tmp_path / "results" / "cells").glob("*.js"))
+    assert "measured on the CI runner" in cells and "ci-runner-host" in cells
+    page = (tmp_path / "results" / "compat" / (d["entry"].replace("/", "__") + ".md")).read_text()
+    assert "ci-runner-host" in page
+
+
+def test_merge_brings_another_machines_records_into_the_report(tmp_path: Path) -> None:
+    copy_project(tmp_path)
     # another machine measured one more trial of one cell: its own file, its own provenance
     import json
 
