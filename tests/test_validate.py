@@ -50,6 +50,9 @@ def good(**overrides: Any) -> dict[str, Any]:
         "versions": {"python": "3.11.4", "torch": "1.16.0"},
         "provenance": {"host": "box"},
         "started_at": "2026-11-29T23:00:00+00:00",
+        "machine": "box",
+        "machine_id": "0123456789ab",
+        "imported_from": "",
     }
     d.update(overrides)
     return d
