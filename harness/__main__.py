@@ -33,6 +33,13 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shard", default="1/1", help="run shard K of N (by environment)")
     p.add_argument("--matrix", default="matrix.yaml", help="matrix file, relative to the repo")
     p.add_argument(
+        "--python",
+        default=None,
+        metavar="PATH",
+        help="run in this existing interpreter (its torch and lightning; nothing installed) "
+        "instead of the matrix's environments; the profile's devices and precisions apply",
+    )
+    p.add_argument(
         "--trials",
         type=int,
         default=None,
@@ -123,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shard=shard,
         matrix_file=args.matrix,
         trials=args.trials,
+        python=args.python,
         list_only=args.command == "list" or getattr(args, "list", False),
     )
     if args.command == "run":

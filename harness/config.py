@@ -28,6 +28,7 @@ class Config:
     machine: str | None = None  # name of this machine's record file; None: host name
     matrix_file: str = "matrix.yaml"
     envs_root: str | None = None
+    python: str | None = None  # run --python: an existing interpreter instead of the rows
 
     @property
     def matrix_path(self) -> Path:

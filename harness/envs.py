@@ -24,18 +24,25 @@ from pathlib import Path
 from typing import Protocol
 
 from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
 
 from harness.matrix import Environment
 
 __all__ = [
+    "PROBE_FACTS",
+    "STANDIN_VAR",
     "BuiltEnv",
     "EnvBackend",
     "EnvFailed",
     "EnvSpec",
-    "STANDIN_VAR",
+    "ExistingBackend",
+    "Found",
+    "MatrixBackend",
+    "ProbeResult",
     "UvBackend",
     "find_interpreter",
     "fingerprint",
+    "run_probe",
 ]
 
 FORMAT = 1  # bump when the layout of an environment folder changes
@@ -46,7 +53,9 @@ INSTALL_TIMEOUT_S = 1800
 # lightning, e.g. HARNESS_STANDIN="six=={torch}" builds six at each row's torch version
 # (a version that does not exist makes an environment that cannot be built). The health
 # check imports the stand-in instead; the environment id, the cells and the records are
-# unchanged. Never set in a real run.
+# unchanged. In an existing interpreter, the stand-in's version names the axis of its
+# placeholder (six 1.16.0 for "six=={torch}": torch1.16.0); an axis without a stand-in
+# is named "0". Never set in a real run.
 STANDIN_VAR = "HARNESS_STANDIN"
 
 
@@ -59,6 +68,13 @@ class BuiltEnv:
     probe: dict[str, str] = field(default_factory=dict)  # versions seen by importing them
     reused: bool = False
     seconds: float = 0.0
+    # runs get `python -I`; an existing interpreter keeps its PYTHONPATH and user site,
+    # which may be where its torch comes from
+    isolated: bool = True
+
+    def versions(self) -> dict[str, str]:
+        """The probe's versions, without its facts (those go to provenance and prechecks)."""
+        return {k: v for k, v in self.probe.items() if k not in PROBE_FACTS}
 
 
 class EnvFailed(Exception):
@@ -166,11 +182,15 @@ def _installer_reason(stderr: str) -> str:
     return _tail("\n".join(lines))
 
 
-PROBE = """
+# Runs inside the environment (Python 3.7+, standard library and what it imports): which
+# of the wanted modules import, their versions, and what torch sees of CUDA. It runs in a
+# process of its own, so initialising CUDA here never touches the harness's processes.
+PROBE = r"""
 import importlib, json, sys
 sys.path.insert(0, sys.argv[1])
 import child
 wanted = json.loads(sys.argv[2])
+missing = {}
 for alternatives in wanted:
     errors = []
     for name in alternatives:
@@ -178,9 +198,9 @@ for alternatives in wanted:
             importlib.import_module(name)
             break
         except Exception as exc:
-            errors.append(exc)
+            errors.append("%s: %s" % (type(exc).__name__, exc))
     else:
-        raise errors[0]  # the first alternative's error is the one that explains
+        missing["/".join(alternatives)] = errors[0]  # the first alternative's error explains
 for optional in ("numpy",):
     try:
         importlib.import_module(optional)
@@ -191,20 +211,66 @@ for alternatives in wanted:
     for name in alternatives:
         if name in sys.modules:
             v[name] = str(getattr(sys.modules[name], "__version__", "?"))
-if "torch" in sys.modules:
-    v["cuda_available"] = str(sys.modules["torch"].cuda.is_available())
-print("HARNESS-PROBE " + json.dumps(v))
+torch = sys.modules.get("torch")
+if torch is not None:
+    def fact(key, read):
+        try:
+            value = read()
+        except Exception as exc:  # a broken CUDA setup is a fact about the machine
+            value = "error: %s: %s" % (type(exc).__name__, str(exc)[:300])
+        if value is not None:
+            v[key] = value
+    fact("torch_hip", lambda: str(getattr(torch.version, "hip", None)))
+    fact("cuda_available", lambda: str(torch.cuda.is_available()))
+    # the architectures this build has kernels for; readable without a GPU
+    flags = getattr(torch._C, "_cuda_getArchFlags", None)
+    fact("cuda_arch_list", lambda: " ".join(torch.cuda.get_arch_list())
+         if torch.cuda.is_available() else (flags() if flags else None))
+    if v.get("cuda_available") == "True":
+        fact("compute_capability", lambda: "%d.%d" % torch.cuda.get_device_capability(0))
+        fact("bf16_supported", lambda: str(torch.cuda.is_bf16_supported()))
+        fact("device_count", lambda: str(torch.cuda.device_count()))
+        driver = getattr(torch._C, "_cuda_getDriverVersion", None)
+        if driver is not None:
+            fact("cuda_driver_api", lambda: "%d.%d" % divmod(driver() // 10, 100))
+print("HARNESS-PROBE " + json.dumps({"versions": v, "missing": missing}))
 """
 
+# Facts about the environment that the probe finds beside the versions: used to decide
+# what can run (harness/capabilities.py) and recorded as provenance, not as versions.
+PROBE_FACTS = frozenset(
+    {
+        "cuda_available",
+        "cuda_arch_list",
+        "compute_capability",
+        "bf16_supported",
+        "device_count",
+        "cuda_driver_api",
+        "torch_hip",
+    }
+)
 
-def probe(
-    python: Path, imports: tuple[tuple[str, ...], ...], timeout: float = 300
-) -> dict[str, str]:
-    """Import the environment's packages in it and return the versions that really loaded."""
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What one interpreter has: versions and facts, and the wanted modules that failed."""
+
+    seen: dict[str, str]
+    missing: dict[str, str]  # "torch" or "lightning/pytorch_lightning" -> its import error
+
+
+def run_probe(
+    python: Path,
+    imports: tuple[tuple[str, ...], ...],
+    timeout: float = 300,
+    isolated: bool = True,
+) -> ProbeResult:
+    """Import the wanted modules in ``python`` and report; EnvFailed if it cannot even run."""
     names = " and ".join("/".join(i) for i in imports)
+    flags = ["-I"] if isolated else []
     try:
         out = subprocess.run(
-            [str(python), "-I", "-c", PROBE, str(CHILD.parent), json.dumps(imports)],
+            [str(python), *flags, "-c", PROBE, str(CHILD.parent), json.dumps(imports)],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -212,10 +278,26 @@ def probe(
         )
     except subprocess.TimeoutExpired as exc:
         raise EnvFailed(f"health check timed out after {timeout:.0f} s importing {names}") from exc
+    except OSError as exc:
+        raise EnvFailed(f"{python} does not run: {exc}") from exc
     for line in out.stdout.splitlines():
         if line.startswith("HARNESS-PROBE "):
-            return json.loads(line[len("HARNESS-PROBE ") :])
+            data = json.loads(line[len("HARNESS-PROBE ") :])
+            seen = {str(k): str(v) for k, v in data["versions"].items()}
+            return ProbeResult(seen, {str(k): str(v) for k, v in data["missing"].items()})
     raise EnvFailed(f"health check failed: {names} do not import:\n{_tail(out.stderr)}")
+
+
+def probe(
+    python: Path, imports: tuple[tuple[str, ...], ...], timeout: float = 300
+) -> dict[str, str]:
+    """Import the environment's packages in it and return the versions that really loaded."""
+    result = run_probe(python, imports, timeout)
+    if result.missing:
+        names = " and ".join(result.missing)
+        errors = "\n".join(f"{k}: {v}" for k, v in result.missing.items())
+        raise EnvFailed(f"health check failed: {names} do not import:\n{errors}")
+    return result.seen
 
 
 @contextlib.contextmanager
@@ -352,3 +434,127 @@ class UvBackend:
         tmp.write_text(json.dumps(meta, indent=1, sort_keys=True))
         os.replace(tmp, path / MARKER)
         return BuiltEnv(env, path, python, versions, seen, False, time.monotonic() - started)
+
+
+# --- existing interpreters: nothing installed, everything probed ----------------------------
+
+_REAL_ROLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("torch", ("torch",)),
+    ("lightning", ("lightning", "pytorch_lightning")),
+)
+MISSING = "none"  # the version an axis is named by when its package does not import
+
+
+@dataclass(frozen=True)
+class Found:
+    """An existing interpreter, named by what it has."""
+
+    env: Environment  # versions as found; MISSING where torch or lightning does not import
+    seen: dict[str, str]  # the probe: versions and CUDA facts
+    problem: str  # "" when it can run cells; else why not (its cells are env_failed)
+    seconds: float
+
+
+def _public(version: str) -> str:
+    """ "2.4.1+cu121" -> "2.4.1": the id names the release; the record keeps the build."""
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version
+
+
+class ExistingBackend:
+    """Runs cells in interpreters that are already set up (``run --python``, or a matrix row
+    with ``interpreter:``): installs nothing, probes torch, lightning and CUDA, and names the
+    environment by what it found."""
+
+    def __init__(self, standin: str | None = None) -> None:
+        self.standin = standin  # see STANDIN_VAR; None in real runs
+        self._found: dict[str, Found] = {}
+
+    def roles(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """(axis, modules that may provide it): torch and lightning, or their stand-ins."""
+        if not self.standin:
+            return _REAL_ROLES
+        roles = []
+        for text in self.standin.split():
+            module = Requirement(re.sub(r"\{\w+\}", "0", text)).name.replace("-", "_")
+            for axis in ("torch", "lightning"):
+                if "{" + axis + "}" in text:
+                    roles.append((axis, (module,)))
+        return tuple(roles)
+
+    def inspect(self, python: str | os.PathLike[str]) -> Found:
+        key = os.path.abspath(python)
+        if key not in self._found:
+            self._found[key] = self._inspect(Path(key))
+        return self._found[key]
+
+    def _inspect(self, python: Path) -> Found:
+        started = time.monotonic()
+        roles = self.roles()
+        try:
+            result = run_probe(python, tuple(m for _, m in roles), isolated=False)
+        except EnvFailed as exc:
+            seen: dict[str, str] = {}
+            missing = {"python": str(exc)}
+        else:
+            seen, missing = result.seen, result.missing
+        version = seen.get("python") or _python_version(python) or "unknown"
+        names = {"torch": "0", "lightning": "0"}  # axes without a stand-in (tests only)
+        for axis, modules in roles:
+            loaded = next((seen[m] for m in modules if m in seen), None)
+            names[axis] = _public(loaded) if loaded else MISSING
+        env = Environment(
+            python=".".join(version.split(".")[:2]),
+            torch=names["torch"],
+            lightning=names["lightning"],
+            interpreter=str(python),
+        )
+        parts = []
+        for axis, modules in roles:
+            key = "/".join(modules)
+            if key in missing:
+                label = f"{key} (standing in for {axis})" if self.standin else key
+                parts.append(f"{label} does not import: {missing.pop(key)}")
+        parts += missing.values()  # the interpreter itself did not run the probe
+        problem = ""
+        if parts:
+            problem = (
+                f"{python} (Python {version}): {'; '.join(parts)}; "
+                "nothing is installed into an existing interpreter"
+            )
+        return Found(env, seen, problem, time.monotonic() - started)
+
+    def ensure(self, env: Environment) -> BuiltEnv:
+        if not env.interpreter:
+            raise EnvFailed(f"{env.id} names no interpreter")
+        python = Path(env.interpreter)
+        found = self.inspect(python)
+        if found.problem:
+            raise EnvFailed(found.problem)
+        if found.env.id != env.id:
+            raise EnvFailed(
+                f"{python} has {found.env.id} (torch {found.seen.get('torch')}), not {env.id}: "
+                "fix the interpreter's versions in matrix.yaml"
+            )
+        return BuiltEnv(
+            env,
+            python.parent.parent,
+            python,
+            probe=found.seen,
+            reused=True,
+            seconds=found.seconds,
+            isolated=False,
+        )
+
+
+class MatrixBackend:
+    """Each environment where it comes from: an existing interpreter, or built by uv."""
+
+    def __init__(self, uv: EnvBackend, existing: ExistingBackend) -> None:
+        self.uv = uv
+        self.existing = existing
+
+    def ensure(self, env: Environment) -> BuiltEnv:
+        return (self.existing if env.interpreter else self.uv).ensure(env)

@@ -100,6 +100,9 @@ class Environment:
     lightning: str  # "2.1.4", an exact release
     pins: tuple[str, ...] = ()  # extra requirement strings, e.g. ("numpy<2",)
     find_links: tuple[str, ...] = ()  # local wheel folders, used where they exist
+    # an interpreter that already has this torch and lightning (nothing is installed);
+    # "" for an environment the harness builds
+    interpreter: str = ""
 
     @property
     def id(self) -> str:
@@ -115,6 +118,7 @@ class Environment:
             _version_key(self.lightning),
             self.pins,
             self.find_links,
+            self.interpreter,
         )
 
     def __lt__(self, other: object) -> bool:
@@ -188,12 +192,13 @@ class EnvironmentRow:
     pins: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     why: str = ""
+    interpreter: str = ""  # an existing interpreter (one python, one lightning): see Environment
     line: int | None = field(default=None, compare=False)
 
     def environments(self) -> tuple[Environment, ...]:
         return tuple(
             sorted(
-                Environment(py, self.torch, lit, self.pins, self.find_links)
+                Environment(py, self.torch, lit, self.pins, self.find_links, self.interpreter)
                 for py, lit in itertools.product(self.python, self.lightning)
             )
         )
@@ -311,6 +316,32 @@ class Matrix:
                 excluded.append(Excluded(cell, rule.reason, self.where(rule)))
         trials = self.trials if chosen.trials is None else chosen.trials
         return Expansion(name, tuple(cells), tuple(excluded), trials)
+
+    def expand_for(self, env: Environment, profile: str | None = None) -> Expansion:
+        """A profile's cells in one environment that is not a row (``run --python``).
+
+        The interpreter is what was asked for, so the profile's python, torch and lightning
+        selections do not apply; its devices and precisions do, and so do the exclude rules.
+        """
+        full = self.expand(profile)  # validates the profile name
+        chosen = self.profiles[full.profile]
+        only_cells = Profile(
+            chosen.name,
+            chosen.description,
+            MappingProxyType({a: v for a, v in chosen.selections.items() if a not in VERSION_AXES}),
+        )
+        cells: list[Cell] = []
+        excluded: list[Excluded] = []
+        for device, precision in itertools.product(self.devices, self.precisions):
+            cell = Cell(env, device, precision)
+            if not only_cells.selects(cell):
+                continue
+            rule = self.excluding_rule(cell)
+            if rule is None:
+                cells.append(cell)
+            else:
+                excluded.append(Excluded(cell, rule.reason, self.where(rule)))
+        return Expansion(full.profile, tuple(cells), tuple(excluded), full.trials)
 
 
 def describe(expansion: Expansion) -> list[str]:
@@ -486,7 +517,7 @@ _TOP_KEYS = (
 )
 _TOP_REQUIRED = ("version", "devices", "precisions", "environments", "profiles", "default_profile")
 _DEFAULTS_KEYS = ("trials", "timeout_s", "memory_limit_mb")
-_ROW_KEYS = ("torch", "python", "lightning", "pins", "find_links", "why")
+_ROW_KEYS = ("torch", "python", "lightning", "pins", "find_links", "why", "interpreter")
 _ROW_REQUIRED = ("torch", "python", "lightning")
 _RULE_KEYS = (*AXES, "reason")
 _PROFILE_KEYS = ("description", *AXES, "trials")
@@ -589,6 +620,22 @@ def _rows(read: _Reader, node: yaml.Node) -> tuple[EnvironmentRow, ...]:
         if "find_links" in keys:
             find_links = tuple(v for v, _ in read.strings(keys["find_links"], "find_links"))
         why = read.string(keys["why"], "why") if "why" in keys else ""
+        interpreter = ""
+        if "interpreter" in keys:
+            interpreter = read.string(keys["interpreter"], "interpreter")
+            if len(pythons) != 1 or len(lightnings) != 1:
+                read.fail(
+                    keys["interpreter"],
+                    "a row with an interpreter is one environment: list one python and one "
+                    "lightning (those the interpreter has)",
+                )
+            for key in ("pins", "find_links"):
+                if key in keys:
+                    read.fail(
+                        keys[key],
+                        f"{key} installs packages; nothing is installed into an existing "
+                        "interpreter: remove it, or remove interpreter to have uv build it",
+                    )
         for (python, _), (lightning, _) in itertools.product(pythons, lightnings):
             key = (Version(python), Version(torch), Version(lightning))
             if key in seen:
@@ -607,6 +654,7 @@ def _rows(read: _Reader, node: yaml.Node) -> tuple[EnvironmentRow, ...]:
                 pins=pins,
                 find_links=find_links,
                 why=why,
+                interpreter=interpreter,
                 line=_line(item),
             )
         )

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import harness
 
-__all__ = ["MACHINE_ID_FILE", "machine_id", "machine_provenance"]
+__all__ = ["MACHINE_ID_FILE", "cuda_provenance", "machine_id", "machine_provenance"]
 
 MACHINE_ID_FILE = ".machine-id"  # in the records folder, beside the record files
 
@@ -98,3 +98,21 @@ def machine_provenance(repo: Path) -> dict[str, str]:
         "harness_version": harness.__version__,
         "git_rev": (rev + ("-dirty" if dirty else "")) if rev else "unknown",
     }
+
+
+def cuda_provenance(machine: dict[str, str], probe: dict[str, str]) -> dict[str, str]:
+    """The machine's provenance with the CUDA that an environment's torch uses on it.
+
+    ``cuda`` is the CUDA build of the torch that ran ("none" where no GPU was usable), and
+    ``compute_capability`` the GPU's; the GPU name comes from nvidia-smi, else from torch.
+    Read from the environment's probe, which ran in a process of its own.
+    """
+    out = dict(machine)
+    usable = probe.get("cuda_available") == "True"
+    out["cuda"] = (probe.get("torch_cuda") or "none") if usable else "none"
+    out["compute_capability"] = probe.get("compute_capability", "none") if usable else "none"
+    if usable and out.get("gpu", "none") == "none" and probe.get("gpu"):
+        out["gpu"] = probe["gpu"]
+    if usable and probe.get("cuda_driver_api"):
+        out["cuda_driver_api"] = probe["cuda_driver_api"]
+    return out

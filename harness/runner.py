@@ -14,7 +14,7 @@ from harness.proc import ChildResult, ProcessGroups, run_isolated
 from harness.records import Record
 from harness.validate import RecordRefused, validate_record
 
-__all__ = ["env_failed_record", "fallback", "record_of", "run_job", "skipped_record"]
+__all__ = ["decided_record", "env_failed_record", "fallback", "record_of", "run_job"]
 
 CHILD_PROTOCOL = 2
 OOM_MARKERS = (
@@ -149,13 +149,12 @@ def run_job(
 ) -> Record:
     started_at = now()
     child = run_isolated(
-        [str(built.python), "-I", str(CHILD)],
+        [str(built.python), *(["-I"] if built.isolated else []), str(CHILD)],
         job_file(job, memory_limit_mb),
         timeout_s,
         groups=groups,
     )
-    env_versions = {k: v for k, v in built.probe.items() if k != "cuda_available"}
-    return record_of(job, child, timeout_s, provenance, started_at, env_versions)
+    return record_of(job, child, timeout_s, provenance, started_at, built.versions())
 
 
 def env_failed_record(job: Job, reason: str, provenance: dict[str, str]) -> Record:
@@ -175,14 +174,16 @@ def env_failed_record(job: Job, reason: str, provenance: dict[str, str]) -> Reco
     )
 
 
-def skipped_record(job: Job, reason: str, built: BuiltEnv, provenance: dict[str, str]) -> Record:
-    versions = {k: v for k, v in built.probe.items() if k != "cuda_available"}
+def decided_record(
+    job: Job, outcome: Outcome, reason: str, built: BuiltEnv, provenance: dict[str, str]
+) -> Record:
+    """A cell decided before running (harness/capabilities.py): skipped or unsupported."""
     return validate_record(
         {
             **_base(job),
-            "outcome": Outcome.SKIPPED.value,
+            "outcome": outcome.value,
             "reason": reason,
-            "versions": versions,
+            "versions": built.versions(),
             "provenance": provenance,
             "started_at": now(),
         }

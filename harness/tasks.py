@@ -19,15 +19,24 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from harness.capabilities import CudaFacts, precheck
 from harness.config import Config
 from harness.entries import Entry, EntryError, load_entries
-from harness.envs import STANDIN_VAR, BuiltEnv, EnvBackend, EnvFailed, UvBackend
-from harness.matrix import Environment, Expansion, MatrixError, load_matrix
+from harness.envs import (
+    STANDIN_VAR,
+    BuiltEnv,
+    EnvBackend,
+    EnvFailed,
+    ExistingBackend,
+    MatrixBackend,
+    UvBackend,
+)
+from harness.matrix import Environment, Expansion, Matrix, MatrixError, load_matrix
 from harness.plan import Job, Plan, make_plan
 from harness.proc import ProcessGroups
-from harness.provenance import machine_provenance
+from harness.provenance import cuda_provenance, machine_provenance
 from harness.records import Record
-from harness.runner import env_failed_record, run_job, skipped_record
+from harness.runner import decided_record, env_failed_record, run_job
 from harness.store import Store, StoreError, latest
 
 __all__ = ["RunState", "STEPS", "run_steps"]
@@ -44,6 +53,9 @@ class RunState:
     store: Store | None = None
     counts: collections.Counter[str] = field(default_factory=collections.Counter)
     backend: EnvBackend | None = None
+    existing: ExistingBackend = field(
+        default_factory=lambda: ExistingBackend(os.environ.get(STANDIN_VAR))
+    )
     groups: ProcessGroups = field(default_factory=ProcessGroups)
 
 
@@ -64,11 +76,47 @@ def load_inputs(state: RunState) -> RunState | int:
     if not state.entries:
         state.console.print(f"[bold red]error:[/] no entries found under {cfg.repros_dir}")
         return 2
+    if cfg.python is not None:
+        status = _existing_interpreter(state, matrix)
+        if status:
+            return status
     if cfg.timeout_s is None:
         cfg.timeout_s = matrix.timeout_s
     if cfg.memory_limit_mb is None:
         cfg.memory_limit_mb = matrix.memory_limit_mb
     return state
+
+
+def _existing_interpreter(state: RunState, matrix: Matrix) -> int:
+    """run --python: the profile's cells in the one environment that interpreter is."""
+    python = state.config.python
+    assert python is not None
+    if not os.path.isfile(python) or not os.access(python, os.X_OK):
+        state.console.print(
+            f"[bold red]error:[/] --python {python}: no such executable file", highlight=False
+        )
+        return 2
+    found = state.existing.inspect(python)
+    seen = found.seen
+    state.console.print(
+        f"interpreter {python}: Python {seen.get('python', '?')}, torch "
+        f"{seen.get('torch', 'missing')}, lightning "
+        f"{seen.get('lightning', seen.get('pytorch_lightning', 'missing'))}, CUDA "
+        f"{'available' if seen.get('cuda_available') == 'True' else 'not available'} "
+        f"-> environment {found.env.id}",
+        markup=False,
+        highlight=False,
+    )
+    if found.problem:
+        state.console.print(f"[red]env_failed[/] {found.env.id}: {found.problem}", highlight=False)
+    try:
+        state.expansion = matrix.expand_for(found.env, state.config.profile)
+    except MatrixError as exc:
+        state.console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        return 2
+    if state.config.trials is not None:
+        state.expansion = dataclasses.replace(state.expansion, trials=state.config.trials)
+    return 0
 
 
 def plan_jobs(state: RunState) -> RunState | int:
@@ -141,8 +189,10 @@ def _summary(counts: collections.Counter[str]) -> str:
 def run_matrix(state: RunState) -> RunState | int:
     cfg = state.config
     assert state.store is not None
-    backend = state.backend or UvBackend(cfg.envs_dir, standin=os.environ.get(STANDIN_VAR))
-    provenance = machine_provenance(cfg.repo)
+    backend = state.backend or MatrixBackend(
+        UvBackend(cfg.envs_dir, standin=os.environ.get(STANDIN_VAR)), state.existing
+    )
+    machine = machine_provenance(cfg.repo)
     by_env: dict[Environment, list[Job]] = collections.defaultdict(list)
     for job in state.todo:
         by_env[job.cell.env].append(job)
@@ -198,30 +248,25 @@ def run_matrix(state: RunState) -> RunState | int:
                     )
                 if built is None:
                     for job in jobs:
-                        store(env_failed_record(job, reason, provenance), job)
+                        store(env_failed_record(job, reason, machine), job)
                     continue
+                provenance = cuda_provenance(machine, built.probe)
                 console.print(
-                    f"  {'reused' if built.reused else 'built'} in {built.seconds:.1f} s: "
+                    f"  {_how(built)} in {built.seconds:.1f} s: "
                     f"torch {built.probe.get('torch')}, lightning "
                     f"{built.probe.get('lightning', built.probe.get('pytorch_lightning'))}",
                     markup=False,
                     highlight=False,
                 )
                 runnable = []
+                facts = CudaFacts.from_probe(built.probe)
                 for job in jobs:
-                    if job.cell.device == "cuda" and built.probe.get("cuda_available") != "True":
-                        store(
-                            skipped_record(
-                                job,
-                                "no CUDA device here (torch.cuda.is_available() "
-                                f"is False; torch built with CUDA {built.probe.get('torch_cuda')})",
-                                built,
-                                provenance,
-                            ),
-                            job,
-                        )
-                    else:
+                    decided = precheck(job.cell.device, job.cell.precision, facts)
+                    if decided is None:
                         runnable.append(job)
+                    else:
+                        outcome, why = decided
+                        store(decided_record(job, outcome, why, built, provenance), job)
                 _run_parallel(runnable, built, cfg, provenance, state, store)
     except KeyboardInterrupt:
         state.groups.kill_all()
@@ -242,6 +287,12 @@ def run_matrix(state: RunState) -> RunState | int:
         f"done: {done} records ({_summary(state.counts)}) in {state.store.path}", highlight=False
     )
     return state
+
+
+def _how(built: BuiltEnv) -> str:
+    if not built.isolated:
+        return "existing interpreter, probed"
+    return "reused" if built.reused else "built"
 
 
 def _run_parallel(
