@@ -51,9 +51,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from harness.domain import PRESENT_STATUSES, parse_claim_spec, pattern_text
 from harness.outcomes import NOT_COUNTED, Outcome, signature_named
 from harness.records import Record
 
@@ -63,6 +63,9 @@ if TYPE_CHECKING:
 __all__ = [
     "CONFIRMED",
     "CONTRADICTED",
+    "INCONCLUSIVE",
+    "MARGIN",
+    "VERDICTS",
     "NOT_MEASURABLE",
     "FLAKY",
     "OUTCOME_ORDER",
@@ -85,6 +88,7 @@ __all__ = [
     "cell_value",
     "gc_paused",
     "env_info",
+    "judge_most",
     "judge_rate",
     "records_by_entry",
     "wilson",
@@ -92,7 +96,10 @@ __all__ = [
 
 CONFIRMED = "confirmed"
 CONTRADICTED = "contradicted"
+INCONCLUSIVE = "inconclusive"
 NOT_MEASURABLE = "not measurable"
+VERDICTS = (CONFIRMED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE)
+MARGIN = 0.10  # a stated rate is read as "about c": c ± MARGIN (docs/verdicts.md)
 FLAKY = "flaky"
 
 OUTCOME_ORDER: tuple[Outcome, ...] = tuple(Outcome)
@@ -106,8 +113,6 @@ METRIC = {
     "dead_end": "failure rate",
     "control": "ok rate",
 }
-PRESENT_STATUSES = frozenset({"active", "affected", "present"})
-FIXED_STATUSES = frozenset({"fixed", "resolved", "removed", "not_affected", "not affected"})
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
@@ -182,16 +187,42 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 6)
 
 
-def judge_rate(claimed: float | None, measured: Rate, why_empty: str) -> tuple[str, str]:
-    """The one rule for rate claims: (verdict, reason)."""
-    if claimed is None:
-        return NOT_MEASURABLE, "the document states no figure to compare"
+def judge_rate(
+    claimed: float | None, measured: Rate, why_empty: str, implicit: str = "works"
+) -> tuple[str, str]:
+    """The one rule for rate claims: (verdict, reason). A stated rate c is contradicted when
+    c lies outside the measured 95% interval, confirmed when the whole interval lies within
+    c ± MARGIN (the claim read as "about c"), inconclusive otherwise. With no stated rate
+    the claim is the implicit one, "it works" (``implicit``; see ``judge_most``)."""
     if measured.n == 0:
         return NOT_MEASURABLE, why_empty
-    if measured.contains(claimed):
-        return CONFIRMED, f"claimed {pct(claimed)} lies in the 95% interval"
-    side = "above" if claimed > (measured.high or 0.0) else "below"
-    return CONTRADICTED, f"claimed {pct(claimed)} lies {side} the 95% interval"
+    if claimed is None:
+        return judge_most(measured, implicit)
+    low, high = measured.low or 0.0, measured.high or 0.0
+    interval = f"the 95% interval {pct(low)[:-1]}–{pct(high)}"
+    if not measured.contains(claimed):
+        side = "above" if claimed > high else "below"
+        return CONTRADICTED, f"claimed {pct(claimed)} lies {side} {interval}"
+    if claimed - MARGIN - 1e-12 <= low and high <= claimed + MARGIN + 1e-12:
+        return CONFIRMED, f"{interval} lies within claimed {pct(claimed)} ± {pct(MARGIN)}"
+    return INCONCLUSIVE, (
+        f"claimed {pct(claimed)} lies in {interval}, which also holds rates more than "
+        f"{pct(MARGIN)} away from it"
+    )
+
+
+def judge_most(measured: Rate, what: str) -> tuple[str, str]:
+    """An implicit claim, "this works" or "this fails", read as "in most applicable runs":
+    confirmed when the whole 95% interval lies above 50%, contradicted when it lies below,
+    inconclusive otherwise."""
+    low, high = measured.low or 0.0, measured.high or 0.0
+    interval = f"the 95% interval {pct(low)[:-1]}–{pct(high)}"
+    claim = f"no rate stated: the claim is that it {what} in most runs"
+    if low > 0.5:
+        return CONFIRMED, f"{claim}; {interval} lies above 50%"
+    if high < 0.5:
+        return CONTRADICTED, f"{claim}; {interval} lies below 50%"
+    return INCONCLUSIVE, f"{claim}; {interval} spans 50%"
 
 
 # -- environments --------------------------------------------------------------------------
@@ -319,6 +350,19 @@ class MessageSeen:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """Counted runs of a variant that ended one way: an exception (its type and message)
+    or, without one, the outcome and its reason (wrong_result, crashed, timeout)."""
+
+    outcome: str
+    text: str
+    count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "text": self.text, "count": self.count}
+
+
+@dataclass(frozen=True)
 class NotCounted:
     outcome: str
     reason: str
@@ -390,6 +434,8 @@ class VariantAggregate:
     # error, never the documented one: "related" (DESIGN.md, "Documented vs related")
     related: Rate = field(default_factory=lambda: Rate.of(0, 0))
     ok: Rate = field(default_factory=lambda: Rate.of(0, 0))  # ok runs, of the same n
+    # the runs counted in ``overall`` that were not ok, by how they ended, most first
+    failures: tuple[Failure, ...] = ()
 
     @property
     def failed_otherwise(self) -> int:
@@ -414,6 +460,8 @@ class VariantAggregate:
             "not_counted": [m.to_dict() for m in self.not_counted],
             "anywhere": self.anywhere.to_dict(),
             "related": self.related.to_dict(),
+            "ok": self.ok.to_dict(),
+            "failures": [f.to_dict() for f in self.failures],
         }
 
 
@@ -423,11 +471,17 @@ class Verdict:
     subject: str  # the variant or spec it concerns ("" for the entry)
     claimed: str
     measured: str
-    verdict: str  # CONFIRMED | CONTRADICTED | NOT_MEASURABLE
+    verdict: str  # one of VERDICTS
     why: str
     seen_instead: str = ""  # the most frequent message seen instead, where relevant
+    n: int = 0  # applicable runs behind the verdict
 
-    def to_dict(self) -> dict[str, str]:
+    @property
+    def label(self) -> str:
+        """'inconclusive (n=2)'; the other verdicts as they are."""
+        return f"{self.verdict} (n={self.n})" if self.verdict == INCONCLUSIVE else self.verdict
+
+    def to_dict(self) -> dict[str, Any]:
         return {
             "claim": self.claim,
             "subject": self.subject,
@@ -436,6 +490,7 @@ class Verdict:
             "verdict": self.verdict,
             "why": self.why,
             "seen_instead": self.seen_instead,
+            "n": self.n,
         }
 
 
@@ -494,6 +549,11 @@ class EntryAggregate:
             if v.name == name:
                 return v
         raise KeyError(name)
+
+    @property
+    def signature_text(self) -> str:
+        """The documented message as a reader writes it, not as the pattern that matches it."""
+        return pattern_text(self.signature_message)
 
     @property
     def harness_versions(self) -> tuple[str, ...]:
@@ -628,6 +688,7 @@ _HITS = {
 }
 _RELATED_VALUE = Outcome.RELATED.value
 _OK_VALUE = Outcome.OK.value
+_OK = Outcome.OK
 _HITS_DEFAULT = frozenset({Outcome.OK.value})  # workaround, control, and any unknown kind
 
 # one cell as the per-variant pass sees it: key, its trials (in record order), its value
@@ -908,6 +969,7 @@ def _variant_aggregate(
     not_counted: dict[tuple[str, str], list[Any]] = {}
     measured: dict[Slice, set[str]] = defaultdict(set)
     reproduced: dict[Slice, set[str]] = defaultdict(set)
+    failures: dict[tuple[str, str], int] = {}
     runs = counted = 0
     anywhere = [0]  # hits over every applicable run (n is `counted`)
     restricted = kind in ("workaround", "dead_end")
@@ -947,6 +1009,19 @@ def _variant_aggregate(
         if has_reproduced:
             reproduced[s].add(env)
         if not restricted or key[1 : 1 + scope] in reproducing:
+            if n != st[3]:  # some counted trial was not ok
+                for r in rs:
+                    o = r.outcome
+                    if o is _OK or o in NOT_COUNTED:
+                        continue
+                    exc = r.exception
+                    text = (
+                        f"{exc.type}: {exc.message}"
+                        if exc is not None
+                        else f"{o.value}: {r.reason}"
+                    )
+                    fk = (o.value, text)
+                    failures[fk] = failures.get(fk, 0) + 1
             ps = per_slice[s]
             ps[0] += k
             ps[1] += n
@@ -1007,6 +1082,10 @@ def _variant_aggregate(
         overall=Rate.of(k_all, n_all),
         related=Rate.of(related_all, n_all),
         ok=Rate.of(ok_all, n_all),
+        failures=tuple(
+            Failure(o, text, c)
+            for (o, text), c in sorted(failures.items(), key=lambda kv: (-kv[1], kv[0]))
+        ),
         by_slice=tuple((slice_id(s), Rate.of(*per_slice[s][:2])) for s in slices),
         ranges=tuple(ranges),
         messages=tuple(msgs),
@@ -1059,15 +1138,6 @@ def _why_no_applicable(agg: EntryAggregate, v: VariantAggregate) -> str:
     return "all its runs were unsupported, skipped or env_failed"
 
 
-def _seen_instead(v: VariantAggregate, expected: frozenset[str]) -> MessageSeen | None:
-    """The most frequent exception raised in an outcome the variant's claim does not
-    expect (for a dead end: anything but the documented or its own expected error)."""
-    for m in v.messages:
-        if not set(m.outcomes) <= expected:
-            return m
-    return None
-
-
 _EXPECTED = {
     "workaround": frozenset({Outcome.OK.value}),
     "control": frozenset({Outcome.OK.value}),
@@ -1087,65 +1157,81 @@ def _verdicts(entry: Entry | None, agg: EntryAggregate) -> tuple[Verdict, ...]:
 
     # fix rate
     if claims is not None and claims.fix_rate is not None:
-        measured_w = [w for w in workarounds if w.overall.n]
-        pooled = Rate.of(
-            sum(w.overall.k for w in workarounds), sum(w.overall.n for w in workarounds)
-        )
-        if not workarounds:
-            verdict, why, measured = NOT_MEASURABLE, "the entry has no workaround variant", "–"
-            seen = ""
-        elif not measured_w:
-            verdict, why = NOT_MEASURABLE, _why_no_applicable(agg, workarounds[0])
-            measured, seen = "0/0 (no applicable runs)", ""
-        else:
-            best = max(measured_w, key=lambda w: (w.overall.value, w.overall.n, _neg(w.name)))
-            verdict, why = judge_rate(claims.fix_rate, best.overall, "")
-            why = f"basis: best workaround {best.name!r}; {why}; pooled workaround runs ok: {pooled.text()}"
-            measured = best.overall.text()
-            seen = (
-                _message_text(_seen_instead(best, _EXPECTED["workaround"]))
-                if verdict == CONTRADICTED
-                else ""
-            )
-        out.append(Verdict("fix rate", "", pct(claims.fix_rate), measured, verdict, why, seen))
+        out.append(_fix_rate_verdict(claims.fix_rate, agg, workarounds))
 
     # version table
     if claims is not None:
         for row in claims.version_table:
             out.append(_version_verdict(row, agg, baselines))
 
-    # per-variant rates
+    # per-variant rates: a stated rate, or the implicit claim of an unrated recommendation
     for v in agg.variants:
         if v.kind not in ("workaround", "dead_end") or (
             v.claim_ref is None and v.claimed_rate is None
         ):
             continue
-        what = v.claim_ref or v.kind.replace("_", " ")
-        label = f"{what}: {v.metric}" + (f" ({v.reading} reading)" if v.reading else "")
-        verdict, why = judge_rate(v.claimed_rate, v.overall, _why_no_applicable(agg, v))
-        if v.kind == "dead_end" and v.overall.n:
-            # a failure for another reason is named, never counted as this claim's failure
-            why += (
-                f"; failed as documented in {v.overall.k}/{v.overall.n}"
-                + (f" (its own expected error in {v.related.k})" if v.related.k else "")
-                + f", for another reason in {v.failed_otherwise}/{v.overall.n}"
-                + f", ok in {v.ok.k}/{v.overall.n}"
-            )
-        seen = ""
-        if verdict == CONTRADICTED or (v.kind == "dead_end" and v.failed_otherwise):
-            seen = _message_text(_seen_instead(v, _EXPECTED.get(v.kind, _EXPECTED["workaround"])))
-        out.append(
-            Verdict(
-                label,
-                v.name,
-                pct(v.claimed_rate) if v.claimed_rate is not None else "–",
-                v.overall.text(),
-                verdict,
-                why,
-                seen,
-            )
-        )
+        out.append(_variant_verdict(agg, v))
     return tuple(out)
+
+
+def _fix_rate_verdict(
+    fix_rate: float, agg: EntryAggregate, workarounds: list[VariantAggregate]
+) -> Verdict:
+    measured_w = [w for w in workarounds if w.overall.n]
+    pooled = Rate.of(sum(w.overall.k for w in workarounds), sum(w.overall.n for w in workarounds))
+    if not workarounds:
+        return Verdict(
+            "fix rate",
+            "",
+            pct(fix_rate),
+            "–",
+            NOT_MEASURABLE,
+            "the entry has no workaround variant",
+        )
+    if not measured_w:
+        why = _why_no_applicable(agg, workarounds[0])
+        return Verdict(
+            "fix rate", "", pct(fix_rate), "0/0 (no applicable runs)", NOT_MEASURABLE, why
+        )
+    best = max(measured_w, key=lambda w: (w.overall.value, w.overall.n, _neg(w.name)))
+    verdict, why = judge_rate(fix_rate, best.overall, "")
+    why = f"basis: best workaround {best.name!r}; {why}; pooled workaround runs ok: {pooled.text()}"
+    seen = ""
+    if verdict != CONFIRMED:
+        seen = _failures_text(best, _EXPECTED["workaround"])
+    return Verdict(
+        "fix rate", "", pct(fix_rate), best.overall.text(), verdict, why, seen, best.overall.n
+    )
+
+
+def _variant_verdict(agg: EntryAggregate, v: VariantAggregate) -> Verdict:
+    what = v.claim_ref or v.kind.replace("_", " ")
+    label = f"{what}: {v.metric}" + (f" ({v.reading} reading)" if v.reading else "")
+    implicit = "works" if v.kind == "workaround" else "fails as documented"
+    verdict, why = judge_rate(v.claimed_rate, v.overall, _why_no_applicable(agg, v), implicit)
+    if v.kind == "dead_end" and v.overall.n:
+        # a failure for another reason is named, never counted as this claim's failure
+        why += (
+            f"; failed as documented in {v.overall.k}/{v.overall.n}"
+            + (f" (its own expected error in {v.related.k})" if v.related.k else "")
+            + f", for another reason in {v.failed_otherwise}/{v.overall.n}"
+            + f", ok in {v.ok.k}/{v.overall.n}"
+        )
+    seen = ""
+    if v.overall.n and (verdict != CONFIRMED or (v.kind == "dead_end" and v.failed_otherwise)):
+        seen = _failures_text(v, _EXPECTED.get(v.kind, _EXPECTED["workaround"]))
+    claimed = pct(v.claimed_rate) if v.claimed_rate is not None else f"it {implicit} (no rate)"
+    return Verdict(label, v.name, claimed, v.overall.text(), verdict, why, seen, v.overall.n)
+
+
+def _failures_text(v: VariantAggregate, expected: frozenset[str]) -> str:
+    """What the variant's runs did instead of what its claim expects, most frequent first:
+    exceptions (type: message) and, for runs without one, the outcome and its reason."""
+    seen = [
+        (f.count, f.text) for f in v.failures if f.outcome not in expected and f.outcome != "ok"
+    ]
+    seen.sort(key=lambda cf: -cf[0])
+    return "; ".join(f"{text} (×{count})" for count, text in seen[:3])
 
 
 def _neg(s: str) -> tuple[int, ...]:
@@ -1169,7 +1255,10 @@ def _messages_instead(baselines: list[VariantAggregate], envs: set[str] | None =
 
 
 def _message_verdict(agg: EntryAggregate, baselines: list[VariantAggregate]) -> Verdict:
-    claimed = f"{agg.signature_type}: {agg.signature_message}" if agg.signature_type else "–"
+    """The documented message occurs: one reproduction shows it; none, in enough applicable
+    runs that an error occurring in half of them would have been seen (the 95% interval of
+    0/n lies below 50%), contradicts it; fewer runs are inconclusive."""
+    claimed = f"{agg.signature_type}: {agg.signature_text}" if agg.signature_type else "–"
     k = sum(b.overall.k for b in baselines)
     n = sum(b.overall.n for b in baselines)
     seen = _messages_instead(baselines)
@@ -1194,21 +1283,23 @@ def _message_verdict(agg: EntryAggregate, baselines: list[VariantAggregate]) -> 
         why = "the documented signature was raised"
         if related:
             why += "; a variant's own (related) error is counted apart, never as the documented one"
-        return Verdict("documented message", "", claimed, measured, CONFIRMED, why)
+        return Verdict("documented message", "", claimed, measured, CONFIRMED, why, "", n)
     if not n:
         why = "no baseline run was applicable (all unsupported, skipped or env_failed)"
         if not any(b.runs for b in baselines):
             why = "the baseline has no runs"
         return Verdict("documented message", "", claimed, measured, NOT_MEASURABLE, why)
-    why = (
-        "never seen; seen instead: " + seen
-        if seen
-        else "never seen; the baseline raised no exception"
+    why = "never seen" + (
+        "; seen instead: " + seen if seen else "; the baseline raised no exception"
     )
     retyped = _documented_message_other_type(agg, baselines)
     if retyped:
         why = f"the documented message was raised as {retyped}, not {agg.signature_type}; " + why
-    return Verdict("documented message", "", claimed, measured, CONTRADICTED, why, seen)
+    high = Rate.of(0, n).high or 0.0
+    if high < 0.5:
+        return Verdict("documented message", "", claimed, measured, CONTRADICTED, why, seen, n)
+    why += f"; in {n} runs an error occurring in up to {pct(high)} of runs could stay unseen"
+    return Verdict("documented message", "", claimed, measured, INCONCLUSIVE, why, seen, n)
 
 
 def _documented_message_other_type(agg: EntryAggregate, baselines: list[VariantAggregate]) -> str:
@@ -1224,113 +1315,101 @@ def _documented_message_other_type(agg: EntryAggregate, baselines: list[VariantA
     return ""
 
 
-def _spec(spec: str) -> tuple[str, SpecifierSet] | None:
-    m = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*(.*)$", spec)
-    if not m:
-        return None
-    try:
-        return m.group(1).lower(), SpecifierSet(m.group(2).replace(" ", ""))
-    except InvalidSpecifier:
-        return None
+def _env_version(env: EnvInfo, field_name: str) -> Version | None:
+    return _public(_version(getattr(env, field_name)))
 
 
-def _env_version(env: EnvInfo, package: str) -> Version | None:
-    text = {
-        "torch": env.torch,
-        "lightning": env.lightning,
-        "pytorch-lightning": env.lightning,
-        "pytorch_lightning": env.lightning,
-        "python": env.python,
-    }.get(package)
-    return _public(_version(text))
+def _baseline_by_env(
+    agg: EntryAggregate, baselines: list[VariantAggregate]
+) -> dict[str, list[int]]:
+    """env id -> [documented reproductions, applicable baseline runs], any device/precision."""
+    names = {b.name for b in baselines}
+    out: dict[str, list[int]] = {}
+    for (variant, env, _, _), value in agg.cells.items():
+        if variant not in names:
+            continue
+        slot = out.setdefault(env, [0, 0])
+        for o, c in value.counts:
+            if o in _NOT_COUNTED_VALUES:
+                continue
+            slot[1] += c
+            if o == _REPRODUCED_VALUE:
+                slot[0] += c
+    return out
 
 
 def _version_verdict(row: Any, agg: EntryAggregate, baselines: list[VariantAggregate]) -> Verdict:
+    """A version-table row, judged environment by environment: an environment where the
+    documented error reproduced shows it present; one where it never did shows it absent
+    only when the 95% interval of 0/n lies below 50%, else that environment is undecided."""
     label = f"version table: {row.spec} ({row.status})"
     claimed = row.status + "".join(
         f", {k} {v}"
         for k, v in (("introduced", row.introduced), ("deprecated", row.deprecated))
         if v
     )
-    parsed = _spec(row.spec)
-    if parsed is None:
-        return Verdict(
-            label, row.spec, claimed, "–", NOT_MEASURABLE, f"cannot parse the spec {row.spec!r}"
-        )
-    package, spec = parsed
-    measured_envs: set[str] = set()
-    reproduced_envs: set[str] = set()
-    for b in baselines:
-        for r in b.ranges:
-            if r.slice == "*":
-                measured_envs.update(r.measured)
-                reproduced_envs.update(r.reproduced)
+    try:
+        field_name, spec = parse_claim_spec(row.spec)
+    except ValueError as exc:  # entries validate at load; a hand-built claim may not
+        return Verdict(label, row.spec, claimed, "–", NOT_MEASURABLE, str(exc))
+    counts = _baseline_by_env(agg, baselines)
     satisfying: list[EnvInfo] = []
     for e in agg.envs:
-        v = _env_version(e, package)
+        v = _env_version(e, field_name)
         if v is not None and spec.contains(v, prereleases=True):
             satisfying.append(e)
-    applicable = [e for e in satisfying if e.id in measured_envs]
-    rep = [e for e in applicable if e.id in reproduced_envs]
-    norep = [e for e in applicable if e.id not in reproduced_envs]
+    applicable = [e for e in satisfying if counts.get(e.id, (0, 0))[1]]
+    rep = [e for e in applicable if counts[e.id][0]]
+    absent = [
+        e
+        for e in applicable
+        if not counts[e.id][0] and (Rate.of(0, counts[e.id][1]).high or 0.0) < 0.5
+    ]
+    undecided = [e for e in applicable if e not in rep and e not in absent]
+    n = sum(counts[e.id][1] for e in applicable)
     measured = f"reproduces in {len(rep)}/{len(applicable)} measured envs satisfying the spec"
+    if undecided:
+        measured += f" ({len(undecided)} with too few runs to tell)"
     if not satisfying:
-        return Verdict(
-            label,
-            row.spec,
-            claimed,
-            measured,
-            NOT_MEASURABLE,
-            f"no measured environment satisfies {row.spec}",
-        )
+        why = f"no measured environment satisfies {row.spec}"
+        return Verdict(label, row.spec, claimed, measured, NOT_MEASURABLE, why)
     if not applicable:
-        return Verdict(
-            label,
-            row.spec,
-            claimed,
-            measured,
-            NOT_MEASURABLE,
-            "every baseline run in the environments satisfying the spec was unsupported, skipped or env_failed",
+        why = (
+            "every baseline run in the environments satisfying the spec was unsupported, "
+            "skipped or env_failed"
         )
-    # introduced / deprecated bounds, in the spec's package
+        return Verdict(label, row.spec, claimed, measured, NOT_MEASURABLE, why)
+    # introduced / deprecated bounds: a reproduction outside them contradicts the row
     problems: list[str] = []
     for bound, below in (("introduced", True), ("deprecated", False)):
         raw = getattr(row, bound)
-        bv = _public(_version(raw)) if raw and raw not in ("—", "-") else None
+        bv = _public(_version(raw)) if raw else None
         if bv is None:
             continue
         for e in agg.envs:
-            ev = _env_version(e, package)
-            if ev is None or e.id not in reproduced_envs:
+            ev = _env_version(e, field_name)
+            if ev is None or not counts.get(e.id, (0, 0))[0]:
                 continue
             if (below and ev < bv) or (not below and ev >= bv):
                 problems.append(
                     f"reproduces in {e.id}, {'before' if below else 'at/after'} {bound} {raw}"
                 )
                 break
-    status = row.status.strip().lower()
-    if status in PRESENT_STATUSES:
-        if norep:
-            problems.insert(0, "does not reproduce in " + ", ".join(e.id for e in norep))
-    elif status in FIXED_STATUSES:
-        if rep:
-            problems.insert(0, "reproduces in " + ", ".join(e.id for e in rep))
-    elif not problems:
-        return Verdict(
-            label,
-            row.spec,
-            claimed,
-            measured,
-            NOT_MEASURABLE,
-            f"status {row.status!r} does not say whether the error occurs",
-        )
+    present = row.status.strip().lower() in PRESENT_STATUSES
+    if present and absent:
+        problems.insert(0, "does not reproduce in " + ", ".join(e.id for e in absent))
+    elif not present and rep:
+        problems.insert(0, "reproduces in " + ", ".join(e.id for e in rep))
     if problems:
-        seen = (
-            _messages_instead(baselines, {e.id for e in norep})
-            if status in PRESENT_STATUSES
-            else ""
+        seen = _messages_instead(baselines, {e.id for e in absent}) if present else ""
+        return Verdict(
+            label, row.spec, claimed, measured, CONTRADICTED, "; ".join(problems), seen, n
         )
-        return Verdict(label, row.spec, claimed, measured, CONTRADICTED, "; ".join(problems), seen)
+    if undecided:
+        why = "too few applicable baseline runs to tell in " + ", ".join(
+            f"{e.id} (0/{counts[e.id][1]})" for e in undecided
+        )
+        return Verdict(label, row.spec, claimed, measured, INCONCLUSIVE, why, "", n)
     return Verdict(
         label,
         row.spec,
@@ -1338,4 +1417,6 @@ def _version_verdict(row: Any, agg: EntryAggregate, baselines: list[VariantAggre
         measured,
         CONFIRMED,
         "consistent in " + ", ".join(e.id for e in applicable),
+        "",
+        n,
     )

@@ -17,11 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from packaging.version import InvalidVersion, Version
 
+from harness.domain import (
+    DEVICES,
+    FIXED_STATUSES,
+    KINDS,
+    PRECISIONS,
+    PRESENT_STATUSES,
+    parse_claim_spec,
+)
 from harness.yamlsafe import YamlProblem, compose_plain
 
 __all__ = [
-    "KINDS",
     "Claims",
     "Entry",
     "EntryError",
@@ -32,9 +40,6 @@ __all__ = [
     "load_entry",
 ]
 
-KINDS = ("baseline", "workaround", "dead_end", "control")
-DEVICES = ("cpu", "cuda")
-PRECISIONS = ("fp32", "fp16", "bf16")
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)*$")
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
@@ -239,6 +244,14 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         _check_keys(claim, {"ref", "rate"}, {"ref"}, path, "claim")
         claim_ref = str(claim["ref"])
         claimed_rate = _rate(claim.get("rate"), path, cline, "claim.rate")
+        if claimed_rate is not None and kind in ("baseline", "control"):
+            raise EntryError(
+                path,
+                claim.key_lines["rate"],
+                f"a {kind} carries no claimed rate: a document's rates are about its "
+                "workarounds (success) and dead ends (failure); the baseline's reproduction "
+                "and a control's passing are measured, not claimed",
+            )
     reading = data.get("reading")
     if reading not in (None, "literal", "sensible"):
         raise EntryError(path, data.key_lines["reading"], "reading must be 'literal' or 'sensible'")
@@ -288,14 +301,7 @@ def _claims(data: Any, path: Path, line: int) -> Claims:
             path,
             "version_table row",
         )
-        rows.append(
-            VersionClaim(
-                spec=str(row["spec"]),
-                status=str(row["status"]),
-                introduced=None if row.get("introduced") is None else str(row["introduced"]),
-                deprecated=None if row.get("deprecated") is None else str(row["deprecated"]),
-            )
-        )
+        rows.append(_version_claim(row, path))
     return Claims(
         verification=None if data.get("verification") is None else str(data["verification"]),
         fix_rate=_rate(
@@ -304,6 +310,39 @@ def _claims(data: Any, path: Path, line: int) -> Claims:
         version_table=tuple(rows),
         conditions=tuple(str(c) for c in data.get("conditions") or ()),
     )
+
+
+def _version_claim(row: _Lines, path: Path) -> VersionClaim:
+    spec = str(row["spec"])
+    try:
+        parse_claim_spec(spec)
+    except ValueError as exc:
+        raise EntryError(path, row.key_lines["spec"], f"version_table spec {exc}") from exc
+    status = str(row["status"]).strip().lower()
+    statuses = sorted(PRESENT_STATUSES | FIXED_STATUSES)
+    if status not in statuses:
+        raise EntryError(
+            path,
+            row.key_lines["status"],
+            f"version_table status {row['status']!r} says neither that the error occurs nor "
+            f"that it is fixed; use one of {statuses}",
+        )
+    bounds: dict[str, str | None] = {}
+    for bound in ("introduced", "deprecated"):
+        raw = row.get(bound)
+        if raw is None:
+            bounds[bound] = None
+            continue
+        try:
+            Version(str(raw))
+        except InvalidVersion:
+            raise EntryError(
+                path,
+                row.key_lines[bound],
+                f"version_table {bound} {raw!r} is not a version (write null when unknown)",
+            ) from None
+        bounds[bound] = str(raw)
+    return VersionClaim(spec=spec, status=status, **bounds)
 
 
 def load_entry(

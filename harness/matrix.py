@@ -24,13 +24,12 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from harness.domain import DEVICES, PRECISIONS, cell_id, env_id
 from harness.yamlsafe import YamlProblem, compose_plain
 
 __all__ = [
     "AXES",
-    "DEVICES",
     "FORMAT_VERSION",
-    "PRECISIONS",
     "VERSION_AXES",
     "Cell",
     "Environment",
@@ -48,9 +47,6 @@ __all__ = [
 FORMAT_VERSION = 1
 AXES = ("python", "torch", "lightning", "device", "precision")
 VERSION_AXES = ("python", "torch", "lightning")
-# Closed sets, in the order reports show them.
-DEVICES = ("cpu", "cuda")
-PRECISIONS = ("fp32", "fp16", "bf16")
 
 _DEFAULT_TRIALS = 1
 _DEFAULT_TIMEOUT_S = 300.0
@@ -106,7 +102,7 @@ class Environment:
 
     @property
     def id(self) -> str:
-        return f"py{self.python}-torch{self.torch}-lightning{self.lightning}"
+        return env_id(self.python, self.torch, self.lightning)
 
     def requirements(self) -> tuple[str, ...]:
         return (f"torch=={self.torch}", f"lightning=={self.lightning}", *self.pins)
@@ -138,7 +134,7 @@ class Cell:
 
     @property
     def id(self) -> str:
-        return f"{self.env.id}-{self.device}-{self.precision}"
+        return cell_id(self.env.id, self.device, self.precision)
 
     def value(self, axis: str) -> str:
         """This cell's value on one of AXES."""

@@ -53,7 +53,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from harness.entries import DEVICES, KINDS, PRECISIONS
+from harness.domain import DEVICES, KINDS, PRECISIONS
 from harness.outcomes import Outcome
 from harness.records import SCHEMA, ExceptionInfo, Record
 

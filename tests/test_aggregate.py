@@ -11,6 +11,7 @@ from harness.aggregate import (
     CONFIRMED,
     CONTRADICTED,
     FLAKY,
+    INCONCLUSIVE,
     NOT_MEASURABLE,
     Rate,
     aggregate,
@@ -144,12 +145,21 @@ def test_wilson_empty_and_invalid():
 
 def test_judge_rate_rule():
     r = Rate.of(9, 10)  # [0.596, 0.982]
-    assert judge_rate(0.88, r, "")[0] == CONFIRMED
+    # inside the interval, but so are rates far from it: the interval does not decide
+    assert judge_rate(0.88, r, "")[0] == INCONCLUSIVE
+    assert judge_rate(0.88, Rate.of(90, 100), "")[0] == CONFIRMED  # [0.826, 0.945]
     assert judge_rate(0.5, r, "")[0] == CONTRADICTED
     assert "below" in judge_rate(0.5, r, "")[1]
     assert judge_rate(0.99, r, "")[0] == CONTRADICTED
     assert judge_rate(0.5, Rate.of(0, 0), "because") == (NOT_MEASURABLE, "because")
-    assert judge_rate(None, r, "")[0] == NOT_MEASURABLE
+
+
+def test_an_unrated_claim_is_that_it_works_in_most_runs():
+    assert judge_rate(None, Rate.of(8, 8), "")[0] == CONFIRMED  # [0.676, 1]
+    verdict_, why = judge_rate(None, Rate.of(0, 8), "")
+    assert verdict_ == CONTRADICTED and "works in most runs" in why
+    assert judge_rate(None, Rate.of(2, 2), "")[0] == INCONCLUSIVE  # [0.342, 1] spans 50%
+    assert "fails" in judge_rate(None, Rate.of(0, 8), "", "fails")[1]
 
 
 # -- cells ----------------------------------------------------------------------------------
@@ -281,22 +291,36 @@ def test_verdicts_claimed_vs_measured():
     agg = aggregate_entry(entry, scenario())
     assert verdict(agg, "documented message").verdict == CONFIRMED
     fix = verdict(agg, "fix rate")
-    assert fix.verdict == CONFIRMED and "best workaround 'wa'" in fix.why and "pooled" in fix.why
+    # 3/4: 0.88 lies in [0.30, 0.95], as do rates far from it
+    assert fix.verdict == INCONCLUSIVE and fix.label == "inconclusive (n=4)"
+    assert "best workaround 'wa'" in fix.why and "pooled" in fix.why
     rows = [v for v in agg.verdicts if v.claim.startswith("version table")]
     assert [v.verdict for v in rows] == [
-        CONTRADICTED,
+        INCONCLUSIVE,  # E3: 0/2 cannot tell that it does not reproduce
         CONFIRMED,
         NOT_MEASURABLE,
-        CONFIRMED,
+        INCONCLUSIVE,
         CONTRADICTED,
     ]
-    assert E3 in rows[0].why and rows[0].seen_instead == "ValueError: new message (×2)"
+    assert f"{E3} (0/2)" in rows[0].why
     assert "before introduced 1.11" in rows[4].why
-    assert verdict(agg, "workaround 1").verdict == CONFIRMED  # 0.9 in [0.30, 0.95]
+    assert verdict(agg, "workaround 1").verdict == INCONCLUSIVE  # 0.9 in [0.30, 0.95]
     de = verdict(agg, "dead end 1")
     assert de.verdict == CONTRADICTED and de.measured.startswith("1/3")
     assert "for another reason in 1/3" in de.why
-    assert de.seen_instead == "ValueError: other thing"
+    assert de.seen_instead == "ValueError: other thing (×1)"
+
+
+def test_version_rows_decided_by_enough_runs():
+    table = (VersionClaim("torch>=1.10", "active"), VersionClaim("torch>=2.0", "fixed"))
+    records = [rec("base", E1, R)] + [
+        rec("base", E3, OTHER, trial=t, message="new message") for t in range(4)
+    ]
+    agg = aggregate_entry(make_entry(table=table), records)
+    active, fixed = (v for v in agg.verdicts if v.claim.startswith("version table"))
+    assert active.verdict == CONTRADICTED  # E3: 0/4, interval [0, 0.49]
+    assert E3 in active.why and active.seen_instead == "ValueError: new message (×4)"
+    assert fixed.verdict == CONFIRMED
 
 
 def test_no_reproduction_makes_rates_not_measurable_and_names_messages():
@@ -304,6 +328,8 @@ def test_no_reproduction_makes_rates_not_measurable_and_names_messages():
         rec("base", E1, OTHER, message="seen A"),
         rec("base", E2, OTHER, message="seen B"),
         rec("base", E3, OTHER, message="seen B"),
+        rec("base", E2, OTHER, trial=1, message="seen B"),
+        rec("base", E3, OTHER, trial=1, message="seen B"),
         rec("wa", E1, OK),
         rec("de", E1, OTHER),
     ]
@@ -311,7 +337,7 @@ def test_no_reproduction_makes_rates_not_measurable_and_names_messages():
     msg = verdict(agg, "documented message")
     assert msg.verdict == CONTRADICTED
     assert msg.why.index("seen B") < msg.why.index("seen A")  # most frequent first
-    assert msg.seen_instead.startswith("ValueError: seen B (×2)")
+    assert msg.seen_instead.startswith("ValueError: seen B (×4)")
     wa = verdict(agg, "workaround 1")
     assert wa.verdict == NOT_MEASURABLE and "never reproduced" in wa.why
     assert "where it ran, it was ok in 1/1 applicable runs" in wa.why  # shown, not judged
@@ -486,12 +512,33 @@ def test_a_dead_end_failing_for_another_reason_is_not_a_confirmation() -> None:
     assert de.verdict == CONTRADICTED
     assert de.measured.startswith("0/4")
     assert "for another reason in 4/4" in de.why
-    assert de.seen_instead == "ValueError: AssertionError at step"
+    assert de.seen_instead == "ValueError: AssertionError at step (×4)"
 
 
 def test_a_document_type_that_differs_is_named() -> None:
-    records = [rec("base", E1, OTHER, message="Attempting to unscale FP16 gradients.")]
+    records = [
+        rec("base", E1, OTHER, trial=t, message="Attempting to unscale FP16 gradients.")
+        for t in range(4)
+    ]
     agg = aggregate_entry(entry_with_related(), records)
     msg = verdict(agg, "documented message")
     assert msg.verdict == CONTRADICTED
     assert msg.why.startswith("the documented message was raised as ValueError, not RuntimeError")
+
+
+def test_a_documented_message_never_seen_in_few_runs_is_inconclusive() -> None:
+    agg = aggregate_entry(make_entry(), [rec("base", E1, OTHER), rec("base", E2, OK)])
+    msg = verdict(agg, "documented message")
+    assert msg.verdict == INCONCLUSIVE and msg.label == "inconclusive (n=2)"
+
+
+def test_failed_workarounds_name_what_happened_instead() -> None:
+    records = [rec("base", E1, R), rec("base", E2, R)] + [
+        rec("wa", e, Outcome.WRONG_RESULT, trial=t, reason="postcondition failed: clipped")
+        for e in (E1, E2)
+        for t in range(3)
+    ]
+    agg = aggregate_entry(make_entry(wa_rate=0.9), records)
+    wa = verdict(agg, "workaround 1")
+    assert wa.verdict == CONTRADICTED
+    assert wa.seen_instead == "wrong_result: postcondition failed: clipped (×6)"

@@ -78,6 +78,35 @@ def test_good_entry(tmp_path: Path) -> None:
         (GOOD.replace("kind: baseline", "kind: workaround"), 3, "at least one baseline"),
         ("id: [unclosed\n", 2, "not valid YAML"),
         (
+            GOOD + "claims:\n  version_table:\n    - {spec: 'tensorflow>=2', status: active}\n",
+            8,
+            "names 'tensorflow'",
+        ),
+        (
+            GOOD + "claims:\n  version_table:\n    - {spec: 'torch>=>2', status: active}\n",
+            8,
+            "version_table spec 'torch>=>2'",
+        ),
+        (
+            GOOD + "claims:\n  version_table:\n    - {spec: 'torch>=2', status: maybe}\n",
+            8,
+            "status 'maybe' says neither",
+        ),
+        (
+            GOOD + "claims:\n  version_table:\n    - {spec: torch, status: active, "
+            "introduced: soon}\n",
+            8,
+            "introduced 'soon' is not a version",
+        ),
+        (
+            GOOD.replace(
+                'kind: baseline, description: "raises"',
+                'kind: baseline, description: "raises", claim: {ref: "x", rate: 0.5}',
+            ),
+            4,
+            "a baseline carries no claimed rate",
+        ),
+        (
             GOOD.replace(
                 'description: "works"',
                 'description: "works", signature: {type: ValueError, message: "x"}',

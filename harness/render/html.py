@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.aggregate import Aggregates, EntryAggregate, EnvInfo, slice_id
+from harness.aggregate import VERDICTS, Aggregates, EntryAggregate, EnvInfo, slice_id
 from harness.records import Record
 from harness.render import COLOR, GLYPH, LABEL, STATUSES, entry_slug
 
@@ -49,7 +49,7 @@ _STATUS_INDEX = {s: i for i, s in enumerate(STATUSES)}
 _OUTCOME_INDEX = {
     s: i for s, i in _STATUS_INDEX.items()
 }  # Outcome is a str: its value hashes alike
-_VERDICTS = ("confirmed", "contradicted", "not measurable")
+_VERDICTS = VERDICTS
 
 
 def _e(text: object) -> str:
@@ -110,7 +110,7 @@ table.heatmap thead th{font-weight:normal;font-size:11px;writing-mode:vertical-r
 .sig,.why{font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:break-word}
 #detail{position:fixed;right:0;top:0;bottom:0;width:360px;overflow:auto;background:#fff;border-left:1px solid #ccc;padding:70px 10px 10px;font-size:13px;box-sizing:border-box}
 #detail dt{font-weight:bold;margin-top:6px}#detail dd{margin:0;white-space:pre-wrap;word-break:break-word;font-family:ui-monospace,monospace}
-.v-confirmed{background:#d9f0d3}.v-contradicted{background:#fddbc7}.v-not-measurable{background:#eee}
+.v-confirmed{background:#d9f0d3}.v-contradicted{background:#fddbc7}.v-not-measurable{background:#eee}.v-inconclusive{background:#fff7bc}
 .hidden{display:none}
 """
 
@@ -207,14 +207,14 @@ class HtmlPart:
 
     entries: int
     runs: int
-    verdicts: tuple[int, int, int]  # confirmed, contradicted, not measurable
+    verdicts: tuple[int, ...]  # per verdict, in VERDICTS order
     slices: frozenset[str]
     contents: str
     sections: str
 
 
 def _verdict_counts(a: EntryAggregate) -> list[int]:
-    c = [0, 0, 0]
+    c = [0] * len(_VERDICTS)
     for v in a.verdicts:
         c[_VERDICTS.index(v.verdict)] += 1
     return c
@@ -224,20 +224,21 @@ def html_part(entries: Sequence[EntryAggregate], first: int = 0) -> HtmlPart:
     """The part of ``entries``, the first of them at index ``first`` of all entries."""
     contents: list[str] = []
     sections: list[str] = []
-    totals = [0, 0, 0]
+    totals = [0] * len(_VERDICTS)
     env_heads_cache: dict[tuple[int, ...], str] = {}
     for i, a in enumerate(entries, first):
         c = _verdict_counts(a)
         totals = [t + x for t, x in zip(totals, c, strict=True)]
         contents.append(
             f'<tr><td><a href="#e-{_e(entry_slug(a.id))}">{_e(a.id)}</a></td><td>{a.n_runs}</td>'
-            f"<td>{c[0]}</td><td>{c[1]}</td><td>{c[2]}</td></tr>"
+            + "".join(f"<td>{x}</td>" for x in c)
+            + "</tr>"
         )
         _section(a, cell_file_name(i), sections.append, env_heads_cache)
     return HtmlPart(
         entries=len(entries),
         runs=sum(a.n_runs for a in entries),
-        verdicts=(totals[0], totals[1], totals[2]),
+        verdicts=tuple(totals),
         slices=frozenset(slice_id(s) for a in entries for s in a.slices),
         contents="".join(contents),
         sections="".join(sections),
@@ -248,7 +249,7 @@ def assemble_html(parts: Sequence[HtmlPart]) -> str:
     """The page from the parts of all entries, in entry order."""
     n_entries = sum(p.entries for p in parts)
     n_runs = sum(p.runs for p in parts)
-    totals = [sum(p.verdicts[i] for p in parts) for i in range(3)]
+    totals = [sum(p.verdicts[i] for p in parts) for i in range(len(_VERDICTS))]
     slices = sorted(frozenset().union(*(p.slices for p in parts)))
     out: list[str] = []
     w = out.append
@@ -285,7 +286,8 @@ def assemble_html(parts: Sequence[HtmlPart]) -> str:
     w("</div></header><main>")
     w(
         '<h2>Entries</h2><table id="summary"><thead><tr><th>Entry</th><th>Runs</th>'
-        "<th>confirmed</th><th>contradicted</th><th>not measurable</th></tr></thead><tbody>"
+        + "".join(f"<th>{_e(k)}</th>" for k in _VERDICTS)
+        + "</tr></thead><tbody>"
     )
     out += (p.contents for p in parts)
     w("</tbody></table>")
@@ -320,7 +322,7 @@ def _section(
     if a.title != a.id:
         w(f"<p>{eid}</p>")
     if a.signature_type:
-        w(f'<p class="sig">{_e(a.signature_type)}: {_e(a.signature_message)}</p>')
+        w(f'<p class="sig">{_e(a.signature_type)}: {_e(a.signature_text)}</p>')
     w(f"<p>{a.n_runs} runs ({a.n_counted} applicable), newest {_e(a.newest[:10]) or '–'}.</p>")
     env_heads = _env_heads(a.envs, env_heads_cache)
     env_ids = [e.id for e in a.envs]
@@ -369,7 +371,7 @@ def _section(
     for v in a.verdicts:
         w(
             f'<tr class="v-{_e(v.verdict.replace(" ", "-"))}"><td>{_e(v.claim)}</td><td>{_e(v.subject)}</td>'
-            f"<td>{_e(v.claimed)}</td><td>{_e(v.measured)}</td><td><b>{_e(v.verdict)}</b></td>"
+            f"<td>{_e(v.claimed)}</td><td>{_e(v.measured)}</td><td><b>{_e(v.label)}</b></td>"
             f'<td class="why">{_e(v.why)}</td><td class="why">{_e(v.seen_instead)}</td></tr>'
         )
     w("</tbody></table></section>")

@@ -202,7 +202,7 @@ def verdicts_table(agg: EntryAggregate) -> list[str]:
             md(v.subject) or "–",
             md(v.claimed),
             md(v.measured),
-            f"**{v.verdict}**",
+            f"**{md(v.label)}**",
             md(v.why),
             md(v.seen_instead) or "–",
         ]
@@ -218,8 +218,9 @@ def render_entry(agg: EntryAggregate) -> str:
     if agg.title != agg.id:
         lines += [f"Entry: {md(agg.id)}", ""]
     if agg.signature_type:
+        # the message as text; the pattern that matches it is in the entry's entry.yaml
         lines += [
-            f"Documented signature: {md(agg.signature_type)}: {md(agg.signature_message)}",
+            f"Documented signature: {md(agg.signature_type)}: {md(agg.signature_text)}",
             "",
         ]
     lines += [

@@ -1,0 +1,147 @@
+"""The domain's closed sets and formats, in one place that every module imports.
+
+Devices, precisions, variant kinds, outcome kinds (defined with their meaning in
+``harness.outcomes``), the version-table vocabulary of entries, and the environment and
+cell id formats: made and parsed here, nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from harness.outcomes import NOT_COUNTED, Outcome
+
+__all__ = [
+    "CLAIM_PACKAGES",
+    "DEVICES",
+    "FIXED_STATUSES",
+    "KINDS",
+    "NOT_COUNTED",
+    "OUTCOMES",
+    "Outcome",
+    "PRECISIONS",
+    "PRESENT_STATUSES",
+    "EnvId",
+    "cell_id",
+    "env_id",
+    "parse_env_id",
+    "parse_claim_spec",
+    "pattern_text",
+]
+
+# closed sets, in the order reports show them
+DEVICES = ("cpu", "cuda")
+PRECISIONS = ("fp32", "fp16", "bf16")
+KINDS = ("baseline", "workaround", "dead_end", "control")  # variant kinds
+OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
+
+# version-table statuses of an entry: the error occurs / does not occur in that range
+PRESENT_STATUSES = frozenset({"active", "affected", "present"})
+FIXED_STATUSES = frozenset({"fixed", "resolved", "removed", "not_affected", "not affected"})
+# the packages a version-table spec may name -> the environment field it compares with
+CLAIM_PACKAGES = {
+    "torch": "torch",
+    "lightning": "lightning",
+    "pytorch-lightning": "lightning",
+    "pytorch_lightning": "lightning",
+    "python": "python",
+}
+
+_CLAIM_SPEC = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*(.*)$")
+
+
+def parse_claim_spec(spec: str) -> tuple[str, SpecifierSet]:
+    """A version-table spec, 'torch>=1.10,<2' -> ('torch', SpecifierSet('>=1.10,<2')): the
+    environment field it constrains (see CLAIM_PACKAGES) and the versions. ValueError
+    saying what is wrong otherwise."""
+    m = _CLAIM_SPEC.match(spec)
+    if not m:
+        raise ValueError(f"{spec!r} is not '<package><specifiers>', e.g. 'torch>=1.10'")
+    package = m.group(1).lower()
+    if package not in CLAIM_PACKAGES:
+        raise ValueError(
+            f"{spec!r} names {package!r}; a version-table spec names one of "
+            f"{sorted(CLAIM_PACKAGES)}"
+        )
+    try:
+        return CLAIM_PACKAGES[package], SpecifierSet(m.group(2).replace(" ", ""))
+    except InvalidSpecifier as exc:
+        raise ValueError(f"{spec!r}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class EnvId:
+    python: str
+    torch: str
+    lightning: str
+
+
+def env_id(python: str, torch: str, lightning: str) -> str:
+    """'py3.10-torch1.12.1-lightning2.1.4'"""
+    return f"py{python}-torch{torch}-lightning{lightning}"
+
+
+def cell_id(env: str, device: str, precision: str) -> str:
+    """'py3.10-torch1.12.1-lightning2.1.4-cpu-fp16'"""
+    return f"{env}-{device}-{precision}"
+
+
+_ENV_ID = re.compile(r"^py(?P<python>[^-]+)-torch(?P<torch>[^-]+)-lightning(?P<lightning>[^-]+)$")
+_ENV_PART = re.compile(r"(?:^|-)(py|torch|lightning)([0-9][^-]*)")
+
+
+def parse_env_id(text: str) -> EnvId:
+    """The versions an environment id names; a part the id lacks is "" (ids written by
+    hand or by an older harness may leave one out)."""
+    m = _ENV_ID.match(text)
+    if m:
+        return EnvId(m["python"], m["torch"], m["lightning"])
+    named = {k: v for k, v in _ENV_PART.findall(text)}
+    return EnvId(named.get("py", ""), named.get("torch", ""), named.get("lightning", ""))
+
+
+_QUANTIFIER = re.compile(r"(?:[*+?]|\{\d*,?\d*\})\??")
+
+
+def pattern_text(pattern: str) -> str:
+    """A signature's message pattern (a regular expression) as a reader would write the
+    message: escapes dropped ('unscale_\\(\\)' -> 'unscale_()'), anchors dropped, and
+    every part that stands for varying text ('\\w+', '.*', '[a-z]+') shown as '…'."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        varying = False
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            i += 2
+            if nxt.isalnum():  # a class (\w, \d, \s) or an assertion (\b, \A)
+                if nxt in "bBAZz":
+                    continue
+                varying = True
+            else:
+                out.append(nxt)
+                continue
+        elif c == "[":
+            end = pattern.find("]", i + 2)
+            i = n if end < 0 else end + 1
+            varying = True
+        elif c == "." and i + 1 < n and _QUANTIFIER.match(pattern, i + 1):
+            i += 1
+            varying = True
+        elif c in "^$" and (i == 0 or i == n - 1):
+            i += 1
+            continue
+        else:
+            out.append(c)
+            i += 1
+            continue
+        m = _QUANTIFIER.match(pattern, i)
+        if m:
+            i = m.end()
+        if varying and not (out and out[-1] == "…"):
+            out.append("…")
+    return "".join(out)
