@@ -1,4 +1,4 @@
-"""Command line: python -m harness {run,list,report,merge} ..."""
+"""Command line: python -m harness {run,list,plan,report,merge,diff} ..."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from harness.plan import parse_shard
 __all__ = ["main"]
 
 
-def _add_selection(p: argparse.ArgumentParser) -> None:
+def _add_selection(p: argparse.ArgumentParser, shard: bool = True) -> None:
     p.add_argument("--profile", help="matrix.yaml profile (default: the file's default_profile)")
     p.add_argument("--entry", action="append", default=[], metavar="GLOB", help="entry id filter")
     p.add_argument(
@@ -30,7 +30,12 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
         help="environment id filter, e.g. 'py3.10-torch1.12*'",
     )
     p.add_argument("--cell", action="append", default=[], metavar="GLOB", help="cell id filter")
-    p.add_argument("--shard", default="1/1", help="run shard K of N (by environment)")
+    if shard:
+        p.add_argument(
+            "--shard",
+            default="1/1",
+            help="run shard K of N (whole environments, balanced by job count)",
+        )
     p.add_argument("--matrix", default="matrix.yaml", help="matrix file, relative to the repo")
     p.add_argument(
         "--python",
@@ -71,11 +76,46 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--no-report", action="store_true", help="store records only")
     ls = sub.add_parser("list", help="show cells, exclusions and jobs of a profile")
     _add_selection(ls)
+    plan = sub.add_parser(
+        "plan",
+        help="split a profile into CI jobs balanced by stored durations (--github: the job matrix)",
+    )
+    _add_selection(plan, shard=False)
+    plan.add_argument(
+        "--github", action="store_true", help="print the GitHub Actions matrix (one JSON line)"
+    )
+    plan.add_argument("--shards", type=int, default=4, help="CI jobs to split into (default 4)")
+    plan.add_argument(
+        "--machine-prefix",
+        default=None,
+        help="machine names are PREFIX-1..N (default: ci-<profile>)",
+    )
     rep = sub.add_parser(
         "report", help="render tables, HTML, JSON and write-back from stored records"
     )
     rep.add_argument(
         "--check", action="store_true", help="write nothing; fail if outputs are stale"
+    )
+    rep.add_argument(
+        "--since",
+        metavar="REV",
+        default=None,
+        help="index.html opens with the cells changed since git revision REV's records",
+    )
+    diff = sub.add_parser(
+        "diff",
+        help="cells whose outcome changed between two record stores, machines or git revisions",
+    )
+    diff.add_argument("old", help="record folder or file, or a git revision (REV, REV:path)")
+    diff.add_argument("new", help="record folder or file, or a git revision (REV, REV:path)")
+    diff.add_argument(
+        "--machine", default=None, help="one machine's records (name or id), both sides"
+    )
+    diff.add_argument("--old-machine", default=None, help="one machine's records in OLD")
+    diff.add_argument("--new-machine", default=None, help="one machine's records in NEW")
+    diff.add_argument("--limit", type=int, default=50, help="lines per category (default 50)")
+    diff.add_argument(
+        "--exit-code", action="store_true", help="exit 1 when some cell changed (like git diff)"
     )
     merge = sub.add_parser("merge", help="add other machines' record files to results/records/")
     merge.add_argument("sources", nargs="+", help="record files (.jsonl) or folders of them")
@@ -99,7 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = store.merge(args.sources)
         for w in (*result.warnings, *store.quarantine(result.refused)):
             console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
-        console.print(f"merged: {result.added} records added, {result.duplicates} already present")
+        console.print(
+            f"merged: {result.added} records added, {result.duplicates} already present, "
+            f"{result.conflicts} conflicting"
+        )
         if result.refused:
             console.print(
                 f"[bold red]error:[/] {len(result.refused)} line(s) refused, copied with the "
@@ -107,16 +150,41 @@ def main(argv: Sequence[str] | None = None) -> int:
                 highlight=False,
             )
             return 2
+        if result.conflicts:
+            console.print(
+                f"[bold red]error:[/] {result.conflicts} record(s) conflict with stored records "
+                "of the same run (named above) and were kept out",
+                highlight=False,
+            )
+            return 1
         return 0
+    if args.command == "diff":
+        from harness.diff import DiffError, diff_records, format_diff, load_side
+
+        try:
+            old = load_side(args.old, repo, args.old_machine or args.machine)
+            new = load_side(args.new, repo, args.new_machine or args.machine)
+        except DiffError as exc:
+            console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            return 2
+        for w in (*old.warnings, *new.warnings):
+            console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
+        result = diff_records(old, new)
+        for line in format_diff(result, limit=max(1, args.limit)):
+            console.print(line, markup=False, highlight=False)
+        return 1 if args.exit_code and (result.changes or result.only_new) else 0
     if args.command == "report":
         from harness.tasks import render_reports
 
-        return render_reports(Config(repo=repo), console, check=args.check)
+        return render_reports(Config(repo=repo), console, check=args.check, since=args.since)
     if getattr(args, "trials", None) is not None and args.trials < 1:
         console.print(f"[bold red]error:[/] --trials must be at least 1, got {args.trials}")
         return 2
+    if args.command == "plan" and args.shards < 1:
+        console.print(f"[bold red]error:[/] --shards must be at least 1, got {args.shards}")
+        return 2
     try:
-        shard = parse_shard(args.shard)
+        shard = parse_shard(getattr(args, "shard", "1/1"))
     except ValueError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}")
         return 2
@@ -142,10 +210,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg.memory_limit_mb = args.memory_limit_mb
         if args.jobs is not None:
             cfg.jobs = max(1, args.jobs)
-    from harness.tasks import RunState, run_steps
+    if args.command == "plan":
+        cfg.fan_out_shards = args.shards
+        cfg.machine_prefix = args.machine_prefix
+        cfg.github = args.github
+    from harness.tasks import STEPS, RunState, run_steps
 
+    steps = STEPS
+    if args.command == "plan":
+        from harness.fanout import PLAN_STEPS
+
+        steps = PLAN_STEPS
     try:
-        return run_steps(RunState(config=cfg, console=console))
+        return run_steps(RunState(config=cfg, console=console), steps)
     except KeyboardInterrupt:
         console.print("[bold yellow]interrupted[/]")
         return 130

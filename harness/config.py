@@ -27,6 +27,10 @@ class Config:
     memory_limit_mb: int | None = None  # None: matrix.yaml's default
     machine: str | None = None  # name of this machine's record file; None: host name
     matrix_file: str = "matrix.yaml"
+    # plan: how many CI jobs, named "<machine_prefix>-<k>", printed as a GitHub matrix
+    fan_out_shards: int = 4
+    machine_prefix: str | None = None  # None: "ci-<profile>"
+    github: bool = False
     envs_root: str | None = None
     python: str | None = None  # run --python: an existing interpreter instead of the rows
 

@@ -1,16 +1,24 @@
-"""Jobs: entry x variant x cell x trial, with stable ids, filters and shards."""
+"""Jobs: entry x variant x cell x trial, with stable ids, filters and shards.
+
+Shards keep an environment's cells together (a CI job builds only its own environments)
+and are balanced by cost: ``balance`` gives the costliest environment first to the shard
+with the least so far (longest processing time first). ``--shard K/N`` costs each job 1 (a
+pure function of the plan: every machine computes the same shards); ``plan --github``
+costs jobs by their stored durations (see fanout.py) and hands each CI job its list of
+environments, so that no runner has to recompute the split.
+"""
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from harness.entries import Entry, Variant
 from harness.matrix import Cell, Expansion
 from harness.records import RecordKey
 
-__all__ = ["Job", "NotApplicable", "Plan", "make_plan", "parse_shard"]
+__all__ = ["Job", "NotApplicable", "Plan", "Shard", "balance", "make_plan", "parse_shard"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,47 @@ def parse_shard(text: str) -> tuple[int, int]:
     return k, n
 
 
+@dataclass(frozen=True)
+class Shard:
+    """One share of a plan: whole environments, their jobs and what they are expected to cost."""
+
+    index: int  # 1-based
+    envs: tuple[str, ...]  # environment ids, in plan order
+    jobs: tuple[Job, ...]
+    cost: float  # the sum of its jobs' costs (seconds where durations are known)
+
+
+def balance(
+    jobs: Sequence[Job], n: int, cost: Callable[[Job], float] = lambda job: 1.0
+) -> list[Shard]:
+    """Split ``jobs`` into ``n`` shards of whole environments, balanced by ``cost``.
+
+    The costliest environment goes first, each to the shard with the least cost so far
+    (ties: the lower index; environments of equal cost in plan order). Deterministic.
+    Shards with no environment (fewer environments than shards) are returned empty.
+    """
+    by_env: dict[str, list[Job]] = {}
+    for job in jobs:
+        by_env.setdefault(job.cell.env.id, []).append(job)
+    env_cost = {env: sum(cost(j) for j in js) for env, js in by_env.items()}
+    order = list(by_env)
+    loads = [0.0] * n
+    chosen: list[set[str]] = [set() for _ in range(n)]
+    for env in sorted(order, key=lambda e: (-env_cost[e], order.index(e))):
+        k = min(range(n), key=lambda i: (loads[i], i))
+        loads[k] += env_cost[env]
+        chosen[k].add(env)
+    return [
+        Shard(
+            index=k + 1,
+            envs=tuple(e for e in order if e in chosen[k]),
+            jobs=tuple(j for j in jobs if j.cell.env.id in chosen[k]),
+            cost=loads[k],
+        )
+        for k in range(n)
+    ]
+
+
 def _match(value: str, patterns: Sequence[str]) -> bool:
     return not patterns or any(fnmatch.fnmatchcase(value, p) for p in patterns)
 
@@ -71,18 +120,16 @@ def make_plan(
 ) -> Plan:
     """Every job of the profile, in a stable order: environment, cell, entry, variant, trial.
 
-    Shards split by environment (environment i goes to shard i mod N), so that each CI job
-    builds only its own environments; with fewer environments than shards, by job.
+    ``shard`` (K, N): the K-th of N shards made by ``balance`` with one unit per job, so
+    each CI job builds only its own environments; with fewer environments than shards
+    (nothing to balance), every N-th job.
     """
     envs = [e for e in expansion.environments if _match(e.id, env_filter)]
     k, n = shard
-    by_env = len(envs) >= n
     jobs: list[Job] = []
     skipped: list[NotApplicable] = []
     entries = [e for e in entries if _match(e.id, entry_filter)]
-    for env_index, env in enumerate(envs):
-        if by_env and env_index % n != k - 1:
-            continue
+    for env in envs:
         for cell in expansion.cells:
             if cell.env != env or not _match(cell.id, cell_filter):
                 continue
@@ -112,6 +159,9 @@ def make_plan(
                         continue
                     for trial in range(expansion.trials):
                         jobs.append(Job(entry, variant, cell, trial))
-    if not by_env:
-        jobs = [j for i, j in enumerate(jobs) if i % n == k - 1]
+    if n > 1:
+        if len({j.cell.env.id for j in jobs}) >= n:
+            jobs = list(balance(jobs, n)[k - 1].jobs)
+        else:
+            jobs = [j for i, j in enumerate(jobs) if i % n == k - 1]
     return Plan(tuple(jobs), tuple(skipped))

@@ -271,6 +271,7 @@ def render_all(
     *,
     check: bool = False,
     workers: int | None = None,
+    prelude: str = "",
 ) -> ReportSummary:
     """``workers``: how many processes aggregate and render (the others forked from this
     one); None chooses up to 4, as many as there are CPUs, for large results where forking
@@ -288,7 +289,10 @@ def render_all(
             mine = _render(jobs[0])
             shares = [mine.share, *(c.share() for c in children)]
             whole = [
-                (results / "index.html", assemble_html([s.html for s in shares]).encode("utf-8")),
+                (
+                    results / "index.html",
+                    assemble_html([s.html for s in shares], prelude).encode("utf-8"),
+                ),
                 (
                     results / "compat.json",
                     json_document(n_records, b",".join(s.json for s in shares if s.json)),

@@ -45,6 +45,7 @@ __all__ = [
     "latest",
     "machine_name",
     "migrate",
+    "parse_bytes",
 ]
 
 SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -181,11 +182,25 @@ def _parse_file(path: Path, result: LoadResult) -> None:
         result.records.append(record)
 
 
+def parse_bytes(raw: bytes, path: Path, result: LoadResult, label: str | None = None) -> None:
+    """The records of a record file's bytes (e.g. ``git show REV:path``), into ``result``;
+    ``path`` names the file (its name is the machine of old records), ``label`` the place
+    warnings name (default: ``path``)."""
+    for _, record in _parse_raw(raw, path, result, label or str(path)):
+        result.records.append(record)
+
+
 def _parse_lines(path: Path, result: LoadResult) -> Iterator[tuple[int, Record]]:
     """(line number, record) of each complete record of ``path``; the others are kept out
     (``result.warnings`` and ``result.refused`` name them)."""
     with open(path, "rb") as f:
         raw = f.read()
+    yield from _parse_raw(raw, path, result, str(path))
+
+
+def _parse_raw(
+    raw: bytes, path: Path, result: LoadResult, where: str
+) -> Iterator[tuple[int, Record]]:
     lines = raw.split(b"\n")
     complete_end = raw.endswith(b"\n")
     for number, line in enumerate(lines, start=1):
@@ -209,7 +224,7 @@ def _parse_lines(path: Path, result: LoadResult) -> Iterator[tuple[int, Record]]
                 )
             else:
                 message = f"corrupt record kept out: {what}"
-            result.warnings.append(f"{path}:{number}: {message}")
+            result.warnings.append(f"{where}:{number}: {message}")
             result.refused.append(Refused(path, number, message, line))
             continue
         yield number, record

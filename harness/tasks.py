@@ -336,7 +336,10 @@ def render(state: RunState) -> RunState | int:
     return render_reports(state.config, state.console)
 
 
-def render_reports(cfg: Config, console: Console, check: bool = False) -> int:
+def render_reports(
+    cfg: Config, console: Console, check: bool = False, since: str | None = None
+) -> int:
+    """``since``: a git revision; index.html then opens with what changed since its records."""
     from harness.report import render_all
     from harness.writeback import WritebackError
 
@@ -354,8 +357,18 @@ def render_reports(cfg: Config, console: Console, check: bool = False) -> int:
     # a rerun of a job appends a newer record under the same key: per machine, it replaces
     # the older one; the records of other machines stay
     records = latest(loaded.records)
+    prelude = ""
+    if since is not None:
+        from harness.diff import DiffError, Side, diff_records, html_changes, load_side
+
+        try:
+            old = load_side(since, cfg.repo)
+        except DiffError as exc:
+            console.print(f"[bold red]error:[/] --since: {escape(str(exc))}", highlight=False)
+            return 2
+        prelude = html_changes(diff_records(old, Side("now", tuple(records))), since)
     try:
-        summary = render_all(records, entries, cfg.results_dir, check=check)
+        summary = render_all(records, entries, cfg.results_dir, check=check, prelude=prelude)
     except WritebackError as exc:  # an entry document without its marked blocks
         console.print(
             f"[bold red]error:[/] {escape(str(exc))}; the records are stored: fix the document and run "

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from harness.matrix import load_matrix
-from harness.plan import make_plan, parse_shard
+from harness.plan import balance, make_plan, parse_shard
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -55,3 +55,63 @@ def test_shards_partition_the_jobs_by_environment(cpu, tiny_entry) -> None:
 def test_bad_shard_is_named(text: str) -> None:
     with pytest.raises(ValueError, match="--shard"):
         parse_shard(text)
+
+
+def test_balance_keeps_environments_whole_and_evens_the_cost(cpu, tiny_entry) -> None:
+    jobs = make_plan(cpu, [tiny_entry]).jobs
+    envs = list(dict.fromkeys(j.cell.env.id for j in jobs))
+    # one environment ten times as costly as the others: it gets a shard of its own
+    heavy = envs[0]
+    shards = balance(jobs, 3, lambda j: 10.0 if j.cell.env.id == heavy else 1.0)
+    assert [s.index for s in shards] == [1, 2, 3]
+    assert shards[0].envs == (heavy,)
+    assert sorted(e for s in shards for e in s.envs) == sorted(envs)
+    assert sum(len(s.jobs) for s in shards) == len(jobs)
+    for s in shards:
+        assert {j.cell.env.id for j in s.jobs} == set(s.envs)
+    light = [s.cost for s in shards[1:]]
+    assert max(light) - min(light) <= max(
+        sum(1.0 for j in jobs if j.cell.env.id == e) for e in envs[1:]
+    )
+    # environment i mod N would have put the heavy one beside three others
+    assert shards[0].cost == 10.0 * sum(1 for j in jobs if j.cell.env.id == heavy)
+
+
+def test_more_shards_than_environments_leaves_some_empty(cpu, tiny_entry) -> None:
+    jobs = make_plan(cpu, [tiny_entry], env_filter=["*torch2.13*"]).jobs
+    shards = balance(jobs, 3)
+    assert [len(s.envs) for s in shards] == [1, 0, 0]
+
+
+def test_fan_out_costs_jobs_by_stored_durations(cpu, tiny_entry) -> None:
+    from harness.fanout import fan_out, github_matrix
+    from harness.outcomes import Outcome
+    from harness.records import Record
+
+    jobs = make_plan(cpu, [tiny_entry]).jobs
+    slow_env = jobs[-1].cell.env.id  # one environment's runs took 100 s each, the others 1 s
+    records = [
+        Record(
+            entry=j.entry.id,
+            variant=j.variant.name,
+            kind=j.variant.kind,
+            cell=j.cell.id,
+            env=j.cell.env.id,
+            device=j.cell.device,
+            precision=j.cell.precision,
+            trial=j.trial,
+            outcome=Outcome.OK,
+            duration_s=100.0 if j.cell.env.id == slow_env else 1.0,
+        )
+        for j in jobs
+    ]
+    timed = fan_out(jobs, 4, records, profile="cpu", prefix="ci-cpu")
+    assert timed.timed and timed.shards[0].envs == (slow_env,)
+    counted = fan_out(jobs, 4, [], profile="cpu", prefix="ci-cpu")  # no durations: job counts
+    sizes = [len(s.jobs) for s in counted.shards]
+    per_env = max(sum(1 for j in jobs if j.cell.env.id == e) for e in {j.cell.env.id for j in jobs})
+    assert not counted.timed and max(sizes) - min(sizes) <= per_env
+    matrix = github_matrix(timed)["include"]
+    assert [m["machine"] for m in matrix] == ["ci-cpu-1", "ci-cpu-2", "ci-cpu-3", "ci-cpu-4"]
+    assert matrix[0]["envs"] == slow_env and matrix[0]["profile"] == "cpu"
+    assert sum(m["jobs"] for m in matrix) == len(jobs)

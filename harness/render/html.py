@@ -245,8 +245,9 @@ def html_part(entries: Sequence[EntryAggregate], first: int = 0) -> HtmlPart:
     )
 
 
-def assemble_html(parts: Sequence[HtmlPart]) -> str:
-    """The page from the parts of all entries, in entry order."""
+def assemble_html(parts: Sequence[HtmlPart], prelude: str = "") -> str:
+    """The page from the parts of all entries, in entry order. ``prelude``: HTML put first
+    in <main> (``report --since REV``: the cells changed since REV, from harness.diff)."""
     n_entries = sum(p.entries for p in parts)
     n_runs = sum(p.runs for p in parts)
     totals = [sum(p.verdicts[i] for p in parts) for i in range(len(_VERDICTS))]
@@ -284,6 +285,7 @@ def assemble_html(parts: Sequence[HtmlPart]) -> str:
     for s, i in _STATUS_INDEX.items():
         w(f'<span class="s{i}">{GLYPH[s]} {_e(LABEL[s])}</span>')
     w("</div></header><main>")
+    w(prelude)
     w(
         '<h2>Entries</h2><table id="summary"><thead><tr><th>Entry</th><th>Runs</th>'
         + "".join(f"<th>{_e(k)}</th>" for k in _VERDICTS)
