@@ -496,6 +496,8 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Machine:
+    name: str  # the machine's name (--machine, else the host), with its id where names repeat
+    machine_id: str
     host: str
     os: str
     cpu: str
@@ -512,6 +514,8 @@ class Machine:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "name": self.name,
+            "machine_id": self.machine_id,
             "host": self.host,
             "os": self.os,
             "cpu": self.cpu,
@@ -540,6 +544,10 @@ class EntryAggregate:
     runs: Mapping[CellKey, tuple[Record, ...]] = field(repr=False, compare=False)
     verdicts: tuple[Verdict, ...] = ()
     machines: tuple[Machine, ...] = ()
+    # cells measured on several machines: (machine label, its value) per machine; and the
+    # cells among them where the machines disagree
+    by_machine: Mapping[CellKey, tuple[tuple[str, CellValue], ...]] = field(default_factory=dict)
+    disagree: frozenset[CellKey] = frozenset()
     n_runs: int = 0
     n_counted: int = 0
     newest: str = ""  # started_at of the newest record ("" if none carry one)
@@ -592,6 +600,16 @@ class EntryAggregate:
             "cells": cells,
             "verdicts": [v.to_dict() for v in self.verdicts],
             "machines": [m.to_dict() for m in self.machines],
+            "by_machine": [
+                {
+                    "variant": k[0],
+                    "env": k[1],
+                    "slice": f"{k[2]}-{k[3]}",
+                    "disagree": k in self.disagree,
+                    "machines": {m: v.to_dict() for m, v in values},
+                }
+                for k, values in sorted(self.by_machine.items())
+            ],
         }
 
 
@@ -806,12 +824,17 @@ def aggregate_entry(
             seen.add(name)
             n_counted += counted
 
+    labels = machine_labels((k[0], k[1]) for k in machines)
     machine_list = tuple(
         sorted(
-            (Machine(*k, runs=m[0], first=m[1], last=m[2]) for k, m in machines.items()),
-            key=lambda m: tuple(getattr(m, f) for f in Machine.FIELDS),
+            (
+                Machine(labels[(k[0], k[1])], *k[1:], runs=m[0], first=m[1], last=m[2])
+                for k, m in machines.items()
+            ),
+            key=lambda m: (m.name, m.machine_id, *(getattr(m, f) for f in Machine.FIELDS)),
         )
     )
+    by_machine, disagree = _per_machine(trials, labels)
     sig = entry.signature if entry is not None else None
     agg = EntryAggregate(
         id=eid,
@@ -825,6 +848,8 @@ def aggregate_entry(
         cells=cells,
         runs=trials,
         machines=machine_list,
+        by_machine=by_machine,
+        disagree=disagree,
         n_runs=n_runs,
         n_counted=n_counted,
         newest=newest,
@@ -883,40 +908,63 @@ def _env_versions(records: Sequence[Record]) -> dict[str, tuple[str, str, str]]:
 
 
 def _machines(records: Sequence[Record]) -> tuple[dict[tuple[str, ...], list[Any]], str]:
-    """Machine fields -> [runs, earliest non-empty started_at or "", newest started_at],
-    and the newest started_at of all ("" if none)."""
-    provenance = list(map(_get_provenance, records))
-    ids = list(map(id, provenance))  # records share provenance dicts; all alive here
-    started = list(map(_get_started, records))
-    by_id = dict(zip(ids, provenance, strict=True))
-    runs = Counter(ids)
-    if len(by_id) == 1:
-        spans = {ids[0]: [min(filter(None, started), default=""), max(started)]}
-    else:
-        spans = {}
-        for pid, s in set(zip(ids, started, strict=True)):
-            span = spans.get(pid)
-            if span is None:
-                spans[pid] = [s, s]
-            else:
-                if s and (not span[0] or s < span[0]):
-                    span[0] = s
-                if s > span[1]:
-                    span[1] = s
+    """(machine name, machine id, provenance fields) -> [runs, earliest non-empty
+    started_at or "", newest started_at], and the newest started_at of all ("" if none)."""
+    fields = Machine.FIELDS
     machines: dict[tuple[str, ...], list[Any]] = {}
-    for pid, p in by_id.items():
-        mkey = tuple(str(p.get(f, "")) for f in Machine.FIELDS)
-        first, last = spans[pid]
-        m = machines.get(mkey)
+    newest = ""
+    for r in records:
+        p = r.provenance
+        mk = (r.machine, r.machine_id, *(str(p.get(f, "")) for f in fields))
+        t = r.started_at
+        m = machines.get(mk)
         if m is None:
-            machines[mkey] = [runs[pid], first, last]
+            machines[mk] = [1, t, t]
         else:
-            m[0] += runs[pid]
-            if first and (not m[1] or first < m[1]):
-                m[1] = first
-            if last > m[2]:
-                m[2] = last
-    return machines, max(started, default="")
+            m[0] += 1
+            if t and (not m[1] or t < m[1]):
+                m[1] = t
+            if t > m[2]:
+                m[2] = t
+        if t > newest:
+            newest = t
+    return machines, newest
+
+
+def machine_labels(keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """(name, id) -> how reports name the machine: its name, with the start of its id where
+    two machines of one entry share a name."""
+    keys = set(keys)
+    names = Counter(name for name, _ in keys)
+    return {
+        (name, mid): (name or "?") + (f" ({mid[:8] or 'id unknown'})" if names[name] > 1 else "")
+        for name, mid in keys
+    }
+
+
+def _per_machine(
+    trials: Mapping[CellKey, tuple[Record, ...]], labels: Mapping[tuple[str, str], str]
+) -> tuple[dict[CellKey, tuple[tuple[str, CellValue], ...]], frozenset[CellKey]]:
+    """The cells measured on more than one machine: each machine's value (machines by
+    label), and the cells where the machines disagree: their applicable trials ended in
+    different statuses (a machine that could not measure the cell does not disagree)."""
+    by_machine: dict[CellKey, tuple[tuple[str, CellValue], ...]] = {}
+    disagree: set[CellKey] = set()
+    for key, rs in trials.items():
+        if len(rs) < 2:
+            continue
+        first = rs[0].machine_key
+        if all(r.machine_key == first for r in rs):
+            continue
+        grouped: dict[str, list[Outcome]] = defaultdict(list)
+        for r in rs:
+            grouped[labels[(r.machine, r.machine_id)]].append(r.outcome)
+        values = tuple((m, cell_value(grouped[m])) for m in sorted(grouped))
+        by_machine[key] = values
+        counted = {v.status for _, v in values if v.status not in _NOT_COUNTED_VALUES}
+        if len(counted) > 1:
+            disagree.add(key)
+    return by_machine, frozenset(disagree)
 
 
 def _run_order(r: Record) -> tuple[Any, ...]:

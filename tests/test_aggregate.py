@@ -542,3 +542,37 @@ def test_failed_workarounds_name_what_happened_instead() -> None:
     wa = verdict(agg, "workaround 1")
     assert wa.verdict == CONTRADICTED
     assert wa.seen_instead == "wrong_result: postcondition failed: clipped (×6)"
+
+
+# -- several machines ---------------------------------------------------------------------
+
+
+def on(record: Record, machine: str, machine_id: str = "") -> Record:
+    return Record(**{**record.__dict__, "machine": machine, "machine_id": machine_id or machine})
+
+
+def test_a_cell_measured_on_two_machines_shows_both_and_flags_disagreement() -> None:
+    records = [
+        on(rec("base", E1, R), "gpu-box"),
+        on(rec("base", E1, OK), "laptop"),
+        on(rec("base", E2, R), "gpu-box"),
+        on(rec("base", E2, R), "laptop"),
+        on(rec("base", E3, R), "gpu-box"),
+        on(rec("base", E3, SKIP, reason="no CUDA"), "laptop"),
+    ]
+    agg = aggregate_entry(make_entry(), records)
+    k1, k2, k3 = ((("base", e, "cpu", "fp16")) for e in (E1, E2, E3))
+    assert [(m, v.status) for m, v in agg.by_machine[k1]] == [
+        ("gpu-box", "reproduced"),
+        ("laptop", "ok"),
+    ]
+    assert agg.disagree == {k1}  # E2 agrees; E3's laptop could not measure: no disagreement
+    assert set(agg.by_machine) == {k1, k2, k3}
+    assert [m.name for m in agg.machines] == ["gpu-box", "laptop"]
+
+
+def test_two_machines_of_one_name_are_told_apart_by_id() -> None:
+    records = [on(rec("base", E1, R), "ci", "aaaa1111"), on(rec("base", E1, OK), "ci", "bbbb2222")]
+    agg = aggregate_entry(make_entry(), records)
+    [(m1, _), (m2, _)] = agg.by_machine[("base", E1, "cpu", "fp16")]
+    assert (m1, m2) == ("ci (aaaa1111)", "ci (bbbb2222)")

@@ -271,3 +271,20 @@ def test_render_all_in_a_forked_child_gives_the_same_files_and_summary(tmp_path,
     assert forked.verdicts == serial.verdicts
     again = render_all(recs, [], tmp_path / "b", workers=2, check=True)
     assert again.up_to_date and not again.written
+
+
+def test_markdown_shows_each_machine_of_a_cell_and_where_they_disagree(tmp_path):
+    from dataclasses import replace
+
+    from harness.render.markdown import render_entry as render
+
+    base = records()
+    rs = [replace(base[0], machine="gpu-box", machine_id="g1")]
+    rs.append(
+        replace(base[0], machine="laptop", machine_id="l1", outcome=Outcome.OK, exception=None)
+    )
+    [agg] = aggregate(rs, [entry(tmp_path)]).entries
+    text = render(agg)
+    assert "✖/✔ ‼" in text
+    assert "## Machines disagree" in text
+    assert "gpu-box: reproduced ×1; laptop: ok ×1" in text

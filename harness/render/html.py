@@ -312,6 +312,21 @@ def render_html(aggs: Aggregates) -> str:
 _TD = {s: f'<td class="c s{i}" tabindex="0">{GLYPH[s]}</td>' for s, i in _STATUS_INDEX.items()}
 
 
+def _machines_td(a: EntryAggregate, key: tuple[str, str, str, str], status: str) -> str:
+    """A cell measured on several machines: each machine's glyph, and what each saw."""
+    values = a.by_machine[key]
+    glyphs = "/".join(GLYPH[v.status] for _, v in values)
+    saw = "; ".join(
+        f"{m}: " + ", ".join(f"{LABEL[o]} ×{c}" for o, c in v.counts) for m, v in values
+    )
+    flag = " ‼" if key in a.disagree else ""
+    title = ("machines disagree: " if flag else "") + saw
+    return (
+        f'<td class="c s{_STATUS_INDEX[status]}" tabindex="0" title="{_e(title)}">'
+        f"{glyphs}{flag}</td>"
+    )
+
+
 def _section(
     a: EntryAggregate, cells: str, w: Any, env_heads_cache: dict[tuple[int, ...], str]
 ) -> None:
@@ -329,6 +344,7 @@ def _section(
     env_heads = _env_heads(a.envs, env_heads_cache)
     env_ids = [e.id for e in a.envs]
     values = a.cells
+    by_machine = a.by_machine
     td = _TD
     for d, p in a.slices:
         sid = _e(f"{d}-{p}")
@@ -340,8 +356,14 @@ def _section(
             name = v.name
             row = [f'<tr><th title="{_e(v.kind)}">{_e(name)}</th>']
             for env in env_ids:
-                value = values.get((name, env, d, p))
-                row.append("<td></td>" if value is None else td[value.status])
+                key = (name, env, d, p)
+                value = values.get(key)
+                if value is None:
+                    row.append("<td></td>")
+                elif key in by_machine:
+                    row.append(_machines_td(a, key, value.status))
+                else:
+                    row.append(td[value.status])
             row.append("</tr>")
             w("".join(row))
         w("</tbody></table></div>")

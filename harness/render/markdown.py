@@ -90,10 +90,51 @@ def cell_text(value: CellValue | None) -> str:
     return glyph
 
 
+DISAGREE = "‼"  # marks a cell whose machines saw different outcomes
+
+
 def legend() -> str:
     return " · ".join(f"{GLYPH[s]} {LABEL[s]}" for s in STATUSES) + (
-        " (a flaky cell shows its trials per outcome, e.g. `~ ✖2 ✔1`)"
+        " (a flaky cell shows its trials per outcome, e.g. `~ ✖2 ✔1`; a cell measured on "
+        f"several machines shows each machine's outcome, e.g. `✖/✔`, and {DISAGREE} where "
+        'they disagree: see "Machines disagree")'
     )
+
+
+def machine_cell_text(agg: EntryAggregate, key: tuple[str, str, str, str]) -> str:
+    """A cell as shown in a table: per machine where several measured it."""
+    values = agg.by_machine.get(key)
+    if values is None:
+        return cell_text(agg.cells.get(key))
+    text = "/".join(cell_text(v) for _, v in values)
+    return text + (f" {DISAGREE}" if key in agg.disagree else "")
+
+
+def _seen_by(value: CellValue) -> str:
+    return ", ".join(f"{LABEL[o]} ×{c}" for o, c in value.counts)
+
+
+def disagreement_table(agg: EntryAggregate) -> list[str]:
+    """The cells whose machines saw different outcomes, and what each machine saw."""
+    rows = [
+        [
+            md(k[0]),
+            md(k[1]),
+            md(f"{k[2]}-{k[3]}"),
+            "; ".join(f"{md(m)}: {_seen_by(v)}" for m, v in agg.by_machine[k]),
+        ]
+        for k in sorted(agg.disagree)
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        "## Machines disagree",
+        "",
+        "Cells measured on several machines whose applicable runs ended differently:",
+        "",
+        *_table(["Variant", "Environment", "Device-precision", "What each machine saw"], rows),
+    ]
 
 
 def _env_header(e: EnvInfo) -> str:
@@ -145,7 +186,7 @@ def outcome_tables(
         for v in variants:
             rows.append(
                 [md(v.name), md(v.kind)]
-                + [cell_text(agg.cells.get((v.name, e.id, d, p))) for e in agg.envs]
+                + [machine_cell_text(agg, (v.name, e.id, d, p)) for e in agg.envs]
             )
         lines += _table(header, rows)
     return lines
@@ -234,6 +275,7 @@ def render_entry(agg: EntryAggregate) -> str:
         "Legend: " + legend() + ". Empty: not run.",
     ]
     lines += outcome_tables(agg)
+    lines += disagreement_table(agg)
     lines += [
         "",
         "## Rates",
@@ -284,6 +326,7 @@ def render_entry(agg: EntryAggregate) -> str:
     lines += ["", "## Machines", ""]
     lines += _table(
         [
+            "Machine",
             "Host",
             "OS",
             "CPU",
@@ -298,6 +341,7 @@ def render_entry(agg: EntryAggregate) -> str:
         ],
         (
             [
+                md(m.name),
                 md(m.host),
                 md(m.os),
                 md(m.cpu),
@@ -331,7 +375,7 @@ def measured_versions_block(agg: EntryAggregate) -> str:
     for e in agg.envs:
         row = [md(e.id), md(e.torch), md(e.lightning)]
         for d, p in agg.slices:
-            texts = [cell_text(agg.cells.get((b.name, e.id, d, p))) for b in baselines]
+            texts = [machine_cell_text(agg, (b.name, e.id, d, p)) for b in baselines]
             row.append(" ".join(t or "·" for t in texts) if any(texts) else "")
         rows.append(row)
     if len(baselines) > 1:
