@@ -74,6 +74,13 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--machine", default=None, help="record file name (default: host name)")
     run.add_argument("--envs-dir", default=None, help="where environments live (default: .envs)")
     run.add_argument("--no-report", action="store_true", help="store records only")
+    run.add_argument(
+        "--isolation",
+        choices=("fork", "process"),
+        default=None,
+        help="fork: a warm worker per environment imports torch once and forks a child per "
+        "job; process: a fresh interpreter per job (default: fork where available)",
+    )
     ls = sub.add_parser("list", help="show cells, exclusions and jobs of a profile")
     _add_selection(ls)
     plan = sub.add_parser(
@@ -208,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg.envs_root = args.envs_dir
         cfg.timeout_s = args.timeout
         cfg.memory_limit_mb = args.memory_limit_mb
+        cfg.isolation = args.isolation
         if args.jobs is not None:
             cfg.jobs = max(1, args.jobs)
     if args.command == "plan":

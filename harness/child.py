@@ -1,21 +1,38 @@
-"""Runs ONE variant of one reproducer inside a target environment and writes its result.
+"""Runs variants of reproducers inside a target environment and writes their results.
 
 This file is the only harness code that runs next to a torch it did not choose, on the
 oldest interpreter of the matrix (Python 3.8/3.9). Keep it standard-library only and
-compatible with Python 3.7+. It is run by path, isolated from the harness package:
+compatible with Python 3.7+. It is run by path, isolated from the harness package, in
+one of two modes:
 
-    python -I harness/child.py JOB.json RESULT.json
+    python -I harness/child.py JOB.json RESULT.json      # isolation "process": one job
+    python -I harness/child.py --worker IMPORTS.json      # isolation "fork": a warm worker
 
 File protocol (version PROTOCOL): the job is a JSON object
     {"protocol": 2, "repro": "/abs/repro.py", "variant": "...", "device": "cpu",
      "precision": "fp16", "signature": {"type": "RuntimeError", "message": "regex"},
-     "variant_signature": {...} | null, "parent_pid": 123 (optional)}
+     "variant_signature": {...} | null, "memory_limit_mb": 8192, "parent_pid": 123 (optional)}
 and the result, written atomically (temp file + rename) only when the child got far
 enough to decide, is
     {"protocol": 2, "outcome": "...", "reason": "...", "exception": {...} | null,
-     "checks": {...}, "versions": {...}, "warnings": [...], "duration_s": 1.2}
-A child that dies without writing a result is classified by the parent from its exit
-status (crashed / timeout); see harness/proc.py.
+     "checks": {...}, "versions": {...}, "warnings": [...], "duration_s": 1.2, "run_s": 0.3}
+(``run_s``: the seconds spent inside the reproducer's ``run()``). A child that dies
+without writing a result is classified by the parent from its exit status (crashed /
+timeout); see harness/runner.py.
+
+Worker protocol (``--worker``): the worker imports the environment's packages once
+(IMPORTS.json lists alternatives, as the health check does), then reads one JSON request
+per line on stdin and answers one JSON event per line on stdout:
+    -> {"event": "ready", "ok": true, "pid": 1, "versions": {...}, "seconds": 4.1}
+       (or "ok": false with "error": the traceback; the worker then exits)
+    <- {"op": "run", "id": "7", "job": {...}, "result": "/r.json", "stdout": "/o", "stderr": "/e"}
+    -> {"event": "started", "id": "7", "pid": 4242}     a forked child runs the job
+    -> {"event": "refused", "id": "7", "reason": "..."}  forking is not safe here
+    -> {"event": "ended", "id": "7", "pid": 4242, "status": 0}  (raw wait status)
+Each child is a fresh fork of the clean worker, leads a session of its own and runs
+exactly one job, as the one-job mode does. The worker never initialises CUDA; it
+refuses to fork once CUDA is initialised in it. When stdin closes (the harness ended or
+died) the worker kills its children's process groups and exits.
 
 A reproducer module exposes ``run(variant, device, precision) -> dict`` returning its
 postcondition checks as {name: {"ok": bool, "detail": str}}, and raises an exception
@@ -25,10 +42,13 @@ environment.
 
 from __future__ import annotations
 
+import fcntl
+import importlib
 import importlib.util
 import json
 import os
 import re
+import select
 import signal
 import sys
 import time
@@ -36,6 +56,8 @@ import traceback
 import warnings
 
 PROTOCOL = 2  # 2: "related" (the variant's own signature) apart from "reproduced"
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+_SET_HERE = []  # environment variables preload() set, which a job's child must not see
 MAX_TEXT = 4000  # bound every text that goes into a result
 OOM_PATTERNS = (
     r"out of memory",
@@ -150,17 +172,12 @@ def _normalise_checks(raw):
 
 
 def versions():
-    out = {"python": "%d.%d.%d" % sys.version_info[:3]}
-    # only what the run really loaded: importing more here could fail under the memory
-    # limit (the environment's probe records every version anyway)
-    for name in ("torch", "lightning", "pytorch_lightning", "numpy"):
-        module = sys.modules.get(name)
-        if module is None:
-            continue
-        out[name] = str(getattr(module, "__version__", "?"))
+    """The versions of what the run really loaded, and the GPU it saw (in the child)."""
+    # only what is loaded: importing more here could fail under the memory limit (the
+    # environment's health check records every version anyway)
+    out = versions_loaded()
     torch = sys.modules.get("torch")
     if torch is not None:
-        out["torch_cuda"] = str(getattr(torch.version, "cuda", None))
         try:
             if torch.cuda.is_available():
                 out["gpu"] = torch.cuda.get_device_name(0)
@@ -200,6 +217,7 @@ def execute(job):
     result = None
     exc = None
     checks = {}
+    run_s = 0.0
     skip = cuda_missing_reason(job["device"])
     if skip is not None:
         result = {"outcome": "skipped", "reason": skip, "exception": None}
@@ -208,9 +226,12 @@ def execute(job):
             warnings.simplefilter("always")
             try:
                 module = _load_repro(job["repro"])
-                checks = _normalise_checks(
-                    module.run(job["variant"], job["device"], job["precision"])
-                )
+                run_started = time.time()
+                try:
+                    raw = module.run(job["variant"], job["device"], job["precision"])
+                finally:
+                    run_s = time.time() - run_started
+                checks = _normalise_checks(raw)
             except Exception as error:  # any exception is a measured outcome
                 exc = error
                 if isinstance(error, MemoryError):
@@ -228,6 +249,7 @@ def execute(job):
         "versions": versions(),
         "warnings": seen[:20],
         "duration_s": round(time.time() - started, 3),
+        "run_s": round(run_s, 4),
     })
     return result
 
@@ -293,29 +315,295 @@ def stop_watching(pid):
             pass
 
 
+def _vm_bytes():
+    """This process's mapped address space (Linux /proc), or 0 where it cannot be read."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def run_here(job, result_path, parent_pid, already_mapped=0):
+    """Run one job in this process (a session leader) and write its result file.
+
+    The memory limit bounds the address space: a runaway allocation then fails inside
+    Python (MemoryError / "can't allocate memory") and is reported as out of memory. It
+    is what the variant may map on top of ``already_mapped``: nothing in a fresh
+    interpreter (set before torch loads), the warm worker's imports in a forked child.
+    Not on CUDA, whose driver reserves huge virtual ranges.
+    """
+    watcher = watch_parent(parent_pid)
+    limit_mb = job.get("memory_limit_mb") or 0
+    if limit_mb and job["device"] == "cpu":
+        import resource
+
+        limit = int(already_mapped) + int(limit_mb) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    result = execute(job)
+    write_atomically(result_path, result)
+    stop_watching(watcher)
+
+
 def main(argv):
+    if len(argv) == 3 and argv[1] == "--worker":
+        with open(argv[2]) as f:
+            return serve(json.load(f))
     if len(argv) != 3:
-        sys.stderr.write("usage: child.py JOB.json RESULT.json\n")
+        sys.stderr.write("usage: child.py JOB.json RESULT.json | child.py --worker IMPORTS.json\n")
         return 2
     with open(argv[1]) as f:
         job = json.load(f)
     if job.get("protocol") != PROTOCOL:
         sys.stderr.write("child protocol %s cannot run job protocol %s\n" % (PROTOCOL, job.get("protocol")))
         return 3
-    watcher = watch_parent(job.get("parent_pid"))
-    limit_mb = job.get("memory_limit_mb") or 0
-    if limit_mb and job["device"] == "cpu":
-        # bound the address space before torch loads: a runaway allocation then fails
-        # inside Python (MemoryError / "can't allocate memory") and is reported as
-        # out of memory. Not on CUDA, whose driver reserves huge virtual ranges.
-        import resource
-
-        limit = int(limit_mb) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    result = execute(job)
-    write_atomically(argv[2], result)
-    stop_watching(watcher)
+    run_here(job, argv[2], job.get("parent_pid"))
     return 0
+
+
+# -- the environment's imports, shared by the health check and the warm worker ------------
+
+
+def _cuda_available_in_a_fork(torch):
+    """torch.cuda.is_available(), asked in a short-lived fork so that this process never
+    loads the CUDA driver (releases before 2.0 ignore PYTORCH_NVML_BASED_CUDA_CHECK and
+    initialise the driver to answer)."""
+    if not hasattr(os, "fork"):
+        return str(torch.cuda.is_available())
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        answer = "error"
+        try:
+            os.close(read_end)
+            answer = str(torch.cuda.is_available())
+        except BaseException:
+            pass
+        finally:
+            try:
+                os.write(write_end, answer.encode())
+            finally:
+                os._exit(0)
+    os.close(write_end)
+    chunks = []
+    while True:
+        data = os.read(read_end, 64)
+        if not data:
+            break
+        chunks.append(data)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    return b"".join(chunks).decode() or "error"
+
+
+def preload(wanted):
+    """Import the environment's packages (``wanted``: lists of alternatives, the first that
+    imports wins) and return the versions that really loaded. Raises the first
+    alternative's error when none of a list imports."""
+    if NVML_CHECK not in os.environ:  # never initialise CUDA here (torch >= 2.0 reads it)
+        os.environ[NVML_CHECK] = "1"
+        _SET_HERE.append(NVML_CHECK)
+    for alternatives in wanted:
+        errors = []
+        for name in alternatives:
+            try:
+                importlib.import_module(name)
+                break
+            except Exception as exc:
+                errors.append(exc)
+        else:
+            raise errors[0]  # the first alternative's error is the one that explains
+    for optional in ("numpy",):
+        try:
+            importlib.import_module(optional)
+        except ImportError:
+            pass
+    found = versions_loaded()
+    for alternatives in wanted:
+        for name in alternatives:
+            if name in sys.modules:
+                found[name] = str(getattr(sys.modules[name], "__version__", "?"))
+    if "torch" in sys.modules:
+        found["cuda_available"] = _cuda_available_in_a_fork(sys.modules["torch"])
+    return found
+
+
+def versions_loaded():
+    """The versions of what is loaded, without asking CUDA anything (see versions())."""
+    out = {"python": "%d.%d.%d" % sys.version_info[:3]}
+    for name in ("torch", "lightning", "pytorch_lightning", "numpy"):
+        module = sys.modules.get(name)
+        if module is not None:
+            out[name] = str(getattr(module, "__version__", "?"))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        out["torch_cuda"] = str(getattr(torch.version, "cuda", None))
+    return out
+
+
+# -- the warm worker ------------------------------------------------------------------------
+
+
+def fork_refusal():
+    """Why forking a child from this process is unsafe now, or None when it is safe."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            return "CUDA is initialised in the warm worker (forking after that is unsafe)"
+    except Exception as exc:  # an unreadable CUDA state is not a safe one
+        return "cannot tell whether CUDA is initialised in the warm worker: %s" % exc
+    try:
+        with open("/proc/self/maps") as f:
+            if any("libcuda.so" in line for line in f):
+                return "the CUDA driver is loaded in the warm worker (forking after that is unsafe)"
+    except OSError:
+        return "cannot read /proc/self/maps to tell whether the CUDA driver is loaded"
+    return None
+
+
+def _forked_child(request, closing):
+    """In the fork: become a session leader, take the job's files as stdio, run the job."""
+    os.setsid()  # its own process group: a timeout ends all of it
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # as in a fresh interpreter
+    for fd in closing:  # the worker's protocol and wake-up pipes are not the job's
+        os.close(fd)
+    for name in _SET_HERE:  # the job sees the environment a fresh interpreter would
+        os.environ.pop(name, None)
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    out = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    for fd, target in ((stdin, 0), (out, 1), (err, 2)):
+        os.dup2(fd, target)
+        os.close(fd)
+    job = request["job"]
+    if job.get("protocol") != PROTOCOL:
+        sys.stderr.write("child protocol %s cannot run job protocol %s\n" % (PROTOCOL, job.get("protocol")))
+        return 3
+    # what the worker has mapped (torch and the rest) is not the variant's to pay for
+    run_here(job, request["result"], os.getppid(), already_mapped=_vm_bytes())
+    return 0
+
+
+def _start_child(request, closing):
+    """Fork one child for ``request``; return its pid (the parent's side only)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 70
+    try:
+        code = _forked_child(request, closing)
+    except SystemExit as exc:  # sys.exit() in a reproducer: the exit status it asked for
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    return 0  # not reached
+
+
+def serve(wanted):
+    """The warm worker: import once, then fork one child per requested job."""
+    channel = os.dup(1)  # the protocol; stray prints from imports go to stderr instead
+    os.dup2(2, 1)
+
+    def send(message):
+        data = (json.dumps(message) + "\n").encode()
+        while data:
+            data = data[os.write(channel, data):]  # BrokenPipeError: the harness is gone
+
+    started = time.time()
+    try:
+        found = preload(wanted)
+    except BaseException as exc:
+        send({"event": "ready", "ok": False, "pid": os.getpid(), "error": _bounded(
+            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))})
+        return 1
+    send({"event": "ready", "ok": True, "pid": os.getpid(), "versions": found,
+          "seconds": round(time.time() - started, 3), "protocol": PROTOCOL})
+    running = {}  # pid -> request id
+    # a child's end wakes the loop at once (SIGCHLD writes a byte to this pipe)
+    wake_read, wake_write = os.pipe()
+    for fd in (wake_read, wake_write):
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    try:
+        _serve_requests(send, (channel, wake_read, wake_write), running)
+    except (BrokenPipeError, KeyboardInterrupt):
+        pass
+    for pid in running:  # the harness is gone: nobody will read their results
+        _kill_group(pid)
+    for pid in list(running):
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    return 0
+
+
+def _serve_requests(send, own_fds, running):
+    wake = own_fds[1]
+    pending = b""
+    reading = True
+    while reading or running:
+        watched = [0, wake] if reading else [wake]
+        ready, _, _ = select.select(watched, [], [], 0.5 if running else None)
+        if wake in ready:
+            try:
+                os.read(wake, 4096)
+            except OSError:  # nothing left to read (non-blocking)
+                pass
+        if reading:
+            if 0 in ready:
+                data = os.read(0, 1 << 16)
+                if not data:
+                    reading = False  # the harness is gone: nobody will read a result
+                    for pid in running:
+                        _kill_group(pid)
+                pending += data
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    request = json.loads(line.decode())
+                    if request.get("op") != "run":
+                        continue
+                    refusal = fork_refusal()
+                    if refusal is not None:
+                        send({"event": "refused", "id": request["id"], "reason": refusal})
+                        continue
+                    pid = _start_child(request, own_fds)
+                    running[pid] = request["id"]
+                    send({"event": "started", "id": request["id"], "pid": pid})
+        while running:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                running.clear()
+                break
+            if pid == 0:
+                break
+            request_id = running.pop(pid, None)
+            if request_id is not None and reading:
+                send({"event": "ended", "id": request_id, "pid": pid, "status": status})
+
+
+def _kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ class Config:
     github: bool = False
     envs_root: str | None = None
     python: str | None = None  # run --python: an existing interpreter instead of the rows
+    isolation: str | None = None  # "fork" | "process"; None: fork where available
 
     @property
     def matrix_path(self) -> Path:

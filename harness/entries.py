@@ -92,6 +92,8 @@ class Variant:
     claim_ref: str | None = None  # "workaround 1", "dead end 2", "solution 3"
     claimed_rate: float | None = None  # success rate (workaround) or failure rate (dead end)
     reading: str | None = None  # "literal" or "sensible" where the document is ambiguous
+    # "process": always a fresh interpreter (never forked from a warm worker); None: the run's
+    isolation: str | None = None
     line: int | None = None
 
 
@@ -222,6 +224,7 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         "signature",
         "claim",
         "reading",
+        "isolation",
     }
     _check_keys(data, allowed, {"name", "kind", "description"}, path, "variant")
     name = str(data["name"])
@@ -255,6 +258,14 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
     reading = data.get("reading")
     if reading not in (None, "literal", "sensible"):
         raise EntryError(path, data.key_lines["reading"], "reading must be 'literal' or 'sensible'")
+    isolation = data.get("isolation")
+    if isolation not in (None, "process"):
+        raise EntryError(
+            path,
+            data.key_lines["isolation"],
+            f"isolation must be 'process' (a fresh interpreter for this variant), got "
+            f"{isolation!r}; without it the variant runs under the run's --isolation",
+        )
     signature = None
     if "signature" in data:
         signature = _signature(
@@ -276,6 +287,7 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         claim_ref=claim_ref,
         claimed_rate=claimed_rate,
         reading=reading,
+        isolation=isolation,
         line=data.line,
     )
 

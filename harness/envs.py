@@ -71,6 +71,8 @@ class BuiltEnv:
     # runs get `python -I`; an existing interpreter keeps its PYTHONPATH and user site,
     # which may be where its torch comes from
     isolated: bool = True
+    # what the health check imports (lists of alternatives): what a warm worker preloads
+    imports: tuple[tuple[str, ...], ...] = (("torch",), ("lightning", "pytorch_lightning"))
 
     def versions(self) -> dict[str, str]:
         """The probe's versions, without its facts (those go to provenance and prechecks)."""
@@ -381,6 +383,7 @@ class UvBackend:
                         seen,
                         True,
                         time.monotonic() - started,
+                        imports=spec.imports,
                     )
         # no marker, another fingerprint, or unhealthy: never reuse, build afresh
         shutil.rmtree(path, ignore_errors=True)
@@ -433,7 +436,16 @@ class UvBackend:
         tmp = path / (MARKER + ".tmp")
         tmp.write_text(json.dumps(meta, indent=1, sort_keys=True))
         os.replace(tmp, path / MARKER)
-        return BuiltEnv(env, path, python, versions, seen, False, time.monotonic() - started)
+        return BuiltEnv(
+            env,
+            path,
+            python,
+            versions,
+            seen,
+            False,
+            time.monotonic() - started,
+            imports=spec.imports,
+        )
 
 
 # --- existing interpreters: nothing installed, everything probed ----------------------------
@@ -546,6 +558,7 @@ class ExistingBackend:
             reused=True,
             seconds=found.seconds,
             isolated=False,
+            imports=tuple(modules for _, modules in self.roles()),
         )
 
 

@@ -2,8 +2,9 @@
 timeout that ends the whole group, output captured to bounded files, the result read
 from a file and the exit status as the fallback.
 
-Isolation lives here alone, so that a cheaper scheme (a warm worker per environment) can
-replace it behind ``run_isolated`` without touching the rest.
+This is isolation "process" (a fresh interpreter per job); harness/warm.py is isolation
+"fork" (a warm worker per environment forks a child per job) and returns the same
+``ChildResult``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ChildResult", "ProcessGroups", "read_result", "run_isolated", "tail_of"]
+__all__ = [
+    "ChildResult",
+    "ProcessGroups",
+    "end_own_children",
+    "read_result",
+    "run_isolated",
+    "signal_group",
+    "tail_of",
+]
 
 TAIL_BYTES = 8192
 MAX_RESULT_BYTES = 4 << 20  # a result file beyond this is refused unread
@@ -37,6 +46,8 @@ class ChildResult:
     stdout_tail: str
     stderr_tail: str
     result_problem: str = ""  # why a result file that was there is not ``result``
+    # set when the warm worker that held the job died or hung: why there is no result
+    worker_failure: str | None = None
 
 
 def tail_of(path: Path, limit: int = TAIL_BYTES) -> str:
@@ -89,7 +100,7 @@ class ProcessGroups:
             self._groups.add(pgid)
             stopping = self.stopping
         if stopping:  # started by a worker thread after kill_all took its list: end it now
-            _signal_group(pgid, signal.SIGKILL)
+            signal_group(pgid, signal.SIGKILL)
 
     def discard(self, pgid: int) -> None:
         with self._lock:
@@ -100,17 +111,35 @@ class ProcessGroups:
             self.stopping = True
             groups = list(self._groups)
         for pgid in groups:
-            _signal_group(pgid, signal.SIGTERM)
+            signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + TERM_GRACE_S
         while time.monotonic() < deadline and any(_group_alive(g) for g in groups):
             time.sleep(0.05)
         for pgid in groups:
-            _signal_group(pgid, signal.SIGKILL)
+            signal_group(pgid, signal.SIGKILL)
 
 
-def _signal_group(pgid: int, sig: int) -> None:
+def signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def end_own_children(sig: int = signal.SIGTERM) -> None:
+    """Signal every process this one started that is still running (Linux /proc): an
+    installer or a health check that a worker thread waits on, when the run is interrupted."""
+    me = str(os.getpid())
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            if text[text.rindex(")") + 2 :].split()[1] == me:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(entry.name), sig)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -123,10 +152,10 @@ def _group_alive(pgid: int) -> bool:
 
 def _end_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the whole group, then SIGKILL what is left after a grace period."""
-    _signal_group(proc.pid, signal.SIGTERM)
+    signal_group(proc.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(TERM_GRACE_S)
-    _signal_group(proc.pid, signal.SIGKILL)  # also grandchildren that outlived the leader
+    signal_group(proc.pid, signal.SIGKILL)  # also grandchildren that outlived the leader
     proc.wait()
 
 
@@ -171,7 +200,7 @@ def run_isolated(
                 if groups is not None:
                     groups.discard(proc.pid)
             # a child that exited may have left a group behind (a forked grandchild)
-            _signal_group(proc.pid, signal.SIGKILL)
+            signal_group(proc.pid, signal.SIGKILL)
         duration = time.monotonic() - started
         result, problem = None, ""
         if result_path.is_file() and not timed_out:

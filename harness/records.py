@@ -95,6 +95,12 @@ class Record:
     machine_id: str = ""
     # the record file that `merge` brought it in from ("" when this machine ran it)
     imported_from: str = ""
+    # how the job was isolated: "fork" (forked from the environment's warm worker) or
+    # "process" (a fresh interpreter); records written before the field read as "process".
+    # Records decided without a child (skipped, env_failed) carry the run's mode.
+    isolation: str = "process"
+    # seconds spent inside the reproducer's run(), measured in the child; None without a result
+    run_s: float | None = None
     schema: int = SCHEMA
 
     @property

@@ -13,6 +13,7 @@ from harness.plan import Job
 from harness.proc import ChildResult, ProcessGroups, run_isolated
 from harness.records import Record
 from harness.validate import RecordRefused, validate_record
+from harness.warm import Refused, WarmWorker
 
 __all__ = ["decided_record", "env_failed_record", "fallback", "record_of", "run_job"]
 
@@ -47,6 +48,13 @@ def job_file(job: Job, memory_limit_mb: int) -> dict[str, Any]:
 
 def fallback(child: ChildResult, timeout_s: float) -> tuple[Outcome, str]:
     """Classify a child that left no result, from how it ended. Pure."""
+    if child.worker_failure:  # the warm worker that held the job died or hung
+        if child.timed_out:
+            return Outcome.TIMEOUT, (
+                f"{child.worker_failure}; ended after the {timeout_s:g} s limit "
+                "(the job's process group and the worker were killed)"
+            )
+        return Outcome.CRASHED, child.worker_failure
     if child.timed_out:
         return Outcome.TIMEOUT, (
             f"ran past the {timeout_s:g} s limit; its process group was ended "
@@ -86,7 +94,7 @@ def _base(job: Job) -> dict[str, Any]:
 def _from_result(res: dict[str, Any], env_versions: dict[str, str]) -> dict[str, Any]:
     """The record fields a child's result file gives, as they are (validate_record judges
     them): its warnings go under checks["_warnings"], its versions over the probe's."""
-    fields = {k: res[k] for k in ("outcome", "reason", "exception", "checks") if k in res}
+    fields = {k: res[k] for k in ("outcome", "reason", "exception", "checks", "run_s") if k in res}
     checks = fields.get("checks")
     if checks is None:
         fields["checks"] = checks = {}
@@ -111,6 +119,7 @@ def record_of(
     provenance: dict[str, str],
     started_at: str,
     env_versions: dict[str, str],
+    isolation: str = "process",
 ) -> Record:
     """The run's record, every field through validate_record. A result file that breaks a
     rule does not end the run: the job is ``crashed`` with the rule in its reason."""
@@ -123,6 +132,7 @@ def record_of(
         "stderr_tail": child.stderr_tail,
         "provenance": provenance,
         "started_at": started_at,
+        "isolation": isolation,
     }
     res = child.result
     if res is not None:
@@ -146,18 +156,33 @@ def run_job(
     memory_limit_mb: int,
     provenance: dict[str, str],
     groups: ProcessGroups | None = None,
+    worker: WarmWorker | None = None,
 ) -> Record:
+    """Run one job: forked from ``worker`` (isolation "fork") unless the variant asks for
+    a fresh interpreter or the worker refuses to fork, else in a fresh interpreter."""
     started_at = now()
-    child = run_isolated(
-        [str(built.python), *(["-I"] if built.isolated else []), str(CHILD)],
-        job_file(job, memory_limit_mb),
-        timeout_s,
-        groups=groups,
-    )
-    return record_of(job, child, timeout_s, provenance, started_at, built.versions())
+    payload = job_file(job, memory_limit_mb)
+    child: ChildResult | None = None
+    isolation = "process"
+    if worker is not None and job.variant.isolation != "process" and worker.refusal is None:
+        ran = worker.run(payload, timeout_s, job.id)
+        if isinstance(ran, Refused):
+            started_at = now()
+        else:
+            child, isolation = ran, "fork"
+    if child is None:
+        child = run_isolated(
+            [str(built.python), *(["-I"] if built.isolated else []), str(CHILD)],
+            payload,
+            timeout_s,
+            groups=groups,
+        )
+    return record_of(job, child, timeout_s, provenance, started_at, built.versions(), isolation)
 
 
-def env_failed_record(job: Job, reason: str, provenance: dict[str, str]) -> Record:
+def env_failed_record(
+    job: Job, reason: str, provenance: dict[str, str], isolation: str = "process"
+) -> Record:
     return validate_record(
         {
             **_base(job),
@@ -170,12 +195,18 @@ def env_failed_record(job: Job, reason: str, provenance: dict[str, str]) -> Reco
             },
             "provenance": provenance,
             "started_at": now(),
+            "isolation": isolation,
         }
     )
 
 
 def decided_record(
-    job: Job, outcome: Outcome, reason: str, built: BuiltEnv, provenance: dict[str, str]
+    job: Job,
+    outcome: Outcome,
+    reason: str,
+    built: BuiltEnv,
+    provenance: dict[str, str],
+    isolation: str = "process",
 ) -> Record:
     """A cell decided before running (harness/capabilities.py): skipped or unsupported."""
     return validate_record(
@@ -186,5 +217,6 @@ def decided_record(
             "versions": built.versions(),
             "provenance": provenance,
             "started_at": now(),
+            "isolation": isolation,
         }
     )

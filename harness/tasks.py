@@ -23,6 +23,7 @@ from harness.capabilities import CudaFacts, precheck
 from harness.config import Config
 from harness.entries import Entry, EntryError, load_entries
 from harness.envs import (
+    CHILD,
     STANDIN_VAR,
     BuiltEnv,
     EnvBackend,
@@ -33,11 +34,12 @@ from harness.envs import (
 )
 from harness.matrix import Environment, Expansion, Matrix, MatrixError, load_matrix
 from harness.plan import Job, Plan, make_plan
-from harness.proc import ProcessGroups
+from harness.proc import ProcessGroups, end_own_children
 from harness.provenance import cuda_provenance, machine_provenance
 from harness.records import Record
 from harness.runner import decided_record, env_failed_record, run_job
 from harness.store import Store, StoreError, latest
+from harness.warm import FORK_AVAILABLE, WarmWorker, WorkerFailed
 
 __all__ = ["RunState", "STEPS", "run_steps"]
 
@@ -182,8 +184,84 @@ def drop_done(state: RunState) -> RunState | int:
     return state
 
 
+FAILED = ("crashed", "timeout", "env_failed")  # runs that measured nothing about the variant
+
+
 def _summary(counts: collections.Counter[str]) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+
+
+@dataclass
+class EnvRun:
+    """One environment's share of the run: its jobs, and what preparing it gave."""
+
+    env: Environment
+    jobs: collections.deque[Job]
+    prepared: bool = False
+    preparing: bool = False
+    built: BuiltEnv | None = None
+    worker: WarmWorker | None = None
+    provenance: dict[str, str] = field(default_factory=dict)  # the machine's, with CUDA's
+    running: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def finished(self) -> bool:
+        return self.prepared and not self.jobs and not self.running
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What preparing an environment gave: built (or failed) and its warm worker."""
+
+    built: BuiltEnv | None
+    failure: str = ""
+    worker: WarmWorker | None = None
+    note: str = ""
+
+
+def _isolation_of(cfg: Config) -> str:
+    return cfg.isolation if cfg.isolation else ("fork" if FORK_AVAILABLE else "process")
+
+
+def _prepare(
+    backend: EnvBackend, env: Environment, isolation: str, groups: ProcessGroups
+) -> Prepared:
+    """Build or health-check ``env`` and start its warm worker (runs in a slot of its own)."""
+    try:
+        built = backend.ensure(env)
+    except EnvFailed as exc:
+        return Prepared(None, str(exc))
+    if isolation != "fork":
+        return Prepared(built)
+    worker = WarmWorker(
+        built.python, CHILD, built.imports, groups=groups, label=env.id, isolated=built.isolated
+    )
+    try:
+        worker.start()
+    except WorkerFailed as exc:
+        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else "no reason given"
+        return Prepared(built, note=f"warm worker did not start ({first}): fresh interpreters")
+    return Prepared(built, worker=worker, note=f"warm worker imported in {worker.import_s:.1f} s")
+
+
+def _worker_for(run: EnvRun, groups: ProcessGroups) -> WarmWorker | None:
+    """The environment's warm worker, started anew when the last one died or hung."""
+    with run.lock:
+        worker = run.worker
+        if worker is None or worker.alive:
+            return worker
+        assert run.built is not None
+        worker.stop()
+        built = run.built
+        fresh = WarmWorker(built.python, CHILD, built.imports, groups, run.env.id, built.isolated)
+        try:
+            fresh.start()
+        except WorkerFailed:
+            run.worker = None  # the rest of this environment runs in fresh interpreters
+            return None
+        run.worker = fresh
+        return fresh
 
 
 def run_matrix(state: RunState) -> RunState | int:
@@ -193,9 +271,11 @@ def run_matrix(state: RunState) -> RunState | int:
         UvBackend(cfg.envs_dir, standin=os.environ.get(STANDIN_VAR)), state.existing
     )
     machine = machine_provenance(cfg.repo)
+    isolation = _isolation_of(cfg)
     by_env: dict[Environment, list[Job]] = collections.defaultdict(list)
     for job in state.todo:
         by_env[job.cell.env].append(job)
+    runs = [EnvRun(env, collections.deque(jobs)) for env, jobs in by_env.items()]
     total = len(state.todo)
     console = state.console
     interactive = console.is_terminal
@@ -209,20 +289,76 @@ def run_matrix(state: RunState) -> RunState | int:
     )
     task = progress.add_task("starting", total=total)
     done = 0
+    preparing: list[str] = []
+
+    def status() -> str:
+        failed = sum(state.counts[k] for k in FAILED)
+        busy = f" | preparing {', '.join(preparing)}" if preparing else ""
+        return f"{total - done} left, {failed} failed | {_summary(state.counts)}{busy}"
 
     def store(record: Record, job: Job) -> None:
         nonlocal done
         state.store.append(record)  # type: ignore[union-attr]
         done += 1
         state.counts[record.outcome.value] += 1
-        line = (
-            f"[{done}/{total}, {total - done} left | {_summary(state.counts)}] "
-            f"{job.id} -> {record.outcome.value}"
-            f"{' (' + record.reason[:80] + ')' if record.reason else ''}"
-        )
-        progress.update(task, advance=1, description=f"{job.cell.id} | {_summary(state.counts)}")
+        progress.update(task, advance=1, description=f"{job.cell.id} | {status()}")
         if not interactive:
-            console.print(line, markup=False, highlight=False)
+            console.print(
+                f"[{done}/{total}, {status()}] {job.id} -> {record.outcome.value}"
+                f"{' (' + record.reason[:80] + ')' if record.reason else ''}",
+                markup=False,
+                highlight=False,
+            )
+
+    def say(text: str) -> None:
+        console.print(text, markup=False, highlight=False)
+
+    def prepared(run: EnvRun, result: Prepared) -> None:
+        run.prepared, run.preparing = True, False
+        preparing.remove(run.env.id)
+        run.built, run.worker = result.built, result.worker
+        say(f"environment {run.env.id}: {len(run.jobs)} jobs")
+        built = result.built
+        if built is None:
+            console.print(
+                f"[red]env_failed[/] {run.env.id}: "
+                f"{escape(result.failure.splitlines()[0]) if result.failure else ''}",
+                highlight=False,
+            )
+            while run.jobs:
+                job = run.jobs.popleft()
+                store(env_failed_record(job, result.failure, machine, isolation), job)
+            return
+        run.provenance = provenance = cuda_provenance(machine, built.probe)
+        say(
+            f"  {_how(built)} in {built.seconds:.1f} s: "
+            f"torch {built.probe.get('torch')}, lightning "
+            f"{built.probe.get('lightning', built.probe.get('pytorch_lightning'))}"
+            f"{'; ' + result.note if result.note else ''}"
+        )
+        runnable: collections.deque[Job] = collections.deque()
+        facts = CudaFacts.from_probe(built.probe)
+        for job in run.jobs:
+            decided = precheck(job.cell.device, job.cell.precision, facts)
+            if decided is None:
+                runnable.append(job)
+            else:
+                outcome, why = decided
+                store(decided_record(job, outcome, why, built, provenance, isolation), job)
+        run.jobs = runnable
+
+    def run_one(run: EnvRun, job: Job) -> Record:
+        assert run.built is not None and cfg.timeout_s is not None
+        assert cfg.memory_limit_mb is not None
+        return run_job(
+            job,
+            run.built,
+            timeout_s=cfg.timeout_s,
+            memory_limit_mb=cfg.memory_limit_mb,
+            provenance=run.provenance,
+            groups=state.groups,
+            worker=_worker_for(run, state.groups),
+        )
 
     previous = signal.getsignal(signal.SIGTERM)
 
@@ -231,45 +367,50 @@ def run_matrix(state: RunState) -> RunState | int:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_term)
+    slots = max(1, cfg.jobs)
+    pool = ThreadPoolExecutor(max_workers=slots)
+    pending: dict[Future[object], tuple[EnvRun, Job | None]] = {}
+    refusals_told: set[str] = set()
     try:
         with progress:
-            for env, jobs in by_env.items():
-                console.print(
-                    f"environment {env.id}: {len(jobs)} jobs", markup=False, highlight=False
-                )
-                try:
-                    built: BuiltEnv | None = backend.ensure(env)
-                    reason = ""
-                except EnvFailed as exc:
-                    built, reason = None, str(exc)
-                    console.print(
-                        f"[red]env_failed[/] {env.id}: {escape(reason.splitlines()[0]) if reason else ''}",
-                        highlight=False,
-                    )
-                if built is None:
-                    for job in jobs:
-                        store(env_failed_record(job, reason, machine), job)
-                    continue
-                provenance = cuda_provenance(machine, built.probe)
-                console.print(
-                    f"  {_how(built)} in {built.seconds:.1f} s: "
-                    f"torch {built.probe.get('torch')}, lightning "
-                    f"{built.probe.get('lightning', built.probe.get('pytorch_lightning'))}",
-                    markup=False,
-                    highlight=False,
-                )
-                runnable = []
-                facts = CudaFacts.from_probe(built.probe)
-                for job in jobs:
-                    decided = precheck(job.cell.device, job.cell.precision, facts)
-                    if decided is None:
-                        runnable.append(job)
+            while any(not r.finished for r in runs):
+                while len(pending) < slots:
+                    picked = _next_work(runs)
+                    if picked is None:
+                        break
+                    run, job = picked
+                    if job is None:
+                        run.preparing = True
+                        preparing.append(run.env.id)
+                        progress.update(task, description=status())
+                        future = pool.submit(_prepare, backend, run.env, isolation, state.groups)
                     else:
-                        outcome, why = decided
-                        store(decided_record(job, outcome, why, built, provenance), job)
-                _run_parallel(runnable, built, cfg, provenance, state, store)
+                        run.running += 1
+                        future = pool.submit(run_one, run, job)
+                    pending[future] = (run, job)
+                finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    run, job = pending.pop(future)
+                    if job is None:
+                        prepared(run, future.result())  # type: ignore[arg-type]
+                    else:
+                        run.running -= 1
+                        store(future.result(), job)  # type: ignore[arg-type]
+                        worker = run.worker
+                        if (
+                            worker is not None
+                            and worker.refusal
+                            and run.env.id not in refusals_told
+                        ):
+                            refusals_told.add(run.env.id)
+                            say(f"  {run.env.id}: {worker.refusal}; fresh interpreters from here")
+                    if run.finished and run.worker is not None:
+                        run.worker.stop()
+                        run.worker = None
     except KeyboardInterrupt:
         state.groups.kill_all()
+        _stop_workers(runs)
+        end_own_children()  # an install or health check in a preparing slot
         console.print(
             f"\n[bold yellow]interrupted[/]: {done} of {total} records stored; "
             "rerun with --resume to finish",
@@ -278,9 +419,12 @@ def run_matrix(state: RunState) -> RunState | int:
         return 130
     except StoreError as exc:
         state.groups.kill_all()
+        _stop_workers(runs)
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 1
     finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_workers(runs)
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, previous)
     console.print(
@@ -295,39 +439,30 @@ def _how(built: BuiltEnv) -> str:
     return "reused" if built.reused else "built"
 
 
-def _run_parallel(
-    jobs: list[Job],
-    built: BuiltEnv,
-    cfg: Config,
-    provenance: dict[str, str],
-    state: RunState,
-    store: Callable[[Record, Job], None],
-) -> None:
-    assert cfg.timeout_s is not None and cfg.memory_limit_mb is not None
-    pool = ThreadPoolExecutor(max_workers=max(1, cfg.jobs))
-    pending: dict[Future[Record], Job] = {}
-    queue = list(jobs)
-    try:
-        while queue or pending:
-            while queue and len(pending) < cfg.jobs:
-                job = queue.pop(0)
-                pending[
-                    pool.submit(
-                        run_job,
-                        job,
-                        built,
-                        timeout_s=cfg.timeout_s,
-                        memory_limit_mb=cfg.memory_limit_mb,
-                        provenance=provenance,
-                        groups=state.groups,
-                    )
-                ] = job
-            finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
-            for future in finished:
-                job = pending.pop(future)
-                store(future.result(), job)
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+LOOKAHEAD = 2  # environments prepared (or being prepared) and not finished, at most
+
+
+def _next_work(runs: list[EnvRun]) -> tuple[EnvRun, Job | None] | None:
+    """What a free slot does next: prepare the next environment (at most one at a time,
+    at most LOOKAHEAD environments open, so that a build or an import overlaps the runs
+    of the environment before it), else the next job of the earliest prepared one. Pure
+    bookkeeping over ``runs``; (run, None) means "prepare run"."""
+    open_envs = [r for r in runs if (r.prepared or r.preparing) and not r.finished]
+    if not any(r.preparing for r in runs) and len(open_envs) < LOOKAHEAD:
+        for r in runs:
+            if not r.prepared and not r.preparing:
+                return r, None
+    for r in runs:
+        if r.prepared and r.jobs:
+            return r, r.jobs.popleft()
+    return None
+
+
+def _stop_workers(runs: list[EnvRun]) -> None:
+    for r in runs:
+        if r.worker is not None:
+            r.worker.stop()
+            r.worker = None
 
 
 def render(state: RunState) -> RunState | int:

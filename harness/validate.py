@@ -17,9 +17,10 @@ The rules, in the order they are checked (``RULES`` holds the same text):
      ``MAX_ID`` characters, with no control character, no lone surrogate and no
      whitespace.
  R3  closed sets: kind in KINDS, device in DEVICES, precision in PRECISIONS, outcome in
-     the ``Outcome`` values.
+     the ``Outcome`` values, isolation in ("fork", "process").
  R4  trial: an integer (not a boolean) from 0 to ``MAX_TRIAL``.
- R5  duration_s: a number (not a boolean), finite, from 0 to ``MAX_DURATION_S``.
+ R5  duration_s: a number (not a boolean), finite, from 0 to ``MAX_DURATION_S``;
+     run_s: null or such a number.
  R6  exit_code: null or an integer in [-2**31, 2**32); signal: null or an integer 1..255.
  R7  started_at: "" (not recorded) or an ISO 8601 timestamp with a time zone
      (``datetime.fromisoformat``), at most 64 characters.
@@ -85,9 +86,9 @@ RULES: tuple[str, ...] = tuple(
     for line in """\
 R1 a JSON object of the current schema with only Record's fields and the required ones
 R2 identifiers: 1..MAX_ID characters, no control character, lone surrogate or whitespace
-R3 kind, device, precision and outcome from their closed sets
+R3 kind, device, precision, outcome and isolation from their closed sets
 R4 trial: an integer (not bool), 0..MAX_TRIAL
-R5 duration_s: a finite number (not bool), 0..MAX_DURATION_S
+R5 duration_s: a finite number (not bool), 0..MAX_DURATION_S; run_s: null or one
 R6 exit_code: null or an integer in [-2**31, 2**32); signal: null or an integer 1..255
 R7 started_at: "" or an ISO 8601 timestamp with a time zone
 R8 exception: null or {type (non-empty), message, frame, traceback}: strings
@@ -104,6 +105,7 @@ _CLOSED = {
     "device": DEVICES,
     "precision": PRECISIONS,
     "outcome": tuple(o.value for o in Outcome),
+    "isolation": ("fork", "process"),
 }
 _TAILS = ("stdout_tail", "stderr_tail")
 _EXCEPTION_KEYS = ("type", "message", "frame", "traceback")
@@ -189,6 +191,18 @@ def _duration(value: Any) -> float:
             "duration_s", f"must be a finite number from 0 to {MAX_DURATION_S:g}, got {value!r}"
         )
     return float(value) if isinstance(value, int) else value
+
+
+def _run_seconds(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RecordRefused("run_s", f"must be null or a number, got {_short(value)}")
+    if not math.isfinite(value) or not 0 <= value <= MAX_DURATION_S:
+        raise RecordRefused(
+            "run_s", f"must be null or a finite number from 0 to {MAX_DURATION_S:g}, got {value!r}"
+        )
+    return float(value)
 
 
 def _timestamp(value: Any) -> str:
@@ -290,6 +304,7 @@ _FIELD_RULES: dict[str, Callable[[Any], Any]] = {
     **{name: partial(_choice, name, allowed=allowed) for name, allowed in _CLOSED.items()},
     "trial": partial(_integer, "trial", low=0, high=MAX_TRIAL),
     "duration_s": _duration,
+    "run_s": _run_seconds,
     "exit_code": partial(_optional_integer, "exit_code", low=-(2**31), high=2**32 - 1),
     "signal": partial(_optional_integer, "signal", low=1, high=255),
     "started_at": _timestamp,

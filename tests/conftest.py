@@ -1,13 +1,15 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.entries import Entry, load_entry
-from harness.envs import BuiltEnv
+from harness.envs import CHILD, BuiltEnv
 from harness.matrix import Cell, Environment
+from harness.warm import WarmWorker
 
 RESOURCES = Path(__file__).parent / "resources"
 REPO = Path(__file__).resolve().parent.parent
@@ -32,3 +34,15 @@ def host_env() -> BuiltEnv:
 @pytest.fixture
 def cpu_cell(host_env: BuiltEnv) -> Cell:
     return Cell(host_env.env, "cpu", "fp32")
+
+
+@pytest.fixture(params=["fork", "process"])
+def worker(request: pytest.FixtureRequest, host_env: BuiltEnv) -> Iterator[WarmWorker | None]:
+    """Each isolation mode in turn: a warm worker of this interpreter, or None (fresh)."""
+    if request.param == "process":
+        yield None
+        return
+    warm = WarmWorker(host_env.python, CHILD, (("json",),), label="test")
+    warm.start()
+    yield warm
+    warm.stop()

@@ -41,8 +41,9 @@ TINY_JOBS = 5  # tiny/faults on cpu/fp32: documented, other, ok, wrong, control
 class Project:
     """A tiny project in a temp dir: matrix.yaml, repros/tiny/faults and repros/waits/gate."""
 
-    def __init__(self, root: Path, matrix: str = "matrix.yaml") -> None:
+    def __init__(self, root: Path, matrix: str = "matrix.yaml", isolation: str = "") -> None:
         self.root = root
+        self.isolation = isolation  # "fork" | "process"; "": the harness's default
         self.signals = root / "signals"  # where gate variants announce themselves
         self.tmp = root / "tmp"  # TMPDIR of the harness: its run folders must not stay
         self.envs = root / "envs"
@@ -90,6 +91,7 @@ class Project:
             str(self.envs),
             "--timeout",
             "60",
+            *(("--isolation", self.isolation) if self.isolation else ()),
             *args,
         ]
 
@@ -149,9 +151,10 @@ class Project:
         return str(found[0]["outcome"])
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Iterator[Project]:
-    p = Project(tmp_path / "proj")
+@pytest.fixture(params=["fork", "process"])
+def project(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Project]:
+    """The tiny project, run in each isolation mode in turn."""
+    p = Project(tmp_path / "proj", isolation=request.param)
     yield p
     p.release()
 
@@ -276,6 +279,64 @@ def test_sigkill_of_the_harness_loses_nothing_and_resume_reruns_the_cut_job(
     assert len(keys) == TINY_JOBS + 4 and set(keys.values()) == {1}  # each exactly once
     assert project.outcome("waits/gate", "held") == "ok"  # the cut job ran again
     assert project.records()[:TINY_JOBS] == before
+
+
+def _parent_of(pid: int) -> int:
+    fields = _stat(pid)
+    assert fields is not None, f"{pid} is gone"
+    return int(fields[1])
+
+
+@pytest.mark.slow
+def test_the_warm_worker_killed_mid_job_is_a_crashed_record_and_a_new_worker_runs_the_rest(
+    tmp_path: Path,
+) -> None:
+    project = Project(tmp_path / "proj", isolation="fork")
+    project.hold()
+    proc = project.start("-j", "1", "--entry", "waits/gate")
+    wait_for(lambda: project.announced("held"), what="the held variant to start")
+    (held,) = project.announced("held")
+    worker = _parent_of(held)  # the held variant is a child forked by the warm worker
+    os.kill(worker, signal.SIGKILL)
+    wait_for(lambda: not alive(held), timeout=10, what="the held variant's group to be ended")
+    project.release()
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    record = next(r for r in project.records() if r["variant"] == "held")
+    assert record["outcome"] == "crashed" and record["isolation"] == "fork"
+    assert f"the warm worker (pid {worker}) died while running waits/gate::held@" in str(
+        record["reason"]
+    )
+    assert "killed by SIGKILL" in str(record["reason"])
+    rest = [r for r in project.records() if r["variant"] != "held"]
+    assert len(rest) == 3 and {r["outcome"] for r in rest} == {"ok"}
+    assert {r["isolation"] for r in rest} == {"fork"}  # a new worker took them
+    assert_nothing_left(project)
+
+
+@pytest.mark.slow
+def test_a_hung_warm_worker_is_a_timeout_record_and_a_new_worker_runs_the_rest(
+    tmp_path: Path,
+) -> None:
+    project = Project(tmp_path / "proj", isolation="fork")
+    project.hold()
+    proc = project.start("-j", "1", "--entry", "waits/gate", "--timeout", "3")
+    wait_for(lambda: project.announced("held"), what="the held variant to start")
+    (held,) = project.announced("held")
+    worker = _parent_of(held)
+    os.kill(worker, signal.SIGSTOP)  # the worker hangs: it can neither reap nor answer
+    project.release()
+    out, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 0, out
+    record = next(r for r in project.records() if r["variant"] == "held")
+    assert record["outcome"] == "timeout"
+    assert f"the warm worker (pid {worker}) stopped answering while running waits/gate::held@" in (
+        str(record["reason"])
+    )
+    assert not alive(worker)  # killed, not left stopped
+    rest = [r for r in project.records() if r["variant"] != "held"]
+    assert len(rest) == 3 and {r["outcome"] for r in rest} == {"ok"}
+    assert_nothing_left(project)
 
 
 # --- 2. Ctrl-C and preemption ------------------------------------------------------------
@@ -530,6 +591,7 @@ def test_malformed_matrix_fails_fast_with_file_line(project: Project, case: str)
 
 
 ENTRY_CASES = {
+    "bad_isolation": "isolation must be 'process'",
     "missing_signature": "missing required key(s) ['signature']",
     "unknown_kind": "unknown variant kind 'workaroud'",
     "duplicate_variant": "duplicate variant name 'ok'",

@@ -45,6 +45,28 @@ def run(variant, device, precision):
         hog = []
         while True:
             hog.append(bytearray(64 * 1024 * 1024))
+    if variant == "mutate":  # changes what a later variant would see, if it shared a process
+        import json
+
+        json.harness_mutated = True
+        os.environ["HARNESS_MUTATED"] = "1"
+        sys.path.insert(0, "/harness-mutated")
+        return {"moved": {"ok": True, "detail": "mutated json, os.environ and sys.path"}}
+    if variant == "clean":
+        import json
+
+        leaks = [
+            what
+            for what, seen in (
+                ("json.harness_mutated", hasattr(json, "harness_mutated")),
+                ("os.environ", "HARNESS_MUTATED" in os.environ),
+                ("sys.path", "/harness-mutated" in sys.path),
+            )
+            if seen
+        ]
+        return {"clean": {"ok": not leaks, "detail": "leaked: %s" % leaks if leaks else ""}}
+    if variant == "sys-exit":
+        sys.exit(4)
     if variant == "loud":
         for _ in range(200):
             sys.stdout.write("x" * 10000 + "\n")
