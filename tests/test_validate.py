@@ -53,6 +53,8 @@ def good(**overrides: Any) -> dict[str, Any]:
         "machine": "box",
         "machine_id": "0123456789ab",
         "imported_from": "",
+        "isolation": "fork",
+        "run_s": 0.25,
     }
     d.update(overrides)
     return d
@@ -98,6 +100,9 @@ REFUSED = [
     ({"kind": "other"}, "kind"),
     ({"device": "tpu"}, "device"),
     ({"precision": "fp8"}, "precision"),
+    ({"isolation": "thread"}, "isolation"),
+    ({"run_s": -0.5}, "run_s"),
+    ({"run_s": "0.5"}, "run_s"),
     ({"checks": [1, 2]}, "checks"),
     ({"checks": {"moved": True}}, "checks.moved"),
     ({"checks": {"moved": {"ok": "yes"}}}, "checks.moved.ok"),
