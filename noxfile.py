@@ -4,6 +4,7 @@ runs every cell of that environment)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -11,6 +12,14 @@ import nox
 
 nox.options.sessions = ["matrix"]
 nox.options.reuse_existing_virtualenvs = True
+# sessions are made and filled by uv where it is installed (`pip install nox uv`), else by
+# virtualenv and pip; benchmarks/bench_nox_setup.py measures the two
+nox.options.default_venv_backend = "uv|virtualenv"
+# a local wheel folder that pip is told about (PIP_FIND_LINKS) is one for uv too
+if os.environ.get("PIP_FIND_LINKS") and "UV_FIND_LINKS" not in os.environ:
+    os.environ["UV_FIND_LINKS"] = ",".join(
+        p for p in os.environ["PIP_FIND_LINKS"].split() if Path(p).is_dir()
+    )
 HERE = Path(__file__).parent
 HARNESS_PYTHON = "3.11"  # the orchestrator's own Python; targets pick theirs in matrix.yaml
 # the test session runs the seed reproducers on a real torch: the release that lies on
@@ -69,6 +78,13 @@ def report(session: nox.Session) -> None:
     """Re-render tables, HTML, JSON and write-back from stored records (`-- --check` for CI)."""
     session.install("-e", ".")
     session.run("python", "-m", "harness", "report", *session.posargs)
+
+
+@nox.session(python=HARNESS_PYTHON, name="tox-ini")
+def tox_ini(session: nox.Session) -> None:
+    """Write tox.ini from matrix.yaml (`-- --check` for CI: fail if it differs)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "harness", "tox-ini", *session.posargs)
 
 
 @nox.session(python=HARNESS_PYTHON)

@@ -124,9 +124,40 @@ def parser() -> argparse.ArgumentParser:
     diff.add_argument(
         "--exit-code", action="store_true", help="exit 1 when some cell changed (like git diff)"
     )
+    tox = sub.add_parser(
+        "tox-ini", help="write tox.ini from matrix.yaml (one tox env per environment)"
+    )
+    tox.add_argument("--check", action="store_true", help="write nothing; fail if tox.ini differs")
+    tox.add_argument("--matrix", default="matrix.yaml", help="matrix file, relative to the repo")
     merge = sub.add_parser("merge", help="add other machines' record files to results/records/")
     merge.add_argument("sources", nargs="+", help="record files (.jsonl) or folders of them")
     return ap
+
+
+def _tox_ini(repo: Path, matrix_file: str, check: bool, console: Console) -> int:
+    import os
+
+    from harness.envs import STANDIN_VAR
+    from harness.matrix import MatrixError, load_matrix
+    from harness.toxini import TOX_INI, check_tox_ini, render_tox_ini
+
+    try:
+        matrix = load_matrix(repo / matrix_file)
+    except MatrixError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        return 2
+    standin = os.environ.get(STANDIN_VAR)
+    if check:
+        problem = check_tox_ini(repo, matrix, standin)
+        if problem:
+            console.print(f"[bold red]stale:[/] {problem}", highlight=False)
+            console.print("run `python -m harness tox-ini` and commit the result", highlight=False)
+            return 1
+        console.print(f"{TOX_INI} is up to date with {matrix_file}", highlight=False)
+        return 0
+    (repo / TOX_INI).write_text(render_tox_ini(matrix, standin), encoding="utf-8")
+    console.print(f"wrote {repo / TOX_INI}", highlight=False)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -180,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in format_diff(result, limit=max(1, args.limit)):
             console.print(line, markup=False, highlight=False)
         return 1 if args.exit_code and (result.changes or result.only_new) else 0
+    if args.command == "tox-ini":
+        return _tox_ini(repo, args.matrix, args.check, console)
     if args.command == "report":
         from harness.tasks import render_reports
 
