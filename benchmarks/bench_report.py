@@ -1,26 +1,34 @@
-"""Time aggregate + render of 1,000,000 synthetic records (2,500 entries x 8 variants x 50
-cells), against a baseline measured in the same run: one plain pass over the records.
+"""Time `python -m harness report` on a store written the way runs write it, against a
+plain read of the same files, in one run.
 
-    python benchmarks/bench_report.py [--entries 2500] [--profile]
+    python benchmarks/bench_report.py [--records 1000000] [--entries 2500] [--machines 2]
+
+A throwaway project is made in a temporary folder: results/records/<machine>.jsonl hold
+``--records`` distinct records (one JSON line each, as Store.append writes them: every
+line its own dict, its own start time, exception, traceback, checks and provenance), over
+``--entries`` entries x 8 variants x N environments x device/precision slices, each key
+measured by one machine. Then the CLI runs as a subprocess, exactly as a user runs it,
+and its wall time is printed beside the time of a plain read of the files (their bytes,
+once, from the page cache: the floor of any reader).
 """
 
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
+import json
+import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from harness.aggregate import aggregate  # noqa: E402
-from harness.outcomes import Outcome  # noqa: E402
-from harness.records import ExceptionInfo, Record  # noqa: E402
-from harness.report import render_all  # noqa: E402
+from harness.domain import cell_id, env_id  # noqa: E402
+from harness.records import SCHEMA, Record  # noqa: E402
 
 VARIANTS = [
     ("baseline", "baseline"),
@@ -45,108 +53,175 @@ TORCH = [
     "2.5.1",
 ]
 LIGHTNING = ["1.9.5", "2.0.9", "2.1.4", "2.2.5", "2.4.0"]
-SLICES = [("cpu", "fp32")]  # 10 torch x 5 lightning = 50 envs x 1 slice = 50 cells
+SLICES = [("cpu", "fp32"), ("cpu", "fp16"), ("cpu", "bf16"), ("cuda", "fp16")]
+OUTCOMES = ["reproduced"] * 5 + ["ok"] * 4 + ["other_error", "unsupported", "wrong_result"]
+MESSAGES = [
+    ("RuntimeError", "GradScaler unscale_() encountered None gradient"),
+    (
+        "RuntimeError",
+        "unscale_() has already been called on this optimizer since the last update().",
+    ),
+    ("ValueError", "optimizer got an empty parameter list"),
+    ("AssertionError", "No inf checks were recorded for this optimizer."),
+    (
+        "NotImplementedError",
+        "Gradient clipping is not implemented for optimizers handling the unscaling.",
+    ),
+]
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/work/repros/x/repro.py", line {line}, in run\n    scaler.unscale_(optimizer)\n'
+    '  File "/envs/torch/amp/grad_scaler.py", line 338, in unscale_\n'
+    '    optimizer_state["found_inf_per_device"] = self._unscale_grads_(\n'
+    "{type}: {message}\n"
+)
 
 
-def synthesize(n_entries: int, seed: int = 0) -> list[Record]:
-    rnd = random.Random(seed)
-    provenance = [
-        {
-            "host": f"runner-{i}",
-            "os": "Linux",
-            "cpu": "x86_64",
-            "gpu": "",
-            "harness_version": "0.1.0",
-            "git_rev": "abc1234",
+def _record(
+    rnd: random.Random,
+    eid: str,
+    variant: str,
+    kind: str,
+    env: str,
+    versions: dict,
+    device: str,
+    precision: str,
+    machine: tuple[str, str],
+    i: int,
+) -> dict:
+    outcome = rnd.choice(OUTCOMES)
+    exception = None
+    reason = ""
+    if outcome in ("reproduced", "other_error"):
+        t, m = MESSAGES[rnd.randrange(len(MESSAGES))]
+        exception = {
+            "type": t,
+            "message": m,
+            "frame": f"/work/repros/x/repro.py:{40 + i % 50} in run",
+            "traceback": TRACEBACK.format(line=40 + i % 50, type=t, message=m),
         }
-        for i in range(4)
+    elif outcome == "unsupported":
+        reason = "torch.amp.GradScaler('cpu') does not exist in this torch"
+    elif outcome == "wrong_result":
+        reason = f"postcondition failed: clipped: grad norm {rnd.random() * 9:.3f} > max_norm 0.5"
+    day, sec = divmod(i, 86_400)
+    return {
+        "schema": SCHEMA,
+        "entry": eid,
+        "variant": variant,
+        "kind": kind,
+        "cell": cell_id(env, device, precision),
+        "env": env,
+        "device": device,
+        "precision": precision,
+        "trial": 0,
+        "outcome": outcome,
+        "reason": reason,
+        "exception": exception,
+        "checks": {
+            "finite": {"ok": outcome != "wrong_result", "detail": f"loss {rnd.random():.4f}"},
+            "_warnings": ["UserWarning: torch.cuda.amp.GradScaler is deprecated"],
+        },
+        "duration_s": round(rnd.random() * 3, 3),
+        "exit_code": 0,
+        "signal": None,
+        "stdout_tail": "",
+        "stderr_tail": "",
+        "versions": dict(versions),
+        "provenance": {
+            "host": machine[0],
+            "os": "Linux 6.8",
+            "cpu": "AMD EPYC",
+            "gpu": "none",
+            "driver": "none",
+            "harness_version": "0.1.0",
+            "git_rev": "48711cb49177",
+        },
+        "started_at": f"2026-{1 + day // 28 % 12:02d}-{1 + day % 28:02d}T"
+        f"{sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}+00:00",
+        "machine": machine[0],
+        "machine_id": machine[1],
+        "imported_from": "",
+    }
+
+
+def write_store(records_dir: Path, n_records: int, n_entries: int, n_machines: int) -> int:
+    """Write the store; returns the number of records written."""
+    rnd = random.Random(0)
+    envs = [
+        (env_id("3.10", t, lt), {"python": "3.10.14", "torch": t + "+cpu", "lightning": lt})
+        for t in TORCH
+        for lt in LIGHTNING
     ]
-    envs = []
-    for t in TORCH:
-        for lt in LIGHTNING:
-            env = f"py3.10-torch{t}-lightning{lt}"
-            envs.append(
-                (
-                    env,
-                    {"python": "3.10.14", "torch": t + "+cpu", "lightning": lt, "numpy": "1.26.4"},
+    per_entry = max(1, n_records // n_entries)
+    machines = [(f"runner-{m}", f"{m:012x}") for m in range(n_machines)]
+    files = [open(records_dir / f"{name}.jsonl", "w") for name, _ in machines]  # noqa: SIM115
+    sample = None
+    i = 0
+    try:
+        for e in range(n_entries):
+            eid = f"pytorch/entry-{e:05d}"
+            for j in range(per_entry):
+                variant, kind = VARIANTS[j % len(VARIANTS)]
+                env, versions = envs[j // len(VARIANTS) % len(envs)]
+                device, precision = SLICES[j // (len(VARIANTS) * len(envs)) % len(SLICES)]
+                m = (j // (len(VARIANTS) * len(envs) * len(SLICES))) % n_machines
+                d = _record(
+                    rnd, eid, variant, kind, env, versions, device, precision, machines[m], i
                 )
-            )
-    messages = [
-        ExceptionInfo("RuntimeError", f"message {i} | <b>", f"x.py:{i} in f") for i in range(20)
-    ]
-    pick = [Outcome.REPRODUCED] * 5 + [Outcome.OK] * 4 + [Outcome.OTHER_ERROR, Outcome.UNSUPPORTED]
-    out = []
-    for e in range(n_entries):
-        eid = f"pytorch/entry-{e:05d}"
-        for variant, kind in VARIANTS:
-            for env, versions in envs:
-                for device, precision in SLICES:
-                    o = rnd.choice(pick)
-                    exc = (
-                        messages[rnd.randrange(20)]
-                        if o in (Outcome.REPRODUCED, Outcome.OTHER_ERROR)
-                        else None
-                    )
-                    out.append(
-                        Record(
-                            eid,
-                            variant,
-                            kind,
-                            f"{env}-{device}-{precision}",
-                            env,
-                            device,
-                            precision,
-                            0,
-                            o,
-                            reason="no API" if o is Outcome.UNSUPPORTED else "",
-                            exception=exc,
-                            duration_s=rnd.random(),
-                            versions=versions,
-                            provenance=provenance[rnd.randrange(4)],
-                            started_at=f"2024-05-{rnd.randrange(1, 29):02d}T00:00:00Z",
-                        )
-                    )
-    return out
+                if sample is None:
+                    sample = d
+                files[m].write(json.dumps(d) + "\n")
+                i += 1
+    finally:
+        for f in files:
+            f.close()
+    # the lines have the shape Store writes: a record read back writes the same dict
+    assert sample is not None and Record.from_dict(sample).to_dict() == sample
+    return i
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--entries", type=int, default=2500)
-    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--machines", type=int, default=2)
     args = ap.parse_args()
-    t0 = time.perf_counter()
-    records = synthesize(args.entries)
-    print(f"synthesized {len(records):,} records in {time.perf_counter() - t0:.1f} s")
-
-    t0 = time.perf_counter()
-    n = 0
-    for r in records:  # the baseline: touch every record once
-        if r.outcome is Outcome.OK:
-            n += 1
-    baseline = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    aggregate(records)
-    t_agg = time.perf_counter() - t0
-
-    with tempfile.TemporaryDirectory() as tmp:
-        prof = cProfile.Profile() if args.profile else None
+    with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
+        repo = Path(tmp)
+        records_dir = repo / "results" / "records"
+        records_dir.mkdir(parents=True)
+        (repo / "repros").mkdir()
         t0 = time.perf_counter()
-        if prof:
-            prof.enable()
-        summary = render_all(records, [], tmp)
-        if prof:
-            prof.disable()
+        n = write_store(records_dir, args.records, args.entries, args.machines)
+        files = sorted(records_dir.glob("*.jsonl"))
+        size = sum(p.stat().st_size for p in files)
+        print(
+            f"store: {n:,} records, {args.entries:,} entries, {len(files)} files, "
+            f"{size / 1e6:,.0f} MB (written in {time.perf_counter() - t0:.1f} s)"
+        )
+
+        t0 = time.perf_counter()
+        lines = 0
+        for p in files:  # the floor: the bytes, once
+            with open(p, "rb") as f:
+                lines += f.read().count(b"\n")
+        plain = time.perf_counter() - t0
+        assert lines == n
+
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        cmd = [sys.executable, "-m", "harness", "--repo", str(repo), "report"]
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
         total = time.perf_counter() - t0
-        size = sum(p.stat().st_size for p in summary.outputs)
-    print(f"baseline (one pass over the records): {baseline:.3f} s")
-    print(f"aggregate only:                       {t_agg:.2f} s")
-    print(
-        f"aggregate + render everything:        {total:.2f} s  ({len(summary.outputs):,} files, {size / 1e6:.0f} MB)"
-    )
-    print(f"ratio to baseline:                    {total / baseline:.0f}x")
-    if prof:
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+        if done.returncode:
+            print(done.stdout[-2000:], done.stderr[-4000:], sep="\n")
+            return done.returncode
+        print(done.stdout.strip().splitlines()[-1][:300])
+        print(f"plain read of the files:        {plain:6.2f} s")
+        print(
+            f"python -m harness report:       {total:6.2f} s   ({total / plain:.0f}x the plain read)"
+        )
     return 0
 
 
