@@ -1,0 +1,89 @@
+"""Records -> aggregates -> verdicts. Each rule has one home:
+
+  harness/stats.py            rates, Wilson intervals, percentages
+  harness/domain.py           devices, precisions, kinds, statuses, environment id format
+  aggregate/model.py          the aggregate types and their JSON form (``to_dict``)
+  aggregate/cells.py          records grouped into cells and counted per variant
+  aggregate/verdicts.py       claimed vs measured
+  docs/verdicts.md            every counting and verdict rule, in words
+
+This package re-exports what the renderers and the report step use.
+"""
+
+from __future__ import annotations
+
+from harness.aggregate.cells import (
+    aggregate,
+    aggregate_entries,
+    aggregate_entry,
+    entry_ids,
+    gc_paused,
+    machine_labels,
+    records_by_entry,
+    reread,
+)
+from harness.aggregate.model import (
+    CONFIRMED,
+    CONTRADICTED,
+    FLAKY,
+    INCONCLUSIVE,
+    KIND_ORDER,
+    NOT_MEASURABLE,
+    OUTCOME_ORDER,
+    VERDICTS,
+    Aggregates,
+    CellValue,
+    EntryAggregate,
+    EnvInfo,
+    Failure,
+    Machine,
+    MessageSeen,
+    NotCounted,
+    ReproRange,
+    VariantAggregate,
+    Verdict,
+    cell_value,
+    env_info,
+    slice_id,
+)
+from harness.aggregate.verdicts import MARGIN, judge_most, judge_rate
+from harness.stats import Rate, pct, wilson
+
+__all__ = [
+    "CONFIRMED",
+    "CONTRADICTED",
+    "FLAKY",
+    "INCONCLUSIVE",
+    "KIND_ORDER",
+    "MARGIN",
+    "NOT_MEASURABLE",
+    "OUTCOME_ORDER",
+    "VERDICTS",
+    "Aggregates",
+    "CellValue",
+    "EntryAggregate",
+    "EnvInfo",
+    "Failure",
+    "Machine",
+    "MessageSeen",
+    "NotCounted",
+    "Rate",
+    "ReproRange",
+    "VariantAggregate",
+    "Verdict",
+    "aggregate",
+    "aggregate_entries",
+    "aggregate_entry",
+    "cell_value",
+    "entry_ids",
+    "env_info",
+    "gc_paused",
+    "judge_most",
+    "judge_rate",
+    "machine_labels",
+    "pct",
+    "records_by_entry",
+    "reread",
+    "slice_id",
+    "wilson",
+]

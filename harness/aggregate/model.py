@@ -1,0 +1,456 @@
+"""What the aggregation produces: frozen types per cell, variant, entry and machine, the
+verdict vocabulary, and their JSON form (``to_dict``). No rules live here."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from harness.domain import KINDS, parse_env_id, pattern_text
+from harness.outcomes import NOT_COUNTED, Outcome
+from harness.records import Record
+from harness.stats import Rate
+
+__all__ = [
+    "CONFIRMED",
+    "CONTRADICTED",
+    "FLAKY",
+    "INCONCLUSIVE",
+    "KIND_ORDER",
+    "METRIC",
+    "NOT_MEASURABLE",
+    "OUTCOME_ORDER",
+    "VERDICTS",
+    "Aggregates",
+    "CellKey",
+    "CellValue",
+    "EntryAggregate",
+    "EnvInfo",
+    "Failure",
+    "Machine",
+    "MessageSeen",
+    "NotCounted",
+    "ReproRange",
+    "Slice",
+    "VariantAggregate",
+    "Verdict",
+    "cell_value",
+    "env_info",
+    "slice_id",
+]
+
+CONFIRMED = "confirmed"
+CONTRADICTED = "contradicted"
+INCONCLUSIVE = "inconclusive"
+NOT_MEASURABLE = "not measurable"
+VERDICTS = (CONFIRMED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE)
+FLAKY = "flaky"
+
+OUTCOME_ORDER: tuple[Outcome, ...] = tuple(Outcome)
+_OUTCOME_RANK = {o: i for i, o in enumerate(OUTCOME_ORDER)}
+KIND_ORDER = KINDS
+METRIC = {
+    "baseline": "reproduction rate",
+    "workaround": "success rate",
+    "dead_end": "failure rate",
+    "control": "ok rate",
+}
+
+
+def _version(text: str | None) -> Version | None:
+    if not text:
+        return None
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def _public(v: Version | None) -> Version | None:
+    return None if v is None else Version(v.public)
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    id: str
+    python: str  # as installed where known, else as named in the id
+    torch: str
+    lightning: str
+
+    @functools.cached_property  # works on a frozen dataclass: it writes __dict__ directly
+    def sort_key(self) -> tuple[Any, ...]:
+        def key(text: str) -> tuple[int, Any]:
+            v = _public(_version(text))
+            return (0, v) if v is not None else (1, text)
+
+        return (key(self.torch), key(self.lightning), key(self.python), self.id)
+
+    def label(self) -> str:
+        """Short column label, local version labels shown: 'torch 1.12.1+cu102 / L 2.1.4'."""
+        parts = [f"torch {self.torch or '?'}"]
+        if self.lightning:
+            parts.append(f"L {self.lightning}")
+        if self.python:
+            parts.append(f"py{self.python}")
+        return " / ".join(parts)
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "id": self.id,
+            "python": self.python,
+            "torch": self.torch,
+            "lightning": self.lightning,
+        }
+
+
+def env_info(env: str, versions: Mapping[str, str] | None = None) -> EnvInfo:
+    """Versions really installed where a record says so, else those named in the env id."""
+    named = parse_env_id(env)
+    versions = versions or {}
+    return EnvInfo(
+        id=env,
+        python=str(versions.get("python") or named.python),
+        torch=str(versions.get("torch") or named.torch),
+        lightning=str(versions.get("lightning") or named.lightning),
+    )
+
+
+CellKey = tuple[str, str, str, str]  # variant, env, device, precision
+Slice = tuple[str, str]  # device, precision
+
+
+def slice_id(s: Slice) -> str:
+    return f"{s[0]}-{s[1]}"
+
+
+@dataclass(frozen=True)
+class CellValue:
+    status: str  # an Outcome value, or "flaky"
+    counts: tuple[tuple[str, int], ...]  # (outcome value, trials), in OUTCOME_ORDER
+
+    @property
+    def trials(self) -> int:
+        return sum(c for _, c in self.counts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "counts": dict(self.counts)}
+
+
+_SINGLE = {o: CellValue(o.value, ((o.value, 1),)) for o in Outcome}
+
+
+def cell_value(outcomes: Iterable[Outcome]) -> CellValue:
+    if isinstance(outcomes, list) and len(outcomes) == 1:
+        return _SINGLE[outcomes[0]]  # the common case: one trial, a shared value
+    counts = Counter(outcomes)
+    if not counts:
+        raise ValueError("a cell needs at least one trial")
+    ordered = tuple((o.value, counts[o]) for o in OUTCOME_ORDER if counts[o])
+    counted = [o for o in OUTCOME_ORDER if counts[o] and o not in NOT_COUNTED]
+    if len(counted) > 1:
+        status = FLAKY
+    elif counted:
+        status = counted[0].value
+    else:  # only unapplicable trials: show the most frequent (first in order on ties)
+        status = max(OUTCOME_ORDER, key=lambda o: (counts[o], -_OUTCOME_RANK[o])).value
+    return CellValue(status, ordered)
+
+
+@dataclass(frozen=True)
+class MessageSeen:
+    type: str
+    message: str
+    count: int
+    outcomes: tuple[str, ...]
+    envs: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "message": self.message,
+            "count": self.count,
+            "outcomes": list(self.outcomes),
+            "envs": list(self.envs),
+        }
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Counted runs of a variant that ended one way: an exception (its type and message)
+    or, without one, the outcome and its reason (wrong_result, crashed, timeout)."""
+
+    outcome: str
+    text: str
+    count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "text": self.text, "count": self.count}
+
+
+@dataclass(frozen=True)
+class NotCounted:
+    outcome: str
+    reason: str
+    count: int
+    envs: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "count": self.count,
+            "envs": list(self.envs),
+        }
+
+
+@dataclass(frozen=True)
+class ReproRange:
+    """Where a baseline reproduces, in environment order, for one slice (or all: '*')."""
+
+    slice: str  # "cpu-fp16" or "*"
+    first: str | None  # first env where reproduced (measured "Introduced")
+    last: str | None  # last env where reproduced (measured "Deprecated" bound)
+    newest: str | None  # newest env with applicable runs
+    in_newest: bool | None  # reproduces in the newest measured env
+    measured: tuple[str, ...]  # envs with applicable runs, in order
+    reproduced: tuple[str, ...]  # envs with at least one reproduced run, in order
+
+    @property
+    def gaps(self) -> tuple[str, ...]:
+        """Measured envs between first and last where it did not reproduce."""
+        if self.first is None or self.last is None:
+            return ()
+        i, j = self.measured.index(self.first), self.measured.index(self.last)
+        rep = set(self.reproduced)
+        return tuple(e for e in self.measured[i : j + 1] if e not in rep)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "slice": self.slice,
+            "first": self.first,
+            "last": self.last,
+            "newest": self.newest,
+            "in_newest": self.in_newest,
+            "measured": list(self.measured),
+            "reproduced": list(self.reproduced),
+            "gaps": list(self.gaps),
+        }
+
+
+@dataclass(frozen=True)
+class VariantAggregate:
+    name: str
+    kind: str
+    description: str
+    claim_ref: str | None
+    claimed_rate: float | None
+    reading: str | None
+    metric: str
+    overall: Rate
+    by_slice: tuple[tuple[str, Rate], ...]  # (slice id, rate), slices in order
+    ranges: tuple[ReproRange, ...]  # baselines only: '*' first, then per slice
+    messages: tuple[MessageSeen, ...]
+    not_counted: tuple[NotCounted, ...]
+    runs: int
+    # the metric over every applicable run, ignoring the reproducing-cell rule: what a
+    # workaround did where the documented error never appeared (shown, never judged)
+    anywhere: Rate = field(default_factory=lambda: Rate.of(0, 0))
+    # the runs (of those counted in ``overall``) that raised the variant's own expected
+    # error, never the documented one: "related" (DESIGN.md, "Documented vs related")
+    related: Rate = field(default_factory=lambda: Rate.of(0, 0))
+    ok: Rate = field(default_factory=lambda: Rate.of(0, 0))  # ok runs, of the same n
+    # the runs counted in ``overall`` that were not ok, by how they ended, most first
+    failures: tuple[Failure, ...] = ()
+
+    @property
+    def failed_otherwise(self) -> int:
+        """Counted runs that were neither ok nor the failure the variant's metric counts:
+        for a dead end, a failure for another reason than the documented one."""
+        return self.overall.n - self.ok.k - (0 if self.kind == "workaround" else self.overall.k)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "description": self.description,
+            "claim_ref": self.claim_ref,
+            "claimed_rate": self.claimed_rate,
+            "reading": self.reading,
+            "metric": self.metric,
+            "runs": self.runs,
+            "overall": self.overall.to_dict(),
+            "by_slice": {s: r.to_dict() for s, r in self.by_slice},
+            "ranges": [r.to_dict() for r in self.ranges],
+            "messages": [m.to_dict() for m in self.messages],
+            "not_counted": [m.to_dict() for m in self.not_counted],
+            "anywhere": self.anywhere.to_dict(),
+            "related": self.related.to_dict(),
+            "ok": self.ok.to_dict(),
+            "failures": [f.to_dict() for f in self.failures],
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    claim: str  # what the document says, e.g. "fix rate", "version table: torch>=1.10 (active)"
+    subject: str  # the variant or spec it concerns ("" for the entry)
+    claimed: str
+    measured: str
+    verdict: str  # one of VERDICTS
+    why: str
+    seen_instead: str = ""  # the most frequent message seen instead, where relevant
+    n: int = 0  # applicable runs behind the verdict
+
+    @property
+    def label(self) -> str:
+        """'inconclusive (n=2)'; the other verdicts as they are."""
+        return f"{self.verdict} (n={self.n})" if self.verdict == INCONCLUSIVE else self.verdict
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "claim": self.claim,
+            "subject": self.subject,
+            "claimed": self.claimed,
+            "measured": self.measured,
+            "verdict": self.verdict,
+            "why": self.why,
+            "seen_instead": self.seen_instead,
+            "n": self.n,
+        }
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str  # the machine's name (--machine, else the host), with its id where names repeat
+    machine_id: str
+    host: str
+    os: str
+    cpu: str
+    gpu: str
+    driver: str
+    cuda: str
+    harness_version: str
+    git_rev: str
+    runs: int
+    first: str  # earliest started_at
+    last: str  # newest started_at
+
+    FIELDS = ("host", "os", "cpu", "gpu", "driver", "cuda", "harness_version", "git_rev")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "machine_id": self.machine_id,
+            "host": self.host,
+            "os": self.os,
+            "cpu": self.cpu,
+            "gpu": self.gpu,
+            "driver": self.driver,
+            "cuda": self.cuda,
+            "harness_version": self.harness_version,
+            "git_rev": self.git_rev,
+            "runs": self.runs,
+            "first": self.first,
+            "last": self.last,
+        }
+
+
+@dataclass(frozen=True)
+class EntryAggregate:
+    id: str
+    title: str
+    signature_type: str
+    signature_message: str
+    document: str | None  # write-back target path, when the entry is known
+    envs: tuple[EnvInfo, ...]  # in version order
+    slices: tuple[Slice, ...]
+    variants: tuple[VariantAggregate, ...]
+    cells: Mapping[CellKey, CellValue]
+    runs: Mapping[CellKey, tuple[Record, ...]] = field(repr=False, compare=False)
+    verdicts: tuple[Verdict, ...] = ()
+    machines: tuple[Machine, ...] = ()
+    # cells measured on several machines: (machine label, its value) per machine; and the
+    # cells among them where the machines disagree
+    by_machine: Mapping[CellKey, tuple[tuple[str, CellValue], ...]] = field(default_factory=dict)
+    disagree: frozenset[CellKey] = frozenset()
+    n_runs: int = 0
+    n_counted: int = 0
+    newest: str = ""  # started_at of the newest record ("" if none carry one)
+
+    def variant(self, name: str) -> VariantAggregate:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+    @property
+    def signature_text(self) -> str:
+        """The documented message as a reader writes it, not as the pattern that matches it."""
+        return pattern_text(self.signature_message)
+
+    @property
+    def harness_versions(self) -> tuple[str, ...]:
+        return tuple(sorted({m.harness_version for m in self.machines if m.harness_version}))
+
+    def to_dict(self) -> dict[str, Any]:
+        # per variant and slice: statuses aligned with "environments" (null: not run), and
+        # the trial counts of cells with more than one trial
+        env_index = {e.id: i for i, e in enumerate(self.envs)}
+        cells: dict[str, dict[str, dict[str, Any]]] = {}
+        for v in self.variants:
+            per: dict[str, dict[str, Any]] = {}
+            for s in self.slices:
+                per[slice_id(s)] = {"status": [None] * len(self.envs), "counts": {}}
+            cells[v.name] = per
+        for (variant, env, device, precision), value in self.cells.items():
+            slot = cells[variant][f"{device}-{precision}"]
+            slot["status"][env_index[env]] = value.status
+            if len(value.counts) > 1 or value.counts[0][1] > 1:
+                slot["counts"][env] = dict(value.counts)
+        for per in cells.values():
+            for slot in per.values():
+                slot["counts"] = dict(
+                    sorted(slot["counts"].items(), key=lambda kv: env_index[kv[0]])
+                )
+        return {
+            "id": self.id,
+            "title": self.title,
+            "signature": {"type": self.signature_type, "message": self.signature_message},
+            "runs": self.n_runs,
+            "counted": self.n_counted,
+            "newest": self.newest,
+            "environments": [e.to_dict() for e in self.envs],
+            "slices": [slice_id(s) for s in self.slices],
+            "variants": [v.to_dict() for v in self.variants],
+            "cells": cells,
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "machines": [m.to_dict() for m in self.machines],
+            "by_machine": [
+                {
+                    "variant": k[0],
+                    "env": k[1],
+                    "slice": f"{k[2]}-{k[3]}",
+                    "disagree": k in self.disagree,
+                    "machines": {m: v.to_dict() for m, v in values},
+                }
+                for k, values in sorted(self.by_machine.items())
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class Aggregates:
+    entries: tuple[EntryAggregate, ...]
+    n_records: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "records": self.n_records,
+            "entries": [e.to_dict() for e in self.entries],
+        }
