@@ -198,10 +198,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "diff":
         from harness.diff import DiffError, diff_records, format_diff, load_side
+        from harness.entries import EntryError, load_entries
 
         try:
-            old = load_side(args.old, repo, args.old_machine or args.machine)
-            new = load_side(args.new, repo, args.new_machine or args.machine)
+            entries = load_entries(repo / "repros")
+        except EntryError as exc:
+            console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            return 2
+        try:
+            old = load_side(args.old, repo, args.old_machine or args.machine, entries)
+            new = load_side(args.new, repo, args.new_machine or args.machine, entries)
         except DiffError as exc:
             console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
             return 2

@@ -16,7 +16,9 @@ outcome are no change, and a cell that turned flaky is. Changed cells are sorted
 - other changes (controls, a cell that became unsupported or skipped, ...).
 
 Each line names the versions on both sides where they differ. Cells only one side has are
-counted, and those new in NEW listed.
+counted, and those new in NEW listed. Records are read as the report reads them: against
+the entries as they are now (``aggregate.reread``: a variant's own expected error is
+``related``, whatever schema recorded it), so a diff shows what the report would change.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.entries import Entry
 from harness.outcomes import Outcome
 from harness.records import Record
 from harness.store import LoadResult, Store, latest, parse_bytes
@@ -37,6 +40,7 @@ __all__ = [
     "Diff",
     "DiffError",
     "Side",
+    "as_reported",
     "diff_records",
     "format_diff",
     "html_changes",
@@ -219,8 +223,25 @@ def _from_git(spec: str, repo: Path) -> LoadResult:
     return result
 
 
-def load_side(spec: str, repo: Path, machine: str | None = None) -> Side:
-    """The records ``spec`` names (a path, or a git revision), one machine's if given."""
+def as_reported(records: Iterable[Record], entries: Sequence[Entry]) -> list[Record]:
+    """``records`` re-read against ``entries`` as the report does (aggregate.reread)."""
+    from harness.aggregate import reread
+
+    known = {e.id: e for e in entries}
+    by_entry: dict[str, list[Record]] = {}
+    for r in records:
+        by_entry.setdefault(r.entry, []).append(r)
+    out: list[Record] = []
+    for entry_id, rs in by_entry.items():
+        out += reread(rs, known[entry_id]) if entry_id in known else rs
+    return out
+
+
+def load_side(
+    spec: str, repo: Path, machine: str | None = None, entries: Sequence[Entry] = ()
+) -> Side:
+    """The records ``spec`` names (a path, or a git revision), one machine's if given,
+    read against ``entries`` as the report reads them."""
     path = Path(spec)
     if not path.is_absolute() and not path.exists():
         path = repo / spec
@@ -241,7 +262,7 @@ def load_side(spec: str, repo: Path, machine: str | None = None) -> Side:
                 f"{', '.join(found) or 'none'})"
             )
     label = spec + (f" (machine {machine})" if machine else "")
-    return Side(label, tuple(latest(records)), tuple(loaded.warnings))
+    return Side(label, tuple(as_reported(latest(records), entries)), tuple(loaded.warnings))
 
 
 def format_diff(d: Diff, limit: int = 50) -> list[str]:

@@ -494,14 +494,15 @@ def render_reports(
     records = latest(loaded.records)
     prelude = ""
     if since is not None:
-        from harness.diff import DiffError, Side, diff_records, html_changes, load_side
+        from harness.diff import DiffError, Side, as_reported, diff_records, html_changes, load_side
 
         try:
-            old = load_side(since, cfg.repo)
+            old = load_side(since, cfg.repo, entries=entries)
         except DiffError as exc:
             console.print(f"[bold red]error:[/] --since: {escape(str(exc))}", highlight=False)
             return 2
-        prelude = html_changes(diff_records(old, Side("now", tuple(records))), since)
+        now = Side("now", tuple(as_reported(records, entries)))
+        prelude = html_changes(diff_records(old, now), since)
     try:
         summary = render_all(records, entries, cfg.results_dir, check=check, prelude=prelude)
     except WritebackError as exc:  # an entry document without its marked blocks

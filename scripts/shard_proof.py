@@ -14,7 +14,7 @@ What it does, all through the CLI users type (``python -m harness ...``):
 4. merges the N folders into an empty store (``python -m harness merge``), twice: the
    second merge must add nothing;
 5. compares the merged records with the whole run's, per key, ignoring only timing
-   (``started_at``, ``duration_s``) and machine (``machine``, ``machine_id``,
+   (``started_at``, ``duration_s``, ``run_s``) and machine (``machine``, ``machine_id``,
    ``imported_from``);
 6. renders the report (``python -m harness report``) from each side's records with timing
    and machine set to the same values, and compares every output byte for byte.
@@ -45,7 +45,7 @@ from harness.store import Store, latest  # noqa: E402
 __all__ = ["main", "normalised", "report_bytes"]
 
 # what a record may differ in between a sharded and a whole run of the same job
-IGNORED = ("started_at", "duration_s", "machine", "machine_id", "imported_from")
+IGNORED = ("started_at", "duration_s", "run_s", "machine", "machine_id", "imported_from")
 
 
 def normalised(records: Sequence[Record]) -> dict[str, dict[str, object]]:
@@ -102,6 +102,7 @@ def report_bytes(project: Path, records: Sequence[Record]) -> dict[str, bytes]:
                 r,
                 started_at="2026-01-01T00:00:00+00:00",
                 duration_s=1.0,
+                run_s=None if r.run_s is None else 0.5,
                 machine="m",
                 machine_id="",
                 imported_from="",

@@ -184,3 +184,27 @@ def test_report_since_a_revision_opens_the_page_with_what_changed(tmp_path: Path
     assert main.startswith('<section id="changed-since"><h2>Changed since HEAD</h2>')
     assert f"{d['entry']} :: {d['variant']} @ {d['cell']}" in main.split("</section>")[0]
     assert harness("report", "--since", "nope", cwd=tmp_path).returncode == 2
+
+
+def test_records_are_compared_as_the_report_reads_them() -> None:
+    # the committed run recorded dead end 2's own expected error as other_error (schema 2);
+    # the harness now records it as related: the report reads both as related, so must diff
+    from harness.diff import as_reported
+    from harness.entries import load_entries
+    from harness.records import Record as R
+    from harness.store import migrate
+
+    line = next(
+        x
+        for x in (REPO / "results" / "records" / "vm.jsonl").read_text().splitlines()
+        if '"deadend2-unscale-twice"' in x and '"outcome": "other_error"' in x
+    )
+    old = R.from_dict(migrate(json.loads(line)))
+    new = dataclasses.replace(old, outcome=Outcome.RELATED, machine="rerun")
+    raw = diff_records(Side("o", (old,)), Side("n", (new,)))
+    assert [c.category for c in raw.changes] == ["other"]
+    entries = load_entries(REPO / "repros")
+    read = diff_records(
+        Side("o", tuple(as_reported([old], entries))), Side("n", tuple(as_reported([new], entries)))
+    )
+    assert (read.changes, read.unchanged) == ((), 1)

@@ -95,7 +95,7 @@ def test_three_shards_merged_equal_the_whole_run(project: Path, tmp_path: Path) 
     assert "merged again: merged: 0 records added, 66 already present, 0 conflicting" in out.stdout
     assert "merged store: 66 records from 3 machines: ci-1 (" in out.stdout
     assert (
-        "records equal (ignoring started_at, duration_s, machine, machine_id, imported_from): True"
+        "records equal (ignoring started_at, duration_s, run_s, machine, machine_id, imported_from): True"
         in out.stdout
     )
     assert "reports identical: True" in out.stdout
