@@ -109,3 +109,27 @@ def test_merge_brings_another_machines_records_into_the_report(tmp_path: Path) -
     assert harness("report", repo=tmp_path).returncode == 0
     page = (tmp_path / "results" / "compat" / (d["entry"].replace("/", "__") + ".md")).read_text()
     assert "gpu-box-7" in page and "NVIDIA H200" in page
+
+
+def test_merge_names_a_conflicting_reimport_and_exits_1(tmp_path: Path) -> None:
+    import json
+
+    copy_project(tmp_path)
+    d = json.loads((REPO / "results" / "records" / "vm.jsonl").read_text().splitlines()[0])
+    d.update(schema=4, machine="gpu-box-7", machine_id="0123456789ab", imported_from="")
+    d["provenance"] = {**d["provenance"], "host": "gpu-box-7"}
+    first = tmp_path / "gpu-box-7.jsonl"
+    first.write_text(json.dumps(d) + "\n")
+    assert harness("merge", str(first), repo=tmp_path).returncode == 0
+    d["reason"] = "edited after the run"
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    (edited / "gpu-box-7.jsonl").write_text(json.dumps(d) + "\n")
+    out = harness("merge", str(edited), repo=tmp_path)
+    assert out.returncode == 1, out.stdout
+    assert (
+        f"{edited / 'gpu-box-7.jsonl'}:1: conflicts with the stored record of the same run"
+        in out.stdout
+    )
+    assert "reason differ; the stored one is kept" in out.stdout
+    assert "0 records added, 0 already present, 1 conflicting" in out.stdout

@@ -112,3 +112,46 @@ def test_three_shards_merged_equal_the_whole_run(project: Path, tmp_path: Path) 
     copy = tmp_path / "render"
     shutil.copytree(work / "project", copy)
     assert proof.report_bytes(copy, whole) != proof.report_bytes(copy, changed)
+
+
+@pytest.mark.slow
+def test_resume_is_per_machine_through_the_cli(project: Path, tmp_path: Path) -> None:
+    env = {**os.environ, STANDIN_VAR: "six=={torch}", "PYTHONPATH": str(REPO)}
+    env.pop("HARNESS_ENVS_DIR", None)
+
+    def run(*args: str) -> str:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness",
+                "--repo",
+                str(project),
+                "run",
+                "--no-report",
+                "--envs-dir",
+                str(tmp_path / "envs"),
+                "--env",
+                f"py{PY}-torch1.17.0-lightning0",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            cwd=project,
+            check=False,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout
+
+    run("--machine", "box-a")
+    # another machine in the same results folder: what box-a ran is not done for box-b
+    assert "resume: 0 of 22 jobs already stored, 22 to run (records of machine box-b (" in run(
+        "--machine", "box-b", "--resume"
+    )
+    assert "resume: 22 of 22 jobs already stored, 0 to run (records of machine box-a (" in run(
+        "--machine", "box-a", "--resume"
+    )
+    records = Store(project / "results" / "records").load().records
+    assert sorted({r.machine for r in records}) == ["box-a", "box-b"] and len(records) == 44
