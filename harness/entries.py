@@ -4,11 +4,17 @@ An entry directory holds:
   entry.yaml   what the harness needs, parsed once from the document (this module's input)
   source.md    the knowledge-base document, verbatim; never edited
   document.md  the entry's own document; write-back fills its marked blocks
-  repro.py     the standalone reproducer (torch and lightning only)
+  repro.py     the reproducer (torch, lightning and repros/reprokit.py only)
+
+docs/entry-format.md describes every key. The variants of entry.yaml and the ``VARIANTS``
+literal of repro.py must name the same variants (read statically, see declared.py); a
+variant listed in repro.py's ``NOT_WRITTEN`` is loaded with ``written=False`` and never
+planned.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -19,6 +25,7 @@ from typing import Any
 import yaml
 from packaging.version import InvalidVersion, Version
 
+from harness.declared import DeclaredError, read_declared
 from harness.domain import (
     DEVICES,
     FIXED_STATUSES,
@@ -30,6 +37,7 @@ from harness.domain import (
 from harness.yamlsafe import YamlProblem, compose_plain
 
 __all__ = [
+    "ORIGIN_KEYS",
     "Claims",
     "Entry",
     "EntryError",
@@ -42,6 +50,27 @@ __all__ = [
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)*$")
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+# facts about the knowledge-base document an entry was made from (`harness new` writes them)
+ORIGIN_KEYS = {
+    "format": "markdown | scraped | deadends-json",
+    "id": "the document's own id",
+    "url": "where the document lives",
+    "domain": "e.g. pytorch",
+    "category": "e.g. runtime_error",
+    "runtime": "the runtime the document names, e.g. pytorch",
+    "version_range": "the document's runtime version range, e.g. '>=2.0'",
+    "os": "the operating system the document names",
+    "first_seen": "date",
+    "last_confirmed": "date",
+    "resolvable": "the document's resolvable verdict",
+    "confidence": "the document's confidence, 0..1",
+    "review_status": "e.g. auto_generated",
+    "generated_by": "the generator the document names",
+    "evidence_count": "how many sources the document counts",
+    "thrown_at": "source location the document gives",
+    "related": "other messages the document lists as related",
+    "schema_version": "the document's schema version",
+}
 
 
 class EntryError(Exception):
@@ -95,6 +124,7 @@ class Variant:
     # "process": always a fresh interpreter (never forked from a warm worker); None: the run's
     isolation: str | None = None
     line: int | None = None
+    written: bool = True  # False while repro.py lists it in NOT_WRITTEN: never planned
 
 
 @dataclass(frozen=True)
@@ -108,6 +138,7 @@ class Entry:
     source: Path  # verbatim original
     document: Path  # write-back target
     repro: Path
+    origin: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False, compare=False)
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -364,7 +395,17 @@ def load_entry(
     entry_dir = Path(entry_dir)
     path = entry_dir / "entry.yaml"
     data = _load_yaml(path)
-    allowed = {"id", "title", "signature", "claims", "variants", "source", "document", "repro"}
+    allowed = {
+        "id",
+        "title",
+        "signature",
+        "claims",
+        "variants",
+        "source",
+        "document",
+        "repro",
+        "origin",
+    }
     _check_keys(data, allowed, {"id", "signature", "variants"}, path, "entry")
     entry_id = str(data["id"])
     if not ID_PATTERN.match(entry_id) or ".." in entry_id.split("/"):
@@ -424,6 +465,7 @@ def load_entry(
                 f"variant {v.name!r}: its signature is the documented one; a variant's "
                 "signature names its own (related) expected error, so leave it out",
             )
+    variants = _check_declared(variants, files["repro"], path)
     return Entry(
         id=entry_id,
         dir=entry_dir,
@@ -434,7 +476,49 @@ def load_entry(
         source=files["source"],
         document=files["document"],
         repro=files["repro"],
+        origin=_origin(data.get("origin"), path, data.key_lines.get("origin", data.line)),
     )
+
+
+def _origin(data: Any, path: Path, line: int) -> dict[str, Any]:
+    if data is None:
+        return {}
+    if not isinstance(data, _Lines):
+        raise EntryError(path, line, "origin must be a mapping of facts about the document")
+    _check_keys(data, set(ORIGIN_KEYS), set(), path, "origin")
+    for key, value in data.items():
+        if isinstance(value, (dict, _Lines)):
+            raise EntryError(path, data.key_lines[key], f"origin.{key} must be a value or a list")
+    return dict(data)
+
+
+def _check_declared(variants: list[Variant], repro: Path, path: Path) -> list[Variant]:
+    """entry.yaml's variants and repro.py's VARIANTS name the same set; mark unwritten ones."""
+    try:
+        declared = read_declared(repro)
+    except DeclaredError as exc:
+        raise EntryError(exc.path, exc.line, exc.message) from exc
+    for v in variants:
+        if v.name not in declared.variants:
+            raise EntryError(
+                path,
+                v.line,
+                f"variant {v.name!r} is not implemented by {repro.name}: its VARIANTS "
+                f"(line {declared.variants_line}) has {sorted(declared.variants)}",
+            )
+    names = {v.name for v in variants}
+    for name, line in declared.variants.items():
+        if name not in names:
+            raise EntryError(
+                repro,
+                line,
+                f"VARIANTS names {name!r}, which {path.name} does not declare; add it to "
+                f"entry.yaml's variants or remove it here",
+            )
+    return [
+        dataclasses.replace(v, written=False) if v.name in declared.not_written else v
+        for v in variants
+    ]
 
 
 def load_entries(root: str | os.PathLike[str]) -> tuple[Entry, ...]:

@@ -137,6 +137,16 @@ def make_plan(
                 for variant in entry.variants:
                     if not _match(variant.name, variant_filter):
                         continue
+                    if not variant.written:
+                        skipped.append(
+                            NotApplicable(
+                                entry.id,
+                                variant.name,
+                                cell.id,
+                                "not written yet (repro.py lists it in NOT_WRITTEN)",
+                            )
+                        )
+                        continue
                     if cell.device not in variant.devices:
                         skipped.append(
                             NotApplicable(

@@ -19,12 +19,16 @@ variants:
 """
 
 
-def make(tmp_path: Path, text: str, entry_id: str = "demo/err") -> Path:
+REPRO = 'VARIANTS = {"baseline": "raises", "control": "works"}\n'
+
+
+def make(tmp_path: Path, text: str, entry_id: str = "demo/err", repro: str = REPRO) -> Path:
     d = tmp_path / entry_id
     d.mkdir(parents=True, exist_ok=True)
     (d / "entry.yaml").write_text(textwrap.dedent(text))
-    for name in ("source.md", "document.md", "repro.py"):
+    for name in ("source.md", "document.md"):
         (d / name).write_text("x\n")
+    (d / "repro.py").write_text(repro)
     return d
 
 
@@ -143,3 +147,66 @@ def test_missing_files_and_escapes_are_refused(tmp_path: Path) -> None:
     (d2 / "entry.yaml").write_text((d2 / "entry.yaml").read_text().replace("demo/err", "demo/esc"))
     with pytest.raises(EntryError, match="must stay inside"):
         load_entry(d2, tmp_path)
+
+
+# -- entry.yaml and repro.py name the same variants (read with ast: no torch) -------------
+
+
+def test_a_variant_repro_py_lacks_is_named_at_its_entry_line(tmp_path: Path) -> None:
+    d = make(tmp_path, GOOD, repro='VARIANTS = {"baseline": "raises"}\n')
+    with pytest.raises(EntryError) as info:
+        load_entry(d, tmp_path)
+    assert str(info.value).startswith(f"{d / 'entry.yaml'}:5: variant 'control' is not implemented")
+
+
+def test_a_variant_entry_yaml_lacks_is_named_at_its_repro_line(tmp_path: Path) -> None:
+    repro = 'import torch\nVARIANTS = {\n    "baseline": "raises",\n    "control": "",\n    "contrl": "typo",\n}\n'
+    d = make(tmp_path, GOOD, repro=repro)
+    with pytest.raises(EntryError) as info:
+        load_entry(d, tmp_path)
+    assert str(info.value).startswith(f"{d / 'repro.py'}:5: VARIANTS names 'contrl'")
+
+
+@pytest.mark.parametrize(
+    ("repro", "line", "message"),
+    [
+        ("x = 1\n", None, "no module-level VARIANTS literal"),
+        ("VARIANTS = dict(baseline='')\n", 1, "must be a literal"),
+        ('VARIANTS = {"baseline": "", NAME: ""}\n', 1, "every name must be a string literal"),
+        ('VARIANTS = ["baseline", "control",\n "baseline"]\n', 2, "'baseline' twice"),
+        ('VARIANTS = ["baseline", "control"]\nNOT_WRITTEN = ["other"]\n', 2, "not in VARIANTS"),
+        ("VARIANTS = {\n", 1, "not valid Python"),
+    ],
+)
+def test_a_malformed_variants_literal_is_named(
+    tmp_path: Path, repro: str, line: int | None, message: str
+) -> None:
+    d = make(tmp_path, GOOD, repro=repro)
+    with pytest.raises(EntryError) as info:
+        load_entry(d, tmp_path)
+    assert info.value.path == str(d / "repro.py") and info.value.line == line, str(info.value)
+    assert message in info.value.message
+
+
+def test_not_written_variants_load_and_are_never_planned(tmp_path: Path) -> None:
+    from harness.matrix import Cell, Environment, Expansion
+    from harness.plan import make_plan
+
+    repro = 'VARIANTS = {"baseline": "", "control": ""}\nNOT_WRITTEN: list = ["baseline"]\n'
+    entry = load_entry(make(tmp_path, GOOD, repro=repro), tmp_path)
+    assert [v.written for v in entry.variants] == [False, True]
+    cell = Cell(Environment("3.11", "2.13.0", "2.6.6"), "cpu", "fp32")
+    plan = make_plan(Expansion("p", (cell,), (), 1), [entry])
+    assert [j.variant.name for j in plan.jobs] == ["control"]
+    assert [(n.variant, n.reason) for n in plan.not_applicable] == [
+        ("baseline", "not written yet (repro.py lists it in NOT_WRITTEN)")
+    ]
+
+
+def test_origin_facts_are_checked(tmp_path: Path) -> None:
+    d = make(tmp_path, GOOD + "origin: {format: deadends-json, url: 'https://x', colour: red}\n")
+    with pytest.raises(EntryError, match="unknown key 'colour' in origin"):
+        load_entry(d, tmp_path)
+    d = make(tmp_path, GOOD + "origin: {format: deadends-json, confidence: 0.8}\n", "demo/ok")
+    (d / "entry.yaml").write_text((d / "entry.yaml").read_text().replace("demo/err", "demo/ok"))
+    assert load_entry(d, tmp_path).origin == {"format": "deadends-json", "confidence": 0.8}

@@ -10,32 +10,50 @@ gradient clipping ...").
     python repro.py --variant baseline-fabric-plugin --device cpu --precision fp16
 
 Precision: fp32 = '32-true', fp16 = '16-mixed', bf16 = 'bf16-mixed' where the variant does
-not fix it. Lightning may switch '16-mixed' to 'bf16-mixed' on CPU: the check
-`precision_as_requested` reports what really ran.
+not fix it. Lightning switches '16-mixed' to 'bf16-mixed' on CPU: where it will not run the
+precision a variant asks for, the variant is unsupported (decided once the Fabric or Trainer
+is configured, before it trains), with what Lightning runs instead as the reason.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import math
 import sys
 import tempfile
 import warnings
+from pathlib import Path
 
 import torch
 from torch import nn
+
+# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
+sys.path.insert(
+    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
+)
+from reprokit import (  # noqa: E402
+    LIGHTNING_PRECISION,
+    Unsupported,
+    above,
+    at_most,
+    autocast_dtype,
+    check_fused_adamw,
+    check_variant,
+    describe_plugin,
+    finite,
+    import_lightning,
+    lightning_submodule,
+    main,
+    make_scaler,
+    moved,
+    require_plugin_precision,
+)
+
+# reprokit:end
 
 STEPS = 3
 LR = 1e-2
 CLIP = (
     0.5  # below the natural total gradient norm of this model and data (~1.7), so the check binds
 )
-
-
-class Unsupported(Exception):
-    """The variant's intent cannot be expressed with this torch/lightning on this device."""
-
 
 VARIANTS = {
     "baseline-fabric-plugin": "Fabric(plugins=MixedPrecision('16-mixed', device, scaler=GradScaler)), fused AdamW, clip_gradients",
@@ -48,6 +66,7 @@ VARIANTS = {
     "example-fix-helpers": "the document's clipping_supported/can_clip_gradients vs what clip_gradients really does",
     "control-plain-clip": "plain AdamW, clip_gradients, explicit precision plugin",
 }
+NOT_WRITTEN: list[str] = []
 # variants whose intent fixes the precision (entry.yaml restricts them to it)
 FIXED_PRECISION = {
     "baseline-fabric-plugin": "fp16",
@@ -58,78 +77,6 @@ FIXED_PRECISION = {
     "solution2-plain-optimizer": "fp16",
     "solution3-no-clipping": "fp16",
 }
-LIGHTNING_PRECISION = {"fp32": "32-true", "fp16": "16-mixed", "bf16": "bf16-mixed"}
-
-
-# -- capabilities (checked before the behaviour under test) ------------------------------
-
-
-def import_lightning(part: str):
-    """lightning.<part> (the unified package) or its standalone twin (lightning_fabric, pytorch_lightning)."""
-    try:
-        return importlib.import_module("lightning." + part)
-    except ImportError:
-        return importlib.import_module(
-            {"fabric": "lightning_fabric", "pytorch": "pytorch_lightning"}[part]
-        )
-
-
-def amp_module(lf):
-    try:
-        return importlib.import_module(lf.__name__ + ".plugins.precision.amp")
-    except ImportError as exc:
-        raise Unsupported(
-            "{}.plugins.precision.amp (MixedPrecision with '16-mixed', the document's API) is "
-            "missing in {} {}: {}".format(
-                lf.__name__, lf.__name__, getattr(lf, "__version__", "?"), exc
-            )
-        ) from exc
-
-
-def check_autocast(device: str, precision: str) -> None:
-    if precision == "fp32":
-        return
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
-    a = torch.ones(4, 4, device=device)
-    try:
-        with torch.autocast(device, dtype=dtype):
-            produced = torch.mm(a, a).dtype
-    except Exception as exc:  # old CPU autocast refuses float16 on entry
-        raise Unsupported(
-            f"torch.autocast({device!r}, dtype={dtype}) is not available: {exc}"
-        ) from exc
-    if produced != dtype:
-        raise Unsupported(
-            f"torch.autocast({device!r}, dtype={dtype}) produced {produced} from torch.mm"
-        )
-
-
-def make_scaler(device: str):
-    amp = getattr(torch, "amp", None)
-    if amp is not None and hasattr(amp, "GradScaler"):
-        scaler, api = amp.GradScaler(device), f"torch.amp.GradScaler({device!r})"
-    elif device == "cuda":
-        scaler, api = torch.cuda.amp.GradScaler(), "torch.cuda.amp.GradScaler()"
-    else:
-        raise Unsupported(
-            f"no GradScaler for {device!r}: torch.amp.GradScaler is missing and torch.cuda.amp.GradScaler "
-            "only scales CUDA tensors"
-        )
-    if not scaler.is_enabled():
-        raise Unsupported(f"{api} disabled itself on {device!r} (scaler.is_enabled() is False)")
-    return scaler
-
-
-def check_fused_adamw(device: str) -> None:
-    p = torch.zeros(2, device=device, requires_grad=True)
-    try:
-        opt = torch.optim.AdamW([p], lr=LR, fused=True)
-        p.grad = torch.ones_like(p)
-        opt.step()
-    except Exception as exc:
-        raise Unsupported(
-            f"torch.optim.AdamW(fused=True) does not work on {device!r}: {type(exc).__name__}: {exc}"
-        ) from exc
 
 
 # -- shared pieces ----------------------------------------------------------------------
@@ -151,96 +98,74 @@ def grad_norm(params) -> float:
     return torch.norm(torch.stack([g.norm(2) for g in grads]), 2).item() if grads else 0.0
 
 
-def describe(plugin) -> str:
-    scaler = getattr(plugin, "scaler", None)
-    return "{}(precision={!r}), scaler={}".format(
-        type(plugin).__name__,
-        getattr(plugin, "precision", "?"),
-        "None" if scaler is None else f"{type(scaler).__name__} enabled={scaler.is_enabled()}",
-    )
-
-
-def precision_check(plugin, precision: str) -> dict:
-    """The variant asked for `precision`; did Lightning run it, with a scaler exactly for 16-mixed?"""
-    wanted = LIGHTNING_PRECISION[precision]
-    scaler = getattr(plugin, "scaler", None)
-    got = str(getattr(plugin, "precision", "?"))
-    ok = got == wanted and ((scaler is not None and scaler.is_enabled()) == (wanted == "16-mixed"))
-    return {"ok": ok, "detail": f"asked for {wanted!r}, ran {describe(plugin)}"}
-
-
 def fabric_for(lf, device: str, precision: str, explicit_plugin: bool):
-    check_autocast(device, precision)
+    """A Fabric running exactly `precision` (Unsupported where Lightning would run another)."""
+    autocast_dtype(device, precision)
     if not hasattr(lf.Fabric, "clip_gradients"):
         raise Unsupported(
             "{}.Fabric has no clip_gradients in {}".format(
                 lf.__name__, getattr(lf, "__version__", "?")
             )
         )
-    amp = amp_module(lf)
+    amp = lightning_submodule(
+        lf, "plugins.precision.amp", "MixedPrecision with '16-mixed', the document's API"
+    )
     kwargs = {"accelerator": device, "devices": 1}
     if explicit_plugin and precision != "fp32":
-        scaler = make_scaler(device) if precision == "fp16" else None
+        scaler = make_scaler(device)[0] if precision == "fp16" else None
         kwargs["plugins"] = amp.MixedPrecision(
             LIGHTNING_PRECISION[precision], device, scaler=scaler
         )
+        asked = f"MixedPrecision({LIGHTNING_PRECISION[precision]!r}, {device!r})"
     else:
         kwargs["precision"] = LIGHTNING_PRECISION[precision]
-    return lf.Fabric(**kwargs)
+        asked = f"Fabric(accelerator={device!r}, precision={LIGHTNING_PRECISION[precision]!r})"
+    fabric = lf.Fabric(**kwargs)
+    require_plugin_precision(fabric.strategy.precision, precision, asked)
+    return fabric
+
+
+def make_adamw(params, fused: bool):
+    if fused:
+        return torch.optim.AdamW(params, lr=LR, fused=True)
+    return torch.optim.AdamW(params, lr=LR)
 
 
 def fabric_train(
     lf, device: str, precision: str, *, explicit_plugin: bool, fused: bool, clip: bool
 ) -> dict:
     if fused:
-        check_fused_adamw(device)
+        check_fused_adamw(device, LR)
     fabric = fabric_for(lf, device, precision, explicit_plugin)
-    plugin = fabric.strategy.precision
     torch.manual_seed(0)
     model = make_net().to(fabric.device)
-    optimizer = (
-        torch.optim.AdamW(model.parameters(), lr=LR, fused=fused)
-        if fused
-        else torch.optim.AdamW(model.parameters(), lr=LR)
-    )
+    optimizer = make_adamw(model.parameters(), fused)
     model, optimizer = fabric.setup(model, optimizer)
-    params = list(model.parameters())
-    before = [p.detach().clone() for p in params]
+    params = dict(model.named_parameters())
+    before = {n: p.detach().clone() for n, p in params.items()}
     x, y = make_data(fabric.device)
-    losses, norms = [], []
+    losses, before_clip, after_clip = [], [], []
     for _ in range(STEPS):
         optimizer.zero_grad()
         loss = ((model(x).float() - y) ** 2).mean()
         fabric.backward(loss)
         if clip:
             total = fabric.clip_gradients(model, optimizer, max_norm=CLIP)
-            norms.append((float(total) if total is not None else float("nan"), grad_norm(params)))
+            before_clip.append(float(total) if total is not None else float("nan"))
+            after_clip.append(grad_norm(params.values()))
         optimizer.step()
         losses.append(loss.item())
-    moved = [(p.detach() - b).abs().max().item() for p, b in zip(params, before)]  # noqa: B905 (Python 3.9)
-    checks = {
-        "loss_finite": {"ok": all(math.isfinite(v) for v in losses), "detail": f"losses={losses}"},
-        "params_moved": {
-            "ok": all(m > 0 for m in moved),
-            "detail": f"max |change| per tensor: {moved}",
-        },
-        "precision_as_requested": precision_check(plugin, precision),
-    }
+    checks = {"loss_finite": finite(losses), "params_moved": moved(before, params)}
     if clip:
-        checks["clipped"] = {
-            "ok": all(after <= CLIP * 1.001 for _, after in norms),
-            "detail": f"(norm before clipping as returned, norm after) per step: {norms}; clip {CLIP}",
-        }
-        checks["clip_binds"] = {
-            "ok": all(b > CLIP for b, _ in norms),
-            "detail": f"the natural norm must exceed the clip value {CLIP}: {[b for b, _ in norms]}",
-        }
+        checks["clipped"] = at_most(after_clip, CLIP * 1.001, "gradient norm after clipping")
+        # the natural norm must exceed the clip value, or clipping is not tested at all
+        checks["clip_binds"] = above(before_clip, CLIP, "norm before clipping (as returned)")
     return checks
 
 
 def trainer_train(device: str, precision: str) -> dict:
-    check_fused_adamw(device)
-    check_autocast(device, precision)
+    check_fused_adamw(device, LR)
+    autocast_dtype(device, precision)
     lp = import_lightning("pytorch")
     seen = {"losses": [], "norms": []}
 
@@ -266,7 +191,7 @@ def trainer_train(device: str, precision: str) -> dict:
 
     torch.manual_seed(0)
     module = LitNet()
-    before = [p.detach().clone() for p in module.parameters()]
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
     x, y = make_data("cpu")
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32)
     with tempfile.TemporaryDirectory() as root:
@@ -286,63 +211,56 @@ def trainer_train(device: str, precision: str) -> dict:
         plugin = trainer.strategy.precision_plugin
         # recorded by the harness even when fit() raises: which precision really runs
         warnings.warn(
-            f"repro: Trainer(precision={LIGHTNING_PRECISION[precision]!r}) on {device} runs {describe(plugin)}",
+            f"repro: Trainer(precision={LIGHTNING_PRECISION[precision]!r}) on {device} runs {describe_plugin(plugin)}",
             stacklevel=1,
         )
+        require_plugin_precision(
+            plugin,
+            precision,
+            f"Trainer(accelerator={device!r}, precision={LIGHTNING_PRECISION[precision]!r})",
+        )
         trainer.fit(module, loader)
-    moved = [(p.detach().cpu() - b).abs().max().item() for p, b in zip(module.parameters(), before)]  # noqa: B905
     return {
-        "loss_finite": {
-            "ok": all(math.isfinite(v) for v in seen["losses"]),
-            "detail": "losses={}".format(seen["losses"]),
-        },
-        "params_moved": {
-            "ok": all(m > 0 for m in moved),
-            "detail": f"max |change| per tensor: {moved}",
-        },
-        "precision_as_requested": precision_check(plugin, precision),
-        "clipped": {
-            "ok": bool(seen["norms"]) and all(n <= CLIP * 1.001 for n in seen["norms"]),
-            "detail": "grad norm after Lightning's clipping: {}; clip {}".format(
-                seen["norms"], CLIP
-            ),
-        },
+        "loss_finite": finite(seen["losses"]),
+        "params_moved": moved(before, dict(module.named_parameters())),
+        "clipped": at_most(seen["norms"], CLIP * 1.001, "gradient norm after Lightning's clipping"),
     }
 
 
+# -- from the document ("Example fix"), as written; the import is the document's own ----------
+
+
+def clipping_supported(plugin, optimizer) -> bool:
+    from lightning.fabric.plugins.precision.amp import _optimizer_handles_unscaling
+
+    return plugin.scaler is None or not _optimizer_handles_unscaling(optimizer)
+
+
+def can_clip_gradients(plugin, optimizer) -> bool:
+    from lightning.fabric.plugins.precision.amp import _optimizer_handles_unscaling
+
+    return plugin.scaler is None or not _optimizer_handles_unscaling(optimizer)
+
+
+# -----------------------------------------------------------------------------------------
+
+
 def example_fix_helpers(device: str, precision: str) -> dict:
-    """The document's helpers, verbatim, against what fabric.clip_gradients really does."""
-    check_fused_adamw(device)
+    """The document's helpers against what fabric.clip_gradients really does."""
+    check_fused_adamw(device, LR)
     lf = import_lightning("fabric")
     fabric = fabric_for(lf, device, precision, explicit_plugin=True)
     try:
-        from lightning.fabric.plugins.precision.amp import _optimizer_handles_unscaling
+        from lightning.fabric.plugins.precision.amp import _optimizer_handles_unscaling  # noqa: F401
     except ImportError as exc:
         raise Unsupported(f"the document's import fails: {exc}") from exc
-
-    # -- from the document, as written ---------------------------------------------------
-    def clipping_supported(plugin, optimizer) -> bool:
-        return plugin.scaler is None or not _optimizer_handles_unscaling(optimizer)
-
-    def can_clip_gradients(plugin, optimizer) -> bool:
-        from lightning.fabric.plugins.precision.amp import _optimizer_handles_unscaling
-
-        return plugin.scaler is None or not _optimizer_handles_unscaling(optimizer)
-
-    # -------------------------------------------------------------------------------------
-
     plugin = fabric.strategy.precision
-    checks = {"precision_as_requested": precision_check(plugin, precision)}
+    checks = {}
     x, y = make_data(fabric.device)
     for label, fused in (("fused", True), ("plain", False)):
         torch.manual_seed(0)
         model = make_net().to(fabric.device)
-        optimizer = (
-            torch.optim.AdamW(model.parameters(), lr=LR, fused=True)
-            if fused
-            else torch.optim.AdamW(model.parameters(), lr=LR)
-        )
-        model, optimizer = fabric.setup(model, optimizer)
+        model, optimizer = fabric.setup(model, make_adamw(model.parameters(), fused))
         predicted = (clipping_supported(plugin, optimizer), can_clip_gradients(plugin, optimizer))
         fabric.backward(((model(x).float() - y) ** 2).mean())
         try:  # ground truth for the helpers; the error itself is the other variants' subject
@@ -352,14 +270,23 @@ def example_fix_helpers(device: str, precision: str) -> dict:
             actual, how = False, f"clip_gradients raised NotImplementedError: {exc}"
         checks[f"helpers_right_on_{label}_optimizer"] = {
             "ok": predicted == (actual, actual),
-            "detail": f"clipping_supported={predicted[0]}, can_clip_gradients={predicted[1]}; {how}; {describe(plugin)}",
+            "detail": f"clipping_supported={predicted[0]}, can_clip_gradients={predicted[1]}; {how}; {describe_plugin(plugin)}",
         }
     return checks
 
 
+FABRIC_OPTIONS = {
+    "baseline-fabric-plugin": dict(explicit_plugin=True, fused=True, clip=True),
+    "baseline-fabric-config": dict(explicit_plugin=False, fused=True, clip=True),
+    "solution1-bf16-mixed": dict(explicit_plugin=False, fused=True, clip=True),
+    "solution2-plain-optimizer": dict(explicit_plugin=True, fused=False, clip=True),
+    "solution3-no-clipping": dict(explicit_plugin=True, fused=True, clip=False),
+    "control-plain-clip": dict(explicit_plugin=True, fused=False, clip=True),
+}
+
+
 def run(variant: str, device: str = "cpu", precision: str = "fp16") -> dict:
-    if variant not in VARIANTS:
-        raise ValueError("unknown variant {!r}; known: {}".format(variant, ", ".join(VARIANTS)))
+    check_variant(variant, VARIANTS, NOT_WRITTEN)
     if FIXED_PRECISION.get(variant, precision) != precision:
         raise ValueError(
             f"variant {variant} is defined for precision {FIXED_PRECISION[variant]} only"
@@ -368,48 +295,8 @@ def run(variant: str, device: str = "cpu", precision: str = "fp16") -> dict:
         return trainer_train(device, precision)
     if variant == "example-fix-helpers":
         return example_fix_helpers(device, precision)
-    lf = import_lightning("fabric")
-    options = {
-        "baseline-fabric-plugin": dict(explicit_plugin=True, fused=True, clip=True),
-        "baseline-fabric-config": dict(explicit_plugin=False, fused=True, clip=True),
-        "solution1-bf16-mixed": dict(explicit_plugin=False, fused=True, clip=True),
-        "solution2-plain-optimizer": dict(explicit_plugin=True, fused=False, clip=True),
-        "solution3-no-clipping": dict(explicit_plugin=True, fused=True, clip=False),
-        "control-plain-clip": dict(explicit_plugin=True, fused=False, clip=True),
-    }[variant]
-    return fabric_train(lf, device, precision, **options)
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variant", default="baseline-fabric-plugin")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument(
-        "--precision",
-        choices=["fp32", "fp16", "bf16"],
-        help="default: the variant's own, else fp16",
-    )
-    parser.add_argument("--list", action="store_true", help="list the variants and exit")
-    args = parser.parse_args(argv)
-    if args.list:
-        for name, text in VARIANTS.items():
-            print(f"{name:<28} {text}")
-        return 0
-    args.precision = args.precision or FIXED_PRECISION.get(args.variant, "fp16")
-    print(f"torch {torch.__version__}, variant {args.variant}, {args.device}, {args.precision}")
-    try:
-        checks = run(args.variant, args.device, args.precision)
-    except Unsupported as exc:
-        print("UNSUPPORTED:", exc)
-        return 2
-    except Exception as exc:
-        print(f"RAISED {type(exc).__name__}: {exc}")
-        return 1
-    for name, check in checks.items():
-        mark = "ok  " if check["ok"] else "FAIL"
-        print(f"{name:<26} {mark}  {check['detail']}")
-    return 0 if all(c["ok"] for c in checks.values()) else 3
+    return fabric_train(import_lightning("fabric"), device, precision, **FABRIC_OPTIONS[variant])
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, fixed_precision=FIXED_PRECISION))

@@ -14,21 +14,22 @@ is used in every precision: it is what the document is about.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import math
 import sys
+from pathlib import Path
 
 import torch
 from torch import nn
 
+# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
+sys.path.insert(
+    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
+)
+from reprokit import autocast, autocast_dtype, check_variant, finite, main, make_scaler, moved  # noqa: E402
+
+# reprokit:end
+
 STEPS = 3
 LR = 0.1
-
-
-class Unsupported(Exception):
-    """The variant's intent cannot be expressed with this torch on this device."""
-
 
 VARIANTS = {
     "baseline-unused-submodule": "all parameters in the optimizer, one submodule unused in forward",
@@ -41,6 +42,7 @@ VARIANTS = {
     "deadend2-unscale-twice": "scaler.unscale_(optimizer) called twice per step",
     "control-all-params-used": "every parameter used in forward, normal scaler loop",
 }
+NOT_WRITTEN: list[str] = []
 
 
 class Net(nn.Module):
@@ -60,52 +62,8 @@ class Net(nn.Module):
         return self.head(h)
 
 
-# -- capabilities (checked before the behaviour under test) ------------------------------
-
-
-def autocast_dtype(device: str, precision: str) -> torch.dtype | None:
-    if precision == "fp32":
-        return None
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
-    a = torch.ones(4, 4, device=device)
-    try:
-        with torch.autocast(device, dtype=dtype):
-            produced = torch.mm(a, a).dtype
-    except Exception as exc:  # old CPU autocast refuses float16 on entry
-        raise Unsupported(
-            f"torch.autocast({device!r}, dtype={dtype}) is not available: {exc}"
-        ) from exc
-    if produced != dtype:
-        raise Unsupported(
-            f"torch.autocast({device!r}, dtype={dtype}) produced {produced} from torch.mm"
-        )
-    return dtype
-
-
-def make_scaler(device: str):
-    amp = getattr(torch, "amp", None)
-    if amp is not None and hasattr(amp, "GradScaler"):
-        scaler = amp.GradScaler(device)
-        api = f"torch.amp.GradScaler({device!r})"
-    elif device == "cuda":
-        scaler = torch.cuda.amp.GradScaler()
-        api = "torch.cuda.amp.GradScaler()"
-    else:
-        raise Unsupported(
-            f"no GradScaler for {device!r}: torch.amp.GradScaler is missing and torch.cuda.amp.GradScaler "
-            "only scales CUDA tensors"
-        )
-    if not scaler.is_enabled():
-        raise Unsupported(f"{api} disabled itself on {device!r} (scaler.is_enabled() is False)")
-    return scaler, api
-
-
-# -- the training loop ----------------------------------------------------------------
-
-
 def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    if variant not in VARIANTS:
-        raise ValueError("unknown variant {!r}; known: {}".format(variant, ", ".join(VARIANTS)))
+    check_variant(variant, VARIANTS, NOT_WRITTEN)
     dtype = autocast_dtype(device, precision)
     scaler, scaler_api = make_scaler(device)
 
@@ -123,13 +81,12 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
         for p in model.parameters():
             p.requires_grad_(True)
 
-    trained = {n: p for n, p in model.named_parameters() if not n.startswith("unused.")}
-    if variant == "baseline-no-grad-params-only":
-        trained = {}  # nothing in this optimizer can train
+    # the parameters forward uses: whatever the optimizer holds, training must move them
+    used = {n: p for n, p in model.named_parameters() if not n.startswith("unused.")}
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
 
     def forward_backward() -> float:
-        with torch.autocast(device, dtype=dtype) if dtype is not None else contextlib.nullcontext():
+        with autocast(device, dtype):
             out = model(x)
         loss = ((out.float() - y) ** 2).mean()
         scaler.scale(loss).backward()
@@ -163,52 +120,20 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
         scaler.update()
 
     none_grads = sorted(n for n, p in model.named_parameters() if p.grad is None)
-    moved = {n: (p.detach() - before[n]).abs().max().item() for n, p in trained.items()}
-    unused_moved = {
-        n: (p.detach() - before[n]).abs().max().item()
-        for n, p in model.named_parameters()
-        if n.startswith("unused.")
-    }
     n_opt = sum(len(g["params"]) for g in optimizer.param_groups)
-    return {
-        "loss_finite": {"ok": all(math.isfinite(v) for v in losses), "detail": f"losses={losses}"},
-        "trained_params_moved": {
-            "ok": all(v > 0 for v in moved.values()),
-            "detail": f"max |change| per trained parameter: {moved}; unused: {unused_moved}; "
-            f"optimizer holds {n_opt} tensors; None grads after the last step: {none_grads}",
-        },
-        "scaler_active": {
-            "ok": scaler.is_enabled(),
-            "detail": f"{scaler_api}, scale per step {scales}, autocast dtype {dtype}",
-        },
-    }
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variant", default="baseline-unused-submodule")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--precision", default="fp16", choices=["fp32", "fp16", "bf16"])
-    parser.add_argument("--list", action="store_true", help="list the variants and exit")
-    args = parser.parse_args(argv)
-    if args.list:
-        for name, text in VARIANTS.items():
-            print(f"{name:<36} {text}")
-        return 0
-    print(f"torch {torch.__version__}, variant {args.variant}, {args.device}, {args.precision}")
-    try:
-        checks = run(args.variant, args.device, args.precision)
-    except Unsupported as exc:
-        print("UNSUPPORTED:", exc)
-        return 2
-    except Exception as exc:
-        print(f"RAISED {type(exc).__name__}: {exc}")
-        return 1
-    for name, check in checks.items():
-        mark = "ok  " if check["ok"] else "FAIL"
-        print(f"{name:<22} {mark}  {check['detail']}")
-    return 0 if all(c["ok"] for c in checks.values()) else 3
+    trained = moved(before, used, "parameters used in forward")
+    trained["detail"] += "; optimizer holds %d tensors; None grads after the last step: %s" % (
+        n_opt,
+        none_grads,
+    )
+    losses_check = finite(losses)
+    losses_check["detail"] += "; %s, scale per step %s, autocast dtype %s" % (
+        scaler_api,
+        scales,
+        dtype,
+    )
+    return {"loss_finite": losses_check, "trained_params_moved": trained}
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN))

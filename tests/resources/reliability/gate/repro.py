@@ -9,6 +9,12 @@ import signal
 import sys
 import time
 
+VARIANTS = {
+    "held": "blocks while the hold file exists",
+    "stubborn": "ignores SIGTERM and blocks",
+    "forks": "forks a grandchild; both block",
+    "after": "returns at once",
+}
 OK = {"released": {"ok": True, "detail": "the test let it go"}}
 
 

@@ -5,6 +5,16 @@ import signal
 import sys
 import time
 
+# the variants entry.yaml declares; run() also takes ad-hoc fault variants (tests/test_runner.py)
+VARIANTS = {
+    "documented": "raises the documented error",
+    "other": "raises another error",
+    "ok": "works",
+    "wrong": "a postcondition fails",
+    "unsupported": "needs a missing API",
+    "control": "works",
+}
+
 
 class Unsupported(Exception):
     pass

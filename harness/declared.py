@@ -1,0 +1,99 @@
+"""What a repro.py declares, read statically (``ast``, no import, no torch).
+
+A reproducer names the variants it implements in a module-level dict literal ``VARIANTS``
+(name -> one-line description) and those still to be written in a list literal
+``NOT_WRITTEN`` (see docs/entry-format.md). The host checks both against entry.yaml when an
+entry loads, so that a typo is an error with file:line, never a result.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Declared", "DeclaredError", "read_declared"]
+
+
+class DeclaredError(Exception):
+    def __init__(self, path: str | os.PathLike[str], line: int | None, message: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.message = message
+        super().__init__(f"{self.path}:{line}: {message}" if line else f"{self.path}: {message}")
+
+
+@dataclass(frozen=True)
+class Declared:
+    path: Path
+    variants: dict[str, int]  # name -> line of its key in VARIANTS
+    not_written: dict[str, int]  # name -> line in NOT_WRITTEN
+    variants_line: int
+
+
+def _assigned(tree: ast.Module, name: str) -> tuple[ast.expr, int] | None:
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+            value = node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            found = (value, node.lineno)
+    return found
+
+
+def _strings(node: ast.expr, path: Path, what: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    items: list[ast.expr | None]
+    if isinstance(node, ast.Dict):
+        items = list(node.keys)
+    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        items = list(node.elts)
+    else:
+        raise DeclaredError(
+            path, node.lineno, f"{what} must be a literal (dict, list or tuple of names)"
+        )
+    for item in items:
+        if not (isinstance(item, ast.Constant) and isinstance(item.value, str)):
+            line = item.lineno if item is not None else node.lineno
+            raise DeclaredError(path, line, f"{what}: every name must be a string literal")
+        if item.value in out:
+            raise DeclaredError(
+                path, item.lineno, f"{what}: {item.value!r} twice (first at line {out[item.value]})"
+            )
+        out[item.value] = item.lineno
+    return out
+
+
+def read_declared(path: str | os.PathLike[str]) -> Declared:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DeclaredError(path, None, f"cannot read: {exc}") from exc
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as exc:
+        raise DeclaredError(path, exc.lineno, f"not valid Python: {exc.msg}") from exc
+    variants = _assigned(tree, "VARIANTS")
+    if variants is None:
+        raise DeclaredError(
+            path,
+            None,
+            "no module-level VARIANTS literal: name every variant the reproducer implements, "
+            'e.g. VARIANTS = {"baseline": "what it does"}',
+        )
+    declared = _strings(variants[0], path, "VARIANTS")
+    not_written: dict[str, int] = {}
+    nw = _assigned(tree, "NOT_WRITTEN")
+    if nw is not None:
+        not_written = _strings(nw[0], path, "NOT_WRITTEN")
+        for name, line in not_written.items():
+            if name not in declared:
+                raise DeclaredError(path, line, f"NOT_WRITTEN names {name!r}, not in VARIANTS")
+    return Declared(path, declared, not_written, variants[1])

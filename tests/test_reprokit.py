@@ -1,0 +1,137 @@
+"""The shared reproducer helpers (repros/reprokit.py) and the postconditions of the seed
+reproducers: every postcondition is made to fail for real, on the torch of the test
+interpreter (`nox -s tests` installs torch 2.13.0 and lightning 2.6.6); nothing is mocked."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import math
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from harness.child import classify
+
+REPO = Path(__file__).resolve().parent.parent
+KIT = REPO / "repros" / "reprokit.py"
+GRAD = REPO / "repros" / "pytorch" / "grad-scale-unscale-error" / "repro.py"
+CLIP = REPO / "repros" / "lightning" / "gradient-clipping-optimizer-handles-unscaling" / "repro.py"
+
+
+@pytest.mark.parametrize(
+    "path", [KIT, *sorted((REPO / "repros").rglob("repro.py"))], ids=lambda p: p.parent.name
+)
+def test_reproducer_code_parses_as_python_3_7(path: Path) -> None:
+    # target environments go down to Python 3.7/3.9: no newer syntax in what runs there
+    ast.parse(path.read_text(), filename=str(path), feature_version=(3, 7))
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def kit() -> ModuleType:
+    pytest.importorskip("torch", reason="needs torch in the test interpreter (nox -s tests)")
+    return _load(KIT, "reprokit_under_test")
+
+
+@pytest.mark.torch
+def test_each_postcondition_helper_can_fail(kit: ModuleType) -> None:
+    import torch
+
+    assert kit.finite([1.0, 2.0])["ok"]
+    assert not kit.finite([1.0, math.nan])["ok"]
+    assert not kit.finite([])["ok"]  # nothing recorded is not a pass
+    a = {"w": torch.zeros(3)}
+    assert kit.moved(a, {"w": torch.ones(3)})["ok"]
+    still = kit.moved(a, {"w": torch.zeros(3)})
+    assert not still["ok"] and "unchanged: ['w']" in still["detail"]
+    assert not kit.moved({}, {})["ok"]
+    assert kit.at_most([0.4, 0.5], 0.5, "norm")["ok"]
+    assert not kit.at_most([0.4, 0.6], 0.5, "norm")["ok"]
+    assert not kit.at_most([], 0.5, "norm")["ok"]
+    assert kit.above([0.6], 0.5, "norm")["ok"]
+    assert not kit.above([0.6, 0.5], 0.5, "norm")["ok"]
+    assert not kit.above([], 0.5, "norm")["ok"]
+
+
+@pytest.mark.torch
+def test_capability_checks_raise_unsupported_not_other_errors(kit: ModuleType) -> None:
+    import torch
+
+    assert kit.autocast_dtype("cpu", "fp32") is None
+    assert kit.autocast_dtype("cpu", "bf16") == torch.bfloat16
+    with pytest.raises(ValueError, match="unknown variant 'nope'"):
+        kit.check_variant("nope", {"a": ""})
+    with pytest.raises(kit.NotWritten):
+        kit.check_variant("a", {"a": ""}, ["a"])
+
+
+@pytest.mark.torch
+def test_lightning_16_mixed_on_cpu_is_unsupported_before_the_run(kit: ModuleType) -> None:
+    lf = pytest.importorskip("lightning.fabric")
+    fabric = lf.Fabric(accelerator="cpu", devices=1, precision="16-mixed")
+    with pytest.raises(kit.Unsupported, match="asked for '16-mixed'; Lightning runs .*bf16-mixed"):
+        kit.require_plugin_precision(fabric.strategy.precision, "fp16", "Fabric(...)")
+    kit.require_plugin_precision(fabric.strategy.precision, "bf16", "Fabric(...)")
+
+
+# -- the seed reproducers' own postconditions, each made to fail by a real change -----------
+
+
+def _outcome(module: ModuleType, variant: str, precision: str) -> tuple[str, dict]:
+    checks = module.run(variant, "cpu", precision)
+    return classify(None, checks, None)["outcome"], checks
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("setting", "value", "failing"),
+    [
+        ("LR", 0.0, "trained_params_moved"),  # nothing moves
+        ("LR", math.inf, "loss_finite"),  # the weights blow up
+    ],
+)
+def test_grad_scale_postconditions_fail(
+    monkeypatch: pytest.MonkeyPatch, setting: str, value: float, failing: str
+) -> None:
+    pytest.importorskip("torch")
+    repro = _load(GRAD, "grad_repro_under_test")
+    assert _outcome(repro, "control-all-params-used", "bf16")[0] == "ok"
+    monkeypatch.setattr(repro, setting, value)
+    outcome, checks = _outcome(repro, "control-all-params-used", "bf16")
+    assert outcome == "wrong_result" and not checks[failing]["ok"], checks
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("variant", "setting", "value", "failing"),
+    [
+        ("control-plain-clip", "LR", 0.0, "params_moved"),
+        ("solution3-no-clipping", "LR", math.inf, "loss_finite"),
+        ("control-plain-clip", "CLIP", 100.0, "clip_binds"),  # a clip that never binds
+        (
+            "example-fix-helpers",
+            "clipping_supported",
+            lambda plugin, opt: True,
+            "helpers_right_on_fused_optimizer",
+        ),
+    ],
+)
+def test_gradient_clipping_postconditions_fail(
+    monkeypatch: pytest.MonkeyPatch, variant: str, setting: str, value: object, failing: str
+) -> None:
+    pytest.importorskip("lightning")
+    repro = _load(CLIP, "clip_repro_under_test")
+    monkeypatch.setattr(repro, setting, value)
+    outcome, checks = _outcome(repro, variant, "fp16")
+    assert outcome == "wrong_result" and not checks[failing]["ok"], checks
