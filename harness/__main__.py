@@ -1,4 +1,4 @@
-"""Command line: python -m harness {run,list,plan,report,merge,diff} ..."""
+"""Command line: python -m harness {run,list,plan,report,merge,diff,new,check,export,bisect,envs} ..."""
 
 from __future__ import annotations
 
@@ -131,6 +131,21 @@ def parser() -> argparse.ArgumentParser:
     tox.add_argument("--matrix", default="matrix.yaml", help="matrix file, relative to the repo")
     merge = sub.add_parser("merge", help="add other machines' record files to results/records/")
     merge.add_argument("sources", nargs="+", help="record files (.jsonl) or folders of them")
+    new = sub.add_parser(
+        "new", help="scaffold repros/<id>/ from an error document (Markdown, scraped page, JSON)"
+    )
+    new.add_argument("document", help="the document file")
+    new.add_argument("--id", default=None, help="entry id (default: from the document)")
+    new.add_argument(
+        "--format",
+        choices=["markdown", "scraped", "deadends-json"],
+        default=None,
+        help="default: detected from the first line",
+    )
+    check = sub.add_parser(
+        "check", help="validate entries (variants both ways, signatures, claims); builds nothing"
+    )
+    check.add_argument("entries", nargs="*", metavar="ENTRY", help="entry id globs (default: all)")
     return ap
 
 
@@ -157,6 +172,66 @@ def _tox_ini(repo: Path, matrix_file: str, check: bool, console: Console) -> int
         return 0
     (repo / TOX_INI).write_text(render_tox_ini(matrix, standin), encoding="utf-8")
     console.print(f"wrote {repo / TOX_INI}", highlight=False)
+    return 0
+
+
+def _check(args: argparse.Namespace, repo: Path, console: Console) -> int:
+    from harness.check import check_entries
+
+    results = check_entries(repo / "repros", args.entries)
+    if not results:
+        console.print(
+            f"[bold red]error:[/] no entry under {repo / 'repros'} matches "
+            f"{' '.join(args.entries) or '*'}",
+            highlight=False,
+        )
+        return 2
+    for r in results:
+        name = r.entry.id if r.entry else r.dir.relative_to(repo / "repros").as_posix()
+        if r.ok:
+            assert r.entry is not None
+            n = len(r.entry.variants)
+            written = sum(v.written for v in r.entry.variants)
+            console.print(f"ok     {name}: {written}/{n} variants written", highlight=False)
+        else:
+            console.print(f"[bold red]FAILED[/] {name}", highlight=False)
+        for e in r.errors:
+            console.print(f"  error: {e}", highlight=False, markup=False)
+        for t in r.todos:
+            console.print(f"  to do: {t}", highlight=False, markup=False)
+    failed = [r for r in results if not r.ok]
+    console.print(f"{len(results)} entries checked, {len(failed)} with errors", highlight=False)
+    return 2 if failed else 0
+
+
+def _new(args: argparse.Namespace, repo: Path, console: Console) -> int:
+    from harness.scaffold import DocumentError, parse_document, write_scaffold
+
+    path = Path(args.document)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        console.print(f"[bold red]error:[/] {path}: cannot read: {exc}", highlight=False)
+        return 2
+    try:
+        scaffold = parse_document(text, path, args.format)
+        folder, files = write_scaffold(scaffold, repo / "repros", args.id)
+    except (DocumentError, FileExistsError) as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        return 2
+    console.print(
+        f"{scaffold.format} document -> {folder.relative_to(repo)}/: "
+        f"{len(scaffold.claims)} claimed workarounds/dead ends + baseline + control "
+        f"(all listed in NOT_WRITTEN)",
+        highlight=False,
+    )
+    for f in files:
+        console.print(f"  wrote {f.relative_to(repo)}", highlight=False)
+    console.print(
+        "next: write repro.py (and the TODOs), then `python -m harness check "
+        f"{folder.relative_to(repo / 'repros')}`",
+        highlight=False,
+    )
     return 0
 
 
@@ -219,6 +294,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1 if args.exit_code and (result.changes or result.only_new) else 0
     if args.command == "tox-ini":
         return _tox_ini(repo, args.matrix, args.check, console)
+    if args.command == "check":
+        return _check(args, repo, console)
+    if args.command == "new":
+        return _new(args, repo, console)
     if args.command == "report":
         from harness.tasks import render_reports
 

@@ -70,6 +70,7 @@ ORIGIN_KEYS = {
     "thrown_at": "source location the document gives",
     "related": "other messages the document lists as related",
     "schema_version": "the document's schema version",
+    "message": "the error message as the document writes it (signature.message is a regex)",
 }
 
 
