@@ -167,19 +167,19 @@ def parse_markdown(text: str, path: str | Path) -> Scaffold:
             if len(cells) < 2 or not re.match(r"^[A-Za-z_][\w.-]*\s*[<>=!~]", cells[0]):
                 continue  # header, separator or prose
             if len(cells) != 4:
-                raise DocumentError(
-                    path, "a Version Compatibility row needs 4 cells", line=offset
-                )
+                raise DocumentError(path, "a Version Compatibility row needs 4 cells", line=offset)
             intro, dep = (None if c in ("—", "-", "") else c for c in cells[2:4])
             rows.append((cells[0].replace(" ", ""), cells[1], intro, dep))
     claims: list[Claimed] = []
     start, body = sections["workarounds"]
-    for offset, line in enumerate(body, start + 1):
+    for line in body:
         m = re.match(r"^(\d+)\.\s+\*\*(.+?)\*\*\s*(?:\((\d+(?:\.\d+)?)%\s*success\))?", line)
         if m:
             n = int(m.group(1))
             rate = _percent(m.group(3)) if m.group(3) else None
-            claims.append(Claimed(f"workaround{n}", "workaround", f"workaround {n}", rate, m.group(2)))
+            claims.append(
+                Claimed(f"workaround{n}", "workaround", f"workaround {n}", rate, m.group(2))
+            )
     if not claims:
         raise DocumentError(
             path, "## Workarounds has no numbered '1. **...** (NN% success)' item", line=start
@@ -255,7 +255,9 @@ def parse_scraped(text: str, path: str | Path) -> Scaffold:
             raise DocumentError(path, f"no '{required}' section")
     message = next((ln.strip() for ln in sections["Error message"][1] if ln.strip()), "")
     if not message:
-        raise DocumentError(path, "the 'Error message' section is empty", sections["Error message"][0])
+        raise DocumentError(
+            path, "the 'Error message' section is empty", sections["Error message"][0]
+        )
     claims: list[Claimed] = []
     start, body = sections["Solutions"]
     for line in body:
@@ -269,10 +271,17 @@ def parse_scraped(text: str, path: str | Path) -> Scaffold:
         claims.append(
             Claimed("example-fix", "workaround", "example fix", None, "the document's Example fix")
         )
-    origin: dict[str, Any] = {"format": "scraped", "domain": _DOMAINS.get(repo.lower(), repo.lower())}
+    origin: dict[str, Any] = {
+        "format": "scraped",
+        "domain": _DOMAINS.get(repo.lower(), repo.lower()),
+    }
     if "Source" in sections:
         thrown = next(
-            (ln.strip()[len("Thrown at ") :] for ln in sections["Source"][1] if ln.strip().startswith("Thrown at ")),
+            (
+                ln.strip()[len("Thrown at ") :]
+                for ln in sections["Source"][1]
+                if ln.strip().startswith("Thrown at ")
+            ),
             None,
         )
         if thrown:
@@ -317,8 +326,10 @@ def _get(data: Any, dotted: str, path: str | Path, kinds: type | tuple[type, ...
         if not isinstance(value, dict) or part not in value:
             raise DocumentError(path, f"no '{dotted}' field")
         value = value[part]
-    if not isinstance(value, kinds) or isinstance(value, bool) and bool not in (
-        kinds if isinstance(kinds, tuple) else (kinds,)
+    if (
+        not isinstance(value, kinds)
+        or isinstance(value, bool)
+        and bool not in (kinds if isinstance(kinds, tuple) else (kinds,))
     ):
         raise DocumentError(path, f"'{dotted}' must be {kinds}, got {value!r}")
     return value
@@ -346,11 +357,15 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
     try:
         re.compile(regex)
     except re.error as exc:
-        raise DocumentError(path, f"'error.regex' is not a valid regular expression: {exc}") from exc
+        raise DocumentError(
+            path, f"'error.regex' is not a valid regular expression: {exc}"
+        ) from exc
     exc_type, message, named = _split_type(signature)
     runtime = _get(data, "environment.runtime.name", path, str)
     version_range = _get(data, "environment.runtime.version_range", path, str)
-    fix_rate = _rate(_get(data, "verdict.fix_success_rate", path, (int, float)), path, "verdict.fix_success_rate")
+    fix_rate = _rate(
+        _get(data, "verdict.fix_success_rate", path, (int, float)), path, "verdict.fix_success_rate"
+    )
     claims: list[Claimed] = []
     for key, kind, ref, rate_key in (
         ("workarounds", "workaround", "workaround", "success_rate"),
@@ -363,7 +378,9 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
             rate = _rate(item[rate_key], path, f"{key}[{n - 1}].{rate_key}")
             name = f"{kind.replace('_', '')}{n}"
             claims.append(
-                Claimed(name, kind, f"{ref} {n}", rate, f"{TODO}: {ref} {n} of {url}, in your own words")
+                Claimed(
+                    name, kind, f"{ref} {n}", rate, f"{TODO}: {ref} {n} of {url}, in your own words"
+                )
             )
     package = {"pytorch": "torch", "torch": "torch", "lightning": "lightning"}.get(runtime, runtime)
     rows = ()
@@ -603,7 +620,10 @@ def write_scaffold(
     if folder.exists():
         raise FileExistsError(f"{folder} exists; `new` never overwrites (remove it or pass --id)")
     names = [("baseline", "the documented error")]
-    names += [(c.name, f"{c.ref}" + (f" ({c.rate:.0%} claimed)" if c.rate is not None else "")) for c in s.claims]
+    names += [
+        (c.name, f"{c.ref}" + (f" ({c.rate:.0%} claimed)" if c.rate is not None else ""))
+        for c in s.claims
+    ]
     names.append(("control", "the same program without the cause"))
     folder.mkdir(parents=True)
     files = {

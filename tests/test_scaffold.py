@@ -112,7 +112,11 @@ def test_check_names_a_broken_entry_and_goes_on(
     assert main(["--repo", str(project), "check"]) == 2
     out = capsys.readouterr().out
     assert "FAILED pytorch/grad-scale-unscale-error" in out
-    assert "entry.yaml:70: variant 'control-all-params-used' is not implemented by repro.py" in out
+    lines = (repro.parent / "entry.yaml").read_text().splitlines()
+    line = next(n for n, t in enumerate(lines, 1) if "name: control-all-params-used" in t)
+    assert (
+        f"entry.yaml:{line}: variant 'control-all-params-used' is not implemented by repro.py"
+    ) in out
     assert "ok     deadends/pytorch/fixture-widget-error/pt2-linux" in out
 
 
