@@ -146,6 +146,14 @@ def parser() -> argparse.ArgumentParser:
         "check", help="validate entries (variants both ways, signatures, claims); builds nothing"
     )
     check.add_argument("entries", nargs="*", metavar="ENTRY", help="entry id globs (default: all)")
+    export = sub.add_parser(
+        "export", help="one standalone script (helpers inlined) running one variant"
+    )
+    export.add_argument(
+        "entry", metavar="ENTRY", help="entry id, e.g. pytorch/grad-scale-unscale-error"
+    )
+    export.add_argument("--variant", required=True, help="the variant the script runs by default")
+    export.add_argument("-o", "--output", default=None, help="write here (default: stdout)")
     return ap
 
 
@@ -172,6 +180,28 @@ def _tox_ini(repo: Path, matrix_file: str, check: bool, console: Console) -> int
         return 0
     (repo / TOX_INI).write_text(render_tox_ini(matrix, standin), encoding="utf-8")
     console.print(f"wrote {repo / TOX_INI}", highlight=False)
+    return 0
+
+
+def _export(args: argparse.Namespace, repo: Path, console: Console) -> int:
+    from harness.entries import EntryError, load_entry
+    from harness.export import ExportError, export_script
+
+    repros = repo / "repros"
+    folder = repros / args.entry
+    if not (folder / "entry.yaml").is_file():
+        console.print(f"[bold red]error:[/] no entry {args.entry!r} ({folder}/entry.yaml)")
+        return 2
+    try:
+        script = export_script(load_entry(folder, repros), args.variant, repros / "reprokit.py")
+    except (EntryError, ExportError) as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=False)
+        return 2
+    if args.output:
+        Path(args.output).write_text(script, encoding="utf-8")
+        console.print(f"wrote {args.output} ({len(script.splitlines())} lines)", highlight=False)
+    else:
+        sys.stdout.write(script)
     return 0
 
 
@@ -296,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _tox_ini(repo, args.matrix, args.check, console)
     if args.command == "check":
         return _check(args, repo, console)
+    if args.command == "export":
+        return _export(args, repo, console)
     if args.command == "new":
         return _new(args, repo, console)
     if args.command == "report":

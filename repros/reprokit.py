@@ -250,7 +250,16 @@ def above(values, limit, what):
 # -- the command line ---------------------------------------------------------------------
 
 
-def main(run, variants, doc, argv=None, not_written=(), fixed_precision=None, default_variant=None):
+def main(
+    run,
+    variants,
+    doc,
+    argv=None,
+    not_written=(),
+    fixed_precision=None,
+    default_variant=None,
+    default_precision=None,
+):
     """Run one variant by hand and print what happened, as the harness would record it.
 
     Exit status: 0 ok, 1 raised, 2 unsupported, 3 a postcondition failed, 4 not written."""
@@ -273,7 +282,7 @@ def main(run, variants, doc, argv=None, not_written=(), fixed_precision=None, de
             mark = "  (not written)" if name in not_written else ""
             print("%s%s%s" % (name.ljust(width), text, mark))
         return EXIT_OK
-    precision = args.precision or fixed_precision.get(args.variant, "fp16")
+    precision = args.precision or fixed_precision.get(args.variant) or default_precision or "fp16"
     try:
         import torch
 
