@@ -154,6 +154,23 @@ def parser() -> argparse.ArgumentParser:
     )
     export.add_argument("--variant", required=True, help="the variant the script runs by default")
     export.add_argument("-o", "--output", default=None, help="write here (default: stdout)")
+    bis = sub.add_parser(
+        "bisect", help="the release where one cell's outcome changes (binary search, real runs)"
+    )
+    bis.add_argument("entry", metavar="ENTRY")
+    bis.add_argument("--variant", required=True)
+    bis.add_argument("--device", required=True, choices=["cpu", "cuda"])
+    bis.add_argument("--precision", required=True, choices=["fp32", "fp16", "bf16"])
+    axis = bis.add_mutually_exclusive_group(required=True)
+    axis.add_argument("--torch", metavar="A..B", help="bisect torch releases from A to B")
+    axis.add_argument("--lightning", metavar="A..B", help="bisect lightning releases")
+    bis.add_argument("--python", default=None, help="interpreter (default: the matrix's pairing)")
+    bis.add_argument("--with-lightning", default=None, help="hold lightning at this release")
+    bis.add_argument("--with-torch", default=None, help="hold torch at this release")
+    bis.add_argument("--machine", default=None, help="record file name (default: host name)")
+    bis.add_argument("--envs-dir", default=None, help="where environments live")
+    bis.add_argument("--matrix", default="matrix.yaml")
+    bis.add_argument("--timeout", type=float, default=None, help="seconds per run")
     return ap
 
 
@@ -181,6 +198,28 @@ def _tox_ini(repo: Path, matrix_file: str, check: bool, console: Console) -> int
     (repo / TOX_INI).write_text(render_tox_ini(matrix, standin), encoding="utf-8")
     console.print(f"wrote {repo / TOX_INI}", highlight=False)
     return 0
+    return 0
+
+
+def _bisect(args: argparse.Namespace, repo: Path, console: Console) -> int:
+    from harness.bisect import BisectRequest, run_bisect
+
+    request = BisectRequest(
+        entry=args.entry,
+        variant=args.variant,
+        device=args.device,
+        precision=args.precision,
+        axis="torch" if args.torch else "lightning",
+        range=args.torch or args.lightning,
+        python=args.python,
+        with_lightning=args.with_lightning,
+        with_torch=args.with_torch,
+    )
+    cfg = Config(repo=repo, matrix_file=args.matrix)
+    cfg.machine = args.machine
+    cfg.envs_root = args.envs_dir
+    cfg.timeout_s = args.timeout
+    return run_bisect(request, cfg, console)
 
 
 def _export(args: argparse.Namespace, repo: Path, console: Console) -> int:
@@ -328,6 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _check(args, repo, console)
     if args.command == "export":
         return _export(args, repo, console)
+    if args.command == "bisect":
+        return _bisect(args, repo, console)
     if args.command == "new":
         return _new(args, repo, console)
     if args.command == "report":
