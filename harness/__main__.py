@@ -202,7 +202,7 @@ def _tox_ini(repo: Path, matrix_file: str, check: bool, console: Console) -> int
 
 
 def _bisect(args: argparse.Namespace, repo: Path, console: Console) -> int:
-    from harness.bisect import BisectRequest, run_bisect
+    from harness.bisection import BisectRequest, run_bisect
 
     request = BisectRequest(
         entry=args.entry,

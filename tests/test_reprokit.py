@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import math
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -135,3 +136,12 @@ def test_gradient_clipping_postconditions_fail(
     monkeypatch.setattr(repro, setting, value)
     outcome, checks = _outcome(repro, variant, "fp16")
     assert outcome == "wrong_result" and not checks[failing]["ok"], checks
+
+
+def test_no_module_beside_child_or_reprokit_shadows_the_standard_library() -> None:
+    # harness/ (beside child.py) and repros/ (beside reprokit.py) go first on sys.path in
+    # target environments: a harness/bisect.py once broke `import tempfile` (random imports
+    # bisect) in every environment health check
+    for folder in (REPO / "harness", REPO / "repros"):
+        clashes = [p.name for p in folder.glob("*.py") if p.stem in sys.stdlib_module_names]
+        assert not clashes, f"{folder}: {clashes} shadow standard-library modules"

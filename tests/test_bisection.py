@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from harness.bisect import (
+from harness.bisection import (
     BisectError,
     Step,
     bisect,
