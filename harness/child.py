@@ -259,7 +259,7 @@ def execute(job):
 
 
 def write_atomically(path, data):
-    tmp = path + ".tmp"
+    tmp = "%s.%d.tmp" % (path, os.getpid())  # a name no other process writes
     with open(tmp, "w") as f:
         json.dump(data, f)
         f.flush()

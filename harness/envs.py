@@ -26,6 +26,7 @@ from typing import Protocol
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
+from harness.atomic import write_atomically
 from harness.matrix import Environment
 
 __all__ = [
@@ -433,9 +434,7 @@ class UvBackend:
             "probe": seen,
         }
         # the marker is written last: its presence means the build completed
-        tmp = path / (MARKER + ".tmp")
-        tmp.write_text(json.dumps(meta, indent=1, sort_keys=True))
-        os.replace(tmp, path / MARKER)
+        write_atomically(path / MARKER, json.dumps(meta, indent=1, sort_keys=True).encode())
         return BuiltEnv(
             env,
             path,

@@ -10,6 +10,7 @@ This is isolation "process" (a fresh interpreter per job); harness/warm.py is is
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ from typing import Any
 
 __all__ = [
     "ChildResult",
+    "DiskFull",
     "ProcessGroups",
     "end_own_children",
     "read_result",
@@ -66,6 +68,46 @@ def tail_of(path: Path, limit: int = TAIL_BYTES) -> str:
     if size > limit:
         text = f"[{size - limit} earlier bytes cut]\n" + text
     return text
+
+
+class DiskFull(OSError):
+    """The disk under a run folder is full: nothing a child leaves there is its own
+    outcome, so the run stops (no record) instead of storing it as ``crashed``."""
+
+    def __init__(self, where: Path | str) -> None:
+        super().__init__(
+            errno.ENOSPC,
+            f"no space left on the disk of {where} (the run folders' TMPDIR); the run stops "
+            "here, no record is stored for the jobs it cut. Free space (or point TMPDIR "
+            "elsewhere) and rerun with --resume",
+        )
+        self.where = str(where)
+
+
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+PROBE_BYTES = 64 * 1024
+
+
+def disk_full(folder: Path) -> bool:
+    """True when ``folder``'s disk cannot take a small file (ENOSPC, EDQUOT): asked after
+    a child left no usable result, so that a full disk is not blamed on the child."""
+    probe = folder / f".space-probe-{os.getpid()}-{threading.get_ident()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        return exc.errno in FULL_ERRNOS
+    try:
+        written = 0
+        while written < PROBE_BYTES:  # a short write is room for part of it: go on
+            written += os.write(fd, b"\0" * (PROBE_BYTES - written))
+        os.fsync(fd)
+    except OSError as exc:
+        return exc.errno in FULL_ERRNOS
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            probe.unlink()
+    return False
 
 
 def read_result(path: Path) -> tuple[dict[str, Any] | None, str]:
@@ -167,12 +209,19 @@ def run_isolated(
     cwd: str | None = None,
     env: dict[str, str] | None = None,
 ) -> ChildResult:
-    """Run ``argv + [job.json, result.json]`` in a new session and collect what it left."""
+    """Run ``argv + [job.json, result.json]`` in a new session and collect what it left.
+    Raises DiskFull when the run folder's disk is full before the child starts, or when
+    the child left no usable result and the disk is full after it."""
     with tempfile.TemporaryDirectory(prefix="harness-run-") as tmp:
         work = Path(tmp)
         job_path = work / "job.json"
         result_path = work / "result.json"
-        job_path.write_text(json.dumps(job))
+        try:
+            job_path.write_text(json.dumps(job))
+        except OSError as exc:
+            if exc.errno in FULL_ERRNOS:
+                raise DiskFull(work.parent) from exc
+            raise
         out_path, err_path = work / "stdout", work / "stderr"
         started = time.monotonic()
         timed_out = False
@@ -205,6 +254,8 @@ def run_isolated(
         result, problem = None, ""
         if result_path.is_file() and not timed_out:
             result, problem = read_result(result_path)
+        if result is None and not timed_out and disk_full(work):
+            raise DiskFull(work.parent)
         rc = proc.returncode
         return ChildResult(
             result=result,

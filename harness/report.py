@@ -20,17 +20,21 @@ nothing. With ``check=True`` nothing is written anywhere: the summary lists what
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.aggregate import aggregate_entries, entry_ids, gc_paused, records_by_entry
+from harness.atomic import write_atomically
 from harness.entries import Entry
 from harness.records import Record
 from harness.render import entry_slug
@@ -65,9 +69,7 @@ def _put(path: Path, data: bytes, check: bool) -> tuple[bool, bool]:
         stale = True
     if stale and not check:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        write_atomically(path, data)
         return True, True
     return stale, False
 
@@ -191,6 +193,20 @@ def _shards(
     return [(a, ids[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
 
+def _end_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this process when its parent dies (Linux
+    PR_SET_PDEATHSIG); where that is not available the pipe's EOF ends it instead."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 class _Child:
     """One shard rendered in a forked child, in two steps like the parent's own: render
     everything, then (once every shard is rendered) write. The child shares the records
@@ -198,18 +214,27 @@ class _Child:
     not touch (and copy) every object. When the child fails or dies, the parent does the
     step itself, so that the error is raised there."""
 
+    # the parent's ends of every child's pipe: a child closes its siblings' ends, so that
+    # once the parent is gone (even SIGKILLed) its own pipe reads EOF and it ends
+    _parent_ends: ClassVar[list[Connection]] = []
+
     def __init__(self, job: _Job) -> None:
         self.job = job
         self.rendered: _Rendered | None = None  # set when the parent renders the shard itself
         ctx = multiprocessing.get_context("fork")
         self.conn, child_conn = ctx.Pipe()
         self.proc = ctx.Process(
-            target=self._main, args=(child_conn,), name="render-shard", daemon=True
+            target=self._main, args=(child_conn, os.getpid()), name="render-shard", daemon=True
         )
         self.proc.start()
         child_conn.close()
+        _Child._parent_ends.append(self.conn)
 
-    def _main(self, conn: Connection) -> None:
+    def _main(self, conn: Connection, parent: int) -> None:
+        _end_with_parent(parent)
+        for end in _Child._parent_ends:
+            with contextlib.suppress(OSError):
+                end.close()
         try:
             rendered = _render(self.job)
         except BaseException:
@@ -258,6 +283,8 @@ class _Child:
     def close(self) -> None:
         # called once the child has answered its last message, or to abandon it while it
         # renders (never while it writes)
+        with contextlib.suppress(ValueError):
+            _Child._parent_ends.remove(self.conn)
         self.conn.close()
         if self.proc.is_alive():
             self.proc.terminate()

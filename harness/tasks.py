@@ -34,7 +34,7 @@ from harness.envs import (
 )
 from harness.matrix import Environment, Expansion, Matrix, MatrixError, load_matrix
 from harness.plan import Job, Plan, make_plan
-from harness.proc import ProcessGroups, end_own_children
+from harness.proc import FULL_ERRNOS, DiskFull, ProcessGroups, end_own_children
 from harness.provenance import cuda_provenance, machine_provenance
 from harness.records import Record
 from harness.runner import decided_record, env_failed_record, run_job
@@ -59,6 +59,7 @@ class RunState:
         default_factory=lambda: ExistingBackend(os.environ.get(STANDIN_VAR))
     )
     groups: ProcessGroups = field(default_factory=ProcessGroups)
+    unrecorded: list[Job] = field(default_factory=list)  # jobs the harness itself failed on
 
 
 Step = Callable[[RunState], "RunState | int"]
@@ -395,7 +396,9 @@ def run_matrix(state: RunState) -> RunState | int:
                         prepared(run, future.result())  # type: ignore[arg-type]
                     else:
                         run.running -= 1
-                        store(future.result(), job)  # type: ignore[arg-type]
+                        record = _record_or_none(future, job, state)
+                        if record is not None:
+                            store(record, job)
                         worker = run.worker
                         if (
                             worker is not None
@@ -417,10 +420,13 @@ def run_matrix(state: RunState) -> RunState | int:
             highlight=False,
         )
         return 130
-    except StoreError as exc:
+    except (StoreError, DiskFull) as exc:
         state.groups.kill_all()
         _stop_workers(runs)
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        console.print(
+            f"[bold red]error:[/] {escape(str(exc))}; {done} of {total} records stored",
+            highlight=False,
+        )
         return 1
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
@@ -430,7 +436,34 @@ def run_matrix(state: RunState) -> RunState | int:
     console.print(
         f"done: {done} records ({_summary(state.counts)}) in {state.store.path}", highlight=False
     )
+    if state.unrecorded:
+        console.print(
+            f"[bold red]error:[/] {len(state.unrecorded)} job(s) left without a record by a "
+            "harness error (above); rerun with --resume",
+            highlight=False,
+        )
+        return 1
     return state
+
+
+def _record_or_none(future: Future[object], job: Job, state: RunState) -> Record | None:
+    """A job's record; a full disk stops the run (DiskFull); any other harness error on
+    one job is named and leaves it without a record (the run goes on, then exits 1, and
+    --resume runs it again)."""
+    try:
+        record = future.result()
+    except DiskFull:
+        raise
+    except OSError as exc:
+        if exc.errno in FULL_ERRNOS:
+            raise DiskFull(exc.filename or "the run folders' TMPDIR") from exc
+        _unrecorded(state, job, exc)
+        return None
+    except Exception as exc:  # noqa: BLE001 - a harness fault on one job ends no run
+        _unrecorded(state, job, exc)
+        return None
+    assert isinstance(record, Record)
+    return record
 
 
 def _how(built: BuiltEnv) -> str:
@@ -463,6 +496,17 @@ def _stop_workers(runs: list[EnvRun]) -> None:
         if r.worker is not None:
             r.worker.stop()
             r.worker = None
+
+
+def _unrecorded(state: RunState, job: Job, exc: BaseException) -> None:
+    """A job the harness itself failed on: no record (nothing was measured), named, and
+    the run goes on; it ends non-zero and --resume runs the job again."""
+    state.unrecorded.append(job)
+    state.console.print(
+        f"[bold red]harness error[/] on {escape(job.id)}: {escape(type(exc).__name__)}: "
+        f"{escape(str(exc)[:300])}; no record stored (--resume runs it again)",
+        highlight=False,
+    )
 
 
 def render(state: RunState) -> RunState | int:

@@ -30,7 +30,9 @@ from typing import Any
 from harness.proc import (
     TERM_GRACE_S,
     ChildResult,
+    DiskFull,
     ProcessGroups,
+    disk_full,
     read_result,
     signal_group,
     tail_of,
@@ -274,6 +276,8 @@ class WarmWorker:
         result, problem = None, ""
         if not timed_out and (work / "result.json").is_file():
             result, problem = read_result(work / "result.json")
+        if result is None and not timed_out and disk_full(work):
+            raise DiskFull(work.parent)  # the disk, not the child: no record (proc.py)
         return ChildResult(
             result=result,
             exit_code=exit_code,

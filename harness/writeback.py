@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.aggregate import EntryAggregate
+from harness.atomic import write_atomically
 from harness.render.markdown import (
     measured_rates_block,
     measured_versions_block,
@@ -136,8 +136,5 @@ def write_back(
     new = fill(text, blocks_for(agg), path)
     changed = new != text
     if changed and not check:
-        tmp = path.with_name(path.name + ".harness-tmp")
-        tmp.write_bytes(new.encode("utf-8"))
-        shutil.copymode(path, tmp)
-        os.replace(tmp, path)
+        write_atomically(path, new.encode("utf-8"), keep_mode=True)
     return WritebackResult(path, changed, changed and not check)
