@@ -4,14 +4,40 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
-from harness.config import Config
+from harness.config import Config, out_of_range
 from harness.plan import parse_shard
+
+
+def _ranged(name: str, kind: type[int] | type[float]) -> Callable[[str], float]:
+    """An argparse type: the text as ``kind`` inside RANGES[name], or exit 2 saying so."""
+
+    def convert(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'a whole number' if kind is int else 'a number'}"
+            ) from None
+        problem = out_of_range(name, value)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    convert.__name__ = kind.__name__  # argparse names the type in its messages
+    return convert
+
+
+def _machine(text: str) -> str:
+    if not 1 <= len(text) <= 100:
+        raise argparse.ArgumentTypeError(f"must be 1 to 100 characters, got {len(text)}")
+    return text
+
 
 __all__ = ["main"]
 
@@ -46,7 +72,7 @@ def _add_selection(p: argparse.ArgumentParser, shard: bool = True) -> None:
     )
     p.add_argument(
         "--trials",
-        type=int,
+        type=_ranged("trials", int),
         default=None,
         help="trials per cell (default: the profile's); with --resume, adds the missing ones",
     )
@@ -63,15 +89,27 @@ def parser() -> argparse.ArgumentParser:
         "--list", action="store_true", help="show cells, exclusions and jobs; run nothing"
     )
     run.add_argument(
-        "-j", "--jobs", type=int, default=None, help="parallel children (default: CPUs)"
+        "-j",
+        "--jobs",
+        type=_ranged("jobs", int),
+        default=None,
+        help="parallel children (default: CPUs)",
     )
     run.add_argument(
-        "--timeout", type=float, default=None, help="seconds per run (default: matrix.yaml)"
+        "--timeout",
+        type=_ranged("timeout_s", float),
+        default=None,
+        help="seconds per run (default: matrix.yaml)",
     )
     run.add_argument(
-        "--memory-limit-mb", type=int, default=None, help="per child (default: matrix.yaml)"
+        "--memory-limit-mb",
+        type=_ranged("memory_limit_mb", int),
+        default=None,
+        help="per child (default: matrix.yaml)",
     )
-    run.add_argument("--machine", default=None, help="record file name (default: host name)")
+    run.add_argument(
+        "--machine", type=_machine, default=None, help="record file name (default: host name)"
+    )
     run.add_argument("--envs-dir", default=None, help="where environments live (default: .envs)")
     run.add_argument("--no-report", action="store_true", help="store records only")
     run.add_argument(
@@ -91,7 +129,9 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--github", action="store_true", help="print the GitHub Actions matrix (one JSON line)"
     )
-    plan.add_argument("--shards", type=int, default=4, help="CI jobs to split into (default 4)")
+    plan.add_argument(
+        "--shards", type=_ranged("shards", int), default=4, help="CI jobs to split into (default 4)"
+    )
     plan.add_argument(
         "--machine-prefix",
         default=None,
@@ -120,7 +160,9 @@ def parser() -> argparse.ArgumentParser:
     )
     diff.add_argument("--old-machine", default=None, help="one machine's records in OLD")
     diff.add_argument("--new-machine", default=None, help="one machine's records in NEW")
-    diff.add_argument("--limit", type=int, default=50, help="lines per category (default 50)")
+    diff.add_argument(
+        "--limit", type=_ranged("lines", int), default=50, help="lines per category (default 50)"
+    )
     diff.add_argument(
         "--exit-code", action="store_true", help="exit 1 when some cell changed (like git diff)"
     )
@@ -309,6 +351,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     # soft_wrap: a message is never broken into lines (a file:line stays greppable in CI logs)
     console = Console(stderr=False, highlight=False, soft_wrap=True)
     repo = Path(args.repo).resolve()
+    if not repo.is_dir():
+        console.print(
+            f"[bold red]error:[/] --repo {escape(args.repo)}: no such folder; name the project "
+            "root (the folder with matrix.yaml, repros/ and results/)",
+            highlight=False,
+        )
+        return 2
+    envs_dir = getattr(args, "envs_dir", None)
+    if envs_dir and Path(envs_dir).exists() and not Path(envs_dir).is_dir():
+        console.print(
+            f"[bold red]error:[/] --envs-dir {escape(envs_dir)} is a file; name a folder",
+            highlight=False,
+        )
+        return 2
     if args.command == "merge":
         from harness.store import Store
 
@@ -375,12 +431,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from harness.tasks import render_reports
 
         return render_reports(Config(repo=repo), console, check=args.check, since=args.since)
-    if getattr(args, "trials", None) is not None and args.trials < 1:
-        console.print(f"[bold red]error:[/] --trials must be at least 1, got {args.trials}")
-        return 2
-    if args.command == "plan" and args.shards < 1:
-        console.print(f"[bold red]error:[/] --shards must be at least 1, got {args.shards}")
-        return 2
     try:
         shard = parse_shard(getattr(args, "shard", "1/1"))
     except ValueError as exc:
@@ -408,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg.memory_limit_mb = args.memory_limit_mb
         cfg.isolation = args.isolation
         if args.jobs is not None:
-            cfg.jobs = max(1, args.jobs)
+            cfg.jobs = args.jobs
     if args.command == "plan":
         cfg.fan_out_shards = args.shards
         cfg.machine_prefix = args.machine_prefix

@@ -6,7 +6,35 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Config"]
+__all__ = ["RANGES", "Config", "out_of_range"]
+
+# every number a user or matrix.yaml gives, with the range it must fall in (one home:
+# the CLI, matrix.yaml's defaults and profiles all check against these)
+RANGES: dict[str, tuple[float, float]] = {
+    "trials": (1, 100),  # per cell: more belongs in repeated --resume runs
+    "jobs": (1, 256),  # children at once
+    "timeout_s": (0.1, 7 * 24 * 3600.0),  # seconds a run may take: up to a week
+    "memory_limit_mb": (16, 4 * 1024 * 1024),  # per child: 16 MiB to 4 TiB
+    "shards": (1, 1000),  # N of --shard K/N, plan --shards
+    "lines": (1, 100_000),  # diff --limit
+}
+
+
+def _shown(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def out_of_range(name: str, value: float) -> str | None:
+    """Why ``value`` is not a valid ``name`` (not finite, or outside RANGES), or None."""
+    low, high = (_shown(x) for x in RANGES[name])
+    if value != value or value in (float("inf"), float("-inf")):
+        return f"must be a finite number from {low} to {high}, got {value!r}"
+    if not RANGES[name][0] <= value <= RANGES[name][1]:
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        if len(shown) > 20:
+            shown = f"a {len(shown)}-digit number"
+        return f"must be from {low} to {high}, got {shown}"
+    return None
 
 
 @dataclass

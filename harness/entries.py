@@ -34,7 +34,7 @@ from harness.domain import (
     PRESENT_STATUSES,
     parse_claim_spec,
 )
-from harness.yamlsafe import YamlProblem, compose_plain
+from harness.yamlsafe import YamlProblem, compose_plain, read_yaml_text
 
 __all__ = [
     "ORIGIN_KEYS",
@@ -180,11 +180,9 @@ def _plain(node: yaml.Node, path: Path) -> Any:
 
 def _load_yaml(path: Path) -> _Lines:
     try:
-        text = path.read_text(encoding="utf-8")
+        node = compose_plain(read_yaml_text(path))
     except OSError as exc:
         raise EntryError(path, None, f"cannot read: {exc.strerror}") from exc
-    try:
-        node = compose_plain(text)
     except YamlProblem as exc:
         message = (
             exc.message if exc.message.startswith("YAML tag") else f"not valid YAML: {exc.message}"

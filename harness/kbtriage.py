@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from harness.yamlsafe import YamlProblem, compose_plain
+from harness.yamlsafe import YamlProblem, compose_plain, read_yaml_text
 
 __all__ = [
     "SCRIPTABLE",
@@ -182,11 +182,9 @@ def load_triage(path: str | os.PathLike[str]) -> Triage:
     """Read and validate one triage file; every problem names the file and line."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        root = compose_plain(read_yaml_text(path))
     except OSError as exc:
         raise TriageError(path, None, f"cannot read: {exc.strerror}") from exc
-    try:
-        root = compose_plain(text)
     except YamlProblem as exc:
         raise TriageError(path, exc.line, f"not valid YAML: {exc.message}") from exc
     if root is None:

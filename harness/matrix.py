@@ -24,8 +24,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from harness.config import out_of_range
 from harness.domain import DEVICES, PRECISIONS, cell_id, env_id
-from harness.yamlsafe import YamlProblem, compose_plain
+from harness.yamlsafe import YamlProblem, compose_plain, read_yaml_text
 
 __all__ = [
     "AXES",
@@ -446,9 +447,22 @@ class _Reader:
     def integer(self, node: yaml.Node, what: str, minimum: int = 1) -> int:
         if not isinstance(node, yaml.ScalarNode) or node.tag != _INT_TAG:
             self.fail(node, f"{what} must be a whole number, got {_text(node)}")
-        value = int(str(node.value).replace("_", ""), 0)
+        try:
+            value = int(str(node.value).replace("_", ""), 0)
+        except ValueError:  # e.g. more digits than Python converts
+            self.fail(node, f"{what} must be a whole number, got {_text(node)[:40]}")
         if value < minimum:
             self.fail(node, f"{what} must be at least {minimum}, got {value}")
+        return value
+
+    def ranged(self, node: yaml.Node, what: str, name: str) -> int | float:
+        """A number inside config.RANGES[name] (whole when the range's name is)."""
+        value: int | float = (
+            self.number(node, what) if name == "timeout_s" else self.integer(node, what)
+        )
+        problem = out_of_range(name, value)
+        if problem:
+            self.fail(node, f"{what} {problem}")
         return value
 
     def number(self, node: yaml.Node, what: str) -> float:
@@ -485,12 +499,9 @@ def _text(node: yaml.Node) -> str:
 
 def _compose(path: str) -> yaml.Node:
     try:
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read()
+        root = compose_plain(read_yaml_text(path))
     except OSError as exc:
         raise MatrixError(path, None, f"cannot read the matrix file: {exc.strerror}") from exc
-    try:
-        root = compose_plain(text)
     except YamlProblem as exc:
         message = (
             exc.message if exc.message.startswith("YAML tag") else f"invalid YAML: {exc.message}"
@@ -539,11 +550,15 @@ def load_matrix(path: str | os.PathLike[str]) -> Matrix:
     if "defaults" in top:
         defaults = read.mapping(top["defaults"], "defaults", _DEFAULTS_KEYS)
         if "trials" in defaults:
-            trials = read.integer(defaults["trials"], "defaults.trials")
+            trials = int(read.ranged(defaults["trials"], "defaults.trials", "trials"))
         if "timeout_s" in defaults:
-            timeout_s = read.number(defaults["timeout_s"], "defaults.timeout_s")
+            timeout_s = float(read.ranged(defaults["timeout_s"], "defaults.timeout_s", "timeout_s"))
         if "memory_limit_mb" in defaults:
-            memory_limit_mb = read.integer(defaults["memory_limit_mb"], "defaults.memory_limit_mb")
+            memory_limit_mb = int(
+                read.ranged(
+                    defaults["memory_limit_mb"], "defaults.memory_limit_mb", "memory_limit_mb"
+                )
+            )
 
     devices = _choices(read, top["devices"], "devices", DEVICES)
     precisions = _choices(read, top["precisions"], "precisions", PRECISIONS)
@@ -738,7 +753,11 @@ def _profiles(read: _Reader, node: yaml.Node, matrix: Matrix) -> dict[str, Profi
         what = f"profile {name!r}"
         keys = read.mapping(value_node, what, _PROFILE_KEYS, ("description",))
         description = read.string(keys["description"], f"{what} description")
-        trials = read.integer(keys["trials"], f"{what} trials") if "trials" in keys else None
+        trials = (
+            int(read.ranged(keys["trials"], f"{what} trials", "trials"))
+            if "trials" in keys
+            else None
+        )
         selections: dict[str, tuple[str, ...]] = {}
         for axis in AXES:
             if axis not in keys:

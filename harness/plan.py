@@ -11,14 +11,24 @@ environments, so that no runner has to recompute the split.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from harness.config import out_of_range
 from harness.entries import Entry, Variant
 from harness.matrix import Cell, Expansion
 from harness.records import RecordKey
 
-__all__ = ["Job", "NotApplicable", "Plan", "Shard", "balance", "make_plan", "parse_shard"]
+__all__ = [
+    "Job",
+    "NotApplicable",
+    "Plan",
+    "Shard",
+    "balance",
+    "explain_no_job",
+    "make_plan",
+    "parse_shard",
+]
 
 
 @dataclass(frozen=True)
@@ -60,6 +70,9 @@ def parse_shard(text: str) -> tuple[int, int]:
         raise ValueError(f"--shard must look like K/N (e.g. 2/4), got {text!r}") from exc
     if not 1 <= k <= n:
         raise ValueError(f"--shard K/N needs 1 <= K <= N, got {text!r}")
+    problem = out_of_range("shards", n)
+    if problem:
+        raise ValueError(f"--shard K/N: N {problem}")
     return k, n
 
 
@@ -175,3 +188,70 @@ def make_plan(
         else:
             jobs = [j for i, j in enumerate(jobs) if i % n == k - 1]
     return Plan(tuple(jobs), tuple(skipped))
+
+
+def explain_no_job(
+    expansion: Expansion,
+    entries: Sequence[Entry],
+    *,
+    entry_filter: Sequence[str] = (),
+    variant_filter: Sequence[str] = (),
+    env_filter: Sequence[str] = (),
+    cell_filter: Sequence[str] = (),
+    other_profiles: Mapping[str, Expansion] | None = None,
+    not_applicable: Sequence[NotApplicable] = (),
+) -> str:
+    """Why the filters select no job of the profile: the first filter that matches
+    nothing (and, for an environment or cell of another profile, which profile has it),
+    or the pairs they select together and why none applies."""
+    profile = expansion.profile
+    chosen = [e for e in entries if _match(e.id, entry_filter)]
+    axes: list[tuple[str, Sequence[str], list[str], str, Callable[[Expansion], list[str]]]] = [
+        ("--entry", entry_filter, [e.id for e in entries], "entry", lambda x: []),
+        (
+            "--variant",
+            variant_filter,
+            sorted({v.name for e in chosen for v in e.variants}),
+            "variant of the entries selected",
+            lambda x: [],
+        ),
+        (
+            "--env",
+            env_filter,
+            [e.id for e in expansion.environments],
+            f"environment of profile {profile!r}",
+            lambda x: [e.id for e in x.environments],
+        ),
+        (
+            "--cell",
+            cell_filter,
+            [c.id for c in expansion.cells],
+            f"cell of profile {profile!r}",
+            lambda x: [c.id for c in x.cells],
+        ),
+    ]
+    for flag, patterns, universe, what, of_profile in axes:
+        for pattern in patterns:
+            if any(fnmatch.fnmatchcase(u, pattern) for u in universe):
+                continue
+            elsewhere = sorted(
+                name
+                for name, other in (other_profiles or {}).items()
+                if name != profile
+                and any(fnmatch.fnmatchcase(u, pattern) for u in of_profile(other))
+            )
+            hint = (
+                f"; profile(s) {', '.join(elsewhere)} have it: add --profile {elsewhere[0]}"
+                if elsewhere
+                else f"; there are {len(universe)}, e.g. {', '.join(universe[:3])}"
+                if universe
+                else ""
+            )
+            return f"{flag} {pattern!r} matches no {what}{hint}"
+    if not_applicable:
+        first = not_applicable[0]
+        return (
+            f"the filters select {len(not_applicable)} (variant, cell) pair(s), none "
+            f"applicable: {first.entry}::{first.variant} on {first.cell}: {first.reason}"
+        )
+    return "the filters match, but select no job together; widen one of them"

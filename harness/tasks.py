@@ -7,6 +7,7 @@ with that exit code (0 done, 2 bad input, 130 interrupted).
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import os
 import signal
@@ -33,7 +34,7 @@ from harness.envs import (
     UvBackend,
 )
 from harness.matrix import Environment, Expansion, Matrix, MatrixError, load_matrix
-from harness.plan import Job, Plan, make_plan
+from harness.plan import Job, Plan, explain_no_job, make_plan
 from harness.proc import FULL_ERRNOS, DiskFull, ProcessGroups, end_own_children
 from harness.provenance import cuda_provenance, machine_provenance
 from harness.records import Record
@@ -49,6 +50,7 @@ class RunState:
     config: Config
     console: Console
     expansion: Expansion | None = None
+    matrix: Matrix | None = None
     entries: tuple[Entry, ...] = ()
     plan: Plan | None = None
     todo: list[Job] = field(default_factory=list)
@@ -68,7 +70,7 @@ Step = Callable[[RunState], "RunState | int"]
 def load_inputs(state: RunState) -> RunState | int:
     cfg = state.config
     try:
-        matrix = load_matrix(cfg.matrix_path)
+        matrix = state.matrix = load_matrix(cfg.matrix_path)
         state.expansion = matrix.expand(cfg.profile)
         if cfg.trials is not None:
             state.expansion = dataclasses.replace(state.expansion, trials=cfg.trials)
@@ -134,10 +136,42 @@ def plan_jobs(state: RunState) -> RunState | int:
         cell_filter=cfg.cells,
         shard=cfg.shard,
     )
-    if not state.plan.jobs and not cfg.list_only:
-        state.console.print("[yellow]nothing to run: the filters select no job[/]")
-        return 0
-    return state
+    if state.plan.jobs:
+        return state
+    filters = {"entry": cfg.entries, "variant": cfg.variants, "env": cfg.envs, "cell": cfg.cells}
+    if not any(filters.values()):
+        if cfg.shard != (1, 1):  # a shard of a profile with fewer jobs than shards
+            state.console.print(f"nothing to run: shard {cfg.shard[0]}/{cfg.shard[1]} is empty")
+        return state if cfg.list_only else 0
+    if (
+        cfg.shard != (1, 1)
+        and make_plan(
+            state.expansion,
+            state.entries,
+            **{f"{k}_filter": v for k, v in filters.items()},
+        ).jobs
+    ):
+        state.console.print(
+            f"nothing to run: the filters' jobs fall in other shards than {cfg.shard[0]}/"
+            f"{cfg.shard[1]}"
+        )
+        return state if cfg.list_only else 0
+    others = {}
+    if state.matrix is not None:
+        for name in state.matrix.profiles:
+            with contextlib.suppress(MatrixError):
+                others[name] = state.matrix.expand(name)
+    why = explain_no_job(
+        state.expansion,
+        state.entries,
+        **{f"{k}_filter": v for k, v in filters.items()},
+        other_profiles=others,
+        not_applicable=state.plan.not_applicable,
+    )
+    state.console.print(
+        f"[bold red]error:[/] no job selected: {escape(why)}", highlight=False, soft_wrap=True
+    )
+    return 2
 
 
 def list_or_continue(state: RunState) -> RunState | int:

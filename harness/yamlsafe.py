@@ -2,13 +2,36 @@
 
 matrix.yaml and entry.yaml are both read through here, so that what "safe" means (nothing
 constructed, no `!!python/...` tag passing as data, errors at a line) is decided once.
+
+Every read is bounded, each limit failing with the line at fault: the file's size
+(``MAX_BYTES``) and encoding (UTF-8 only), the number of aliases (``MAX_ALIASES``), the
+nesting depth (``MAX_DEPTH``: PyYAML composes recursively, so 5,000 nested lists were a
+RecursionError) and the number of values the tree holds once its aliases are followed
+(``MAX_NODES``: an alias bomb, or an anchor that contains itself, is refused before any
+reader walks it).
 """
 
 from __future__ import annotations
 
+import os
+
 import yaml
 
-__all__ = ["PLAIN_TAGS", "YamlProblem", "compose_plain"]
+__all__ = [
+    "MAX_ALIASES",
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "PLAIN_TAGS",
+    "YamlProblem",
+    "compose_plain",
+    "read_yaml_text",
+]
+
+MAX_BYTES = 1 << 20  # matrix.yaml and entry.yaml are a few KB
+MAX_ALIASES = 100
+MAX_DEPTH = 64
+MAX_NODES = 100_000
 
 PLAIN_TAGS = frozenset(
     "tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "seq", "map")
@@ -22,24 +45,106 @@ class YamlProblem(Exception):
         self.message = message
 
 
-def _refuse_tags(node: yaml.Node) -> None:
-    if node.tag not in PLAIN_TAGS:
+def read_yaml_text(path: str | os.PathLike[str]) -> str:
+    """The file's text: at most MAX_BYTES, UTF-8 (a BOM allowed). Raises OSError when it
+    cannot be read, YamlProblem (with the line of the first bad byte) when it is too big
+    or not UTF-8."""
+    with open(path, "rb") as f:
+        raw = f.read(MAX_BYTES + 1)
+    if len(raw) > MAX_BYTES:
+        raise YamlProblem(None, f"the file is larger than {MAX_BYTES} bytes; keep it under that")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         raise YamlProblem(
-            node.start_mark.line + 1, f"YAML tag {node.tag!r} is not allowed; write plain values"
-        )
+            line,
+            f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}; save the file as UTF-8",
+        ) from None
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader's composer, counting aliases and depth as it goes."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+        self.aliases = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise YamlProblem(
+                    event.start_mark.line + 1,
+                    f"more than {MAX_ALIASES} aliases (*{event.anchor}); write the values out",
+                )
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise YamlProblem(
+                    event.start_mark.line + 1,
+                    f"nested more than {MAX_DEPTH} levels deep; flatten it",
+                )
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self.depth -= 1
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            _refuse_tags(item)
-    elif isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            _refuse_tags(key)
-            _refuse_tags(value)
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _refuse_tags(root: yaml.Node) -> None:
+    """Every node has a plain tag, and no value holds more than MAX_NODES values or
+    MAX_DEPTH levels once its aliases are followed (an alias bomb; an anchor that contains
+    itself). Each distinct node is visited once, without recursion, and the error names
+    the line of the first value that is too big."""
+    size: dict[int, tuple[int, int]] = {}  # id(node) -> (values, levels) once expanded
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in size:
+            continue
+        line = node.start_mark.line + 1
+        if not children_done:
+            if key in open_nodes:
+                raise YamlProblem(line, "an anchor contains itself (through an alias)")
+            if node.tag not in PLAIN_TAGS:
+                raise YamlProblem(line, f"YAML tag {node.tag!r} is not allowed; write plain values")
+            open_nodes.add(key)
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(_children(node)) if id(c) not in size)
+            continue
+        open_nodes.discard(key)
+        inner = [size[id(c)] for c in _children(node)]
+        values = 1 + sum(v for v, _ in inner)
+        levels = 1 + max((d for _, d in inner), default=0)
+        if values > MAX_NODES or levels > MAX_DEPTH:
+            raise YamlProblem(
+                line,
+                f"this value expands through aliases to {values} values in {levels} levels "
+                f"(at most {MAX_NODES} values, {MAX_DEPTH} levels); write the values out",
+            )
+        size[key] = (values, levels)
 
 
 def compose_plain(text: str) -> yaml.Node | None:
     """The document's node tree (None when empty). Raises YamlProblem with the line."""
+    if len(text) > MAX_BYTES:
+        raise YamlProblem(None, f"the text is longer than {MAX_BYTES} characters")
+    loader = _BoundedLoader(text)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         context = exc.context or ""
@@ -49,6 +154,10 @@ def compose_plain(text: str) -> yaml.Node | None:
         raise YamlProblem(None if mark is None else mark.line + 1, problem) from exc
     except yaml.YAMLError as exc:
         raise YamlProblem(None, str(exc)) from exc
+    except RecursionError:  # a limit above should come first; never a traceback
+        raise YamlProblem(None, f"nested more than {MAX_DEPTH} levels deep") from None
+    finally:
+        loader.dispose()
     if root is not None:
         _refuse_tags(root)
     return root

@@ -34,7 +34,7 @@ def test_bad_shard_and_unknown_profile_are_named() -> None:
     out = harness("run", "--shard", "3/2")
     assert out.returncode == 2 and "--shard K/N needs 1 <= K <= N" in out.stdout
     out = harness("list", "--trials", "0")
-    assert out.returncode == 2 and "--trials must be at least 1" in out.stdout
+    assert out.returncode == 2 and "--trials: must be from 1 to 100, got 0" in out.stderr
     out = harness("list", "--profile", "cpu", "--trials", "3")
     assert "jobs in profile 'cpu' (3 trial(s) each)" in out.stdout
     out = harness("list", "--profile", "nightly-typo")

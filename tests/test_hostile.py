@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_reliability import RESOURCES, Project, alive, wait_for
+from test_reliability import PY, RESOURCES, Project, alive, wait_for
 
 from harness.writeback import BLOCKS
 
@@ -163,7 +163,7 @@ def test_render_workers_end_with_a_killed_report(tmp_path: Path, sig: signal.Sig
     """SIGKILL or SIGTERM of a report that forked render workers left them blocked for
     ever (each held its siblings' ends of the parent's pipes)."""
     proc = subprocess.Popen(
-        [sys.executable, str(HOSTILE / "render_shards.py"), "300", str(tmp_path / "out")],
+        [sys.executable, str(HOSTILE / "render_shards.py"), "200", str(tmp_path / "out")],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -171,6 +171,7 @@ def test_render_workers_end_with_a_killed_report(tmp_path: Path, sig: signal.Sig
         assert proc.stdout is not None and proc.stdout.readline() == "rendering\n"
         wait_for(lambda: len(_children(proc.pid)) == 2, 60, "two render workers")
         workers = _children(proc.pid)
+        assert proc.poll() is None  # killed mid-report, its workers rendering or waiting
         os.kill(proc.pid, sig)
         proc.wait(30)
         started = time.monotonic()
@@ -212,3 +213,186 @@ def test_outputs_are_written_under_temp_names_no_other_process_uses(project: Pro
         out, _ = p.communicate(timeout=120)
         assert p.returncode == 0, out
     assert not list((project.root / "results").rglob(".*.tmp"))
+
+
+# --- every input bounded: YAML, numbers, paths, filters ----------------------------------
+
+
+def cli(project: Project, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "--repo", str(project.root), *args],
+        cwd=project.root,
+        env=project.env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+ALIAS_BOMB = "".join(
+    [
+        "version: 1\n",
+        'a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]\n',
+        *(
+            f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n"
+            for i in range(1, 10)  # 10**9 values once expanded
+        ),
+    ]
+)
+MATRIX_INPUTS = {
+    "alias-bomb": (
+        ALIAS_BOMB.encode(),
+        ":6: invalid YAML: this value expands through aliases to 111111 values in 6 levels",
+    ),
+    "many-aliases": (
+        ("version: 1\na: &a 1\nb: [" + ", ".join(["*a"] * 101) + "]\n").encode(),
+        ":3: invalid YAML: more than 100 aliases (*a)",
+    ),
+    "self-containing-anchor": (
+        b"version: 1\nloop: &l [*l]\n",
+        ":2: invalid YAML: an anchor contains itself (through an alias)",
+    ),
+    "5000-deep": (b"version: " + b"[" * 5000 + b"]" * 5000 + b"\n", ":1: invalid YAML: nested"),
+    "5000-deep-mapping": (
+        b"version: 1\nx: " + b"{a: " * 5000 + b"1" + b"}" * 5000 + b"\n",
+        ":2: invalid YAML: nested more than 64 levels deep",
+    ),
+    "invalid-utf8": (
+        b"version: 1\ndevices: [cpu]\nprecisions: [\xff\xfe]\n",
+        ":3: invalid YAML: not UTF-8: byte 0xff at column 14",
+    ),
+    "too-big": (b"#" * (2 << 20), ": invalid YAML: the file is larger than 1048576 bytes"),
+    "huge-trials": (
+        (SCENARIOS_MATRIX := (RESOURCES / "reliability" / "matrix.yaml").read_text())
+        .replace("trials: 1,", "trials: 1000000000,")
+        .encode(),
+        ":3: defaults.trials must be from 1 to 100, got 1000000000",
+    ),
+    "huge-timeout": (
+        SCENARIOS_MATRIX.replace("timeout_s: 60,", "timeout_s: 1.0e+300,").encode(),
+        ":3: defaults.timeout_s must be from 0.1 to 604800, got 1e+300",
+    ),
+    "giant-integer": (
+        SCENARIOS_MATRIX.replace(
+            "memory_limit_mb: 2048", "memory_limit_mb: " + "9" * 5000
+        ).encode(),
+        ":3: defaults.memory_limit_mb must be a whole number",
+    ),
+    "profile-trials": (
+        SCENARIOS_MATRIX.replace("trials: 10}", "trials: 101}").encode(),
+        ":12: profile 'many' trials must be from 1 to 100, got 101",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MATRIX_INPUTS))
+def test_hostile_matrix_files_fail_fast_with_file_line(project: Project, name: str) -> None:
+    """An alias bomb kept `list` busy past 60 s; 5,000-deep nesting was a RecursionError,
+    invalid UTF-8 a UnicodeDecodeError, a huge trials count hung `list`."""
+    data, expected = MATRIX_INPUTS[name]
+    (project.root / "matrix.yaml").write_bytes(data.replace(b"PYTHON", PY.encode()))
+    started = time.monotonic()
+    out = cli(project, "list")
+    took = time.monotonic() - started
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+    assert f"error: {project.root}/matrix.yaml{expected}" in out.stdout, out.stdout
+    assert took < 10, f"{name} took {took:.1f} s"
+
+
+def test_an_alias_bomb_in_an_entry_is_named_too(project: Project) -> None:
+    (project.root / "repros" / "tiny" / "faults" / "entry.yaml").write_text(ALIAS_BOMB)
+    out = cli(project, "list")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "tiny/faults/entry.yaml:6: not valid YAML: this value expands" in out.stdout
+
+
+NUMBERS = [
+    (("--trials", "1000000000"), "argument --trials: must be from 1 to 100, got 1000000000"),
+    (("--trials", "9" * 5000), "argument --trials: '999"),
+    (("--jobs", "0"), "argument -j/--jobs: must be from 1 to 256, got 0"),
+    (("--jobs", "100000"), "argument -j/--jobs: must be from 1 to 256, got 100000"),
+    (("--timeout", "nan"), "argument --timeout: must be a finite number from 0.1 to 604800"),
+    (("--timeout", "1e12"), "argument --timeout: must be from 0.1 to 604800, got 1e+12"),
+    (("--memory-limit-mb", "0"), "argument --memory-limit-mb: must be from 16 to 4194304"),
+    (("--shard", "0/0"), "--shard K/N needs 1 <= K <= N, got '0/0'"),
+    (("--shard", "1/1000000"), "--shard K/N: N must be from 1 to 1000, got 1000000"),
+    (("--machine", "m" * 300), "argument --machine: must be 1 to 100 characters, got 300"),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), NUMBERS, ids=[" ".join(a)[:30] for a, _ in NUMBERS])
+def test_every_numeric_option_has_a_range(
+    project: Project, args: tuple[str, ...], expected: str
+) -> None:
+    out = cli(project, "run", "--list", *args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert expected in out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_paths_the_user_names_are_checked_first(project: Project, tmp_path: Path) -> None:
+    """`report --repo` of a missing folder and `merge` of a missing file were tracebacks."""
+    missing = tmp_path / "no-such-project"
+    for command in (["report"], ["report", "--check"], ["list"], ["merge", "x.jsonl"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "harness", "--repo", str(missing), *command],
+            env=project.env(),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert f"error: --repo {missing}: no such folder" in out.stdout
+    out = cli(project, "merge", str(tmp_path / "other.jsonl"))
+    assert out.returncode == 2 and f"merge: {tmp_path}/other.jsonl: no such file" in out.stdout
+    (tmp_path / "a-file").write_text("")
+    out = cli(project, "run", "--envs-dir", str(tmp_path / "a-file"))
+    assert out.returncode == 2 and "is a file; name a folder" in out.stdout
+
+
+TWO_PROFILES = """\
+version: 1
+devices: [cpu]
+precisions: [fp32]
+environments:
+  - {torch: "1.16.0", python: ["PYTHON"], lightning: ["0"]}
+  - {torch: "1.17.0", python: ["PYTHON"], lightning: ["0"]}
+profiles:
+  one: {description: "the first", torch: ["1.16.0"]}
+  other: {description: "the second", torch: ["1.17.0"]}
+default_profile: one
+"""
+
+FILTERS = [
+    (("--entry", "tiny/nope"), "--entry 'tiny/nope' matches no entry; there are 4"),
+    (("--variant", "nope*"), "--variant 'nope*' matches no variant of the entries selected"),
+    (
+        ("--env", "*torch1.17.0*"),
+        "--env '*torch1.17.0*' matches no environment of profile 'one'; profile(s) other "
+        "have it: add --profile other",
+    ),
+    (("--cell", "*-cuda-*"), "--cell '*-cuda-*' matches no cell of profile 'one'"),
+    (
+        ("--entry", "tiny/faults", "--variant", "unsupported"),
+        "the filters select 1 (variant, cell) pair(s), none applicable: "
+        "tiny/faults::unsupported on",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), FILTERS, ids=[" ".join(a) for a, _ in FILTERS])
+@pytest.mark.parametrize("command", ["run", "list"])
+def test_a_filter_that_selects_nothing_is_named_and_exits_2(
+    project: Project, command: str, args: tuple[str, ...], expected: str
+) -> None:
+    project.set_matrix(TWO_PROFILES)
+    argv = (
+        ["run", "--no-report", "--envs-dir", str(project.envs)] if command == "run" else [command]
+    )
+    out = cli(project, *argv, *args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"error: no job selected: {expected}" in out.stdout, out.stdout
+    assert not project.envs.exists()  # nothing built
