@@ -5,6 +5,7 @@ them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -167,6 +168,7 @@ def test_render_workers_end_with_a_killed_report(tmp_path: Path, sig: signal.Sig
         stdout=subprocess.PIPE,
         text=True,
     )
+    workers: list[int] = []
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "rendering\n"
         wait_for(lambda: len(_children(proc.pid)) == 2, 60, "two render workers")
@@ -178,8 +180,9 @@ def test_render_workers_end_with_a_killed_report(tmp_path: Path, sig: signal.Sig
         wait_for(lambda: not any(alive(w) for w in workers), 10, "the workers to end")
         print(f"MEASURED render workers ended {time.monotonic() - started:.2f} s after {sig.name}")
     finally:
-        for w in _children(proc.pid):
-            os.kill(w, signal.SIGKILL)
+        for w in {*workers, *_children(proc.pid)}:
+            with contextlib.suppress(OSError):
+                os.kill(w, signal.SIGKILL)
         proc.kill()
         proc.wait()
 
