@@ -51,12 +51,15 @@ def by_variant(project: Project) -> dict[str, dict[str, object]]:
     return {str(r["variant"]): r for r in project.records()}
 
 
+@pytest.mark.parametrize("isolation", ["fork", "process"])
 def test_bad_result_files_are_classified_and_every_other_record_is_stored(
-    project: Project,
+    project: Project, isolation: str
 ) -> None:
     """A reproducer writing its own result file with outcome "bogus" or checks [1, 2]
     raised in the worker thread and ended the run with a traceback."""
-    done = project.run("--entry", "hostile/results", "--entry", "tiny/faults", "-j", "2")
+    done = project.run(
+        "--entry", "hostile/results", "--entry", "tiny/faults", "-j", "2", "--isolation", isolation
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     records = by_variant(project)
@@ -103,8 +106,9 @@ def test_a_stored_line_with_a_lone_surrogate_no_longer_stops_every_report(
     assert "file \ufffd name" in page
 
 
+@pytest.mark.parametrize("isolation", ["fork", "process"])
 def test_a_full_disk_stops_the_run_with_a_clear_error_and_no_crashed_record(
-    project: Project,
+    project: Project, isolation: str
 ) -> None:
     """A reproducer that filled the disk turned the healthy jobs after it into crashed
     records ("exit status 1 without a result") that --resume then skipped. The disk is a
@@ -124,7 +128,15 @@ def test_a_full_disk_stops_the_run_with_a_clear_error_and_no_crashed_record(
     project.store.unlink()
     mount = f'mount -t tmpfs -o size=4m tmpfs {project.tmp} && exec "$@"'
     full = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", mount, "sh", *project.argv("--entry", "hostile/disk")],
+        [
+            "unshare",
+            "-rm",
+            "sh",
+            "-c",
+            mount,
+            "sh",
+            *project.argv("--entry", "hostile/disk", "--isolation", isolation),
+        ],
         cwd=project.root,
         env=project.env(),
         capture_output=True,

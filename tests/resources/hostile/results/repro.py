@@ -1,13 +1,23 @@
-"""Hostile reproducers: each writes the harness's result file itself (child.py passes its
-path as argv[2]) and exits before the child can, or raises text no encoder takes."""
+"""Hostile reproducers: each writes the harness's result file itself (found in the caller
+child.py's frame, in a fresh interpreter and in a warm worker's fork alike) and exits
+before the child can, or raises text no encoder takes."""
 
 import json
 import os
 import sys
 
 
+def _result_path():
+    frame = sys._getframe(1)
+    while frame is not None:
+        if "result_path" in frame.f_locals:
+            return frame.f_locals["result_path"]
+        frame = frame.f_back
+    raise RuntimeError("child.py's result_path is not on the stack")
+
+
 def _write_own(text):
-    with open(sys.argv[2], "w") as f:
+    with open(_result_path(), "w") as f:
         f.write(text)
     os._exit(0)
 
