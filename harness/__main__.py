@@ -212,7 +212,9 @@ def parser() -> argparse.ArgumentParser:
     bis.add_argument("--machine", default=None, help="record file name (default: host name)")
     bis.add_argument("--envs-dir", default=None, help="where environments live")
     bis.add_argument("--matrix", default="matrix.yaml")
-    bis.add_argument("--timeout", type=float, default=None, help="seconds per run")
+    bis.add_argument(
+        "--timeout", type=_ranged("timeout_s", float), default=None, help="seconds per run"
+    )
     return ap
 
 
@@ -226,13 +228,13 @@ def _tox_ini(repo: Path, matrix_file: str, check: bool, console: Console) -> int
     try:
         matrix = load_matrix(repo / matrix_file)
     except MatrixError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 2
     standin = os.environ.get(STANDIN_VAR)
     if check:
         problem = check_tox_ini(repo, matrix, standin)
         if problem:
-            console.print(f"[bold red]stale:[/] {problem}", highlight=False)
+            console.print(f"[bold red]stale:[/] {escape(str(problem))}", highlight=False)
             console.print("run `python -m harness tox-ini` and commit the result", highlight=False)
             return 1
         console.print(f"{TOX_INI} is up to date with {matrix_file}", highlight=False)
@@ -271,12 +273,14 @@ def _export(args: argparse.Namespace, repo: Path, console: Console) -> int:
     repros = repo / "repros"
     folder = repros / args.entry
     if not (folder / "entry.yaml").is_file():
-        console.print(f"[bold red]error:[/] no entry {args.entry!r} ({folder}/entry.yaml)")
+        console.print(
+            f"[bold red]error:[/] no entry {escape(repr(args.entry))} ({escape(str(folder))}/entry.yaml)"
+        )
         return 2
     try:
         script = export_script(load_entry(folder, repros), args.variant, repros / "reprokit.py")
     except (EntryError, ExportError) as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=False)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=False)
         return 2
     if args.output:
         Path(args.output).write_text(script, encoding="utf-8")
@@ -322,13 +326,16 @@ def _new(args: argparse.Namespace, repo: Path, console: Console) -> int:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        console.print(f"[bold red]error:[/] {path}: cannot read: {exc}", highlight=False)
+        console.print(
+            f"[bold red]error:[/] {escape(str(path))}: cannot read: {escape(str(exc))}",
+            highlight=False,
+        )
         return 2
     try:
         scaffold = parse_document(text, path, args.format)
         folder, files = write_scaffold(scaffold, repo / "repros", args.id)
     except (DocumentError, FileExistsError) as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 2
     console.print(
         f"{scaffold.format} document -> {folder.relative_to(repo)}/: "

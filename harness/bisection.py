@@ -320,6 +320,8 @@ class BisectRequest:
 
 def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
     """The command: load, list releases, search, print every step and the result."""
+    from rich.markup import escape
+
     from harness.capabilities import CudaFacts, precheck
     from harness.entries import EntryError, load_entry
     from harness.envs import MARKER, STANDIN_VAR, EnvFailed, UvBackend
@@ -330,7 +332,7 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
     from harness.store import Store, latest
 
     def fail(message: str) -> int:
-        console.print(f"[bold red]error:[/] {message}", highlight=False, markup=False)
+        console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
         return 2
 
     try:

@@ -113,11 +113,13 @@ def _existing_interpreter(state: RunState, matrix: Matrix) -> int:
         highlight=False,
     )
     if found.problem:
-        state.console.print(f"[red]env_failed[/] {found.env.id}: {found.problem}", highlight=False)
+        state.console.print(
+            f"[red]env_failed[/] {found.env.id}: {escape(found.problem)}", highlight=False
+        )
     try:
         state.expansion = matrix.expand_for(found.env, state.config.profile)
     except MatrixError as exc:
-        state.console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        state.console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 2
     if state.config.trials is not None:
         state.expansion = dataclasses.replace(state.expansion, trials=state.config.trials)

@@ -4,6 +4,12 @@ free it) and returns normally; the variants after it are healthy."""
 import os
 import tempfile
 
+VARIANTS = {
+    "a-fills-the-disk": "writes to TMPDIR until ENOSPC",
+    "b-healthy": "returns at once",
+    "c-healthy": "returns at once",
+}
+
 
 def run(variant, device, precision):
     if variant == "a-fills-the-disk":

@@ -6,6 +6,14 @@ import json
 import os
 import sys
 
+VARIANTS = {
+    "bogus-outcome": "writes outcome 'bogus' itself",
+    "list-checks": "writes checks [1, 2] itself",
+    "not-json": "writes a result file that is not JSON",
+    "surrogate": "raises a message with a lone surrogate",
+    "fine": "returns at once",
+}
+
 
 def _result_path():
     frame = sys._getframe(1)
