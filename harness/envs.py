@@ -44,6 +44,8 @@ __all__ = [
     "find_interpreter",
     "fingerprint",
     "run_probe",
+    "Pruned",
+    "prune_environments",
 ]
 
 FORMAT = 1  # bump when the layout of an environment folder changes
@@ -570,3 +572,57 @@ class MatrixBackend:
 
     def ensure(self, env: Environment) -> BuiltEnv:
         return (self.existing if env.interpreter else self.uv).ensure(env)
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """An environment folder that `envs prune` removed (or would remove, with --dry-run)."""
+
+    name: str
+    path: Path
+    bytes: int  # its own blocks: files hardlinked from uv's cache count once, in the cache
+
+
+def _own_bytes(path: Path) -> int:
+    """Disk blocks a folder holds alone (a file with other hard links is shared, not counted)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if st.st_nlink == 1:
+                total += st.st_blocks * 512
+    return total
+
+
+def prune_environments(
+    root: str | os.PathLike[str], keep: Iterable[str], dry_run: bool = False
+) -> list[Pruned]:
+    """Remove the environment folders under ``root`` whose id is not in ``keep``.
+
+    Only folders the harness built are touched (they hold the completion marker, or are a
+    half-built folder beside its lock file); anything else under ``root`` is left alone. A
+    folder is removed under its lock, so an environment being built or reused by a running
+    harness is waited for, never pulled from under it.
+    """
+    base = Path(root)
+    wanted = set(keep)
+    removed: list[Pruned] = []
+    if not base.is_dir():
+        return removed
+    for path in sorted(base.iterdir()):
+        if not path.is_dir() or path.is_symlink() or path.name in wanted:
+            continue
+        lock = base / f"{path.name}.lock"
+        if not ((path / MARKER).is_file() or lock.is_file()):
+            continue
+        with _exclusive(lock):
+            size = _own_bytes(path)
+            if not dry_run:
+                shutil.rmtree(path)
+        if not dry_run:
+            lock.unlink(missing_ok=True)
+        removed.append(Pruned(path.name, path, size))
+    return removed

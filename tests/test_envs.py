@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from harness.envs import MARKER, EnvFailed, EnvSpec, UvBackend, find_interpreter
+from harness.envs import (
+    MARKER,
+    EnvFailed,
+    EnvSpec,
+    UvBackend,
+    find_interpreter,
+    prune_environments,
+)
 from harness.matrix import Environment
 
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -99,3 +107,34 @@ def test_health_check_names_the_module_that_does_not_import(tmp_path: Path) -> N
 
 def test_uv_is_available() -> None:
     assert shutil.which("uv") or Path(sys.executable).with_name("uv").exists()
+
+
+def test_prune_removes_only_harness_environments_not_kept(tmp_path: Path) -> None:
+    def env_folder(name: str, marker: bool = True) -> Path:
+        folder = tmp_path / name
+        (folder / "bin").mkdir(parents=True)
+        (folder / "bin" / "python").write_bytes(b"x" * 8192)
+        if marker:
+            (folder / MARKER).write_text("{}")
+        return folder
+
+    kept = env_folder("py3.11-torch2.13.0-lightning2.6.6")
+    gone = env_folder("py3.11-torch2.2.2-lightning2.5.6")
+    half = env_folder("py3.11-torch2.0.1-lightning2.3.3", marker=False)
+    (tmp_path / f"{half.name}.lock").write_text("")  # a half-built folder beside its lock
+    foreign = env_folder("my-own-venv", marker=False)  # not built by the harness: untouched
+    shared = tmp_path / "cache-file"
+    shared.write_bytes(b"y" * 65536)
+    os.link(shared, gone / "bin" / "hardlinked")  # a file hardlinked from uv's cache
+
+    planned = prune_environments(tmp_path, [kept.name], dry_run=True)
+    assert sorted(p.name for p in planned) == sorted([gone.name, half.name])
+    assert gone.is_dir() and half.is_dir()  # a dry run removes nothing
+    # the hardlinked file belongs to the cache too: only the folder's own blocks count
+    assert 8192 <= next(p for p in planned if p.name == gone.name).bytes < 65536
+
+    removed = prune_environments(tmp_path, [kept.name])
+    assert sorted(p.name for p in removed) == sorted([gone.name, half.name])
+    assert not gone.exists() and not half.exists()
+    assert not (tmp_path / f"{half.name}.lock").exists()
+    assert kept.is_dir() and foreign.is_dir() and shared.read_bytes() == b"y" * 65536
