@@ -288,3 +288,31 @@ def test_markdown_shows_each_machine_of_a_cell_and_where_they_disagree(tmp_path)
     assert "✖/✔ ‼" in text
     assert "## Machines disagree" in text
     assert "gpu-box: reproduced ×1; laptop: ok ×1" in text
+
+
+def test_entry_page_shows_the_torch_by_lightning_grid_and_the_ranges_along_each_axis() -> None:
+    agg = aggregate(records()).entries[0]
+    page = render_entry(agg)
+    # ENVS: torch 1.12.1 with lightning 2.1.4, torch 2.5.1 with lightning 2.4.0 (the records
+    # say lightning 2.1.4 was installed in both: the installed version is what the grid shows)
+    grid = page.split("### base (baseline) on cpu: fp16", 1)[1].split("###", 1)[0]
+    rows = [ln for ln in grid.splitlines() if ln.startswith("| ")]
+    assert rows[0] == "| torch ↓ lightning → | 2.1.4 |"
+    assert rows[2:] == ["| 1.12.1 | ✖ |", "| 2.5.1 | ✖ |"]  # local labels (+cu102) dropped
+    axis = page.split("## Along each axis: torch x lightning", 1)[1]
+    assert "| 2.1.4 | 2 | 1.12.1 to 2.5.1 |" in axis  # per lightning: first and last torch
+    assert "| 1.12.1 | 1 | 2.1.4 |" in axis  # per torch: where along lightning
+
+
+def test_grid_leaves_a_pair_that_was_not_run_empty() -> None:
+    recs = [
+        dataclasses.replace(r, versions={**r.versions, "lightning": "2.4.0"})
+        if r.env == ENVS[1]
+        else r
+        for r in records()
+    ]
+    page = render_entry(aggregate(recs).entries[0])
+    grid = page.split("### base (baseline) on cpu: fp16", 1)[1].split("###", 1)[0]
+    rows = [ln for ln in grid.splitlines() if ln.startswith("| ")]
+    assert rows[0] == "| torch ↓ lightning → | 2.1.4 | 2.4.0 |"
+    assert rows[2:] == ["| 1.12.1 | ✖ |  |", "| 2.5.1 |  | ✖ |"]

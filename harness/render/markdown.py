@@ -17,6 +17,7 @@ from harness.aggregate import (
     slice_id,
 )
 from harness.render import GLYPH, LABEL, STATUSES, entry_slug
+from harness.render.grid import AxisRange, Grid, GridCell, axis_ranges, make_grid
 
 __all__ = [
     "md",
@@ -174,22 +175,112 @@ def _range_cells(r: ReproRange) -> list[str]:
     ]
 
 
+def _public_version(text: str) -> str:
+    return text.split("+", 1)[0]  # "2.4.1+cu121" -> "2.4.1": the release a user looks up
+
+
+def variant_precisions(agg: EntryAggregate, variant: str, device: str) -> list[str]:
+    """The precisions of ``device`` that ``variant`` ran in anywhere, in the entry's order."""
+    return [
+        p
+        for d, p in agg.slices
+        if d == device and any((variant, e.id, d, p) in agg.cells for e in agg.envs)
+    ]
+
+
+def variant_grid(agg: EntryAggregate, variant: str, device: str) -> Grid:
+    """One variant on one device: torch rows x lightning columns; a cell holds the glyph of
+    each precision the variant ran in, in the entry's order ("_" where not run there)."""
+    precisions = variant_precisions(agg, variant, device)
+    cells = []
+    for e in agg.envs:
+        texts = [machine_cell_text(agg, (variant, e.id, device, p)) for p in precisions]
+        if not any(texts):
+            continue
+        statuses = {
+            agg.cells[(variant, e.id, device, p)].status
+            for p in precisions
+            if (variant, e.id, device, p) in agg.cells
+        }
+        cells.append(
+            GridCell(
+                _public_version(e.torch),
+                _public_version(e.lightning),
+                statuses.pop() if len(statuses) == 1 else "mixed",
+                " ".join(t or "_" for t in texts),
+            )
+        )
+    return make_grid(cells)
+
+
+def slice_grid(agg: EntryAggregate, variant: str, device: str, precision: str) -> Grid:
+    key = (device, precision)
+    return make_grid(
+        GridCell(
+            _public_version(e.torch),
+            _public_version(e.lightning),
+            agg.cells[(variant, e.id, *key)].status,
+            cell_text(agg.cells[(variant, e.id, *key)]),
+        )
+        for e in agg.envs
+        if (variant, e.id, *key) in agg.cells
+    )
+
+
+def grid_table(grid: Grid) -> list[str]:
+    header = ["torch ↓ lightning →", *(md(lit) for lit in grid.lightnings)]
+    rows = [[md(t), *(grid.text(t, lit) for lit in grid.lightnings)] for t in grid.torches]
+    return _table(header, rows)
+
+
 def outcome_tables(
     agg: EntryAggregate, variants: Sequence[VariantAggregate] | None = None
 ) -> list[str]:
+    """Per device, per variant: the torch x lightning grid (the layout of Lightning's own
+    compatibility table), each cell the outcome per precision of that device."""
     variants = agg.variants if variants is None else variants
     lines: list[str] = []
-    header = ["Variant", "Kind", *(_env_header(e) for e in agg.envs)]
-    for d, p in agg.slices:
-        lines += ["", f"### {md(d)} / {md(p)}", ""]
-        rows = []
+    for device in dict.fromkeys(d for d, _ in agg.slices):
         for v in variants:
-            rows.append(
-                [md(v.name), md(v.kind)]
-                + [machine_cell_text(agg, (v.name, e.id, d, p)) for e in agg.envs]
-            )
-        lines += _table(header, rows)
+            grid = variant_grid(agg, v.name, device)
+            if not grid.torches:
+                continue
+            precisions = " ".join(variant_precisions(agg, v.name, device))
+            lines += ["", f"### {md(v.name)} ({md(v.kind)}) on {md(device)}: {precisions}", ""]
+            lines += grid_table(grid)
     return lines
+
+
+def _axis_text(r: AxisRange) -> str:
+    if r.first is None:
+        return "never"
+    span = md(r.first) if r.first == r.last else f"{md(r.first)} to {md(r.last)}"
+    return span + ("" if r.contiguous else " (not in between: see the grid)")
+
+
+def axis_tables(agg: EntryAggregate) -> list[str]:
+    """Where each baseline reproduces along each axis: per torch, the first and last
+    lightning; per lightning, the first and last torch (introduced / fixed)."""
+    lines: list[str] = []
+    for v in agg.variants:
+        if v.kind != "baseline":
+            continue
+        for d, p in agg.slices:
+            grid = slice_grid(agg, v.name, d, p)
+            per_torch, per_lightning = axis_ranges(grid, "reproduced")
+            if not any(r.hits for r in per_torch):
+                continue
+            lines += ["", f"### {md(v.name)} on {md(d)}-{md(p)}", ""]
+            lines += _table(
+                ["torch", "lightning measured", "reproduces with lightning"],
+                [[md(r.fixed), str(len(r.measured)), _axis_text(r)] for r in per_torch],
+            )
+            lines.append("")
+            lines += _table(
+                ["lightning", "torch measured", "reproduces with torch"],
+                [[md(r.fixed), str(len(r.measured)), _axis_text(r)] for r in per_lightning],
+            )
+    return lines or ["The documented error reproduced in no cell."]
 
 
 def range_table(agg: EntryAggregate) -> list[str]:
@@ -272,7 +363,8 @@ def render_entry(agg: EntryAggregate) -> str:
         "",
         "## Outcomes",
         "",
-        "Legend: " + legend() + ". Empty: not run.",
+        "Legend: " + legend() + ". Empty: not run. Each cell lists the device's precisions "
+        "in the order the heading names; `_`: that precision was not run there.",
     ]
     lines += outcome_tables(agg)
     lines += disagreement_table(agg)
@@ -288,6 +380,8 @@ def render_entry(agg: EntryAggregate) -> str:
     lines += rates_table(agg)
     lines += ["", "## Where the documented error reproduces", ""]
     lines += range_table(agg)
+    lines += ["", "## Along each axis: torch x lightning", ""]
+    lines += axis_tables(agg)
     lines += ["", "## Claimed vs measured", ""]
     lines += verdicts_table(agg)
     lines += ["", "## Messages seen", ""]
@@ -369,21 +463,8 @@ def measured_versions_block(agg: EntryAggregate) -> str:
     if not agg.n_runs:
         return "Not measured yet."
     lines = range_table(agg)
-    lines += ["", "Baseline outcomes per environment (" + legend() + "):", ""]
-    header = ["Environment", "torch", "lightning", *(slice_id(s) for s in agg.slices)]
-    rows = []
-    for e in agg.envs:
-        row = [md(e.id), md(e.torch), md(e.lightning)]
-        for d, p in agg.slices:
-            texts = [machine_cell_text(agg, (b.name, e.id, d, p)) for b in baselines]
-            row.append(" ".join(t or "·" for t in texts) if any(texts) else "")
-        rows.append(row)
-    if len(baselines) > 1:
-        lines.insert(
-            -1,
-            "Baselines in each cell, in order: " + ", ".join(md(b.name) for b in baselines) + ".",
-        )
-    lines += _table(header, rows)
+    lines += ["", "Baseline outcomes, torch x lightning (" + legend() + "):"]
+    lines += outcome_tables(agg, baselines)
     return "\n".join(lines)
 
 
