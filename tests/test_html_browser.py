@@ -75,3 +75,26 @@ def test_screenshot_artifact(page, tmp_path):
     shot.unlink(missing_ok=True)
     chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,1000", page.as_uri())
     assert shot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_look_up_my_versions_answers_from_the_tables(page, tmp_path):
+    # choose torch 2.5.1 with lightning 2.1.4 (what the records say was installed) and look up
+    script = (
+        '<script>document.getElementById("lookup-torch").value="2.5.1";'
+        'document.getElementById("lookup-lightning").value="2.1.4";'
+        'document.getElementById("lookup-go").click()</script></body>'
+    )
+    looking = page.with_name("lookup.html")
+    looking.write_text(
+        page.read_text(encoding="utf-8").replace("</body>", script), encoding="utf-8"
+    )
+    dom = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", looking.as_uri()).stdout
+    out = dom.split('id="lookup-out"', 1)[1].split("</section>", 1)[0]
+    assert "1 entry was measured on torch 2.5.1 with lightning 2.1.4" in out
+    assert "pytorch/hostile" in out
+    # the baseline's cell as the heatmap shows it: reproduced (✖) in cpu-fp16
+    base = out.split("<td>base</td>", 1)[1].split("</tr>", 1)[0]
+    assert "✖" in base and 'class="c s0' in base
+    assert "not run" in base  # cuda-bf16 was not run for this pair: said, never inferred
+    options = dom.split('id="lookup-torch"', 1)[1].split("</select>", 1)[0]
+    assert options.index(">1.12.1<") < options.index(">2.5.1<")

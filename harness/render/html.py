@@ -112,6 +112,8 @@ table.heatmap thead th{font-weight:normal;font-size:11px;writing-mode:vertical-r
 #detail dt{font-weight:bold;margin-top:6px}#detail dd{margin:0;white-space:pre-wrap;word-break:break-word;font-family:ui-monospace,monospace}
 .v-confirmed{background:#d9f0d3}.v-contradicted{background:#fddbc7}.v-not-measurable{background:#eee}.v-inconclusive{background:#fff7bc}
 .hidden{display:none}
+#lookup{border:1px solid #999;padding:6px 10px;margin:8px 0;background:#f7f7f7}
+#lookup-out table{font-size:13px}#lookup-out td.c{text-align:center;min-width:22px}
 """
 
 # A data file calls harnessCells(slug, data); render_cell_data says what data holds.
@@ -195,9 +197,72 @@ _JS = r"""
   }
   document.querySelectorAll("input.slice-filter").forEach(function(b){ b.addEventListener("change", applyFilters); });
   document.getElementById("entry-filter").addEventListener("input", applyFilters);
+  function versionKey(v){ return v.split(/[.+]/).map(function(x){ var n = parseInt(x, 10); return isNaN(n) ? x : n; }); }
+  function byVersion(a, b){ var x = versionKey(a), y = versionKey(b); for (var i = 0; i < Math.max(x.length, y.length); i++) { if (x[i] === undefined) return -1; if (y[i] === undefined) return 1; if (x[i] !== y[i]) return x[i] < y[i] ? -1 : 1; } return 0; }
+  function fill(select, attr){
+    var seen = {};
+    document.querySelectorAll("table.heatmap th[" + attr + "]").forEach(function(th){ seen[th.getAttribute(attr)] = true; });
+    Object.keys(seen).sort(byVersion).forEach(function(v){ var o = el("option", v); o.value = v; select.appendChild(o); });
+  }
+  var lt = document.getElementById("lookup-torch"), ll = document.getElementById("lookup-lightning");
+  fill(lt, "data-torch"); fill(ll, "data-lightning");
+  function lookup(){
+    var torch = lt.value, lightning = ll.value, out = document.getElementById("lookup-out");
+    out.textContent = "";
+    var found = 0, missing = [];
+    document.querySelectorAll("section.entry").forEach(function(section){
+      var rows = [], slices = [];
+      section.querySelectorAll("table.heatmap").forEach(function(table){
+        var heads = table.tHead.rows[0].children, cols = [];
+        for (var i = 1; i < heads.length; i++) {
+          if (heads[i].getAttribute("data-torch") === torch && heads[i].getAttribute("data-lightning") === lightning) cols.push(i);
+        }
+        if (!cols.length) return;
+        var sid = table.getAttribute("data-slice");
+        slices.push(sid);
+        Array.prototype.forEach.call(table.tBodies[0].rows, function(tr, r){
+          if (!rows[r]) rows[r] = {name: tr.children[0].textContent, kind: tr.children[0].title, cells: {}};
+          rows[r].cells[sid] = cols.map(function(i){ return tr.children[i]; }).filter(function(td){ return td.className; });
+        });
+      });
+      if (!slices.length) { missing.push(section.getAttribute("data-id")); return; }
+      found++;
+      out.appendChild(el("h3", section.getAttribute("data-id")));
+      var t = el("table"), head = el("tr");
+      ["Variant", "Kind"].concat(slices).forEach(function(h){ head.appendChild(el("th", h)); });
+      t.appendChild(head);
+      rows.forEach(function(row){
+        var tr = el("tr");
+        tr.appendChild(el("td", row.name)); tr.appendChild(el("td", row.kind));
+        slices.forEach(function(sid){
+          var td = el("td"), cells = row.cells[sid] || [];
+          td.className = cells.length === 1 ? cells[0].className : "";
+          td.textContent = cells.length ? cells.map(function(c){ return c.textContent; }).join(" ") : "not run";
+          td.title = cells.length ? cells.map(function(c){ return O[parseInt(c.className.replace(/.*\bs(\d+).*/, "$1"), 10)]; }).join(", ") : "";
+          tr.appendChild(td);
+        });
+        t.appendChild(tr);
+      });
+      out.appendChild(t);
+    });
+    out.insertBefore(el("p", found + " entr" + (found === 1 ? "y was" : "ies were") + " measured on torch " + torch + " with lightning " + lightning + (missing.length ? "; not measured for this pair: " + missing.join(", ") : "") + "."), out.firstChild);
+  }
+  document.getElementById("lookup-go").addEventListener("click", lookup);
   document.body.setAttribute("data-ready", "1");
 })();
 """.replace("__STATUSES__", script_json(list(STATUSES)))
+
+
+# "Does this error happen on torch X with lightning Y, and which fix works there": read
+# off the heatmaps' own cells (a column per environment, its th naming the releases), so
+# the answer is exactly what the tables show: a pair that was not run says so.
+_LOOKUP_BOX = (
+    '<section id="lookup"><h2>Look up my versions</h2>'
+    '<label>torch <select id="lookup-torch"></select></label> '
+    '<label>lightning <select id="lookup-lightning"></select></label> '
+    '<button type="button" id="lookup-go">Look up</button>'
+    '<div id="lookup-out" aria-live="polite"></div></section>'
+)
 
 
 @dataclass(frozen=True)
@@ -285,6 +350,7 @@ def assemble_html(parts: Sequence[HtmlPart], prelude: str = "") -> str:
     for s, i in _STATUS_INDEX.items():
         w(f'<span class="s{i}">{GLYPH[s]} {_e(LABEL[s])}</span>')
     w("</div></header><main>")
+    w(_LOOKUP_BOX)
     w(prelude)
     w(
         '<h2>Entries</h2><table id="summary"><thead><tr><th>Entry</th><th>Runs</th>'
@@ -408,7 +474,9 @@ def _env_heads(envs: tuple[EnvInfo, ...], cache: dict[tuple[int, ...], str]) -> 
     text = cache.get(key)
     if text is None:
         text = cache[key] = "".join(
-            f'<th data-env="{_e(e.id)}" title="{_e(e.id)}">{_e(e.label())}</th>' for e in envs
+            f'<th data-env="{_e(e.id)}" data-torch="{_e(e.torch.split("+")[0])}" '
+            f'data-lightning="{_e(e.lightning.split("+")[0])}" title="{_e(e.id)}">{_e(e.label())}</th>'
+            for e in envs
         )
     return text
 
