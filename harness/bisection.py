@@ -158,9 +158,13 @@ def environment_for(
     wanted = Version(torch)
     series = [r for r in rows if Version(r.torch).release[:2] == wanted.release[:2]]
     below = [r for r in rows if Version(r.torch) <= wanted] or rows[:1]
-    row = series[-1] if series else below[-1]
-    envs = [e for e in row.environments() if allowed(e)] or list(row.environments())
-    base = envs[-1]
+    # a torch release may span several rows (lightning lines that need different pins):
+    # of all of them, the environment with the newest lightning, then the newest python
+    same = series or [r for r in below if r.torch == below[-1].torch]
+    pairs = [(r, e) for r in same for e in r.environments() if allowed(e)] or [
+        (r, e) for r in same for e in r.environments()
+    ]
+    row, base = max(pairs, key=lambda p: (Version(p[1].lightning), Version(p[1].python)))
     return Environment(
         python=python or base.python,
         torch=torch,

@@ -350,8 +350,8 @@ def assemble_html(parts: Sequence[HtmlPart], prelude: str = "") -> str:
     for s, i in _STATUS_INDEX.items():
         w(f'<span class="s{i}">{GLYPH[s]} {_e(LABEL[s])}</span>')
     w("</div></header><main>")
-    w(_LOOKUP_BOX)
     w(prelude)
+    w(_LOOKUP_BOX)
     w(
         '<h2>Entries</h2><table id="summary"><thead><tr><th>Entry</th><th>Runs</th>'
         + "".join(f"<th>{_e(k)}</th>" for k in _VERDICTS)
