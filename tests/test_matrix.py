@@ -91,9 +91,11 @@ def test_rule_patterns_are_versions_specifiers_or_names() -> None:
     ("profile", "cells", "environments", "excluded", "trials"),
     [
         ("smoke", 6, 2, 0, 1),
-        ("cpu", 36, 12, 12, 1),
-        ("gpu-nightly", 36, 12, 12, 3),
-        ("full", 72, 12, 24, 1),
+        ("cpu", 171, 57, 12, 3),
+        ("lightning-sweep", 27, 9, 0, 3),
+        ("torch-sweep", 39, 13, 0, 3),
+        ("gpu-nightly", 171, 57, 12, 3),
+        ("full", 342, 57, 24, 1),
     ],
 )
 def test_real_profiles_expand(
@@ -133,15 +135,37 @@ def test_real_settings(real: Matrix) -> None:
     assert all(row.why for row in real.rows)
 
 
-def test_real_full_runs_one_environment_per_torch(real: Matrix) -> None:
+def test_real_full_crosses_torch_with_every_lightning_line_that_fits(real: Matrix) -> None:
     envs = real.expand("full").environments
-    torches = [env.torch for env in envs]
+    torches = sorted({env.torch for env in envs}, key=Version)
     assert torches == sorted({row.torch for row in real.rows}, key=Version)
     assert torches[0] == "1.10.2" and torches[-1] == "2.13.0"
+    # no hole between 1.10 and the newest: every minor line 1.10..1.13 and 2.0..2.13
+    minors = [tuple(Version(t).release[:2]) for t in torches]
+    assert minors == [(1, m) for m in range(10, 14)] + [(2, m) for m in range(14)]
+    by_torch: dict[str, list[str]] = {}
+    for env in envs:
+        by_torch.setdefault(env.torch, []).append(env.lightning)
+    # the lightning sweep: every line at torch 2.4.1
+    assert sorted(by_torch["2.4.1"], key=Version) == [
+        "1.8.6",
+        "1.9.5",
+        "2.0.9.post0",
+        "2.1.4",
+        "2.2.5",
+        "2.3.3",
+        "2.4.0",
+        "2.5.6",
+        "2.6.6",
+    ]
+    # within the table: lightning 2.1 (torch 1.12..2.1) at 1.12.1, 1.13.1, 2.0.1, 2.1.2
+    assert sorted(t for t, ls in by_torch.items() if "2.1.4" in ls) == sorted(
+        ["1.12.1", "1.13.1", "2.0.1", "2.1.2", "2.4.1"], key=Version
+    )
     assert envs[0] == Environment(
         "3.9",
         "1.10.2",
-        "1.9.5",
+        "1.8.6",
         pins=(
             "numpy<2",
             "setuptools<70",
@@ -160,9 +184,6 @@ def test_real_exclusions_keep_reason_and_line(real: Matrix) -> None:
     assert "Python <= 3.9" in wheels.reason
     lightning2 = by_id["py3.9-torch1.10.2-lightning2.0.9.post0-cuda-bf16"]
     assert lightning2.reason == "lightning 2.0 requires torch >= 1.11"
-    assert by_id["py3.9-torch2.6.0-lightning2.6.6-cpu-fp16"].reason == (
-        "lightning 2.6 requires Python >= 3.10"
-    )
     for ex in excluded:
         name, _, line = ex.where.partition(":")
         assert name == "matrix.yaml"
@@ -189,10 +210,10 @@ def test_expansion_is_deterministic_and_sorted(real: Matrix) -> None:
 
 def test_describe_lists_environments_cells_and_exclusions(real: Matrix) -> None:
     lines = describe(real.expand("full"))
-    assert lines[0].startswith("profile full: 72 cells in 12 environments")
+    assert lines[0].startswith("profile full: 342 cells in 57 environments")
     assert "py3.11-torch2.13.0-lightning2.6.6" in lines
     assert "  find-links: /opt/wheels" in lines
-    assert lines.count("  cells: cpu-fp32 cpu-fp16 cpu-bf16 cuda-fp32 cuda-fp16 cuda-bf16") == 12
+    assert lines.count("  cells: cpu-fp32 cpu-fp16 cpu-bf16 cuda-fp32 cuda-fp16 cuda-bf16") == 57
     assert "excluded:" in lines
     excluded = lines[lines.index("excluded:") + 1 :]
     assert len(excluded) == 24

@@ -25,7 +25,7 @@ def test_jobs_follow_variant_devices_and_precisions(cpu, tiny_entry) -> None:
     fp16 = next(c for c in per_cell if c.endswith("-cpu-fp16"))
     assert "unsupported" not in per_cell[fp32] and "unsupported" in per_cell[fp16]
     assert any(n.variant == "unsupported" and "fp16 only" in n.reason for n in plan.not_applicable)
-    assert len(plan.jobs) == len(cpu.cells) * 5 + len(cpu.cells) // 3
+    assert len(plan.jobs) == (len(cpu.cells) * 5 + len(cpu.cells) // 3) * cpu.trials
 
 
 def test_ids_are_stable_and_unique(cpu, tiny_entry) -> None:
@@ -60,9 +60,9 @@ def test_bad_shard_is_named(text: str) -> None:
 def test_balance_keeps_environments_whole_and_evens_the_cost(cpu, tiny_entry) -> None:
     jobs = make_plan(cpu, [tiny_entry]).jobs
     envs = list(dict.fromkeys(j.cell.env.id for j in jobs))
-    # one environment ten times as costly as the others: it gets a shard of its own
+    # one environment a hundred times as costly as the others: it gets a shard of its own
     heavy = envs[0]
-    shards = balance(jobs, 3, lambda j: 10.0 if j.cell.env.id == heavy else 1.0)
+    shards = balance(jobs, 3, lambda j: 100.0 if j.cell.env.id == heavy else 1.0)
     assert [s.index for s in shards] == [1, 2, 3]
     assert shards[0].envs == (heavy,)
     assert sorted(e for s in shards for e in s.envs) == sorted(envs)
@@ -74,7 +74,7 @@ def test_balance_keeps_environments_whole_and_evens_the_cost(cpu, tiny_entry) ->
         sum(1.0 for j in jobs if j.cell.env.id == e) for e in envs[1:]
     )
     # environment i mod N would have put the heavy one beside three others
-    assert shards[0].cost == 10.0 * sum(1 for j in jobs if j.cell.env.id == heavy)
+    assert shards[0].cost == 100.0 * sum(1 for j in jobs if j.cell.env.id == heavy)
 
 
 def test_more_shards_than_environments_leaves_some_empty(cpu, tiny_entry) -> None:
