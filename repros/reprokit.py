@@ -146,13 +146,26 @@ def check_fused_adamw(device, lr=1e-2):
 
 def import_lightning(part):
     """lightning.<part> (the unified package) or its standalone twin
-    (lightning_fabric, pytorch_lightning)."""
+    (lightning_fabric, pytorch_lightning); Unsupported where the release has neither
+    (Fabric arrived in lightning 1.9: 1.8 has LightningLite instead)."""
+    twin = {"fabric": "lightning_fabric", "pytorch": "pytorch_lightning"}[part]
     try:
         return importlib.import_module("lightning." + part)
+    except ImportError as first:
+        try:
+            return importlib.import_module(twin)
+        except ImportError as second:
+            raise Unsupported(
+                "lightning.%s is missing in lightning %s and %s does not import: %s; %s"
+                % (part, _installed("lightning"), twin, first, second)
+            )
+
+
+def _installed(package):
+    try:
+        return getattr(importlib.import_module(package), "__version__", "?")
     except ImportError:
-        return importlib.import_module(
-            {"fabric": "lightning_fabric", "pytorch": "pytorch_lightning"}[part]
-        )
+        return "(not installed)"
 
 
 def lightning_submodule(package, name, why):
