@@ -215,7 +215,70 @@ def parser() -> argparse.ArgumentParser:
     bis.add_argument(
         "--timeout", type=_ranged("timeout_s", float), default=None, help="seconds per run"
     )
+    envs = sub.add_parser("envs", help="target environments")
+    envs_sub = envs.add_subparsers(dest="envs_command", required=True)
+    build = envs_sub.add_parser(
+        "build", help="build (or reuse) a profile's environments; run nothing"
+    )
+    build.add_argument("--profile", default=None, help="matrix.yaml profile (default: its default)")
+    build.add_argument(
+        "--env", action="append", default=[], metavar="GLOB", help="environment id filter"
+    )
+    build.add_argument("--matrix", default="matrix.yaml")
+    build.add_argument("--envs-dir", default=None, help="where environments live (default: .envs)")
     return ap
+
+
+def _envs_build(args: argparse.Namespace, repo: Path, console: Console) -> int:
+    import fnmatch
+    import os
+
+    from harness.envs import STANDIN_VAR, EnvFailed, ExistingBackend, MatrixBackend, UvBackend
+    from harness.matrix import MatrixError, load_matrix
+
+    cfg = Config(repo=repo, profile=args.profile, matrix_file=args.matrix)
+    cfg.envs_root = args.envs_dir
+    try:
+        expansion = load_matrix(cfg.matrix_path).expand(cfg.profile)
+    except MatrixError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=False)
+        return 2
+    envs = [
+        e
+        for e in expansion.environments
+        if not args.env or any(fnmatch.fnmatchcase(e.id, g) for g in args.env)
+    ]
+    if not envs:
+        console.print(
+            f"[bold red]error:[/] --env {' '.join(args.env)} matches no environment of profile "
+            f"{expansion.profile!r}",
+            highlight=False,
+        )
+        return 2
+    standin = os.environ.get(STANDIN_VAR)
+    backend = MatrixBackend(UvBackend(cfg.envs_dir, standin=standin), ExistingBackend(standin))
+    failed = 0
+    for env in envs:
+        try:
+            built = backend.ensure(env)
+        except EnvFailed as exc:
+            failed += 1
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            console.print(f"failed {env.id}: {first}", highlight=False, markup=False)
+            continue
+        how = "reused" if built.reused else "built"
+        console.print(
+            f"{how:<7}{env.id} in {built.seconds:.1f} s: torch {built.probe.get('torch')}, "
+            f"lightning {built.probe.get('lightning', built.probe.get('pytorch_lightning'))}",
+            highlight=False,
+            markup=False,
+        )
+    console.print(
+        f"{len(envs) - failed} of {len(envs)} environments of profile {expansion.profile!r} "
+        f"ready in {cfg.envs_dir}",
+        highlight=False,
+    )
+    return 1 if failed else 0
 
 
 def _tox_ini(repo: Path, matrix_file: str, check: bool, console: Console) -> int:
@@ -432,6 +495,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _export(args, repo, console)
     if args.command == "bisect":
         return _bisect(args, repo, console)
+    if args.command == "envs":
+        return _envs_build(args, repo, console)
     if args.command == "new":
         return _new(args, repo, console)
     if args.command == "report":

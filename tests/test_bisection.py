@@ -148,3 +148,38 @@ def test_each_version_gets_the_matrix_pairing() -> None:
     assert held.lightning == "2.6.6"
     light = environment_for(matrix, "lightning", "2.5.0", with_torch="2.4.1")
     assert (light.torch, light.lightning, light.python) == ("2.4.1", "2.5.0", "3.11")
+
+
+# -- envs build, in real environments (six standing in for torch, as in test_reliability) --
+
+
+@pytest.mark.slow
+def test_envs_build_builds_then_reuses_and_names_a_failure(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from harness.envs import STANDIN_VAR
+
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    matrix = (REPO / "tests" / "resources" / "reliability" / "matrix_env_failures.yaml").read_text()
+    (tmp_path / "matrix.yaml").write_text(matrix.replace("PYTHON", py))
+    (tmp_path / "repros").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), STANDIN_VAR: "six=={torch}"}
+    env.pop("HARNESS_ENVS_DIR", None)
+
+    def build() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "harness", "--repo", str(tmp_path), "envs", "build"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            check=False,
+        )
+
+    first = build()
+    assert first.returncode == 1, first.stdout + first.stderr  # some cannot be built
+    assert "built  " in first.stdout and "failed " in first.stdout
+    second = build()
+    assert "reused " in second.stdout and "built  " not in second.stdout
