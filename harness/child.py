@@ -20,10 +20,12 @@ enough to decide, is
 without writing a result is classified by the parent from its exit status (crashed /
 timeout); see harness/runner.py.
 
-Worker protocol (``--worker``): the worker imports the environment's packages once
-(IMPORTS.json lists alternatives, as the health check does), then reads one JSON request
+Worker protocol (``--worker``): the worker imports the environment's packages once and
+reports what the health check reports (IMPORTS.json lists alternatives; CUDA is asked in
+a fork), then reads one JSON request
 per line on stdin and answers one JSON event per line on stdout:
-    -> {"event": "ready", "ok": true, "pid": 1, "versions": {...}, "seconds": 4.1}
+    -> {"event": "ready", "ok": true, "pid": 1, "seconds": 4.1,
+        "probe": {"versions": {...}, "missing": {...}}}   the health check's report
        (or "ok": false with "error": the traceback; the worker then exits)
     <- {"op": "run", "id": "7", "job": {...}, "result": "/r.json", "stdout": "/o", "stderr": "/e"}
     -> {"event": "started", "id": "7", "pid": 4242}     a forked child runs the job
@@ -43,6 +45,7 @@ environment.
 from __future__ import annotations
 
 import fcntl
+import gc
 import importlib
 import importlib.util
 import json
@@ -57,7 +60,7 @@ import warnings
 
 PROTOCOL = 2  # 2: "related" (the variant's own signature) apart from "reproduced"
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
-_SET_HERE = []  # environment variables preload() set, which a job's child must not see
+_SET_HERE = []  # environment variables the worker set, which a job's child must not see
 MAX_TEXT = 4000  # bound every text that goes into a result
 OOM_PATTERNS = (
     r"out of memory",
@@ -260,10 +263,8 @@ def execute(job):
 
 def write_atomically(path, data):
     tmp = "%s.%d.tmp" % (path, os.getpid())  # a name no other process writes
-    with open(tmp, "w") as f:
+    with open(tmp, "w") as f:  # no fsync: the harness reads it at once, a crash reruns the job
         json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -371,45 +372,49 @@ def main(argv):
 # -- the environment's imports, shared by the health check and the warm worker ------------
 
 
-def _cuda_available_in_a_fork(torch):
-    """torch.cuda.is_available(), asked in a short-lived fork so that this process never
-    loads the CUDA driver (releases before 2.0 ignore PYTORCH_NVML_BASED_CUDA_CHECK and
-    initialise the driver to answer)."""
-    if not hasattr(os, "fork"):
-        return str(torch.cuda.is_available())
+def _in_a_fork(read, *args):
+    """``read(*args)`` (JSON-able) computed in a short-lived fork, so that whatever it
+    initialises (CUDA) never touches this process."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
-        answer = "error"
+        answer = None
         try:
             os.close(read_end)
-            answer = str(torch.cuda.is_available())
+            answer = read(*args)
         except BaseException:
             pass
         finally:
             try:
-                os.write(write_end, answer.encode())
+                data = json.dumps(answer).encode()
+                while data:
+                    data = data[os.write(write_end, data) :]
             finally:
                 os._exit(0)
     os.close(write_end)
     chunks = []
     while True:
-        data = os.read(read_end, 64)
+        data = os.read(read_end, 1 << 16)
         if not data:
             break
         chunks.append(data)
     os.close(read_end)
     os.waitpid(pid, 0)
-    return b"".join(chunks).decode() or "error"
+    try:
+        return json.loads(b"".join(chunks).decode() or "null")
+    except ValueError:
+        return None
 
 
-def preload(wanted):
-    """Import the environment's packages (``wanted``: lists of alternatives, the first that
-    imports wins) and return the versions that really loaded. Raises the first
-    alternative's error when none of a list imports."""
-    if NVML_CHECK not in os.environ:  # never initialise CUDA here (torch >= 2.0 reads it)
-        os.environ[NVML_CHECK] = "1"
+def probe_report(wanted, facts_in_a_fork=False):
+    """The environment's health check: import ``wanted`` (lists of alternatives, the first
+    that imports wins), then report {"versions": {...}, "missing": {alternatives: error}}:
+    the versions that really loaded and what torch sees of CUDA. ``facts_in_a_fork``: ask
+    CUDA in a fork (the warm worker, which must never initialise CUDA itself)."""
+    if facts_in_a_fork and NVML_CHECK not in os.environ:
+        os.environ[NVML_CHECK] = "1"  # torch >= 2.0 answers is_available() from NVML
         _SET_HERE.append(NVML_CHECK)
+    missing = {}
     for alternatives in wanted:
         errors = []
         for name in alternatives:
@@ -417,22 +422,60 @@ def preload(wanted):
                 importlib.import_module(name)
                 break
             except Exception as exc:
-                errors.append(exc)
+                errors.append("%s: %s" % (type(exc).__name__, exc))
         else:
-            raise errors[0]  # the first alternative's error is the one that explains
+            missing["/".join(alternatives)] = errors[0]  # the first alternative's explains
     for optional in ("numpy",):
         try:
             importlib.import_module(optional)
         except ImportError:
             pass
-    found = versions_loaded()
+    if facts_in_a_fork and hasattr(os, "fork"):
+        found = _in_a_fork(_probe_versions, wanted)
+        if not isinstance(found, dict):  # the fork died asking CUDA: what is loaded, no facts
+            found = versions_loaded()
+            found["cuda_available"] = "error: the probe's fork died asking CUDA"
+    else:
+        found = _probe_versions(wanted)
+    return {"versions": found, "missing": missing}
+
+
+def _probe_versions(wanted):
+    v = versions()
     for alternatives in wanted:
         for name in alternatives:
             if name in sys.modules:
-                found[name] = str(getattr(sys.modules[name], "__version__", "?"))
-    if "torch" in sys.modules:
-        found["cuda_available"] = _cuda_available_in_a_fork(sys.modules["torch"])
-    return found
+                v[name] = str(getattr(sys.modules[name], "__version__", "?"))
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return v
+
+    def fact(key, read):
+        try:
+            value = read()
+        except Exception as exc:  # a broken CUDA setup is a fact about the machine
+            value = "error: %s: %s" % (type(exc).__name__, str(exc)[:300])
+        if value is not None:
+            v[key] = value
+
+    fact("torch_hip", lambda: str(getattr(torch.version, "hip", None)))
+    fact("cuda_available", lambda: str(torch.cuda.is_available()))
+    # the architectures this build has kernels for; readable without a GPU
+    flags = getattr(torch._C, "_cuda_getArchFlags", None)
+    fact(
+        "cuda_arch_list",
+        lambda: " ".join(torch.cuda.get_arch_list())
+        if torch.cuda.is_available()
+        else (flags() if flags else None),
+    )
+    if v.get("cuda_available") == "True":
+        fact("compute_capability", lambda: "%d.%d" % torch.cuda.get_device_capability(0))
+        fact("bf16_supported", lambda: str(torch.cuda.is_bf16_supported()))
+        fact("device_count", lambda: str(torch.cuda.device_count()))
+        driver = getattr(torch._C, "_cuda_getDriverVersion", None)
+        if driver is not None:
+            fact("cuda_driver_api", lambda: "%d.%d" % divmod(driver() // 10, 100))
+    return v
 
 
 def versions_loaded():
@@ -488,7 +531,9 @@ def _forked_child(request, closing):
         sys.stderr.write("child protocol %s cannot run job protocol %s\n" % (PROTOCOL, job.get("protocol")))
         return 3
     # what the worker has mapped (torch and the rest) is not the variant's to pay for
-    run_here(job, request["result"], os.getppid(), already_mapped=_vm_bytes())
+    # no watcher of its own (a fork of this size costs tens of ms): the worker's reaper
+    # ends this group if the worker dies, the worker ends it if the harness dies
+    run_here(job, request["result"], None, already_mapped=_vm_bytes())
     return 0
 
 
@@ -526,14 +571,18 @@ def serve(wanted):
         while data:
             data = data[os.write(channel, data):]  # BrokenPipeError: the harness is gone
 
+    # forked while the worker is still small: one reaper instead of a watcher per job
+    reaper = _start_reaper()
     started = time.time()
     try:
-        found = preload(wanted)
+        report = probe_report(wanted, facts_in_a_fork=True)
     except BaseException as exc:
         send({"event": "ready", "ok": False, "pid": os.getpid(), "error": _bounded(
             "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))})
         return 1
-    send({"event": "ready", "ok": True, "pid": os.getpid(), "versions": found,
+    if hasattr(gc, "freeze"):  # 3.7+: a child's collections never touch (so never copy)
+        gc.freeze()  # the worker's objects: their pages stay shared with the worker
+    send({"event": "ready", "ok": True, "pid": os.getpid(), "probe": report,
           "seconds": round(time.time() - started, 3), "protocol": PROTOCOL})
     running = {}  # pid -> request id
     # a child's end wakes the loop at once (SIGCHLD writes a byte to this pipe)
@@ -543,7 +592,7 @@ def serve(wanted):
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     try:
-        _serve_requests(send, (channel, wake_read, wake_write), running)
+        _serve_requests(send, (channel, wake_read, wake_write, reaper), running)
     except (BrokenPipeError, KeyboardInterrupt):
         pass
     for pid in running:  # the harness is gone: nobody will read their results
@@ -589,6 +638,7 @@ def _serve_requests(send, own_fds, running):
                         continue
                     pid = _start_child(request, own_fds)
                     running[pid] = request["id"]
+                    os.write(own_fds[3], ("+%d\n" % pid).encode())
                     send({"event": "started", "id": request["id"], "pid": pid})
         while running:
             try:
@@ -599,8 +649,46 @@ def _serve_requests(send, own_fds, running):
             if pid == 0:
                 break
             request_id = running.pop(pid, None)
+            if request_id is not None:
+                os.write(own_fds[3], ("-%d\n" % pid).encode())
             if request_id is not None and reading:
                 send({"event": "ended", "id": request_id, "pid": pid, "status": status})
+
+
+def _start_reaper():
+    """Fork the worker's reaper; return the pipe that tells it the children's groups.
+
+    It reads "+PGID" / "-PGID" lines; when the pipe closes (the worker exited or was
+    killed, however) it kills every group still listed and exits, so that a job's
+    process group never outlives its worker. It ignores SIGTERM and SIGINT: its one job
+    is to outlive the worker by a moment.
+    """
+    read_end, write_end = os.pipe()
+    if os.fork():
+        os.close(read_end)
+        return write_end
+    try:
+        os.close(write_end)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        groups = set()
+        pending = b""
+        while True:
+            data = os.read(read_end, 4096)
+            if not data:
+                break
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                text = line.decode()
+                if text[:1] == "+":
+                    groups.add(int(text[1:]))
+                elif text[:1] == "-":
+                    groups.discard(int(text[1:]))
+        for pgid in groups:
+            _kill_group(pgid)
+    finally:
+        os._exit(0)
 
 
 def _kill_group(pgid):

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -40,6 +40,7 @@ __all__ = [
     "Found",
     "MatrixBackend",
     "ProbeResult",
+    "Prober",
     "UvBackend",
     "find_interpreter",
     "fingerprint",
@@ -86,8 +87,13 @@ class EnvFailed(Exception):
     """The environment could not be built or does not import; str() is the reason."""
 
 
+# Another way to run the health check: (interpreter, imports) -> what it found. The warm
+# worker is one: its imports are the check, so an environment is imported once, not twice.
+Prober = Callable[[Path, tuple[tuple[str, ...], ...]], "ProbeResult"]
+
+
 class EnvBackend(Protocol):
-    def ensure(self, env: Environment) -> BuiltEnv: ...
+    def ensure(self, env: Environment, prober: Prober | None = None) -> BuiltEnv: ...
 
 
 def _python_version(exe: str | Path) -> str | None:
@@ -188,57 +194,14 @@ def _installer_reason(stderr: str) -> str:
 
 
 # Runs inside the environment (Python 3.7+, standard library and what it imports): which
-# of the wanted modules import, their versions, and what torch sees of CUDA. It runs in a
-# process of its own, so initialising CUDA here never touches the harness's processes.
+# of the wanted modules import, their versions, and what torch sees of CUDA
+# (child.probe_report, which a warm worker also answers). It runs in a process of its own,
+# so initialising CUDA here never touches the harness's processes.
 PROBE = r"""
-import importlib, json, sys
+import json, sys
 sys.path.insert(0, sys.argv[1])
 import child
-wanted = json.loads(sys.argv[2])
-missing = {}
-for alternatives in wanted:
-    errors = []
-    for name in alternatives:
-        try:
-            importlib.import_module(name)
-            break
-        except Exception as exc:
-            errors.append("%s: %s" % (type(exc).__name__, exc))
-    else:
-        missing["/".join(alternatives)] = errors[0]  # the first alternative's error explains
-for optional in ("numpy",):
-    try:
-        importlib.import_module(optional)
-    except ImportError:
-        pass
-v = child.versions()
-for alternatives in wanted:
-    for name in alternatives:
-        if name in sys.modules:
-            v[name] = str(getattr(sys.modules[name], "__version__", "?"))
-torch = sys.modules.get("torch")
-if torch is not None:
-    def fact(key, read):
-        try:
-            value = read()
-        except Exception as exc:  # a broken CUDA setup is a fact about the machine
-            value = "error: %s: %s" % (type(exc).__name__, str(exc)[:300])
-        if value is not None:
-            v[key] = value
-    fact("torch_hip", lambda: str(getattr(torch.version, "hip", None)))
-    fact("cuda_available", lambda: str(torch.cuda.is_available()))
-    # the architectures this build has kernels for; readable without a GPU
-    flags = getattr(torch._C, "_cuda_getArchFlags", None)
-    fact("cuda_arch_list", lambda: " ".join(torch.cuda.get_arch_list())
-         if torch.cuda.is_available() else (flags() if flags else None))
-    if v.get("cuda_available") == "True":
-        fact("compute_capability", lambda: "%d.%d" % torch.cuda.get_device_capability(0))
-        fact("bf16_supported", lambda: str(torch.cuda.is_bf16_supported()))
-        fact("device_count", lambda: str(torch.cuda.device_count()))
-        driver = getattr(torch._C, "_cuda_getDriverVersion", None)
-        if driver is not None:
-            fact("cuda_driver_api", lambda: "%d.%d" % divmod(driver() // 10, 100))
-print("HARNESS-PROBE " + json.dumps({"versions": v, "missing": missing}))
+print("HARNESS-PROBE " + json.dumps(child.probe_report(json.loads(sys.argv[2]))))
 """
 
 # Facts about the environment that the probe finds beside the versions: used to decide
@@ -294,10 +257,13 @@ def run_probe(
 
 
 def probe(
-    python: Path, imports: tuple[tuple[str, ...], ...], timeout: float = 300
+    python: Path,
+    imports: tuple[tuple[str, ...], ...],
+    timeout: float = 300,
+    prober: Prober | None = None,
 ) -> dict[str, str]:
     """Import the environment's packages in it and return the versions that really loaded."""
-    result = run_probe(python, imports, timeout)
+    result = prober(python, imports) if prober else run_probe(python, imports, timeout)
     if result.missing:
         names = " and ".join(result.missing)
         errors = "\n".join(f"{k}: {v}" for k, v in result.missing.items())
@@ -352,15 +318,17 @@ class UvBackend:
         except subprocess.TimeoutExpired as exc:
             raise EnvFailed(f"uv {args[0]} ran past {INSTALL_TIMEOUT_S} s") from exc
 
-    def ensure(self, env: Environment) -> BuiltEnv:
-        return self.ensure_spec(EnvSpec.of(env, self.standin), env)
+    def ensure(self, env: Environment, prober: Prober | None = None) -> BuiltEnv:
+        return self.ensure_spec(EnvSpec.of(env, self.standin), env, prober)
 
-    def ensure_spec(self, spec: EnvSpec, env: Environment) -> BuiltEnv:
+    def ensure_spec(
+        self, spec: EnvSpec, env: Environment, prober: Prober | None = None
+    ) -> BuiltEnv:
         # two runs on one machine share environments: one builds, the other waits and reuses
         with _exclusive(self.root / f"{spec.name}.lock"):
-            return self._ensure_locked(spec, env)
+            return self._ensure_locked(spec, env, prober)
 
-    def _ensure_locked(self, spec: EnvSpec, env: Environment) -> BuiltEnv:
+    def _ensure_locked(self, spec: EnvSpec, env: Environment, prober: Prober | None) -> BuiltEnv:
         started = time.monotonic()
         interpreter = find_interpreter(spec.python)
         fp = fingerprint(spec, interpreter)
@@ -374,7 +342,7 @@ class UvBackend:
                 meta = {}
             if meta.get("fingerprint") == fp and python.exists():
                 try:
-                    seen = probe(python, spec.imports)
+                    seen = probe(python, spec.imports, prober=prober)
                 except EnvFailed:
                     seen = None  # unhealthy: rebuilt below
                 if seen is not None:
@@ -391,7 +359,7 @@ class UvBackend:
         # no marker, another fingerprint, or unhealthy: never reuse, build afresh
         shutil.rmtree(path, ignore_errors=True)
         try:
-            return self._build(spec, env, interpreter, fp, path, python, started)
+            return self._build(spec, env, interpreter, fp, path, python, started, prober)
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)  # a half-built env is never left to be reused
             raise
@@ -405,6 +373,7 @@ class UvBackend:
         path: Path,
         python: Path,
         started: float,
+        prober: Prober | None = None,
     ) -> BuiltEnv:
         path.parent.mkdir(parents=True, exist_ok=True)
         made = self._uv("venv", "--quiet", "--python", str(interpreter), str(path))
@@ -420,7 +389,7 @@ class UvBackend:
                 f"uv pip install {' '.join(spec.requirements)} failed:\n"
                 f"{_installer_reason(installed.stderr)}"
             )
-        seen = probe(python, spec.imports)
+        seen = probe(python, spec.imports, prober=prober)
         frozen = self._uv("pip", "freeze", "--python", str(python))
         versions = {}
         for line in frozen.stdout.splitlines():
@@ -539,7 +508,8 @@ class ExistingBackend:
             )
         return Found(env, seen, problem, time.monotonic() - started)
 
-    def ensure(self, env: Environment) -> BuiltEnv:
+    def ensure(self, env: Environment, prober: Prober | None = None) -> BuiltEnv:
+        # an existing interpreter is probed once per run by inspect(), not by ``prober``
         if not env.interpreter:
             raise EnvFailed(f"{env.id} names no interpreter")
         python = Path(env.interpreter)
@@ -570,8 +540,8 @@ class MatrixBackend:
         self.uv = uv
         self.existing = existing
 
-    def ensure(self, env: Environment) -> BuiltEnv:
-        return (self.existing if env.interpreter else self.uv).ensure(env)
+    def ensure(self, env: Environment, prober: Prober | None = None) -> BuiltEnv:
+        return (self.existing if env.interpreter else self.uv).ensure(env, prober)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from harness.provenance import cuda_provenance, machine_provenance
 from harness.records import Record
 from harness.runner import decided_record, env_failed_record, run_job
 from harness.store import Store, StoreError, latest
-from harness.warm import FORK_AVAILABLE, WarmWorker, WorkerFailed
+from harness.warm import FORK_AVAILABLE, WarmProber, WarmWorker, WorkerFailed
 
 __all__ = ["RunState", "STEPS", "run_steps"]
 
@@ -264,21 +264,35 @@ def _isolation_of(cfg: Config) -> str:
 def _prepare(
     backend: EnvBackend, env: Environment, isolation: str, groups: ProcessGroups
 ) -> Prepared:
-    """Build or health-check ``env`` and start its warm worker (runs in a slot of its own)."""
+    """Build or health-check ``env`` and start its warm worker (runs in a slot of its own).
+    With isolation "fork" the worker's imports are the health check (one import)."""
+    prober = WarmProber(CHILD, groups, env.id) if isolation == "fork" else None
     try:
-        built = backend.ensure(env)
+        built = backend.ensure(env, prober)
     except EnvFailed as exc:
+        if prober is not None:
+            prober.discard()
         return Prepared(None, str(exc))
-    if isolation != "fork":
+    if prober is None:
         return Prepared(built)
-    worker = WarmWorker(
-        built.python, CHILD, built.imports, groups=groups, label=env.id, isolated=built.isolated
-    )
-    try:
-        worker.start()
-    except WorkerFailed as exc:
-        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else "no reason given"
-        return Prepared(built, note=f"warm worker did not start ({first}): fresh interpreters")
+    if prober.worker is None and not prober.failure:  # checked another way: start one now
+        worker = WarmWorker(built.python, CHILD, built.imports, groups, env.id, built.isolated)
+        try:
+            found = worker.start()
+        except WorkerFailed as exc:
+            lines = str(exc).strip().splitlines()
+            prober.failure = lines[-1] if lines else "no reason given"
+        else:
+            if found.missing:
+                worker.stop()
+                prober.failure = "; ".join(f"{k}: {v}" for k, v in found.missing.items())
+            else:
+                prober.worker = worker
+    worker = prober.worker
+    if worker is None:
+        return Prepared(
+            built, note=f"warm worker did not start ({prober.failure}): fresh interpreters"
+        )
     return Prepared(built, worker=worker, note=f"warm worker imported in {worker.import_s:.1f} s")
 
 
@@ -293,8 +307,11 @@ def _worker_for(run: EnvRun, groups: ProcessGroups) -> WarmWorker | None:
         built = run.built
         fresh = WarmWorker(built.python, CHILD, built.imports, groups, run.env.id, built.isolated)
         try:
-            fresh.start()
+            healthy = not fresh.start().missing
         except WorkerFailed:
+            healthy = False
+        if not healthy:
+            fresh.stop()
             run.worker = None  # the rest of this environment runs in fresh interpreters
             return None
         run.worker = fresh

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.envs import ProbeResult, run_probe
 from harness.proc import (
     TERM_GRACE_S,
     ChildResult,
@@ -42,6 +43,7 @@ __all__ = [
     "FORK_AVAILABLE",
     "ANSWER_GRACE_S",
     "Refused",
+    "WarmProber",
     "WarmWorker",
     "WorkerFailed",
 ]
@@ -85,7 +87,7 @@ class WarmWorker:
         self.imports = imports
         self.groups = groups
         self.label = label
-        self.versions: dict[str, str] = {}
+        self.probe = ProbeResult({}, {})  # what its imports found: the health check's report
         self.import_s = 0.0
         self.refusal: str | None = None  # why it refused to fork; then every job runs fresh
         self._proc: subprocess.Popen[bytes] | None = None
@@ -107,8 +109,9 @@ class WarmWorker:
     def alive(self) -> bool:
         return self._proc is not None and not self._dead and self._proc.poll() is None
 
-    def start(self, timeout_s: float = START_TIMEOUT_S) -> dict[str, str]:
-        """Start the worker and wait until it has imported; return the versions it loaded."""
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> ProbeResult:
+        """Start the worker and wait until it has imported; return what the imports found
+        (the health check's report: versions, CUDA facts, the modules that did not import)."""
         self._dir = tempfile.TemporaryDirectory(prefix="harness-run-")
         work = Path(self._dir.name)
         (work / "imports.json").write_text(json.dumps([list(i) for i in self.imports]))
@@ -145,9 +148,13 @@ class WarmWorker:
         if not ready.get("ok"):
             self.stop()
             raise WorkerFailed(str(ready.get("error", "")).strip())
-        self.versions = {str(k): str(v) for k, v in (ready.get("versions") or {}).items()}
+        report = ready.get("probe") or {}
+        self.probe = ProbeResult(
+            {str(k): str(v) for k, v in (report.get("versions") or {}).items()},
+            {str(k): str(v) for k, v in (report.get("missing") or {}).items()},
+        )
         self.import_s = float(ready.get("seconds", time.monotonic() - started))
-        return self.versions
+        return self.probe
 
     def stop(self) -> None:
         """End the worker: close its stdin (it kills its children and exits), then kill it."""
@@ -356,3 +363,34 @@ def _next(events: queue.Queue[object], deadline: float) -> object | None:
         return events.get(timeout=max(0.0, deadline - time.monotonic()))
     except queue.Empty:
         return None
+
+
+class WarmProber:
+    """The health check of an environment that starts its warm worker: the worker's imports
+    are the check, so a run imports torch once per environment, not twice. Where the
+    worker does not start, the usual health check (a process of its own) answers and
+    ``worker`` stays None: that environment runs in fresh interpreters."""
+
+    def __init__(self, child_script: Path, groups: ProcessGroups | None, label: str) -> None:
+        self.child_script = child_script
+        self.groups = groups
+        self.label = label
+        self.worker: WarmWorker | None = None
+        self.failure = ""  # why the worker did not start, when it did not
+
+    def __call__(self, python: Path, imports: tuple[tuple[str, ...], ...]) -> ProbeResult:
+        self.discard()  # a rebuilt environment gets a new worker
+        worker = WarmWorker(python, self.child_script, imports, self.groups, self.label)
+        try:
+            found = worker.start()
+        except WorkerFailed as exc:
+            lines = str(exc).strip().splitlines()
+            self.failure = lines[-1] if lines else "no reason given"
+            return run_probe(python, imports)
+        self.worker = worker
+        return found
+
+    def discard(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None

@@ -138,3 +138,27 @@ def test_prune_removes_only_harness_environments_not_kept(tmp_path: Path) -> Non
     assert not gone.exists() and not half.exists()
     assert not (tmp_path / f"{half.name}.lock").exists()
     assert kept.is_dir() and foreign.is_dir() and shared.read_bytes() == b"y" * 65536
+
+
+@pytest.mark.slow
+def test_the_warm_worker_is_the_health_check_and_the_same_report(tmp_path: Path) -> None:
+    from harness.envs import CHILD, run_probe
+    from harness.warm import WarmProber
+
+    backend = UvBackend(tmp_path)
+    plain = backend.ensure_spec(spec("1.16.0"), ENV)  # the health check in a process of its own
+    prober = WarmProber(CHILD, None, "six-env")
+    warm = backend.ensure_spec(spec("1.16.0"), ENV, prober)
+    try:
+        assert warm.reused and prober.worker is not None and prober.worker.alive
+        assert warm.probe == plain.probe == run_probe(warm.python, (("six",),)).seen
+        # a broken environment fails the worker's check as it fails the plain one: rebuilt,
+        # and the rebuilt environment gets a new worker
+        first = prober.worker
+        site = next((tmp_path / "six-env").glob("lib/python*/site-packages"))
+        (site / "six.py").unlink()
+        rebuilt = backend.ensure_spec(spec("1.16.0"), ENV, prober)
+        assert not rebuilt.reused and rebuilt.probe["six"] == "1.16.0"
+        assert not first.alive and prober.worker is not None and prober.worker.alive
+    finally:
+        prober.discard()

@@ -289,12 +289,17 @@ def test_a_hung_worker_is_a_timeout_record_that_says_so(tiny_entry, host_env, cp
     assert _live_members(warm.pid) == []  # the stopped worker was killed
 
 
-def test_a_worker_whose_imports_fail_says_why(host_env):
-    from harness.warm import WorkerFailed
+def test_a_worker_whose_imports_fail_reports_them_as_the_health_check_does(host_env):
+    from harness.envs import run_probe
 
-    warm = WarmWorker(host_env.python, CHILD, (("no_such_module_here",),), label="test")
-    with pytest.raises(WorkerFailed, match="No module named 'no_such_module_here'"):
-        warm.start()
+    wanted = (("json",), ("no_such_module_here",))
+    warm = WarmWorker(host_env.python, CHILD, wanted, label="test")
+    try:
+        found = warm.start()
+    finally:
+        warm.stop()
+    assert "No module named 'no_such_module_here'" in found.missing["no_such_module_here"]
+    assert found == run_probe(host_env.python, wanted)
 
 
 def test_fallback_is_pure():
