@@ -8,7 +8,8 @@ Prints, side by side, in one run:
     of the `cpu` profile): a job's wall time seen by the harness minus the time spent in
     the reproducer's run() (``duration_s - run_s`` of each record), median over jobs,
     warm vs fresh (targets: at least 20x less, at most 0.1 s);
- 2. the warm `cpu` profile end to end with one worker (-j 1) against its limit: one
+ 2. the warm `cpu` profile (its 12 environments of results/records/vm.jsonl, the profile
+    before the torch x lightning cross, one trial) end to end with one worker (-j 1) against its limit: one
     import per environment (the warm worker's own import time, printed by the run) plus
     the variants' own time measured inside the children (the records' run_s) (target:
     within 1.3x);
@@ -38,7 +39,9 @@ __all__ = ["main"]
 
 REPO = Path(__file__).resolve().parent.parent
 NEWEST = "py3.11-torch2.13.0-lightning2.6.6"
-QUICK_ENVS = ("py3.9-torch1.10.2*", "py3.11-torch2.1.2*", "py3.11-torch2.13.0*")
+# the cpu profile as it was measured with fresh interpreters (results/records/vm.jsonl)
+BEFORE = REPO / "results" / "records" / "vm.jsonl"
+QUICK_ENVS = ("py3.9-torch1.10.2-lightning1.9.5", "py3.11-torch2.1.2-lightning2.4.0", NEWEST)
 
 
 def harness(copy: Path, machine: str, *args: str) -> tuple[float, str, list[dict[str, Any]]]:
@@ -110,10 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         # 2. and 3. the cpu profile end to end, one worker and two
-        select = ["--profile", "cpu", "--isolation", "fork"]
-        if args.quick:
-            for pattern in QUICK_ENVS:
-                select += ["--env", pattern]
+        select = ["--profile", "cpu", "--isolation", "fork", "--trials", "1"]
+        envs_before = sorted({json.loads(line)["env"] for line in BEFORE.read_text().splitlines()})
+        for env in QUICK_ENVS if args.quick else envs_before:
+            select += ["--env", env]
         one_wall, one_out, one = harness(copy, "warm-j1", *select, "-j", "1")
         two_wall, _, two = harness(copy, "warm-j2", *select, "-j", "2")
         imported = imports(one_out)
