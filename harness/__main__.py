@@ -1,4 +1,4 @@
-"""Command line: python -m harness {run,list,plan,report,merge,diff,new,check,export,bisect,envs} ..."""
+"""Command line: python -m harness {run,list,plan,report,merge,diff,new,check,export,bisect,envs,msgsearch} ..."""
 
 from __future__ import annotations
 
@@ -171,6 +171,23 @@ def parser() -> argparse.ArgumentParser:
     )
     tox.add_argument("--check", action="store_true", help="write nothing; fail if tox.ini differs")
     tox.add_argument("--matrix", default="matrix.yaml", help="matrix file, relative to the repo")
+    ms = sub.add_parser(
+        "msgsearch",
+        help="does each documented message exist in the installed torch/lightning? "
+        "(sources and compiled libraries; results/msgsearch.json)",
+    )
+    ms.add_argument("entry", nargs="*", metavar="ENTRY", help="entry id globs (default: all)")
+    ms.add_argument(
+        "--env", action="append", default=[], metavar="GLOB", help="environment id filter"
+    )
+    ms.add_argument(
+        "--envs-dir",
+        default=None,
+        help="where environments live (default: HARNESS_ENVS_DIR or .envs)",
+    )
+    ms.add_argument(
+        "--out", default="results/msgsearch.json", help="result file, relative to the repo"
+    )
     merge = sub.add_parser("merge", help="add other machines' record files to results/records/")
     merge.add_argument("sources", nargs="+", help="record files (.jsonl) or folders of them")
     new = sub.add_parser(
@@ -466,6 +483,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 1
         return 0
+    if args.command == "msgsearch":
+        from harness.msgsearch_cli import msgsearch
+
+        return msgsearch(repo, args.entry, args.env, args.envs_dir, args.out, console)
     if args.command == "diff":
         from harness.diff import DiffError, diff_records, format_diff, load_side
         from harness.entries import EntryError, load_entries

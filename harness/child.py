@@ -133,11 +133,24 @@ def _is_oom(exc):
     return any(re.search(p, text) for p in OOM_PATTERNS)
 
 
+# the packages under test: an exception class of theirs that happens to be named
+# "Unsupported" (torch._dynamo.exc.Unsupported, raised when torch.compile cannot trace
+# something) is a measured failure, never the reproducer saying "this cell cannot express
+# the variant"
+_UNDER_TEST = ("torch", "lightning", "pytorch_lightning", "lightning_fabric")
+
+
+def is_unsupported(exc):
+    """True for the reproducer's own Unsupported (reprokit's or one it defines)."""
+    module = (getattr(type(exc), "__module__", "") or "").split(".")[0]
+    return type(exc).__name__ == "Unsupported" and module not in _UNDER_TEST
+
+
 def classify(exc, checks, signature, variant_signature=None):
     """Decide the outcome of one finished run. Pure: exception or checks in, dict out."""
     if exc is not None:
         info = exception_info(exc)
-        if type(exc).__name__ == "Unsupported":
+        if is_unsupported(exc):
             return {"outcome": "unsupported", "reason": _bounded(str(exc)), "exception": None}
         if type(exc).__name__ == "NotWritten":
             # a scaffold's variant whose code is missing: the plan never schedules one listed

@@ -49,6 +49,7 @@ class UnmeasuredClaim:
 class TriageEntry:
     kb_id: str
     url: str
+    message: str  # the documented message, as the knowledge base writes it
     owner: str
     scriptable: str  # one of SCRIPTABLE
     entry: str | None  # the repros/ entry id, None when scriptable is "no"
@@ -66,7 +67,12 @@ class Triage:
     path: Path
     repository: str
     source_path: str
+    id_prefix: str  # our entry id for a row = id_prefix + kb_id
     entries: tuple[TriageEntry, ...]
+
+    def entry_id(self, row: TriageEntry) -> str:
+        """The id this row is known by here, with or without a reproducer."""
+        return row.entry or self.id_prefix + row.kb_id
 
     def by_entry(self) -> dict[str, TriageEntry]:
         return {t.entry: t for t in self.entries if t.entry}
@@ -126,8 +132,8 @@ def _row(node: yaml.Node, path: Path) -> TriageEntry:
     data = _mapping(node, path, "a triage row")
     _keys(
         data,
-        {"kb_id", "url", "owner", "scriptable", "entry", "why", "unmeasured"},
-        {"kb_id", "url", "owner", "scriptable", "entry", "why"},
+        {"kb_id", "url", "message", "owner", "scriptable", "entry", "why", "unmeasured"},
+        {"kb_id", "url", "message", "owner", "scriptable", "entry", "why"},
         path,
         line,
         "a triage row",
@@ -169,6 +175,7 @@ def _row(node: yaml.Node, path: Path) -> TriageEntry:
     return TriageEntry(
         kb_id=_text(data, "kb_id", path),
         url=_text(data, "url", path),
+        message=_text(data, "message", path),
         owner=_text(data, "owner", path),
         scriptable=scriptable,
         entry=entry,
@@ -192,13 +199,27 @@ def load_triage(path: str | os.PathLike[str]) -> Triage:
     top = _mapping(root, path, "the triage file")
     _keys(top, {"source", "entries"}, {"source", "entries"}, path, 1, "the triage file")
     source = _mapping(top["source"][0], path, "source")
-    _keys(source, {"repository", "path"}, {"repository", "path"}, path, top["source"][1], "source")
+    _keys(
+        source,
+        {"repository", "path", "id_prefix"},
+        {"repository", "path", "id_prefix"},
+        path,
+        top["source"][1],
+        "source",
+    )
     rows_node, rows_line = top["entries"]
     if not isinstance(rows_node, yaml.SequenceNode) or not rows_node.value:
         raise TriageError(path, rows_line, "entries must be a non-empty list of triage rows")
     rows = [_row(n, path) for n in rows_node.value]
     seen: dict[str, int] = {}
+    prefix = _text(source, "id_prefix", path)
     for row in rows:
+        if row.entry is not None and row.entry != prefix + row.kb_id:
+            raise TriageError(
+                path,
+                row.line,
+                f"entry {row.entry!r} must be id_prefix + kb_id: {prefix + row.kb_id!r}",
+            )
         if row.kb_id in seen:
             raise TriageError(path, row.line, f"kb_id {row.kb_id!r} also at line {seen[row.kb_id]}")
         seen[row.kb_id] = row.line
@@ -206,6 +227,7 @@ def load_triage(path: str | os.PathLike[str]) -> Triage:
         path=path,
         repository=_text(source, "repository", path),
         source_path=_text(source, "path", path),
+        id_prefix=_text(source, "id_prefix", path),
         entries=tuple(sorted(rows, key=lambda r: r.kb_id)),
     )
 

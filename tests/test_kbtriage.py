@@ -14,15 +14,18 @@ GOOD = """\
 source:
   repository: someone/kb
   path: data/pytorch/
+  id_prefix: kb/
 entries:
   - kb_id: pytorch/b/env
     url: https://kb.example/pytorch/b/env
+    message: "RuntimeError: b happened (pid 12)"
     owner: me
     scriptable: no
     entry: null
     why: needs two GPUs
   - kb_id: pytorch/a/env
     url: https://kb.example/pytorch/a/env
+    message: a happened
     owner: me
     scriptable: cpu
     entry: kb/pytorch/a/env
@@ -48,32 +51,48 @@ def test_loads_sorted_with_reasons(tmp_path: Path) -> None:
     assert a.unmeasured[0].ref == "dead end 1"
     assert not b.reproducible and b.entry is None
     assert triage.by_entry() == {"kb/pytorch/a/env": a}
+    assert (
+        triage.entry_id(b) == "kb/pytorch/b/env"
+        and b.message == "RuntimeError: b happened (pid 12)"
+    )
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "line", "words"),
+    ("old", "new", "at", "words"),
     [
-        ("scriptable: no", "scriptable: maybe", 8, "scriptable must be one of"),
-        ("entry: kb/pytorch/a/env", "entry: null", 15, "names its repros/ entry id"),
-        ("entry: null", "entry: kb/x", 9, "entry: null"),
-        ("pytorch/b/env\n", "pytorch/a/env\n", 11, "also at line"),
+        ("scriptable: no", "scriptable: maybe", "scriptable: maybe", "scriptable must be one of"),
+        (
+            "entry: kb/pytorch/a/env",
+            "entry: null",
+            "entry: null\n    why: >",
+            "names its repros/ entry id",
+        ),
+        ("entry: null", "entry: kb/x", "entry: kb/x", "entry: null"),
+        (
+            "pytorch/b/env\n",
+            "pytorch/a/env\n",
+            "- kb_id: pytorch/a/env\n    url: https://kb.example/pytorch/a",
+            "also at line",
+        ),
         (
             "    owner: me\n    scriptable: cpu",
             "    owner: me\n    colour: red\n    scriptable: cpu",
-            14,
+            "colour: red",
             "unknown key 'colour'",
         ),
         (
             '      - {ref: "dead end 1", why: "a purchase"}',
             '      - {ref: "dead end 1"}',
-            20,
+            '{ref: "dead end 1"}',
             "missing required key(s) ['why']",
         ),
     ],
 )
-def test_errors_name_the_line(tmp_path: Path, old: str, new: str, line: int, words: str) -> None:
+def test_errors_name_the_line(tmp_path: Path, old: str, new: str, at: str, words: str) -> None:
     assert old in GOOD
-    path = write(tmp_path, GOOD.replace(old, new, 1))
+    text = GOOD.replace(old, new, 1)
+    line = text[: text.index(at)].count("\n") + 1  # the line where `at` starts
+    path = write(tmp_path, text)
     with pytest.raises(TriageError) as info:
         load_triage(path)
     assert info.value.line == line, str(info.value)
