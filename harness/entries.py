@@ -71,6 +71,8 @@ ORIGIN_KEYS = {
     "related": "other messages the document lists as related",
     "schema_version": "the document's schema version",
     "message": "the error message as the document writes it (signature.message is a regex)",
+    "regex": "the document's own pattern for the message, kept as a fact (deadends.dev's "
+    "error.regex); it is not what the harness matches",
 }
 
 

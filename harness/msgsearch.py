@@ -32,10 +32,12 @@ __all__ = [
     "documented_messages",
     "fixed_parts",
     "load_results",
+    "message_regex",
     "merge_results",
     "search_env",
     "site_packages",
     "verdict",
+    "write_results",
 ]
 
 SCHEMA = 1
@@ -71,6 +73,16 @@ def fixed_parts(message: str) -> tuple[str, ...]:
         if len(piece.split()) >= 2 and sum(c.isalnum() for c in piece) >= MIN_ALNUM:
             parts.append(piece)
     return tuple(parts)
+
+
+_SPECIAL = re.compile(r"([\\.^$*+?{}\[\]|()])")
+
+
+def message_regex(message: str) -> str:
+    """The documented signature's message pattern: the fixed parts, in order, anything
+    between them. One rule for every imported entry: the message is what the document
+    states, its variable parts are what torch formats in."""
+    return ".*?".join(_SPECIAL.sub(r"\\\1", p) for p in fixed_parts(message))
 
 
 def verdict(found: Sequence[bool]) -> str:

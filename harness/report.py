@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import multiprocessing
 import os
 import signal
@@ -36,6 +37,7 @@ from typing import Any, ClassVar
 from harness.aggregate import aggregate_entries, entry_ids, gc_paused, records_by_entry
 from harness.atomic import write_atomically
 from harness.entries import Entry
+from harness.kbtriage import Triage
 from harness.records import Record
 from harness.render import entry_slug
 from harness.render.html import CELL_FILE_ENTRIES, HtmlPart, assemble_html, cell_files, html_part
@@ -291,6 +293,30 @@ class _Child:
         self.proc.join()
 
 
+def _domain_pages(
+    results: Path, compat: bytes, domains: Sequence[tuple[Triage, Mapping[str, Any]]]
+) -> tuple[list[tuple[Path, bytes]], str]:
+    """Each knowledge-base domain's summary page (results/domains/<name>.md) and its section
+    of the front page, from the aggregates just rendered (harness/render/kbdomain.py)."""
+    if not domains:
+        return [], ""
+    from harness.render.kbdomain import (
+        domain_name,
+        render_domain_html,
+        render_domain_markdown,
+        summarize_domain,
+    )
+
+    by_id = {e["id"]: e for e in json.loads(compat)["entries"]}
+    pages, sections = [], []
+    for triage, found in domains:
+        summary = summarize_domain(triage, by_id, found)
+        page = f"domains/{domain_name(triage)}.md"
+        pages.append((results / page, render_domain_markdown(summary).encode("utf-8")))
+        sections.append(render_domain_html(summary, page))
+    return pages, "".join(sections)
+
+
 def render_all(
     records: Iterable[Record],
     entries: Sequence[Entry],
@@ -299,6 +325,7 @@ def render_all(
     check: bool = False,
     workers: int | None = None,
     prelude: str = "",
+    domains: Sequence[tuple[Triage, Mapping[str, Any]]] = (),
 ) -> ReportSummary:
     """``workers``: how many processes aggregate and render (the others forked from this
     one); None chooses up to 4, as many as there are CPUs, for large results where forking
@@ -315,15 +342,15 @@ def render_all(
             children = [_Child(job) for job in jobs[1:]]
             mine = _render(jobs[0])
             shares = [mine.share, *(c.share() for c in children)]
+            compat = json_document(n_records, b",".join(s.json for s in shares if s.json))
+            pages, sections = _domain_pages(results, compat, domains)
             whole = [
                 (
                     results / "index.html",
-                    assemble_html([s.html for s in shares], prelude).encode("utf-8"),
+                    assemble_html([s.html for s in shares], prelude + sections).encode("utf-8"),
                 ),
-                (
-                    results / "compat.json",
-                    json_document(n_records, b",".join(s.json for s in shares if s.json)),
-                ),
+                (results / "compat.json", compat),
+                *pages,
             ]
         except BaseException:
             for c in children:

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -568,6 +569,20 @@ def render(state: RunState) -> RunState | int:
     return render_reports(state.config, state.console)
 
 
+def _domains(cfg: Config, console: Console) -> list[tuple[Any, dict[str, Any]]]:
+    """The knowledge-base domains to summarise: each triage file under repros/ with the
+    message-existence answers of results/msgsearch.json ({} where none were searched)."""
+    from harness.kbtriage import find_triages
+    from harness.msgsearch import load_results
+
+    try:
+        found = load_results(cfg.results_dir / "msgsearch.json")
+    except ValueError as exc:
+        console.print(f"[yellow]warning:[/] {escape(str(exc))}; messages shown as not searched")
+        found = {}
+    return [(t, found) for t in find_triages(cfg.repros_dir)]
+
+
 def render_reports(
     cfg: Config, console: Console, check: bool = False, since: str | None = None
 ) -> int:
@@ -601,7 +616,14 @@ def render_reports(
         now = Side("now", tuple(as_reported(records, entries)))
         prelude = html_changes(diff_records(old, now), since)
     try:
-        summary = render_all(records, entries, cfg.results_dir, check=check, prelude=prelude)
+        summary = render_all(
+            records,
+            entries,
+            cfg.results_dir,
+            check=check,
+            prelude=prelude,
+            domains=_domains(cfg, console),
+        )
     except WritebackError as exc:  # an entry document without its marked blocks
         console.print(
             f"[bold red]error:[/] {escape(str(exc))}; the records are stored: fix the document and run "

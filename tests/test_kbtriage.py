@@ -112,3 +112,23 @@ def test_the_repository_triage_is_valid() -> None:
         assert triage.entries
         for row in triage.entries:
             assert row.why and row.url.startswith("https://")
+
+
+def test_imported_entries_match_their_triage_row() -> None:
+    """Each written entry of a triaged domain: its documented signature is made from the
+    document's message by the one rule (msgsearch.message_regex), and its origin is the row's."""
+    from harness.entries import load_entry
+    from harness.msgsearch import message_regex
+
+    checked = 0
+    for triage in find_triages(ROOT / "repros"):
+        for row in triage.entries:
+            folder = ROOT / "repros" / triage.entry_id(row)
+            if row.entry is None or not (folder / "entry.yaml").is_file():
+                continue
+            entry = load_entry(folder, ROOT / "repros")
+            assert entry.origin["message"] == row.message, row.kb_id
+            assert entry.origin["id"] == row.kb_id
+            assert entry.signature.message == message_regex(row.message), row.kb_id
+            checked += 1
+    assert checked
