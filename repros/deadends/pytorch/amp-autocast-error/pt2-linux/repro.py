@@ -59,7 +59,9 @@ def run(variant: str, device: str = "cpu", precision: str = "bf16") -> dict:
     if variant == "control-autocast-on-cuda-tensors" and device != "cuda":
         raise Unsupported("the control needs tensors on a CUDA device; this cell is %s" % device)
     if variant == "workaround1-autocast-own-device":
-        autocast_dtype(device, precision)  # Unsupported where autocast on this device cannot produce `low`
+        autocast_dtype(
+            device, precision
+        )  # Unsupported where autocast on this device cannot produce `low`
         if not hasattr(torch, "amp") or not hasattr(torch.amp, "autocast"):
             raise Unsupported("torch.amp.autocast does not exist in torch %s" % torch.__version__)
     run_on = "cuda" if variant == "deadend2-force-cuda" else device
@@ -88,18 +90,26 @@ def run(variant: str, device: str = "cpu", precision: str = "bf16") -> dict:
     opt.step()
     mixed = produced_dtype(run_on, ctx)
     wants_mixed = variant not in ("deadend1-no-amp", "control-float32-step") and not (
-        variant == "workaround2-enable-if-cuda-available" and not torch.cuda.is_available())
+        variant == "workaround2-enable-if-cuda-available" and not torch.cuda.is_available()
+    )
     return {
         "trained": {
-            "ok": bool(torch.isfinite(loss).item()) and (model.weight.detach() - before).abs().max().item() > 0,
-            "detail": "loss %.4g on %s, weights moved by %.3g" % (loss.item(), run_on, (model.weight.detach() - before).abs().max().item()),
+            "ok": bool(torch.isfinite(loss).item())
+            and (model.weight.detach() - before).abs().max().item() > 0,
+            "detail": "loss %.4g on %s, weights moved by %.3g"
+            % (loss.item(), run_on, (model.weight.detach() - before).abs().max().item()),
         },
         "mixed_precision_in_effect": {
             # the point of AMP: matmuls run in the asked dtype. Variants that switch AMP off on
             # purpose (dead end 1; workaround 2 without CUDA) are not held to it
             "ok": mixed == low or not wants_mixed,
-            "detail": "torch.mm under the variant's context produced %s on %s (asked %s%s)" % (
-                mixed, run_on, low, "" if wants_mixed else "; this variant turns AMP off on purpose"),
+            "detail": "torch.mm under the variant's context produced %s on %s (asked %s%s)"
+            % (
+                mixed,
+                run_on,
+                low,
+                "" if wants_mixed else "; this variant turns AMP off on purpose",
+            ),
         },
     }
 

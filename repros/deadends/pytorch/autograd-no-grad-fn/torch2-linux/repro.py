@@ -29,9 +29,6 @@ from reprokit import Unsupported, check_variant, main  # noqa: E402
 # reprokit:end
 
 
-
-
-
 VARIANTS = {
     "baseline-frozen-params": "every parameter has requires_grad=False (e.g. a frozen backbone left frozen)",
     "baseline-detached-forward": "the forward pass goes through .detach() (e.g. a numpy round trip)",
@@ -70,18 +67,27 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
         probe = nn.Linear(2, 1).to(device=device, dtype=dtype)
         probe(torch.ones(3, 2, device=device, dtype=dtype)).float().pow(2).mean().backward()
     except RuntimeError as exc:
-        raise Unsupported("nn.Linear with backward in %s on %s is not implemented here: %s" % (dtype, device, exc))
+        raise Unsupported(
+            "nn.Linear with backward in %s on %s is not implemented here: %s" % (dtype, device, exc)
+        )
     torch.manual_seed(0)
     model = Net().to(device=device, dtype=dtype)
     x = torch.randn(32, 4, device=device, dtype=dtype)
     y = (x.float() @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]], device=device)).to(dtype)
-    if variant in ("baseline-frozen-params", "deadend1-loss-requires-grad", "workaround1-requires-grad-true"):
+    if variant in (
+        "baseline-frozen-params",
+        "deadend1-loss-requires-grad",
+        "workaround1-requires-grad-true",
+    ):
         model.requires_grad_(False)
     if variant == "workaround1-requires-grad-true":
         for p in model.parameters():
             p.requires_grad_(True)
-    how = {"baseline-detached-forward": "detach", "workaround2-literal-check-graph": "detach",
-           "deadend2-data": "data"}.get(variant, "graph")
+    how = {
+        "baseline-detached-forward": "detach",
+        "workaround2-literal-check-graph": "detach",
+        "deadend2-data": "data",
+    }.get(variant, "graph")
     no_grad = variant == "baseline-no-grad-loop"
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     before = [p.detach().clone() for p in model.parameters()]

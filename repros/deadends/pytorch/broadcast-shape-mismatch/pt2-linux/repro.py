@@ -26,9 +26,6 @@ from reprokit import Unsupported, check_variant, main  # noqa: E402
 # reprokit:end
 
 
-
-
-
 VARIANTS = {
     "baseline-rowwise-scale": "features (2, 4) * weights (2,): trailing sizes 4 and 2",
     "workaround1-unsqueeze": "weights.unsqueeze(1): (2, 1) broadcasts over the features",

@@ -16,11 +16,10 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from pathlib import Path
 import tempfile
+from pathlib import Path
 
 import torch
-from torch import nn
 
 # reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
 sys.path.insert(
@@ -42,7 +41,7 @@ VARIANTS = {
 }
 NOT_WRITTEN = []
 
-MODEL_SOURCE = '''
+MODEL_SOURCE = """
 import torch
 from torch import nn
 
@@ -57,7 +56,7 @@ class Net(nn.Module):
     def forward(self, x):
         out = self.head(torch.relu(self.body(x)))
         return out if self.extra is None else out + self.extra(out)
-'''
+"""
 
 
 def model_module(folder: str):
@@ -90,7 +89,9 @@ def _run(variant: str, device: str, folder: str) -> dict:
     path = os.path.join(folder, "ckpt.pt")
     state = saved.state_dict()
     if variant in ("baseline-module-prefix", "workaround2-rename-keys", "deadend1-strict-false"):
-        state = {"module." + k: v for k, v in state.items()}  # what nn.DataParallel's state_dict() writes
+        state = {
+            "module." + k: v for k, v in state.items()
+        }  # what nn.DataParallel's state_dict() writes
     torch.manual_seed(1)  # the fresh model starts from other weights
     extra = variant in ("baseline-added-layer", "workaround1-strict-false-after-check")
     model = mod.Net(extra=extra).to(device)
@@ -111,18 +112,26 @@ def _run(variant: str, device: str, folder: str) -> dict:
         torch.save(state, path)
         loaded = torch.load(path)
         if variant == "workaround2-rename-keys":
-            loaded = {k[len("module."):] if k.startswith("module.") else k: v for k, v in loaded.items()}
+            loaded = {
+                k[len("module.") :] if k.startswith("module.") else k: v for k, v in loaded.items()
+            }
         if variant == "workaround1-strict-false-after-check":
             want = set(model.state_dict())
             missing = sorted(want - set(loaded))
             unexpected = sorted(set(loaded) - want)
             if unexpected or any(not k.startswith("extra.") for k in missing):
-                raise RuntimeError("checkpoint mismatch beyond the new layer: missing %s, unexpected %s" % (missing, unexpected))
+                raise RuntimeError(
+                    "checkpoint mismatch beyond the new layer: missing %s, unexpected %s"
+                    % (missing, unexpected)
+                )
             note = "only the new layer's keys are missing: %s" % missing
             model.load_state_dict(loaded, strict=False)
         elif variant == "deadend1-strict-false":
             result = model.load_state_dict(loaded, strict=False)
-            note = "strict=False reported %d missing and %d unexpected keys" % (len(result.missing_keys), len(result.unexpected_keys))
+            note = "strict=False reported %d missing and %d unexpected keys" % (
+                len(result.missing_keys),
+                len(result.unexpected_keys),
+            )
         else:
             model.load_state_dict(loaded)
     got = model.state_dict()
@@ -131,7 +140,8 @@ def _run(variant: str, device: str, folder: str) -> dict:
     return {
         "saved_weights_restored": {
             "ok": len(same) == len(ref),
-            "detail": "%d of %d saved tensors restored (%s). %s" % (len(same), len(ref), ", ".join(sorted(ref)), note),
+            "detail": "%d of %d saved tensors restored (%s). %s"
+            % (len(same), len(ref), ", ".join(sorted(ref)), note),
         }
     }
 

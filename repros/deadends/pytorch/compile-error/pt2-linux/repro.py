@@ -67,13 +67,17 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
         raise Unsupported("compilation is measured in fp32 only")
     if not hasattr(torch, "compile"):
         raise Unsupported("torch.compile does not exist in torch %s" % torch.__version__)
-    mode = {"control-straight-line-model": "plain", "workaround2-compiler-disable": "disabled"}.get(variant, "branch")
+    mode = {"control-straight-line-model": "plain", "workaround2-compiler-disable": "disabled"}.get(
+        variant, "branch"
+    )
     torch.manual_seed(0)
     model = Net(mode).to(device)
     if mode == "disabled":
         compiler = getattr(torch, "compiler", None)
         if compiler is None or not hasattr(compiler, "disable"):
-            raise Unsupported("torch.compiler.disable does not exist in torch %s" % torch.__version__)
+            raise Unsupported(
+                "torch.compiler.disable does not exist in torch %s" % torch.__version__
+            )
         model.disabled_branch = compiler.disable(branch)
     x = torch.randn(4, 8, device=device)
     eager = model(x).detach()
@@ -89,8 +93,10 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     return {
         "matches_eager": {"ok": err <= 1e-4, "detail": "max |compiled - eager| = %.3g" % err},
         "gradients": {
-            "ok": model.a.weight.grad is not None and bool(torch.isfinite(model.a.weight.grad).all()),
-            "detail": "a.weight.grad %s" % ("missing" if model.a.weight.grad is None else "present"),
+            "ok": model.a.weight.grad is not None
+            and bool(torch.isfinite(model.a.weight.grad).all()),
+            "detail": "a.weight.grad %s"
+            % ("missing" if model.a.weight.grad is None else "present"),
         },
     }
 

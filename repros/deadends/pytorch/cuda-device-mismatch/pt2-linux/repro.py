@@ -73,7 +73,8 @@ def run(variant: str, device: str = "cuda", precision: str = "fp32") -> dict:
         "trained_on_the_gpu": {
             # the cell asks for CUDA: a step that runs elsewhere has given up the GPU
             "ok": out.device.type == "cuda" and model.weight.grad is not None,
-            "detail": "output on %s, weight.grad %s" % (out.device, "present" if model.weight.grad is not None else "missing"),
+            "detail": "output on %s, weight.grad %s"
+            % (out.device, "present" if model.weight.grad is not None else "missing"),
         },
         "loss_finite": {"ok": bool(torch.isfinite(loss).item()), "detail": "loss %s" % loss.item()},
     }

@@ -72,9 +72,17 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     torch.manual_seed(0)
     x = torch.randn(N, F)
     y = torch.randn(N)
-    mode = {"baseline-record-object": "object", "baseline-none-for-bad-rows": "none",
-            "deadend1-python-lists": "lists", "deadend2-identity-collate": "object"}.get(variant, "tensors")
-    data = torch.utils.data.TensorDataset(x, y) if variant == "control-tensor-dataset" else Records(x, y, mode)
+    mode = {
+        "baseline-record-object": "object",
+        "baseline-none-for-bad-rows": "none",
+        "deadend1-python-lists": "lists",
+        "deadend2-identity-collate": "object",
+    }.get(variant, "tensors")
+    data = (
+        torch.utils.data.TensorDataset(x, y)
+        if variant == "control-tensor-dataset"
+        else Records(x, y, mode)
+    )
     kwargs = {"collate_fn": (lambda batch: batch)} if variant == "deadend2-identity-collate" else {}
     loader = DataLoader(data, batch_size=BATCH, **kwargs)
     model = nn.Linear(F, 1).to(device)
@@ -83,8 +91,12 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     seen = 0
     for batch in loader:
         feats, target = batch
-        shapes.append((tuple(feats.shape) if hasattr(feats, "shape") else type(feats).__name__,
-                       tuple(target.shape) if hasattr(target, "shape") else type(target).__name__))
+        shapes.append(
+            (
+                tuple(feats.shape) if hasattr(feats, "shape") else type(feats).__name__,
+                tuple(target.shape) if hasattr(target, "shape") else type(target).__name__,
+            )
+        )
         loss = (model(feats.to(device)).squeeze(1) - target.to(device)).pow(2).mean()
         opt.zero_grad()
         loss.backward()
@@ -96,7 +108,10 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
             "ok": shapes == want,
             "detail": "batch (features, target) shapes %s; expected %s" % (shapes, want),
         },
-        "every_sample_trained": {"ok": seen == N, "detail": "%d of %d samples reached the model" % (seen, N)},
+        "every_sample_trained": {
+            "ok": seen == N,
+            "detail": "%d of %d samples reached the model" % (seen, N),
+        },
     }
 
 

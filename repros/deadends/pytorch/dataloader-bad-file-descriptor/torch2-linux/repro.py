@@ -17,8 +17,8 @@ import os
 import resource
 import struct
 import sys
-from pathlib import Path
 import tempfile
+from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader
@@ -48,7 +48,7 @@ N, RECORD = 64, 8  # 64 records of one little-endian int64 each
 
 # The Dataset lives in a real module file written at run time, as a project's would: worker
 # processes started with 'spawn' import it by name.
-DATASET_SOURCE = '''
+DATASET_SOURCE = """
 import os
 import struct
 
@@ -81,7 +81,7 @@ class Records(Dataset):
             self.handle_pid = os.getpid()
         self.handle.seek(i * RECORD)
         return torch.tensor(struct.unpack("<q", self.handle.read(RECORD))[0])
-'''
+"""
 
 
 def dataset_module(folder):
@@ -102,7 +102,9 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
         import inspect
 
         if "persistent_workers" not in inspect.signature(DataLoader.__init__).parameters:
-            raise Unsupported("DataLoader has no persistent_workers argument in torch %s" % torch.__version__)
+            raise Unsupported(
+                "DataLoader has no persistent_workers argument in torch %s" % torch.__version__
+            )
     folder = tempfile.mkdtemp(prefix="kb-badfd-")
     path = os.path.join(folder, "records.bin")
     with open(path, "wb") as f:
@@ -118,7 +120,9 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     if variant == "deadend2-raise-nofile-limit":
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    loader = DataLoader(data, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0), **kwargs)
+    loader = DataLoader(
+        data, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0), **kwargs
+    )
     epochs = []
     try:
         for _ in range(2):
@@ -137,7 +141,8 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
             # a shuffled epoch reads each record exactly once: a record read at the wrong
             # offset (a handle's position moved by another process) shows as a duplicate
             "ok": len(epochs) == 2 and all(e == want for e in epochs),
-            "detail": "records per epoch %s; values missing or extra (first 5): %s" % ([len(e) for e in epochs], bad),
+            "detail": "records per epoch %s; values missing or extra (first 5): %s"
+            % ([len(e) for e in epochs], bad),
         },
     }
 

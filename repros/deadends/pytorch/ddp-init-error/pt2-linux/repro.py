@@ -18,8 +18,8 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 import tempfile
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -71,11 +71,16 @@ def ddp_step(backend, device):
 
     if not dist.is_available():
         raise Unsupported("torch.distributed is not available in this build")
-    kwargs = {"rank": int(os.environ.get("RANK", 0)), "world_size": int(os.environ.get("WORLD_SIZE", 1))}
+    kwargs = {
+        "rank": int(os.environ.get("RANK", 0)),
+        "world_size": int(os.environ.get("WORLD_SIZE", 1)),
+    }
     dist.init_process_group(backend, **kwargs)
     try:
         model = nn.Linear(8, 1).to(device)
-        ddp = nn.parallel.DistributedDataParallel(model, device_ids=[0] if device == "cuda" else None)
+        ddp = nn.parallel.DistributedDataParallel(
+            model, device_ids=[0] if device == "cuda" else None
+        )
         return step(ddp, device)
     finally:
         dist.destroy_process_group()
@@ -107,7 +112,9 @@ def run(variant: str, device: str = "cuda", precision: str = "fp32") -> dict:
         if variant == "workaround2-torchrun":
             return torchrun(device)
         if variant == "deadend1-data-parallel":
-            return checks(*step(nn.DataParallel(nn.Linear(8, 1).to(device)), device), where="DataParallel")
+            return checks(
+                *step(nn.DataParallel(nn.Linear(8, 1).to(device)), device), where="DataParallel"
+            )
         return checks(*step(nn.Linear(8, 1).to(device), device), where="one GPU, no distribution")
     finally:
         for k in RENDEZVOUS:
@@ -117,14 +124,28 @@ def run(variant: str, device: str = "cuda", precision: str = "fp32") -> dict:
 
 def torchrun(device):
     out = tempfile.mktemp(prefix="kb-ddp-", suffix=".json")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1",
-           "--master_port", str(free_port()), os.path.abspath(__file__), "--torchrun-worker", device, out]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "1",
+        "--master_port",
+        str(free_port()),
+        os.path.abspath(__file__),
+        "--torchrun-worker",
+        device,
+        out,
+    ]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
     text = proc.stdout.decode("utf-8", "replace")
     if not os.path.exists(out):
         # the worker's own exception, as torchrun printed it, is what the run measured
         last = [line for line in text.splitlines() if "Error" in line or "error" in line]
-        raise RuntimeError("torchrun exited %d: %s" % (proc.returncode, (last[-1] if last else text[-2000:]).strip()))
+        raise RuntimeError(
+            "torchrun exited %d: %s"
+            % (proc.returncode, (last[-1] if last else text[-2000:]).strip())
+        )
     with open(out) as f:
         result = json.load(f)
     os.remove(out)

@@ -81,7 +81,8 @@ def run(variant: str, device: str = "cuda", precision: str = "fp32") -> dict:
     return {
         "trained_on_the_cells_device": {
             "ok": out.device.type == dev.type and model.weight.grad is not None,
-            "detail": "output on %s (cell: %s), weight.grad %s" % (out.device, device, "present" if model.weight.grad is not None else "missing"),
+            "detail": "output on %s (cell: %s), weight.grad %s"
+            % (out.device, device, "present" if model.weight.grad is not None else "missing"),
         },
         "loss_finite": {"ok": bool(torch.isfinite(loss).item()), "detail": "loss %s" % loss.item()},
     }

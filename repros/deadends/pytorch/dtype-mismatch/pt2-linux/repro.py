@@ -74,11 +74,13 @@ def run(variant: str, device: str = "cpu", precision: str = "fp16") -> dict:
     return {
         "output_matches_float32": {
             "ok": err <= tol + 1e-5,
-            "detail": "max |out - float32 reference| = %.4g (allowed %.3g); output dtype %s" % (err, tol, out.dtype),
+            "detail": "max |out - float32 reference| = %.4g (allowed %.3g); output dtype %s"
+            % (err, tol, out.dtype),
         },
         "weight_grad": {
             "ok": model.weight.grad is not None and bool(torch.isfinite(model.weight.grad).all()),
-            "detail": "weight.grad %s" % ("missing" if model.weight.grad is None else "dtype %s" % model.weight.grad.dtype),
+            "detail": "weight.grad %s"
+            % ("missing" if model.weight.grad is None else "dtype %s" % model.weight.grad.dtype),
         },
     }
 

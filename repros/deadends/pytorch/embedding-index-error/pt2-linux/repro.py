@@ -25,9 +25,6 @@ from reprokit import Unsupported, check_variant, main  # noqa: E402
 # reprokit:end
 
 
-
-
-
 VARIANTS = {
     "baseline-vocab-larger-than-table": "ids up to 119 looked up in nn.Embedding(100, 8)",
     "workaround1-num-embeddings-vocab": "nn.Embedding(len(vocab)=120, 8)",
@@ -51,9 +48,16 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
         probe = nn.Embedding(4, 2).to(device=device, dtype=dtype)
         probe(torch.tensor([1, 2], device=device)).float().sum().backward()
     except RuntimeError as exc:
-        raise Unsupported("nn.Embedding with backward in %s on %s is not implemented here: %s" % (dtype, device, exc))
+        raise Unsupported(
+            "nn.Embedding with backward in %s on %s is not implemented here: %s"
+            % (dtype, device, exc)
+        )
     torch.manual_seed(0)
-    tokens = [[3, 99, 42], [1, 7, 50]] if variant == "control-ids-in-range" else [[3, 99, 105], [119, 7, 50]]
+    tokens = (
+        [[3, 99, 42], [1, 7, 50]]
+        if variant == "control-ids-in-range"
+        else [[3, 99, 105], [119, 7, 50]]
+    )
     ids = torch.tensor(tokens, device=device)  # 105 and 119 are beyond the table of 100
     size, padding_idx = TABLE, None
     if variant == "workaround1-num-embeddings-vocab":
@@ -82,14 +86,19 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
                 if not (padding_idx is not None and both_oov):
                     clashes.append((flat[a], flat[b]))
     return {
-        "shape": {"ok": tuple(out.shape) == (2, 3, 8), "detail": "output shape %s" % (tuple(out.shape),)},
+        "shape": {
+            "ok": tuple(out.shape) == (2, 3, 8),
+            "detail": "output shape %s" % (tuple(out.shape),),
+        },
         "known_tokens_keep_their_own_vector": {
             "ok": not clashes,
-            "detail": "token pairs sharing one vector: %s (ids %s looked up in a table of %d)" % (clashes, flat, size),
+            "detail": "token pairs sharing one vector: %s (ids %s looked up in a table of %d)"
+            % (clashes, flat, size),
         },
         "gradient_reaches_table": {
             "ok": emb.weight.grad is not None and emb.weight.grad.float().abs().sum().item() > 0,
-            "detail": "sum |grad| of the table: %s" % (None if emb.weight.grad is None else emb.weight.grad.float().abs().sum().item()),
+            "detail": "sum |grad| of the table: %s"
+            % (None if emb.weight.grad is None else emb.weight.grad.float().abs().sum().item()),
         },
     }
 

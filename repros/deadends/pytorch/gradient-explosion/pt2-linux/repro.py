@@ -47,14 +47,21 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     check_variant(variant, VARIANTS, NOT_WRITTEN)
     if precision != "fp32":
-        raise Unsupported("the divergence is a property of the learning rate, measured in fp32 only")
+        raise Unsupported(
+            "the divergence is a property of the learning rate, measured in fp32 only"
+        )
     torch.manual_seed(0)
     x = 10 * torch.randn(64, 4, device=device)
     true_w = torch.tensor([[1.0], [-2.0], [0.5], [3.0]], device=device)
     y = x @ true_w
     model = nn.Linear(4, 1).to(device)
-    lr = {"baseline-lr-too-high": 0.5, "baseline-detect-anomaly": 0.5, "workaround1-clip-grad-norm": 0.5, "deadend2-skip-nan-batches": 0.5,
-          "deadend1-lr-near-zero": 1e-7}.get(variant, 0.005)
+    lr = {
+        "baseline-lr-too-high": 0.5,
+        "baseline-detect-anomaly": 0.5,
+        "workaround1-clip-grad-norm": 0.5,
+        "deadend2-skip-nan-batches": 0.5,
+        "deadend1-lr-near-zero": 1e-7,
+    }.get(variant, 0.005)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     anomaly = variant == "baseline-detect-anomaly"
     if anomaly:
@@ -69,13 +76,13 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     return {
         "loss_finite": {
             "ok": all(math.isfinite(v) for v in losses),
-            "detail": "first non-finite loss at step %s; skipped steps %d" % (
-                next((i for i, v in enumerate(losses) if not math.isfinite(v)), None), skipped),
+            "detail": "first non-finite loss at step %s; skipped steps %d"
+            % (next((i for i, v in enumerate(losses) if not math.isfinite(v)), None), skipped),
         },
         "loss_reduced_tenfold": {
             "ok": math.isfinite(final) and final < losses[0] / 10,
-            "detail": "loss %.4g at step 0, %.4g at step %d (last finite %.4g)" % (
-                losses[0], final, STEPS - 1, finite[-1] if finite else float("nan")),
+            "detail": "loss %.4g at step 0, %.4g at step %d (last finite %.4g)"
+            % (losses[0], final, STEPS - 1, finite[-1] if finite else float("nan")),
         },
     }
 

@@ -45,9 +45,14 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     check_variant(variant, VARIANTS, NOT_WRITTEN)
     dtype = DTYPES[precision]
     try:  # capability: linear + tanh with backward in this dtype here
-        nn.Linear(2, 2).to(device=device, dtype=dtype)(torch.ones(1, 2, device=device, dtype=dtype)).tanh().float().sum().backward()
+        nn.Linear(2, 2).to(device=device, dtype=dtype)(
+            torch.ones(1, 2, device=device, dtype=dtype)
+        ).tanh().float().sum().backward()
     except RuntimeError as exc:
-        raise Unsupported("linear/tanh with backward in %s on %s is not implemented here: %s" % (dtype, device, exc))
+        raise Unsupported(
+            "linear/tanh with backward in %s on %s is not implemented here: %s"
+            % (dtype, device, exc)
+        )
     torch.manual_seed(0)
     first = nn.Linear(4, 3).to(device=device, dtype=dtype)
     second = nn.Linear(3, 1).to(device=device, dtype=dtype)
@@ -63,14 +68,19 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
             return grad.mean(0)
         if variant in ("baseline-hook-raises", "deadend2-catch-all"):
             try:
-                norms.append(sum(scale[j] * grad[:, j].float().norm().item() for j in range(grad.shape[1])))
+                norms.append(
+                    sum(scale[j] * grad[:, j].float().norm().item() for j in range(grad.shape[1]))
+                )
             except Exception:
                 if variant == "baseline-hook-raises":
                     raise
             return None
-        if variant == "workaround1-checked-hook":
-            if grad.shape != hidden.shape or grad.device != hidden.device:
-                raise RuntimeError("hook got grad %s on %s for %s on %s" % (grad.shape, grad.device, hidden.shape, hidden.device))
+        checked = variant == "workaround1-checked-hook"
+        if checked and (grad.shape != hidden.shape or grad.device != hidden.device):
+            raise RuntimeError(
+                "hook got grad %s on %s for %s on %s"
+                % (grad.shape, grad.device, hidden.shape, hidden.device)
+            )
         norms.append(grad.float().norm().item())
         return None
 
@@ -93,7 +103,9 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
         if variant == "workaround2-retain-grad":
             norms.append(hidden.grad.float().norm().item())
         opt.step()
-    close = len(norms) == STEPS and all(abs(a - b) <= 1e-3 * max(1.0, abs(b)) for a, b in zip(norms, expected))
+    close = len(norms) == STEPS and all(
+        abs(a - b) <= 1e-3 * max(1.0, abs(b)) for a, b in zip(norms, expected)
+    )
     return {
         "gradient_norm_monitored": {
             "ok": close,
@@ -101,7 +113,8 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
         },
         "weights_trained": {
             "ok": first.weight.grad is not None and first.weight.grad.shape == first.weight.shape,
-            "detail": "first.weight.grad %s" % ((None if first.weight.grad is None else tuple(first.weight.grad.shape)),),
+            "detail": "first.weight.grad %s"
+            % ((None if first.weight.grad is None else tuple(first.weight.grad.shape)),),
         },
     }
 

@@ -27,9 +27,6 @@ from reprokit import Unsupported, check_variant, main  # noqa: E402
 # reprokit:end
 
 
-
-
-
 VARIANTS = {
     "baseline-add-inplace": "h = sigmoid(.); h += 1 (in place) before backward",
     "baseline-relu-inplace": "nn.ReLU(inplace=True) applied to the sigmoid output",
@@ -77,8 +74,13 @@ def reference_grads(variant: str, device: str, dtype: torch.dtype) -> dict:
     second = nn.Linear(5, 1).to(device=device, dtype=dtype)
     x = torch.randn(8, 6, device=device, dtype=dtype)
     h = torch.sigmoid(first(x))
-    if variant in ("baseline-add-inplace", "workaround1-out-of-place", "workaround2-clone",
-                   "deadend1-no-grad", "deadend2-data"):
+    if variant in (
+        "baseline-add-inplace",
+        "workaround1-out-of-place",
+        "workaround2-clone",
+        "deadend1-no-grad",
+        "deadend2-data",
+    ):
         h = h + 1  # every one of these means "add 1 to the activation"
     elif variant in ("baseline-relu-inplace", "workaround3-relu-not-inplace"):
         h = torch.relu(h)
@@ -92,7 +94,10 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     try:  # capability: the ops of this model (linear, sigmoid, relu, backward) in this dtype here
         reference_grads("baseline-relu-inplace", device, dtype)
     except RuntimeError as exc:
-        raise Unsupported("linear/sigmoid/relu with backward in %s on %s is not implemented here: %s" % (dtype, device, exc))
+        raise Unsupported(
+            "linear/sigmoid/relu with backward in %s on %s is not implemented here: %s"
+            % (dtype, device, exc)
+        )
     grads = model_step(variant, device, dtype)
     want = reference_grads(variant, device, dtype)
     tol = 1e-5 if dtype == torch.float32 else 2e-2
@@ -100,10 +105,15 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     for name, g in grads.items():
         ref = want[name]
         ok = g is not None and torch.allclose(g.float(), ref.float(), atol=tol, rtol=tol)
-        err = "no gradient" if g is None else "max |g - g_ref| = %.3g" % (g.float() - ref.float()).abs().max().item()
+        err = (
+            "no gradient"
+            if g is None
+            else "max |g - g_ref| = %.3g" % (g.float() - ref.float()).abs().max().item()
+        )
         checks["grad_correct_" + name] = {
             "ok": bool(ok),
-            "detail": "%s (gradient of the same computation without in-place changes; tolerance %g)" % (err, tol),
+            "detail": "%s (gradient of the same computation without in-place changes; tolerance %g)"
+            % (err, tol),
         }
     return checks
 
