@@ -183,3 +183,31 @@ def test_envs_build_builds_then_reuses_and_names_a_failure(tmp_path: Path) -> No
     assert "built  " in first.stdout and "failed " in first.stdout
     second = build()
     assert "reused " in second.stdout and "built  " not in second.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--variant", "nope", "--torch", "2.0..2.13"], "has no variant 'nope'"),
+        (["--variant", "baseline-fabric-plugin", "--torch", "2.13..2.0"], "is above"),
+        (["--variant", "baseline-fabric-plugin", "--torch", "2.0"], "a range is A..B"),
+        (
+            ["--variant", "baseline-fabric-plugin", "--precision", "bf16", "--torch", "2.0..2.1"],
+            "runs on cpu, cuda at fp16 only",
+        ),
+    ],
+)
+def test_bisect_refuses_bad_requests_before_listing_anything(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.__main__ import main
+
+    argv = [
+        "--repo",
+        str(REPO),
+        "bisect",
+        "lightning/gradient-clipping-optimizer-handles-unscaling",
+    ]
+    argv += ["--device", "cpu"] + (["--precision", "fp16"] if "--precision" not in args else [])
+    assert main(argv + args) == 2
+    assert message in capsys.readouterr().out
