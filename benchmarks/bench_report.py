@@ -142,6 +142,8 @@ def _record(
         "machine": machine[0],
         "machine_id": machine[1],
         "imported_from": "",
+        "isolation": "fork",
+        "run_s": round(rnd.random(), 3),
     }
 
 
@@ -177,7 +179,8 @@ def write_store(records_dir: Path, n_records: int, n_entries: int, n_machines: i
         for f in files:
             f.close()
     # the lines have the shape Store writes: a record read back writes the same dict
-    assert sample is not None and Record.from_dict(sample).to_dict() == sample
+    assert sample is not None
+    assert Record.from_dict(sample).to_dict() == sample, "the benchmark's records are out of date"
     return i
 
 
