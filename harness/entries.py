@@ -34,7 +34,7 @@ from harness.domain import (
     PRESENT_STATUSES,
     parse_claim_spec,
 )
-from harness.yamlsafe import YamlProblem, compose_plain, read_yaml_text
+from harness.yamlread import Lines, YamlReader, check_keys, compose_file, plain
 
 __all__ = [
     "ORIGIN_KEYS",
@@ -153,59 +153,20 @@ class Entry:
 # -- YAML with line numbers -------------------------------------------------------------
 
 
-class _Lines(dict):  # type: ignore[type-arg]
-    """A mapping that remembers the line of itself and of each key (1-based)."""
-
-    line: int = 0
-    key_lines: dict[str, int]
+def _reader(path: Path) -> YamlReader:
+    return YamlReader(str(path), EntryError)
 
 
-def _plain(node: yaml.Node, path: Path) -> Any:
-    if isinstance(node, yaml.MappingNode):
-        out = _Lines()
-        out.line = node.start_mark.line + 1
-        out.key_lines = {}
-        for key_node, value_node in node.value:
-            key = _plain(key_node, path)
-            if not isinstance(key, str):
-                raise EntryError(path, key_node.start_mark.line + 1, "keys must be strings")
-            if key in out:
-                raise EntryError(path, key_node.start_mark.line + 1, f"duplicate key {key!r}")
-            out[key] = _plain(value_node, path)
-            out.key_lines[key] = key_node.start_mark.line + 1
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_plain(n, path) for n in node.value]
-    # scalars: construct safely with the SafeLoader's resolvers (ints, floats, null, bool)
-    return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
-
-
-def _load_yaml(path: Path) -> _Lines:
-    try:
-        node = compose_plain(read_yaml_text(path))
-    except OSError as exc:
-        raise EntryError(path, None, f"cannot read: {exc.strerror}") from exc
-    except YamlProblem as exc:
-        message = (
-            exc.message if exc.message.startswith("YAML tag") else f"not valid YAML: {exc.message}"
-        )
-        raise EntryError(path, exc.line, message) from exc
+def _load_yaml(path: Path) -> Lines:
+    read = _reader(path)
+    node = compose_file(str(path), EntryError, "entry.yaml")
     if not isinstance(node, yaml.MappingNode):
-        raise EntryError(path, 1, "entry.yaml must be a mapping of fields")
-    return _plain(node, path)
+        read.fail(1, "entry.yaml must be a mapping of fields")
+    return plain(node, read)
 
 
-def _check_keys(data: _Lines, allowed: set[str], required: set[str], path: Path, what: str) -> None:
-    for key in data:
-        if key not in allowed:
-            raise EntryError(
-                path,
-                data.key_lines[key],
-                f"unknown key {key!r} in {what}; allowed: {sorted(allowed)}",
-            )
-    missing = sorted(required - set(data))
-    if missing:
-        raise EntryError(path, data.line, f"{what} is missing required key(s) {missing}")
+def _check_keys(data: Lines, allowed: set[str], required: set[str], path: Path, what: str) -> None:
+    check_keys(data, allowed, required, what, _reader(path))
 
 
 def _rate(value: Any, path: Path, line: int, what: str) -> float | None:
@@ -231,7 +192,7 @@ def _signature(data: Any, path: Path, line: int, what: str) -> Signature:
     return Signature(type=str(data["type"]), message=str(data["message"]))
 
 
-def _axis(data: _Lines, key: str, allowed: tuple[str, ...], path: Path) -> tuple[str, ...]:
+def _axis(data: Lines, key: str, allowed: tuple[str, ...], path: Path) -> tuple[str, ...]:
     if key not in data:
         return allowed
     values = data[key]
@@ -245,7 +206,7 @@ def _axis(data: _Lines, key: str, allowed: tuple[str, ...], path: Path) -> tuple
 
 
 def _variant(data: Any, path: Path, line: int) -> Variant:
-    if not isinstance(data, _Lines):
+    if not isinstance(data, Lines):
         raise EntryError(path, line, "each variant must be a mapping")
     allowed = {
         "name",
@@ -274,7 +235,7 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
     if "claim" in data:
         claim = data["claim"]
         cline = data.key_lines["claim"]
-        if not isinstance(claim, _Lines):
+        if not isinstance(claim, Lines):
             raise EntryError(path, cline, "claim must be a mapping with 'ref' and optional 'rate'")
         _check_keys(claim, {"ref", "rate"}, {"ref"}, path, "claim")
         claim_ref = str(claim["ref"])
@@ -327,14 +288,14 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
 def _claims(data: Any, path: Path, line: int) -> Claims:
     if data is None:
         return Claims()
-    if not isinstance(data, _Lines):
+    if not isinstance(data, Lines):
         raise EntryError(path, line, "claims must be a mapping")
     _check_keys(
         data, {"verification", "fix_rate", "version_table", "conditions"}, set(), path, "claims"
     )
     rows = []
     for row in data.get("version_table") or []:
-        if not isinstance(row, _Lines):
+        if not isinstance(row, Lines):
             raise EntryError(
                 path, data.key_lines["version_table"], "each version_table row must be a mapping"
             )
@@ -356,7 +317,7 @@ def _claims(data: Any, path: Path, line: int) -> Claims:
     )
 
 
-def _version_claim(row: _Lines, path: Path) -> VersionClaim:
+def _version_claim(row: Lines, path: Path) -> VersionClaim:
     spec = str(row["spec"])
     try:
         parse_claim_spec(spec)
@@ -484,11 +445,11 @@ def load_entry(
 def _origin(data: Any, path: Path, line: int) -> dict[str, Any]:
     if data is None:
         return {}
-    if not isinstance(data, _Lines):
+    if not isinstance(data, Lines):
         raise EntryError(path, line, "origin must be a mapping of facts about the document")
     _check_keys(data, set(ORIGIN_KEYS), set(), path, "origin")
     for key, value in data.items():
-        if isinstance(value, (dict, _Lines)):
+        if isinstance(value, (dict, Lines)):
             raise EntryError(path, data.key_lines[key], f"origin.{key} must be a value or a list")
     return dict(data)
 

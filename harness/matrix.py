@@ -12,11 +12,9 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import NoReturn
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
@@ -24,9 +22,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from harness.config import out_of_range
 from harness.domain import DEVICES, PRECISIONS, cell_id, env_id
-from harness.yamlsafe import YamlProblem, compose_plain, read_yaml_text
+from harness.yamlread import YamlReader, compose_file, line_of
 
 __all__ = [
     "AXES",
@@ -53,10 +50,6 @@ _DEFAULT_TRIALS = 1
 _DEFAULT_TIMEOUT_S = 300.0
 _DEFAULT_MEMORY_LIMIT_MB = 8192
 _SPECIFIER_START = "<>=!~"
-_PYTHON_RE = re.compile(r"^\d+\.\d+$")
-_STR_TAG = "tag:yaml.org,2002:str"
-_INT_TAG = "tag:yaml.org,2002:int"
-_FLOAT_TAG = "tag:yaml.org,2002:float"
 
 
 class MatrixError(Exception):
@@ -365,151 +358,12 @@ def describe(expansion: Expansion) -> list[str]:
 # --- loading ------------------------------------------------------------------------------
 
 
-def _line(node: yaml.Node) -> int:
-    return node.start_mark.line + 1
-
-
 def _join(items: Iterable[str]) -> str:
     return ", ".join(items)
 
 
 def _lines(rules: Iterable[Rule | None]) -> str:
     return _join(str(n) for n in sorted({r.line for r in rules if r and r.line is not None}))
-
-
-class _Reader:
-    """Reads typed values out of YAML nodes; every failure names the node's line."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def fail(self, node: yaml.Node | int | None, message: str) -> NoReturn:
-        line = _line(node) if isinstance(node, yaml.Node) else node
-        raise MatrixError(self.path, line, message)
-
-    def mapping(
-        self,
-        node: yaml.Node,
-        what: str,
-        allowed: tuple[str, ...],
-        required: tuple[str, ...] = (),
-    ) -> dict[str, yaml.Node]:
-        if not isinstance(node, yaml.MappingNode):
-            self.fail(node, f"{what} must be a mapping of keys to values")
-        found: dict[str, yaml.Node] = {}
-        for key_node, value_node in node.value:
-            key = self.string(key_node, f"a key in {what}")
-            if key in found:
-                self.fail(key_node, f"key {key!r} appears twice in {what}; keep one")
-            if key not in allowed:
-                self.fail(
-                    key_node,
-                    f"unknown key {key!r} in {what}; allowed keys: {_join(allowed)}",
-                )
-            found[key] = value_node
-        missing = [key for key in required if key not in found]
-        if missing:
-            self.fail(node, f"{what} lacks required key(s): {_join(missing)}")
-        return found
-
-    def string(self, node: yaml.Node, what: str) -> str:
-        if not isinstance(node, yaml.ScalarNode):
-            self.fail(node, f"{what} must be a single value, not a list or mapping")
-        if node.tag != _STR_TAG:
-            hint = ""
-            if node.tag in (_FLOAT_TAG, _INT_TAG):
-                hint = f'; quote it ("{node.value}"): unquoted, YAML reads it as a number'
-            self.fail(node, f"{what} must be a string, got {node.value!r}{hint}")
-        if not node.value.strip():
-            self.fail(node, f"{what} is empty; give it a value")
-        return str(node.value)
-
-    def strings(self, node: yaml.Node, what: str) -> list[tuple[str, yaml.Node]]:
-        """A list of strings (one string counts as a list of one); never empty."""
-        items = node.value if isinstance(node, yaml.SequenceNode) else [node]
-        if not items:
-            self.fail(node, f"{what} is empty; list at least one value")
-        values: list[tuple[str, yaml.Node]] = []
-        seen: set[str] = set()
-        for item in items:
-            value = self.string(item, f"each value of {what}")
-            if value in seen:
-                self.fail(item, f"{value!r} is listed twice in {what}; keep one")
-            seen.add(value)
-            values.append((value, item))
-        return values
-
-    def sequence(self, node: yaml.Node, what: str) -> list[yaml.Node]:
-        if not isinstance(node, yaml.SequenceNode):
-            self.fail(node, f"{what} must be a list")
-        return list(node.value)
-
-    def integer(self, node: yaml.Node, what: str, minimum: int = 1) -> int:
-        if not isinstance(node, yaml.ScalarNode) or node.tag != _INT_TAG:
-            self.fail(node, f"{what} must be a whole number, got {_text(node)}")
-        try:
-            value = int(str(node.value).replace("_", ""), 0)
-        except ValueError:  # e.g. more digits than Python converts
-            self.fail(node, f"{what} must be a whole number, got {_text(node)[:40]}")
-        if value < minimum:
-            self.fail(node, f"{what} must be at least {minimum}, got {value}")
-        return value
-
-    def ranged(self, node: yaml.Node, what: str, name: str) -> int | float:
-        """A number inside config.RANGES[name] (whole when the range's name is)."""
-        value: int | float = (
-            self.number(node, what) if name == "timeout_s" else self.integer(node, what)
-        )
-        problem = out_of_range(name, value)
-        if problem:
-            self.fail(node, f"{what} {problem}")
-        return value
-
-    def number(self, node: yaml.Node, what: str) -> float:
-        if not isinstance(node, yaml.ScalarNode) or node.tag not in (_INT_TAG, _FLOAT_TAG):
-            self.fail(node, f"{what} must be a number, got {_text(node)}")
-        try:
-            value = float(str(node.value).replace("_", ""))
-        except ValueError:
-            self.fail(node, f"{what} must be a finite number, got {node.value!r}")
-        if not value > 0 or value == float("inf"):
-            self.fail(node, f"{what} must be a positive, finite number, got {node.value!r}")
-        return value
-
-    def version(self, node: yaml.Node, what: str, example: str) -> str:
-        text = self.string(node, what)
-        if text[0] in _SPECIFIER_START:
-            self.fail(node, f'{what} takes an exact release like "{example}", not {text!r}')
-        try:
-            Version(text)
-        except InvalidVersion:
-            self.fail(node, f'{what} {text!r} is not a version; write one like "{example}"')
-        return text
-
-    def python(self, node: yaml.Node, what: str) -> str:
-        text = self.string(node, what)
-        if not _PYTHON_RE.match(text):
-            self.fail(node, f'{what} {text!r} must be major.minor, like "3.10"')
-        return text
-
-
-def _text(node: yaml.Node) -> str:
-    return repr(node.value) if isinstance(node, yaml.ScalarNode) else "a list or mapping"
-
-
-def _compose(path: str) -> yaml.Node:
-    try:
-        root = compose_plain(read_yaml_text(path))
-    except OSError as exc:
-        raise MatrixError(path, None, f"cannot read the matrix file: {exc.strerror}") from exc
-    except YamlProblem as exc:
-        message = (
-            exc.message if exc.message.startswith("YAML tag") else f"invalid YAML: {exc.message}"
-        )
-        raise MatrixError(path, exc.line, message) from exc
-    if root is None:
-        raise MatrixError(path, None, "the matrix file is empty")
-    return root
 
 
 _TOP_KEYS = (
@@ -533,8 +387,8 @@ _PROFILE_KEYS = ("description", *AXES, "trials")
 def load_matrix(path: str | os.PathLike[str]) -> Matrix:
     """Load and validate a matrix file; raises MatrixError naming the line at fault."""
     where = os.fspath(path)
-    read = _Reader(where)
-    root = _compose(where)
+    read = YamlReader(where, MatrixError)
+    root = compose_file(where, MatrixError, "the matrix file")
     top = read.mapping(root, "the matrix file", _TOP_KEYS, _TOP_REQUIRED)
 
     version = read.integer(top["version"], "version")
@@ -600,7 +454,9 @@ def load_matrix(path: str | os.PathLike[str]) -> Matrix:
     return matrix
 
 
-def _choices(read: _Reader, node: yaml.Node, what: str, known: tuple[str, ...]) -> tuple[str, ...]:
+def _choices(
+    read: YamlReader, node: yaml.Node, what: str, known: tuple[str, ...]
+) -> tuple[str, ...]:
     if not isinstance(node, yaml.SequenceNode):
         read.fail(node, f"{what} must be a list, e.g. [{known[0]}]")
     values = read.strings(node, what)
@@ -610,7 +466,7 @@ def _choices(read: _Reader, node: yaml.Node, what: str, known: tuple[str, ...]) 
     return tuple(sorted((value for value, _ in values), key=known.index))
 
 
-def _rows(read: _Reader, node: yaml.Node) -> tuple[EnvironmentRow, ...]:
+def _rows(read: YamlReader, node: yaml.Node) -> tuple[EnvironmentRow, ...]:
     items = read.sequence(node, "environments")
     if not items:
         read.fail(node, "environments is empty; list at least one torch release")
@@ -656,7 +512,7 @@ def _rows(read: _Reader, node: yaml.Node) -> tuple[EnvironmentRow, ...]:
                     f"duplicate environment {env.id}: the row at line {seen[key]} already "
                     "makes it; merge the two rows or remove one",
                 )
-            seen[key] = _line(item)
+            seen[key] = line_of(item)
         rows.append(
             EnvironmentRow(
                 torch=torch,
@@ -666,13 +522,13 @@ def _rows(read: _Reader, node: yaml.Node) -> tuple[EnvironmentRow, ...]:
                 find_links=find_links,
                 why=why,
                 interpreter=interpreter,
-                line=_line(item),
+                line=line_of(item),
             )
         )
     return tuple(rows)
 
 
-def _pin(read: _Reader, node: yaml.Node) -> str:
+def _pin(read: YamlReader, node: yaml.Node) -> str:
     text = read.string(node, "each pin")
     try:
         requirement = Requirement(text)
@@ -687,7 +543,7 @@ def _pin(read: _Reader, node: yaml.Node) -> str:
     return text
 
 
-def _patterns(read: _Reader, node: yaml.Node, axis: str, matrix: Matrix) -> tuple[str, ...]:
+def _patterns(read: YamlReader, node: yaml.Node, axis: str, matrix: Matrix) -> tuple[str, ...]:
     patterns: list[str] = []
     for value, item in read.strings(node, axis):
         if axis in VERSION_AXES:
@@ -710,7 +566,7 @@ def _patterns(read: _Reader, node: yaml.Node, axis: str, matrix: Matrix) -> tupl
     return tuple(patterns)
 
 
-def _rules(read: _Reader, node: yaml.Node | None, matrix: Matrix) -> tuple[Rule, ...]:
+def _rules(read: YamlReader, node: yaml.Node | None, matrix: Matrix) -> tuple[Rule, ...]:
     if node is None:
         return ()
     candidates = matrix.candidates()
@@ -725,7 +581,7 @@ def _rules(read: _Reader, node: yaml.Node | None, matrix: Matrix) -> tuple[Rule,
         )
         if not conditions:
             read.fail(item, f"exclude rule names no axis; name at least one of: {_join(AXES)}")
-        rule = Rule(conditions, reason, _line(item))
+        rule = Rule(conditions, reason, line_of(item))
         matched = [cell for cell in candidates if rule.matches(cell)]
         if not matched:
             read.fail(item, "exclude matches nothing: remove it or fix it")
@@ -741,7 +597,7 @@ def _rules(read: _Reader, node: yaml.Node | None, matrix: Matrix) -> tuple[Rule,
     return tuple(rules)
 
 
-def _profiles(read: _Reader, node: yaml.Node, matrix: Matrix) -> dict[str, Profile]:
+def _profiles(read: YamlReader, node: yaml.Node, matrix: Matrix) -> dict[str, Profile]:
     if not isinstance(node, yaml.MappingNode) or not node.value:
         read.fail(node, "profiles must map at least one profile name to its selections")
     axes = matrix.axes
@@ -776,12 +632,12 @@ def _profiles(read: _Reader, node: yaml.Node, matrix: Matrix) -> dict[str, Profi
             description=description,
             selections=MappingProxyType(selections),
             trials=trials,
-            line=_line(key_node),
+            line=line_of(key_node),
         )
     return profiles
 
 
-def _check_not_empty(read: _Reader, matrix: Matrix, profile: Profile) -> None:
+def _check_not_empty(read: YamlReader, matrix: Matrix, profile: Profile) -> None:
     selected = [cell for cell in matrix.candidates() if profile.selects(cell)]
     if not selected:
         named = " and ".join(f"{axis} {'/'.join(v)}" for axis, v in profile.selections.items())

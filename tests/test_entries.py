@@ -55,7 +55,7 @@ def test_good_entry(tmp_path: Path) -> None:
         (
             GOOD.replace('signature: {type: RuntimeError, message: "boom"}\n', ""),
             1,
-            "missing required key(s) ['signature']",
+            "lacks required key(s): signature",
         ),
         (GOOD.replace("kind: control", "kind: fix"), 5, "unknown variant kind 'fix'"),
         (

@@ -264,7 +264,7 @@ def test_expand_unknown_profile(small: Matrix) -> None:
 @pytest.mark.parametrize(
     ("name", "line", "message"),
     [
-        ("bad_yaml", 6, "invalid YAML: while parsing a flow sequence (started on line 5)"),
+        ("bad_yaml", 6, "not valid YAML: while parsing a flow sequence (started on line 5)"),
         ("unknown_key_row", 12, "unknown key 'pyhton' in an environments row; allowed keys: "),
         ("unknown_key_defaults", 5, "allowed keys: trials, timeout_s, memory_limit_mb"),
         ("bad_specifier", 16, "torch '<1.x' is neither a version nor a PEP 440 specifier"),

@@ -568,7 +568,7 @@ def _error_line(path: Path) -> int:
 
 
 MATRIX_CASES = {
-    "bad_yaml": "invalid YAML",
+    "bad_yaml": "not valid YAML",
     "unknown_key": "unknown key 'pyhton'",
     "bad_specifier": "is neither a version nor a PEP 440 specifier",
     "empty_axis": "devices is empty; list at least one value",
@@ -592,7 +592,7 @@ def test_malformed_matrix_fails_fast_with_file_line(project: Project, case: str)
 
 ENTRY_CASES = {
     "bad_isolation": "isolation must be 'process'",
-    "missing_signature": "missing required key(s) ['signature']",
+    "missing_signature": "lacks required key(s): signature",
     "unknown_kind": "unknown variant kind 'workaroud'",
     "duplicate_variant": "duplicate variant name 'ok'",
     "bad_regex": "signature.message is not a valid regular expression",
