@@ -258,26 +258,26 @@ ALIAS_BOMB = "".join(
 MATRIX_INPUTS = {
     "alias-bomb": (
         ALIAS_BOMB.encode(),
-        ":6: invalid YAML: this value expands through aliases to 111111 values in 6 levels",
+        ":6: not valid YAML: this value expands through aliases to 111111 values in 6 levels",
     ),
     "many-aliases": (
         ("version: 1\na: &a 1\nb: [" + ", ".join(["*a"] * 101) + "]\n").encode(),
-        ":3: invalid YAML: more than 100 aliases (*a)",
+        ":3: not valid YAML: more than 100 aliases (*a)",
     ),
     "self-containing-anchor": (
         b"version: 1\nloop: &l [*l]\n",
-        ":2: invalid YAML: an anchor contains itself (through an alias)",
+        ":2: not valid YAML: an anchor contains itself (through an alias)",
     ),
-    "5000-deep": (b"version: " + b"[" * 5000 + b"]" * 5000 + b"\n", ":1: invalid YAML: nested"),
+    "5000-deep": (b"version: " + b"[" * 5000 + b"]" * 5000 + b"\n", ":1: not valid YAML: nested"),
     "5000-deep-mapping": (
         b"version: 1\nx: " + b"{a: " * 5000 + b"1" + b"}" * 5000 + b"\n",
-        ":2: invalid YAML: nested more than 64 levels deep",
+        ":2: not valid YAML: nested more than 64 levels deep",
     ),
     "invalid-utf8": (
         b"version: 1\ndevices: [cpu]\nprecisions: [\xff\xfe]\n",
-        ":3: invalid YAML: not UTF-8: byte 0xff at column 14",
+        ":3: not valid YAML: not UTF-8: byte 0xff at column 14",
     ),
-    "too-big": (b"#" * (2 << 20), ": invalid YAML: the file is larger than 1048576 bytes"),
+    "too-big": (b"#" * (2 << 20), ": not valid YAML: the file is larger than 1048576 bytes"),
     "huge-trials": (
         (SCENARIOS_MATRIX := (RESOURCES / "reliability" / "matrix.yaml").read_text())
         .replace("trials: 1,", "trials: 1000000000,")
