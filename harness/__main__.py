@@ -113,6 +113,12 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--envs-dir", default=None, help="where environments live (default: .envs)")
     run.add_argument("--no-report", action="store_true", help="store records only")
     run.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="on a full disk, record env_failed (with the reason) for what cannot run and go "
+        "on with the rest, instead of stopping; --resume retries env_failed jobs",
+    )
+    run.add_argument(
         "--isolation",
         choices=("fork", "process"),
         default=None,
@@ -550,6 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg.timeout_s = args.timeout
         cfg.memory_limit_mb = args.memory_limit_mb
         cfg.isolation = args.isolation
+        cfg.keep_going = args.keep_going
         if args.jobs is not None:
             cfg.jobs = args.jobs
     if args.command == "plan":

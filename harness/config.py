@@ -62,6 +62,8 @@ class Config:
     envs_root: str | None = None
     python: str | None = None  # run --python: an existing interpreter instead of the rows
     isolation: str | None = None  # "fork" | "process"; None: fork where available
+    # a full disk: stop the run (False), or record env_failed and go on (True)
+    keep_going: bool = False
 
     @property
     def matrix_path(self) -> Path:

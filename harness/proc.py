@@ -74,12 +74,13 @@ class DiskFull(OSError):
     """The disk under a run folder is full: nothing a child leaves there is its own
     outcome, so the run stops (no record) instead of storing it as ``crashed``."""
 
-    def __init__(self, where: Path | str) -> None:
+    def __init__(self, where: Path | str, what: str = "the run folders' TMPDIR") -> None:
         super().__init__(
             errno.ENOSPC,
-            f"no space left on the disk of {where} (the run folders' TMPDIR); the run stops "
+            f"no space left on the disk of {where} ({what}); the run stops "
             "here, no record is stored for the jobs it cut. Free space (or point TMPDIR "
-            "elsewhere) and rerun with --resume",
+            "elsewhere) and rerun with --resume, or pass --keep-going to record env_failed "
+            "for what cannot run and go on",
         )
         self.where = str(where)
 

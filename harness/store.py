@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.outcomes import Outcome
 from harness.provenance import machine_id
 from harness.records import SCHEMA, MachineKey, Record, RecordKey
 from harness.validate import RecordRefused, safe_text, validate_record
@@ -336,10 +337,12 @@ class Store:
         return problems
 
     def done_keys(self, records: Iterable[Record] | None = None) -> set[RecordKey]:
-        """Keys this machine has stored (``--resume``): another machine's records do not count."""
+        """Keys this machine has stored (``--resume``): another machine's records do not
+        count, nor an ``env_failed`` one (it measured nothing: the environment may build
+        once the index answers or the disk has room, so a resume tries it again)."""
         me = self.machine
         pool = self.load().records if records is None else records
-        return {r.key for r in pool if r.machine_key == me}
+        return {r.key for r in pool if r.machine_key == me and r.outcome is not Outcome.ENV_FAILED}
 
     def append(self, record: Record) -> None:
         """Store a record of this machine's run, stamped with this machine's name and id."""

@@ -223,6 +223,14 @@ def drop_done(state: RunState) -> RunState | int:
 
 
 FAILED = ("crashed", "timeout", "env_failed")  # runs that measured nothing about the variant
+# what an installer or a file system says when the disk has no room (uv: "os error 28")
+_DISK_FULL_TEXT = ("no space left on device", "os error 28", "disk quota exceeded")
+
+
+def disk_full_text(text: str) -> bool:
+    """True when an environment failed because its disk is full (the installer's words)."""
+    low = text.lower()
+    return any(t in low for t in _DISK_FULL_TEXT)
 
 
 def _summary(counts: collections.Counter[str]) -> str:
@@ -383,6 +391,9 @@ def run_matrix(state: RunState) -> RunState | int:
             while run.jobs:
                 job = run.jobs.popleft()
                 store(env_failed_record(job, result.failure, machine, isolation), job)
+            if not cfg.keep_going and disk_full_text(result.failure):
+                # the next environments would fail the same way
+                raise DiskFull(cfg.envs_dir, "where environments are built")
             return
         run.provenance = provenance = cuda_provenance(machine, built.probe)
         say(
@@ -450,7 +461,14 @@ def run_matrix(state: RunState) -> RunState | int:
                         prepared(run, future.result())  # type: ignore[arg-type]
                     else:
                         run.running -= 1
-                        record = _record_or_none(future, job, state)
+                        try:
+                            record = _record_or_none(future, job, state)
+                        except DiskFull as exc:
+                            if not cfg.keep_going:
+                                raise
+                            record = env_failed_record(
+                                job, f"{exc} (kept going: --keep-going)", machine, isolation
+                            )
                         if record is not None:
                             store(record, job)
                         worker = run.worker
