@@ -249,7 +249,41 @@ def parser() -> argparse.ArgumentParser:
     )
     build.add_argument("--matrix", default="matrix.yaml")
     build.add_argument("--envs-dir", default=None, help="where environments live (default: .envs)")
+    prune = envs_sub.add_parser(
+        "prune",
+        help="remove the environments matrix.yaml no longer names (any profile); shows what "
+        "each held on its own (files hardlinked from uv's cache stay in the cache)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="list what would go; remove nothing")
+    prune.add_argument("--matrix", default="matrix.yaml")
+    prune.add_argument("--envs-dir", default=None, help="where environments live (default: .envs)")
     return ap
+
+
+def _envs_prune(args: argparse.Namespace, repo: Path, console: Console) -> int:
+    from harness.envs import prune_environments
+    from harness.matrix import MatrixError, load_matrix
+
+    cfg = Config(repo=repo, matrix_file=args.matrix)
+    cfg.envs_root = args.envs_dir
+    try:
+        matrix = load_matrix(cfg.matrix_path)
+    except MatrixError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        return 2
+    keep = {e.id for row in matrix.rows for e in row.environments()}
+    removed = prune_environments(cfg.envs_dir, keep, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for p in removed:
+        console.print(f"{verb} {p.path} ({p.bytes / 2**20:.0f} MiB of its own)", highlight=False)
+    total = sum(p.bytes for p in removed)
+    console.print(
+        f"{len(removed)} environment(s) that {args.matrix} no longer names: {verb}, "
+        f"{total / 2**30:.2f} GiB of their own; the others are kept in {cfg.envs_dir}. `uv cache prune` frees cache entries "
+        "that no environment links to any more",
+        highlight=False,
+    )
+    return 0
 
 
 def _envs_build(args: argparse.Namespace, repo: Path, console: Console) -> int:
@@ -523,6 +557,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "bisect":
         return _bisect(args, repo, console)
     if args.command == "envs":
+        if args.envs_command == "prune":
+            return _envs_prune(args, repo, console)
         return _envs_build(args, repo, console)
     if args.command == "new":
         return _new(args, repo, console)

@@ -162,3 +162,33 @@ def test_the_warm_worker_is_the_health_check_and_the_same_report(tmp_path: Path)
         assert not first.alive and prober.worker is not None and prober.worker.alive
     finally:
         prober.discard()
+
+
+def test_envs_prune_cli_keeps_what_the_matrix_names(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = Path(__file__).resolve().parent.parent
+    shutil.copy(repo / "matrix.yaml", tmp_path / "matrix.yaml")
+    envs = tmp_path / "envs"
+    for name in ("py3.11-torch2.13.0-lightning2.6.6", "py3.11-torch2.4.0-lightning2.5.6"):
+        (envs / name).mkdir(parents=True)
+        (envs / name / MARKER).write_text("{}")
+
+    def prune(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "harness", "--repo", str(tmp_path), "envs", "prune"]
+            + ["--envs-dir", str(envs), *args],
+            capture_output=True,
+            text=True,
+            cwd=repo,
+            check=False,
+        )
+
+    dry = prune("--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "would remove" in dry.stdout and "torch2.4.0" in dry.stdout
+    assert "torch2.13.0" not in dry.stdout.split("environment(s)")[0]
+    assert (envs / "py3.11-torch2.4.0-lightning2.5.6").is_dir()
+    done = prune()
+    assert done.returncode == 0 and "1 environment(s)" in done.stdout
+    assert sorted(p.name for p in envs.iterdir()) == ["py3.11-torch2.13.0-lightning2.6.6"]
