@@ -222,8 +222,11 @@ def summarize_domain(
 # -- Markdown ------------------------------------------------------------------------------
 
 
-def _md(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+def _md(text: str, limit: int = 0) -> str:
+    text = " ".join(str(text).split())
+    if limit and len(text) > limit:  # the entry's page has the whole text, one click away
+        text = text[: limit - 1] + "…"
+    return text.replace("|", "\\|")
 
 
 def _md_link(entry: str, base: str) -> str:
@@ -278,7 +281,7 @@ def render_domain_markdown(s: DomainSummary, base: str = "../") -> str:
             claim = c.claim + (f" ({c.subject})" if c.subject else "")
             out.append(
                 f"| {_md_link(c.entry, base)} | {_md(claim)} | {_md(c.claimed)} | "
-                f"{_md(c.measured)} | {_md(c.seen_instead) or '–'} |"
+                f"{_md(c.measured)} | {_md(c.seen_instead, 160) or '–'} |"
             )
     else:
         out.append("No claim is contradicted by the records so far.")

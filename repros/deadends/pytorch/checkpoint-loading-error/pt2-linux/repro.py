@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -77,9 +78,8 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
         return _run(variant, device, folder)
     finally:
         sys.path.remove(folder)
-        for name in os.listdir(folder):
-            os.remove(os.path.join(folder, name))
-        os.rmdir(folder)
+        sys.modules.pop("kb_checkpoint_model", None)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run(variant: str, device: str, folder: str) -> dict:

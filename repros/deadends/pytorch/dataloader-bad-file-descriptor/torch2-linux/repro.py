@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import struct
 import sys
 import tempfile
@@ -131,9 +132,7 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
         if data.handle is not None:
             data.handle.close()
         sys.path.remove(folder)
-        for name in os.listdir(folder):
-            if os.path.isfile(os.path.join(folder, name)):
-                os.remove(os.path.join(folder, name))
+        shutil.rmtree(folder, ignore_errors=True)
     want = list(range(1000, 1000 + N))
     bad = [sorted(set(e) ^ set(want))[:5] for e in epochs]
     return {
