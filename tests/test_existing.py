@@ -210,6 +210,7 @@ def test_real_torch_interpreter(tmp_path: Path) -> None:
     python = _torch_interpreter()
     entry = "pytorch/grad-scale-unscale-error"
     project = Project(tmp_path, ((REPO / "repros" / entry, entry),))
+    shutil.copy(REPO / "repros" / "reprokit.py", tmp_path / "repros")  # the seeds' helpers
     out = project.run("--python", python, "--variant", "control*", "-j", "2", standin=None)
     assert out.returncode == 0, out.stdout + out.stderr
     records = project.records()
@@ -220,7 +221,10 @@ def test_real_torch_interpreter(tmp_path: Path) -> None:
     env_id = f"py{'.'.join(versions['python'].split('.')[:2])}-torch{torch}-lightning{lightning}"
     assert {r["env"] for r in records} == {env_id}
     outcomes = _by_variant_cell(records)
-    assert outcomes[("control-all-params-used", f"{env_id}-cpu-fp32")] == "ok"
+    control = f"{env_id}-cpu-fp32"
+    assert outcomes[("control-all-params-used", control)] == "ok", [
+        r["exception"] for r in records if r["cell"] == control
+    ]
     for record in records:
         if record["device"] == "cuda":  # no GPU on the machines that run the tests
             assert record["outcome"] == "skipped"
