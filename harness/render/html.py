@@ -34,7 +34,6 @@ from harness.render import COLOR, GLYPH, LABEL, STATUSES, entry_slug
 
 __all__ = [
     "HtmlPart",
-    "TextCache",
     "assemble_html",
     "CELL_FILE_ENTRIES",
     "cell_file_name",
@@ -494,7 +493,6 @@ _get_trial = operator.attrgetter("trial")
 
 # id(object) -> (the object, its text): records share their provenance and versions dicts
 # across entries; the object is kept so that its id is not reused while cached
-TextCache = dict[int, tuple[Any, str]]
 
 
 class _Strings(dict[str, int]):
@@ -508,26 +506,23 @@ class _Strings(dict[str, int]):
         return i
 
 
-def cell_files(
-    entries: Sequence[EntryAggregate], first: int = 0, texts: TextCache | None = None
-) -> list[tuple[str, str]]:
+def cell_files(entries: Sequence[EntryAggregate], first: int = 0) -> list[tuple[str, str]]:
     """(name, text) of the data files of ``entries``, the first of them at index ``first``
     of all entries (a multiple of CELL_FILE_ENTRIES: a file is never split)."""
     if first % CELL_FILE_ENTRIES:
         raise ValueError(
             f"a part of the data files starts at a multiple of {CELL_FILE_ENTRIES}, not at {first}"
         )
-    texts = {} if texts is None else texts
     return [
         (
             cell_file_name(first + i),
-            "".join(render_cell_data(a, texts) for a in entries[i : i + CELL_FILE_ENTRIES]),
+            "".join(render_cell_data(a) for a in entries[i : i + CELL_FILE_ENTRIES]),
         )
         for i in range(0, len(entries), CELL_FILE_ENTRIES)
     ]
 
 
-def render_cell_data(a: EntryAggregate, texts: TextCache | None = None) -> str:
+def render_cell_data(a: EntryAggregate) -> str:
     """The entry's line in its data file: every cell's trials, for the page's detail panel.
 
     ``cells``: per cell, in the order of the page's tables (slice, variant, environment;
@@ -535,7 +530,6 @@ def render_cell_data(a: EntryAggregate, texts: TextCache | None = None) -> str:
     ``trials``: columns, the trials of one cell after another in that order. Texts are
     indices into ``strings``; ``exception`` indexes ``exceptions`` ([type, message, frame],
     0: none); durations are in milliseconds."""
-    texts = {} if texts is None else texts
     trials: list[Record] = []
     statuses: list[int | None] = []
     counts: list[int] = []
@@ -556,19 +550,21 @@ def render_cell_data(a: EntryAggregate, texts: TextCache | None = None) -> str:
                     counts.append(len(rs))
                     trials += rs
 
-    # the trials as columns, each built at C speed; each distinct exception, provenance
-    # and versions object (records share them) is turned into text once
+    # the trials as columns; each distinct text (and exception) is stored once
     strings = _Strings()
-    exceptions = list(map(_get_exception, trials))
-    exception_ids = list(map(id, exceptions))
     exception_rows: list[tuple[int, int, int]] = [(0, 0, 0)]
-    exception_index: dict[int, int] = {}
-    for key, exc in dict(zip(exception_ids, exceptions, strict=True)).items():
+    exception_index: dict[tuple[str, str, str], int] = {}
+    exception_column: list[int] = []
+    for exc in map(_get_exception, trials):
         if exc is None:
-            exception_index[key] = 0
-        else:
-            exception_index[key] = len(exception_rows)
+            exception_column.append(0)
+            continue
+        key = (exc.type, exc.message, exc.frame)
+        row = exception_index.get(key)
+        if row is None:
+            row = exception_index[key] = len(exception_rows)
             exception_rows.append((strings[exc.type], strings[exc.message], strings[exc.frame]))
+        exception_column.append(row)
     durations = np.fromiter(map(_get_duration, trials), dtype=np.float64, count=len(trials))
     if not np.isfinite(durations).all():
         raise ValueError(
@@ -576,10 +572,10 @@ def render_cell_data(a: EntryAggregate, texts: TextCache | None = None) -> str:
         )
     columns: dict[str, list[int]] = {
         "outcome": list(map(_OUTCOME_INDEX.__getitem__, map(_get_outcome, trials))),
-        "exception": list(map(exception_index.__getitem__, exception_ids)),
+        "exception": exception_column,
         "duration": np.rint(durations * 1000).astype(np.int64).tolist(),
-        "machine": _texts(list(map(_get_provenance, trials)), _machine_text, strings, texts),
-        "versions": _texts(list(map(_get_versions, trials)), _versions_text, strings, texts),
+        "machine": [strings[_machine_text(p)] for p in map(_get_provenance, trials)],
+        "versions": [strings[_versions_text(v)] for v in map(_get_versions, trials)],
         "reason": list(map(strings.__getitem__, map(_get_reason, trials))),
         "started": list(map(strings.__getitem__, map(_get_started, trials))),
         "trial": list(map(_get_trial, trials)),
@@ -592,15 +588,3 @@ def render_cell_data(a: EntryAggregate, texts: TextCache | None = None) -> str:
         "strings": list(strings),
     }
     return f"harnessCells({script_json(entry_slug(a.id))},{script_json(data)});\n"
-
-
-def _texts(objects: list[Any], to_text: Any, strings: _Strings, cache: TextCache) -> list[int]:
-    """Each object's text as a string index, each distinct object (by identity) once."""
-    ids = list(map(id, objects))
-    index: dict[int, int] = {}
-    for key, obj in dict(zip(ids, objects, strict=True)).items():
-        hit = cache.get(key)
-        if hit is None:
-            hit = cache[key] = (obj, to_text(obj))
-        index[key] = strings[hit[1]]
-    return list(map(index.__getitem__, ids))
