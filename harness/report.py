@@ -192,7 +192,9 @@ def _shards(
             cuts.append(start)
         acc += block
     cuts.append(len(ids))
-    return [(a, ids[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+    # no entry at all (every record refused, no entry folder): one empty shard, so that the
+    # report still writes an empty page rather than failing
+    return [(a, ids[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a] or [(0, ids)]
 
 
 def _end_with_parent(parent: int) -> None:

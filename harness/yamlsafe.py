@@ -142,8 +142,9 @@ def compose_plain(text: str) -> yaml.Node | None:
     """The document's node tree (None when empty). Raises YamlProblem with the line."""
     if len(text) > MAX_BYTES:
         raise YamlProblem(None, f"the text is longer than {MAX_BYTES} characters")
-    loader = _BoundedLoader(text)
+    loader = None
     try:
+        loader = _BoundedLoader(text)  # the reader checks every character here
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -152,12 +153,18 @@ def compose_plain(text: str) -> yaml.Node | None:
             context += f" (started on line {exc.context_mark.line + 1})"
         problem = ", ".join(p for p in (context, exc.problem) if p)
         raise YamlProblem(None if mark is None else mark.line + 1, problem) from exc
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow
+        line = text.count("\n", 0, exc.position) + 1
+        raise YamlProblem(
+            line, f"character {exc.character:#06x} is not allowed in YAML; remove it"
+        ) from None
     except yaml.YAMLError as exc:
         raise YamlProblem(None, str(exc)) from exc
     except RecursionError:  # a limit above should come first; never a traceback
         raise YamlProblem(None, f"nested more than {MAX_DEPTH} levels deep") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if root is not None:
         _refuse_tags(root)
     return root

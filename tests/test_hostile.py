@@ -277,6 +277,10 @@ MATRIX_INPUTS = {
         b"version: 1\ndevices: [cpu]\nprecisions: [\xff\xfe]\n",
         ":3: not valid YAML: not UTF-8: byte 0xff at column 14",
     ),
+    "control-character": (
+        b"version: 1\ndevices: [cpu]\nprecisions: [fp32\x1f]\n",
+        ":3: not valid YAML: character 0x001f is not allowed in YAML; remove it",
+    ),
     "too-big": (b"#" * (2 << 20), ": not valid YAML: the file is larger than 1048576 bytes"),
     "huge-trials": (
         (SCENARIOS_MATRIX := (RESOURCES / "reliability" / "matrix.yaml").read_text())

@@ -241,3 +241,19 @@ def test_a_record_built_here_round_trips() -> None:
         outcome=Outcome.OK,
     )
     assert validate_record(r.to_dict()) == r
+
+
+def test_a_report_over_nothing_but_refused_lines_still_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by tests/test_fuzz.py: with no entry and every line refused, render_all had
+    no shard to render and raised IndexError."""
+    records = tmp_path / "results" / "records"
+    records.mkdir(parents=True)
+    (tmp_path / "repros").mkdir()
+    (records / "box.jsonl").write_text(json.dumps(good(outcome="bogus")) + "\n")
+    assert main(["--repo", str(tmp_path), "report"]) == 0
+    out = capsys.readouterr().out
+    assert "box.jsonl:1: refused record kept out: outcome: 'bogus' is not one of" in out
+    assert (tmp_path / "results" / "index.html").is_file()
+    assert (tmp_path / "results" / "quarantine" / "box.jsonl").is_file()
