@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 
 from harness.outcomes import NOT_COUNTED, Outcome
 
@@ -68,8 +68,8 @@ def parse_claim_spec(spec: str) -> tuple[str, SpecifierSet]:
         )
     try:
         return CLAIM_PACKAGES[package], SpecifierSet(m.group(2).replace(" ", ""))
-    except InvalidSpecifier as exc:
-        raise ValueError(f"{spec!r}: {exc}") from exc
+    except ValueError as exc:  # InvalidSpecifier, or more digits than int() converts
+        raise ValueError(f"{spec[:80]!r}: {str(exc)[:200]}") from exc
 
 
 @dataclass(frozen=True)

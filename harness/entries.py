@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from harness.declared import DeclaredError, read_declared
 from harness.domain import (
@@ -340,7 +340,7 @@ def _version_claim(row: Lines, path: Path) -> VersionClaim:
             continue
         try:
             Version(str(raw))
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or more digits than int() converts
             raise EntryError(
                 path,
                 row.key_lines[bound],

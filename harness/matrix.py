@@ -18,9 +18,9 @@ from types import MappingProxyType
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from harness.domain import DEVICES, PRECISIONS, cell_id, env_id
 from harness.yamlread import YamlReader, compose_file, line_of
@@ -72,7 +72,7 @@ class MatrixError(Exception):
 def _version_key(text: str) -> tuple[int, Version | str]:
     try:
         return (0, Version(text))
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() converts
         return (1, text)
 
 
@@ -552,7 +552,7 @@ def _patterns(read: YamlReader, node: yaml.Node, axis: str, matrix: Matrix) -> t
                     SpecifierSet(value)
                 else:
                     Version(value)
-            except (InvalidSpecifier, InvalidVersion):
+            except ValueError:  # InvalidSpecifier, InvalidVersion, too many digits
                 read.fail(
                     item,
                     f"{axis} {value!r} is neither a version nor a PEP 440 specifier; "

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 import yaml
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from harness.config import out_of_range
 from harness.yamlsafe import YamlProblem, compose_plain, read_yaml_text
@@ -171,8 +171,8 @@ class YamlReader:
             self.fail(node, f'{what} takes an exact release like "{example}", not {text!r}')
         try:
             Version(text)
-        except InvalidVersion:
-            self.fail(node, f'{what} {text!r} is not a version; write one like "{example}"')
+        except ValueError:  # InvalidVersion, or more digits than int() converts
+            self.fail(node, f'{what} {text[:40]!r} is not a version; write one like "{example}"')
         return text
 
     def python(self, node: yaml.Node, what: str) -> str:

@@ -298,6 +298,10 @@ MATRIX_INPUTS = {
         ).encode(),
         ":3: defaults.memory_limit_mb must be a whole number",
     ),
+    "giant-version": (  # found by tests/test_fuzz.py: packaging's int() raised ValueError
+        SCENARIOS_MATRIX.replace('torch: "1.16.0"', 'torch: "' + "9" * 5000 + '"').encode(),
+        ":7: torch '" + "9" * 40 + "' is not a version",
+    ),
     "profile-trials": (
         SCENARIOS_MATRIX.replace("trials: 10}", "trials: 101}").encode(),
         ":12: profile 'many' trials must be from 1 to 100, got 101",
