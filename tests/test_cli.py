@@ -78,6 +78,7 @@ def test_a_newer_record_of_another_machine_is_in_the_report(tmp_path: Path) -> N
     d["reason"] = "measured on the CI runner"
     d["provenance"] = {**d["provenance"], "host": "ci-runner-host"}
     d["started_at"] = "2027-01-01T00:00:00+00:00"
+    d["machine"], d["machine_id"] = "ci-cpu-1", ""  # a schema-4 record names its machine
     (records / "ci-cpu-1.jsonl").write_text(json.dumps(d) + "\n")
     out = harness("report", repo=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
