@@ -106,13 +106,10 @@ def test_a_stored_line_with_a_lone_surrogate_no_longer_stops_every_report(
     assert "file \ufffd name" in page
 
 
-@pytest.mark.parametrize("isolation", ["fork", "process"])
-def test_a_full_disk_stops_the_run_with_a_clear_error_and_no_crashed_record(
-    project: Project, isolation: str
-) -> None:
-    """A reproducer that filled the disk turned the healthy jobs after it into crashed
-    records ("exit status 1 without a result") that --resume then skipped. The disk is a
-    real 4 MiB tmpfs mounted over TMPDIR in a private mount namespace (unshare -rm)."""
+def run_on_a_full_disk(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
+    """``run --entry hostile/disk *args`` with TMPDIR on a real 4 MiB tmpfs, mounted in a
+    private mount namespace (unshare -rm); skips where user namespaces are unavailable. The
+    environment is built first on the real disk (uv needs room of its own)."""
     if shutil.which("unshare") is None:
         pytest.skip("unshare (util-linux) is absent")
     probe = subprocess.run(
@@ -122,12 +119,11 @@ def test_a_full_disk_stops_the_run_with_a_clear_error_and_no_crashed_record(
     )
     if probe.returncode != 0:
         pytest.skip(f"no private tmpfs here: {probe.stderr.decode()[:200]}")
-    # build the environment first, on the real disk (uv needs room of its own)
     warm = project.run("--entry", "hostile/disk", "--variant", "c-healthy")
     assert warm.returncode == 0, warm.stdout
     project.store.unlink()
     mount = f'mount -t tmpfs -o size=4m tmpfs {project.tmp} && exec "$@"'
-    full = subprocess.run(
+    return subprocess.run(
         [
             "unshare",
             "-rm",
@@ -135,7 +131,7 @@ def test_a_full_disk_stops_the_run_with_a_clear_error_and_no_crashed_record(
             "-c",
             mount,
             "sh",
-            *project.argv("--entry", "hostile/disk", "--isolation", isolation),
+            *project.argv("--entry", "hostile/disk", *args),
         ],
         cwd=project.root,
         env=project.env(),
@@ -144,6 +140,16 @@ def test_a_full_disk_stops_the_run_with_a_clear_error_and_no_crashed_record(
         timeout=120,
         check=False,
     )
+
+
+@pytest.mark.parametrize("isolation", ["fork", "process"])
+def test_a_full_disk_stops_the_run_with_a_clear_error_and_no_crashed_record(
+    project: Project, isolation: str
+) -> None:
+    """A reproducer that filled the disk turned the healthy jobs after it into crashed
+    records ("exit status 1 without a result") that --resume then skipped. The disk is a
+    real 4 MiB tmpfs mounted over TMPDIR in a private mount namespace (unshare -rm)."""
+    full = run_on_a_full_disk(project, "--isolation", isolation)
     out = full.stdout + full.stderr
     assert full.returncode == 1, out
     assert "error: [Errno 28] no space left on the disk of" in out and "--resume" in out

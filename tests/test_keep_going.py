@@ -5,12 +5,13 @@ rest goes on; --resume then retries the env_failed jobs (they measured nothing).
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from test_hostile import project  # noqa: F401  (the fixture: tiny project with hostile/disk)
+from test_hostile import (  # noqa: F401  (project: the fixture, tiny project with hostile/disk)
+    project,
+    run_on_a_full_disk,
+)
 from test_reliability import Project
 
 from harness.outcomes import Outcome
@@ -86,29 +87,7 @@ def test_keep_going_records_env_failed_for_every_environment_and_ends_normally(
 def test_keep_going_through_a_full_run_folder_disk(project: Project, isolation: str) -> None:  # noqa: F811
     """The job that fills TMPDIR (a real 4 MiB tmpfs in a private mount namespace) and the
     healthy jobs after it: env_failed records naming the disk, not crashed ones."""
-    if shutil.which("unshare") is None:
-        pytest.skip("unshare (util-linux) is absent")
-    probe = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {project.tmp}"],
-        capture_output=True,
-        check=False,
-    )
-    if probe.returncode != 0:
-        pytest.skip(f"no private tmpfs here: {probe.stderr.decode()[:200]}")
-    warm = project.run("--entry", "hostile/disk", "--variant", "c-healthy")
-    assert warm.returncode == 0, warm.stdout
-    project.store.unlink()
-    mount = f'mount -t tmpfs -o size=4m tmpfs {project.tmp} && exec "$@"'
-    argv = project.argv("--entry", "hostile/disk", "--isolation", isolation, "--keep-going")
-    full = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", mount, "sh", *argv],
-        cwd=project.root,
-        env=project.env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    full = run_on_a_full_disk(project, "--isolation", isolation, "--keep-going")
     out = full.stdout + full.stderr
     assert full.returncode == 0, out
     assert "Traceback" not in out
