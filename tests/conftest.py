@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,13 @@ from harness.warm import WarmWorker
 
 RESOURCES = Path(__file__).parent / "resources"
 REPO = Path(__file__).resolve().parent.parent
+
+# A test session started in the background of a non-interactive shell (`nohup ... &`) inherits
+# SIGINT ignored, and so would every harness it starts: the Ctrl-C tests would then wait for
+# an interrupt that is never delivered. The harness under test gets Ctrl-C as a terminal's
+# foreground job would.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
