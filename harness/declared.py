@@ -4,13 +4,19 @@ A reproducer names the variants it implements in a module-level dict literal ``V
 (name -> one-line description) and those still to be written in a list literal
 ``NOT_WRITTEN`` (see docs/entry-format.md). The host checks both against entry.yaml when an
 entry loads, so that a typo is an error with file:line, never a result.
+
+It also collects the postcondition names the reproducer can report, as far as a static
+read can tell: every string literal in the file, and the templates of names it builds (an
+f-string, or a string literal followed by ``+``). entry.yaml's ``fails_as`` must name
+postconditions among them.
 """
 
 from __future__ import annotations
 
 import ast
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["Declared", "DeclaredError", "read_declared"]
@@ -30,6 +36,16 @@ class Declared:
     variants: dict[str, int]  # name -> line of its key in VARIANTS
     not_written: dict[str, int]  # name -> line in NOT_WRITTEN
     variants_line: int
+    # every string literal of the file, and the names it builds from a template (an
+    # f-string, a literal followed by `+`), each as a regular expression: what run() can
+    # name a postcondition
+    literals: frozenset[str] = field(default=frozenset(), repr=False)
+    templates: tuple[str, ...] = field(default=(), repr=False)
+
+    def can_report(self, name: str) -> bool:
+        """Whether run() can return a postcondition called ``name``: it is written in the
+        file as a string literal, or fits a template the file builds names from."""
+        return name in self.literals or any(re.fullmatch(t, name) for t in self.templates)
 
 
 def _assigned(tree: ast.Module, name: str) -> tuple[ast.expr, int] | None:
@@ -70,6 +86,39 @@ def _strings(node: ast.expr, path: Path, what: str) -> dict[str, int]:
     return out
 
 
+def _names(tree: ast.Module) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The string literals of a module, and the templates of strings it builds: an f-string
+    (its placeholders match anything) or ``"literal" + ...`` (anything may follow)."""
+    literals: set[str] = set()
+    templates: set[str] = set()
+    in_fstring: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for value in node.values:
+                in_fstring.add(id(value))
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    parts.append(re.escape(value.value))
+                else:
+                    parts.append(".+")
+            templates.add("".join(parts))
+        elif (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Add)
+            and isinstance(node.left, ast.Constant)
+            and isinstance(node.left.value, str)
+        ):
+            templates.add(re.escape(node.left.value) + ".+")
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in in_fstring
+        ):
+            literals.add(node.value)
+    return frozenset(literals), tuple(sorted(templates))
+
+
 def read_declared(path: str | os.PathLike[str]) -> Declared:
     path = Path(path)
     try:
@@ -96,4 +145,5 @@ def read_declared(path: str | os.PathLike[str]) -> Declared:
         for name, line in not_written.items():
             if name not in declared:
                 raise DeclaredError(path, line, f"NOT_WRITTEN names {name!r}, not in VARIANTS")
-    return Declared(path, declared, not_written, variants[1])
+    literals, templates = _names(tree)
+    return Declared(path, declared, not_written, variants[1], literals, templates)

@@ -15,6 +15,7 @@ planned.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ from harness.domain import (
     PRESENT_STATUSES,
     parse_claim_spec,
 )
+from harness.outcomes import Outcome
 from harness.yamlread import Lines, YamlReader, check_keys, compose_file, plain
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "Claims",
     "Entry",
     "EntryError",
+    "FailsAs",
     "Signature",
     "Variant",
     "VersionClaim",
@@ -111,6 +114,21 @@ class Claims:
 
 
 @dataclass(frozen=True)
+class FailsAs:
+    """How a dead end fails as the document says when the failure is silent (no exception):
+    the run ends ``wrong_result`` with at least one of these postconditions failed
+    (entry.yaml ``fails_as``; the counting rule is in docs/verdicts.md)."""
+
+    outcome: str  # "wrong_result", the only outcome a silent failure has
+    postconditions: tuple[str, ...]  # names run() returns; any one failing is the failure
+    line: int | None = dataclasses.field(default=None, compare=False)
+
+
+# the outcomes a declared silent failure may have (a failure that raises is a `signature`)
+FAILS_AS_OUTCOMES = (Outcome.WRONG_RESULT.value,)
+
+
+@dataclass(frozen=True)
 class Variant:
     name: str
     kind: str  # one of KINDS
@@ -121,6 +139,9 @@ class Variant:
     # lists as related, or the failure a dead end is said to end in. A run that raises it
     # is recorded as "related", never as "reproduced" (DESIGN.md, "Documented vs related")
     signature: Signature | None = None
+    # a dead end's documented failure when it is silent: which postconditions failing is the
+    # failure the document describes (counted as failing as documented, like `signature`)
+    fails_as: FailsAs | None = None
     claim_ref: str | None = None  # "workaround 1", "dead end 2", "solution 3"
     claimed_rate: float | None = None  # success rate (workaround) or failure rate (dead end)
     reading: str | None = None  # "literal" or "sensible" where the document is ambiguous
@@ -218,6 +239,7 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         "claim",
         "reading",
         "isolation",
+        "fails_as",
     }
     _check_keys(data, allowed, {"name", "kind", "description"}, path, "variant")
     name = str(data["name"])
@@ -270,6 +292,9 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
                 data.key_lines["signature"],
                 "a control must pass everywhere; it cannot expect an error (signature)",
             )
+    fails_as = None
+    if "fails_as" in data:
+        fails_as = _fails_as(data["fails_as"], path, data.key_lines["fails_as"], kind)
     return Variant(
         name=name,
         kind=kind,
@@ -277,12 +302,51 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         devices=_axis(data, "devices", DEVICES, path),
         precisions=_axis(data, "precisions", PRECISIONS, path),
         signature=signature,
+        fails_as=fails_as,
         claim_ref=claim_ref,
         claimed_rate=claimed_rate,
         reading=reading,
         isolation=isolation,
         line=data.line,
     )
+
+
+def _fails_as(data: Any, path: Path, line: int, kind: str) -> FailsAs:
+    """``fails_as: {outcome: wrong_result, postconditions: [name, ...]}`` on a dead end."""
+    shape = "fails_as must be a mapping {outcome: wrong_result, postconditions: [name, ...]}"
+    if kind != "dead_end":
+        raise EntryError(
+            path,
+            line,
+            f"fails_as declares how a dead end fails as documented; a {kind} is judged on "
+            + ("reproducing the documented error" if kind == "baseline" else "passing"),
+        )
+    if not isinstance(data, Lines):
+        raise EntryError(path, line, shape)
+    _check_keys(
+        data, {"outcome", "postconditions"}, {"outcome", "postconditions"}, path, "fails_as"
+    )
+    outcome = data["outcome"]
+    if outcome not in FAILS_AS_OUTCOMES:
+        raise EntryError(
+            path,
+            data.key_lines["outcome"],
+            f"fails_as.outcome must be one of {list(FAILS_AS_OUTCOMES)} (a run that ends "
+            f"without an exception and a postcondition failed), got {outcome!r}; a dead end "
+            "documented to raise declares that error as its signature",
+        )
+    names = data["postconditions"]
+    pline = data.key_lines["postconditions"]
+    if not isinstance(names, list) or not names:
+        raise EntryError(path, pline, "fails_as.postconditions must be a non-empty list of names")
+    seen: set[str] = set()
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise EntryError(path, pline, f"fails_as.postconditions: {name!r} is not a name")
+        if name in seen:
+            raise EntryError(path, pline, f"fails_as.postconditions: {name!r} twice")
+        seen.add(name)
+    return FailsAs(outcome=str(outcome), postconditions=tuple(names), line=pline)
 
 
 def _claims(data: Any, path: Path, line: int) -> Claims:
@@ -468,6 +532,20 @@ def _check_declared(variants: list[Variant], repro: Path, path: Path) -> list[Va
                 f"variant {v.name!r} is not implemented by {repro.name}: its VARIANTS "
                 f"(line {declared.variants_line}) has {sorted(declared.variants)}",
             )
+    for v in variants:
+        if v.fails_as is None:
+            continue
+        for name in v.fails_as.postconditions:
+            if not declared.can_report(name):
+                near = difflib.get_close_matches(name, sorted(declared.literals), n=3)
+                raise EntryError(
+                    path,
+                    v.fails_as.line,
+                    f"variant {v.name!r}: fails_as names postcondition {name!r}, which "
+                    f"{repro.name} never writes (no such string literal, and no f-string or "
+                    f"'literal' + ... it builds names from fits it)"
+                    + (f"; did you mean {', '.join(map(repr, near))}?" if near else ""),
+                )
     names = {v.name for v in variants}
     for name, line in declared.variants.items():
         if name not in names:

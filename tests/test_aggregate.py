@@ -18,12 +18,14 @@ from harness.aggregate import (
     aggregate_entry,
     cell_value,
     env_info,
+    failed_silently_as_documented,
     judge_rate,
     wilson,
 )
-from harness.entries import Claims, Entry, Signature, Variant, VersionClaim
+from harness.entries import Claims, Entry, FailsAs, Signature, Variant, VersionClaim
 from harness.outcomes import Outcome
 from harness.records import ExceptionInfo, Record
+from harness.render.markdown import render_entry
 
 R, OK, OTHER = Outcome.REPRODUCED, Outcome.OK, Outcome.OTHER_ERROR
 REL = Outcome.RELATED
@@ -542,6 +544,116 @@ def test_failed_workarounds_name_what_happened_instead() -> None:
     wa = verdict(agg, "workaround 1")
     assert wa.verdict == CONTRADICTED
     assert wa.seen_instead == "wrong_result: postcondition failed: clipped (×6)"
+
+
+# -- a dead end's silent documented failure (entry.yaml fails_as) ---------------------------
+
+WRONG = Outcome.WRONG_RESULT
+
+
+def silent_entry(de_rate: float | None = 0.75) -> Entry:
+    entry = make_entry()
+    de = Variant(
+        "de",
+        "dead_end",
+        "strict=False",
+        claim_ref="dead end 1",
+        claimed_rate=de_rate,
+        fails_as=FailsAs("wrong_result", ("weights_loaded",)),
+    )
+    return Entry(**{**entry.__dict__, "variants": (entry.variants[0], de)})
+
+
+def wrong(env: str, trial: int, failed: tuple[str, ...], passed: tuple[str, ...] = ()) -> Record:
+    checks = {n: {"ok": False, "detail": f"{n} is wrong"} for n in failed}
+    checks |= {n: {"ok": True, "detail": "fine"} for n in passed}
+    checks["_warnings"] = ["UserWarning: something"]  # a record's warnings are no postcondition
+    reason = "postcondition failed: " + "; ".join(f"{n}: {n} is wrong" for n in failed)
+    r = rec("de", env, WRONG, trial=trial, reason=reason)
+    return Record(**{**r.__dict__, "checks": checks})
+
+
+def test_a_silent_dead_end_that_fails_as_documented_confirms_its_claim() -> None:
+    records = [rec("base", E1, R), rec("base", E2, R)] + [
+        wrong(e, t, ("weights_loaded", "same_outputs")) for e in (E1, E2) for t in range(2)
+    ]
+    agg = aggregate_entry(silent_entry(de_rate=None), records)
+    de = agg.variant("de")
+    assert (de.overall.k, de.overall.n, de.silent.k, de.failed_otherwise) == (4, 4, 4, 0)
+    assert de.fails_as == ("weights_loaded",)
+    assert all(f.as_documented for f in de.failures)
+    v = verdict(agg, "dead end 1")
+    assert v.verdict == CONFIRMED  # no rate: "it fails as documented", 4/4
+    assert v.claimed == (
+        "it fails as documented (no rate); documented failure: postcondition weights_loaded fails"
+    )
+    assert "failed as documented in 4/4 (postcondition weights_loaded fails in 4)" in v.why
+    assert "for another reason in 0/4" in v.why
+    assert v.seen_instead == ""
+    # the cells still show what happened: the runs ended wrong_result
+    assert agg.cells[("de", E1, "cpu", "fp16")].status == "wrong_result"
+    # the entry's page says what the documented failure is, beside the claim
+    page = render_entry(agg)
+    assert (
+        "| de | dead_end | dead end 1, documented failure: postcondition weights_loaded fails |"
+        in page
+    )
+
+
+def test_a_wrong_result_on_another_postcondition_is_still_seen_instead() -> None:
+    records = [rec("base", E1, R), rec("base", E2, R)]
+    records += [wrong(e, 0, ("weights_loaded",)) for e in (E1, E2)]
+    # the declared postcondition held; another failed: a failure for another reason
+    records += [wrong(e, 1, ("loss_finite",), passed=("weights_loaded",)) for e in (E1, E2)]
+    records += [rec("de", E1, OK, trial=2)]
+    agg = aggregate_entry(silent_entry(de_rate=0.4), records)
+    de = agg.variant("de")
+    assert (de.overall.k, de.overall.n, de.silent.k, de.failed_otherwise, de.ok.k) == (
+        2,
+        5,
+        2,
+        2,
+        1,
+    )
+    v = verdict(agg, "dead end 1")
+    assert "failed as documented in 2/5 (postcondition weights_loaded fails in 2)" in v.why
+    assert "for another reason in 2/5" in v.why
+    assert (
+        v.seen_instead
+        == "wrong_result: postcondition failed: loss_finite: loss_finite is wrong (×2)"
+    )
+
+
+def test_without_fails_as_a_silent_failure_is_a_failure_for_another_reason() -> None:
+    records = [rec("base", E1, R), rec("base", E2, R)] + [
+        wrong(e, t, ("weights_loaded",)) for e in (E1, E2) for t in range(2)
+    ]
+    entry = silent_entry()
+    plain = Entry(
+        **{
+            **entry.__dict__,
+            "variants": (
+                entry.variants[0],
+                Variant("de", "dead_end", "x", claim_ref="dead end 1", claimed_rate=0.75),
+            ),
+        }
+    )
+    agg = aggregate_entry(plain, records)
+    de = agg.variant("de")
+    assert (de.overall.k, de.silent.k, de.failed_otherwise) == (0, 0, 4)
+    assert verdict(agg, "dead end 1").verdict == CONTRADICTED
+    assert "documented failure" not in verdict(agg, "dead end 1").claimed
+
+
+def test_failed_silently_as_documented_reads_one_record() -> None:
+    names = ("a", "b")
+    assert failed_silently_as_documented(names, "wrong_result", {"b": {"ok": False}})
+    assert not failed_silently_as_documented(names, "wrong_result", {"b": {"ok": True}})
+    assert not failed_silently_as_documented(names, "wrong_result", {"c": {"ok": False}})
+    assert not failed_silently_as_documented(names, "ok", {"a": {"ok": False}})
+    assert not failed_silently_as_documented(names, "other_error", {"a": {"ok": False}})
+    assert not failed_silently_as_documented((), "wrong_result", {"a": {"ok": False}})
+    assert not failed_silently_as_documented(names, "wrong_result", {"a": ["not a check"]})
 
 
 # -- several machines ---------------------------------------------------------------------

@@ -210,3 +210,89 @@ def test_origin_facts_are_checked(tmp_path: Path) -> None:
     d = make(tmp_path, GOOD + "origin: {format: deadends-json, confidence: 0.8}\n", "demo/ok")
     (d / "entry.yaml").write_text((d / "entry.yaml").read_text().replace("demo/err", "demo/ok"))
     assert load_entry(d, tmp_path).origin == {"format": "deadends-json", "confidence": 0.8}
+
+
+# -- fails_as: a dead end's silent documented failure ------------------------------------
+
+SILENT = """\
+id: demo/err
+signature: {type: RuntimeError, message: "boom"}
+variants:
+  - {name: baseline, kind: baseline, description: "raises"}
+  - name: deadend1
+    kind: dead_end
+    description: "strict=False"
+    fails_as:
+      outcome: wrong_result
+      postconditions: [weights_loaded]
+  - {name: control, kind: control, description: "works"}
+"""
+SILENT_REPRO = (
+    'VARIANTS = {"baseline": "", "deadend1": "", "control": ""}\n'
+    "def run(variant, device, precision):\n"
+    '    checks = {"weights_loaded": {"ok": False, "detail": ""}}\n'
+    '    for name in ("first", "second"):\n'
+    '        checks["grad_" + name] = {"ok": True, "detail": ""}\n'
+    '        checks[f"moved_{name}_weight"] = {"ok": True, "detail": ""}\n'
+    "    return checks\n"
+)
+
+
+def test_fails_as_loads_with_the_postconditions_repro_py_writes(tmp_path: Path) -> None:
+    entry = load_entry(make(tmp_path, SILENT, repro=SILENT_REPRO), tmp_path)
+    fails_as = entry.variant("deadend1").fails_as
+    assert fails_as is not None
+    assert (fails_as.outcome, fails_as.postconditions, fails_as.line) == (
+        "wrong_result",
+        ("weights_loaded",),
+        10,
+    )
+    assert entry.variant("baseline").fails_as is None
+    # names built as "literal" + ... and as f-strings are names repro.py can report
+    text = SILENT.replace("[weights_loaded]", "[grad_first, moved_second_weight]")
+    d = make(tmp_path, text.replace("demo/err", "demo/built"), "demo/built", SILENT_REPRO)
+    fails_as = load_entry(d, tmp_path).variant("deadend1").fails_as
+    assert fails_as is not None and fails_as.postconditions == ("grad_first", "moved_second_weight")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "message"),
+    [
+        ("[weights_loaded]", "[weights_lodaed]", 10, "never writes"),
+        ("[weights_loaded]", "[weights_lodaed]", 10, "did you mean 'weights_loaded'"),
+        ("[weights_loaded]", "[moved_weight]", 10, "'moved_weight', which repro.py never"),
+        (
+            "outcome: wrong_result",
+            "outcome: other_error",
+            9,
+            "declares that error as its signature",
+        ),
+        ("outcome: wrong_result", "outcome: wrong", 9, "must be one of ['wrong_result']"),
+        ("[weights_loaded]", "[]", 10, "a non-empty list of names"),
+        ("[weights_loaded]", "weights_loaded", 10, "a non-empty list of names"),
+        ("[weights_loaded]", "[weights_loaded, weights_loaded]", 10, "'weights_loaded' twice"),
+        ("      outcome: wrong_result\n", "", 9, "lacks required key(s): outcome"),
+        (
+            "      outcome: wrong_result\n",
+            "      outcome: wrong_result\n      rate: 1\n",
+            10,
+            "unknown key 'rate'",
+        ),
+        ("kind: dead_end", "kind: workaround", 8, "a workaround is judged on passing"),
+        (
+            "    fails_as:\n      outcome: wrong_result\n      postconditions: [weights_loaded]\n",
+            "    fails_as: weights_loaded\n",
+            8,
+            "fails_as must be a mapping",
+        ),
+    ],
+)
+def test_a_malformed_fails_as_is_named(
+    tmp_path: Path, old: str, new: str, line: int, message: str
+) -> None:
+    assert old in SILENT
+    d = make(tmp_path, SILENT.replace(old, new), repro=SILENT_REPRO)
+    with pytest.raises(EntryError) as info:
+        load_entry(d, tmp_path)
+    assert (info.value.path, info.value.line) == (str(d / "entry.yaml"), line), str(info.value)
+    assert message in info.value.message

@@ -46,7 +46,13 @@ from harness.aggregate.model import (
     env_info,
     slice_id,
 )
-from harness.aggregate.verdicts import MARGIN, judge_most, judge_rate
+from harness.aggregate.verdicts import (
+    MARGIN,
+    documented_failure_text,
+    failed_silently_as_documented,
+    judge_most,
+    judge_rate,
+)
 from harness.stats import Rate, pct, wilson
 
 __all__ = [
@@ -75,8 +81,10 @@ __all__ = [
     "aggregate_entries",
     "aggregate_entry",
     "cell_value",
+    "documented_failure_text",
     "entry_ids",
     "env_info",
+    "failed_silently_as_documented",
     "gc_paused",
     "judge_most",
     "judge_rate",

@@ -34,6 +34,7 @@ from harness.aggregate.model import (
     env_info,
     slice_id,
 )
+from harness.aggregate.verdicts import failed_silently_as_documented
 from harness.aggregate.verdicts import verdicts as _verdicts
 from harness.domain import DEVICES, PRECISIONS
 from harness.outcomes import NOT_COUNTED, Outcome, signature_named
@@ -231,10 +232,19 @@ def aggregate_entry(
     n_counted = 0
     seen: set[str] = set()
     specs = [
-        (v.name, v.kind, v.description, v.claim_ref, v.claimed_rate, v.reading) for v in declared
+        (
+            v.name,
+            v.kind,
+            v.description,
+            v.claim_ref,
+            v.claimed_rate,
+            v.reading,
+            v.fails_as.postconditions if v.fails_as is not None else (),
+        )
+        for v in declared
     ]
-    specs += [(n, kinds[n], "", None, None, None) for n in extra]
-    for name, kind, description, claim_ref, claimed_rate, reading in specs:
+    specs += [(n, kinds[n], "", None, None, None, ()) for n in extra]
+    for name, kind, description, claim_ref, claimed_rate, reading, fails_as in specs:
         va, counted = _variant_aggregate(
             name,
             kind,
@@ -247,6 +257,7 @@ def aggregate_entry(
             slice_list,
             env_rank,
             scope=2 if name in changes_precision else 3,
+            fails_as=fails_as,
         )
         variants.append(va)
         if name not in seen:  # (a repeated declared name counts its runs once)
@@ -437,16 +448,18 @@ def _variant_aggregate(
     slices: tuple[Slice, ...],
     env_rank: Mapping[str, int],
     scope: int = 3,  # reproducing holds (env, device, precision)[:scope]: 2 = across precisions
+    fails_as: tuple[str, ...] = (),  # a dead end's silent documented failure (entry.yaml)
 ) -> tuple[VariantAggregate, int]:
     """The variant's aggregate, and how many of its runs were applicable (any cell)."""
     hits = _HITS.get(kind, _HITS_DEFAULT)
     stats: dict[int, tuple[int, int, int, int, bool, bool]] = {}  # id(cell value) -> _cell_stats
-    per_slice: dict[Slice, list[int]] = {s: [0, 0, 0, 0] for s in slices}  # k, n, related, ok
+    # k, n, related, ok, silent (wrong_result runs that are the documented failure)
+    per_slice: dict[Slice, list[int]] = {s: [0, 0, 0, 0, 0] for s in slices}
     by_exception: dict[int, list[Any]] = {}  # id(exception) -> [exception, count, outcomes, envs]
     not_counted: dict[tuple[str, str], list[Any]] = {}
     measured: dict[Slice, set[str]] = defaultdict(set)
     reproduced: dict[Slice, set[str]] = defaultdict(set)
-    failures: dict[tuple[str, str], int] = {}
+    failures: dict[tuple[str, str, bool], int] = {}
     runs = counted = 0
     anywhere = [0]  # hits over every applicable run (n is `counted`)
     restricted = kind in ("workaround", "dead_end")
@@ -479,6 +492,12 @@ def _variant_aggregate(
                         m[1].add(env)
         if not n:
             continue
+        silent = 0
+        if fails_as and n != st[3]:  # a declared silent failure: a wrong_result run counts
+            silent = sum(
+                failed_silently_as_documented(fails_as, _VALUE[r.outcome], r.checks) for r in rs
+            )
+            k += silent
         counted += n
         anywhere[0] += k
         s = (key[2], key[3])
@@ -497,13 +516,17 @@ def _variant_aggregate(
                         if exc is not None
                         else f"{o.value}: {r.reason}"
                     )
-                    fk = (o.value, text)
+                    documented = bool(silent) and failed_silently_as_documented(
+                        fails_as, o.value, r.checks
+                    )
+                    fk = (o.value, text, documented)
                     failures[fk] = failures.get(fk, 0) + 1
             ps = per_slice[s]
             ps[0] += k
             ps[1] += n
             ps[2] += related
             ps[3] += ok
+            ps[4] += silent
 
     def by_env(envs: set[str]) -> tuple[str, ...]:
         if len(envs) == 1:
@@ -548,6 +571,7 @@ def _variant_aggregate(
     n_all = sum(ps[1] for ps in per_slice.values())
     related_all = sum(ps[2] for ps in per_slice.values())
     ok_all = sum(ps[3] for ps in per_slice.values())
+    silent_all = sum(ps[4] for ps in per_slice.values())
     va = VariantAggregate(
         name=name,
         kind=kind,
@@ -559,9 +583,11 @@ def _variant_aggregate(
         overall=Rate.of(k_all, n_all),
         related=Rate.of(related_all, n_all),
         ok=Rate.of(ok_all, n_all),
+        silent=Rate.of(silent_all, n_all),
+        fails_as=fails_as,
         failures=tuple(
-            Failure(o, text, c)
-            for (o, text), c in sorted(failures.items(), key=lambda kv: (-kv[1], kv[0]))
+            Failure(o, text, c, documented)
+            for (o, text, documented), c in sorted(failures.items(), key=lambda kv: (-kv[1], kv[0]))
         ),
         by_slice=tuple((slice_id(s), Rate.of(*per_slice[s][:2])) for s in slices),
         ranges=tuple(ranges),

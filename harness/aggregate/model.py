@@ -187,9 +187,17 @@ class Failure:
     outcome: str
     text: str
     count: int
+    # wrong_result runs of a dead end that are its declared silent failure (fails_as):
+    # counted as failing as documented, never "seen instead"
+    as_documented: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "text": self.text, "count": self.count}
+        return {
+            "outcome": self.outcome,
+            "text": self.text,
+            "count": self.count,
+            "as_documented": self.as_documented,
+        }
 
 
 @dataclass(frozen=True)
@@ -264,6 +272,10 @@ class VariantAggregate:
     # error, never the documented one: "related" (DESIGN.md, "Documented vs related")
     related: Rate = field(default_factory=lambda: Rate.of(0, 0))
     ok: Rate = field(default_factory=lambda: Rate.of(0, 0))  # ok runs, of the same n
+    # a dead end's silent documented failure (entry.yaml fails_as: postconditions), and the
+    # runs (of those counted in ``overall``) that ended so: wrong_result with one of them failed
+    fails_as: tuple[str, ...] = ()
+    silent: Rate = field(default_factory=lambda: Rate.of(0, 0))
     # the runs counted in ``overall`` that were not ok, by how they ended, most first
     failures: tuple[Failure, ...] = ()
 
@@ -291,6 +303,8 @@ class VariantAggregate:
             "anywhere": self.anywhere.to_dict(),
             "related": self.related.to_dict(),
             "ok": self.ok.to_dict(),
+            "fails_as": list(self.fails_as),
+            "silent": self.silent.to_dict(),
             "failures": [f.to_dict() for f in self.failures],
         }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
@@ -29,11 +30,36 @@ from harness.stats import Rate, pct
 if TYPE_CHECKING:
     from harness.entries import Entry
 
-__all__ = ["MARGIN", "judge_most", "judge_rate", "verdicts"]
+__all__ = [
+    "MARGIN",
+    "documented_failure_text",
+    "failed_silently_as_documented",
+    "judge_most",
+    "judge_rate",
+    "verdicts",
+]
 
 MARGIN = 0.10  # a stated rate is read as "about c": c ± MARGIN (docs/verdicts.md)
 _NOT_COUNTED_VALUES = frozenset(o.value for o in NOT_COUNTED)
 _REPRODUCED_VALUE = Outcome.REPRODUCED.value
+_WRONG_RESULT_VALUE = Outcome.WRONG_RESULT.value
+
+
+def failed_silently_as_documented(
+    postconditions: Collection[str], outcome: str, checks: Mapping[str, Any]
+) -> bool:
+    """Whether one run of a dead end that declares its documented failure as silent
+    (entry.yaml ``fails_as``: ``postconditions``) failed as documented: it ended
+    ``wrong_result`` and at least one of those postconditions failed. A wrong_result on
+    other postconditions only is a failure for another reason (docs/verdicts.md).
+    ``outcome`` is the outcome's value; ``checks`` the record's postconditions."""
+    if outcome != _WRONG_RESULT_VALUE or not postconditions:
+        return False
+    for name in postconditions:
+        check = checks.get(name)
+        if isinstance(check, Mapping) and check.get("ok") is False:
+            return True
+    return False
 
 
 def judge_rate(
@@ -172,11 +198,17 @@ def _variant_verdict(agg: EntryAggregate, v: VariantAggregate) -> Verdict:
     label = f"{what}: {v.metric}" + (f" ({v.reading} reading)" if v.reading else "")
     implicit = "works" if v.kind == "workaround" else "fails as documented"
     verdict, why = judge_rate(v.claimed_rate, v.overall, _why_no_applicable(agg, v), implicit)
+    documented = documented_failure_text(v.fails_as)
     if v.kind == "dead_end" and v.overall.n:
         # a failure for another reason is named, never counted as this claim's failure
+        ways = []
+        if v.related.k:
+            ways.append(f"its own expected error in {v.related.k}")
+        if v.silent.k:
+            ways.append(f"{documented} in {v.silent.k}")
         why += (
             f"; failed as documented in {v.overall.k}/{v.overall.n}"
-            + (f" (its own expected error in {v.related.k})" if v.related.k else "")
+            + (f" ({', '.join(ways)})" if ways else "")
             + f", for another reason in {v.failed_otherwise}/{v.overall.n}"
             + f", ok in {v.ok.k}/{v.overall.n}"
         )
@@ -184,14 +216,25 @@ def _variant_verdict(agg: EntryAggregate, v: VariantAggregate) -> Verdict:
     if v.overall.n and (verdict != CONFIRMED or (v.kind == "dead_end" and v.failed_otherwise)):
         seen = _failures_text(v, _EXPECTED.get(v.kind, _EXPECTED["workaround"]))
     claimed = pct(v.claimed_rate) if v.claimed_rate is not None else f"it {implicit} (no rate)"
+    if documented:
+        claimed += f"; documented failure: {documented}"
     return Verdict(label, v.name, claimed, v.overall.text(), verdict, why, seen, v.overall.n)
+
+
+def documented_failure_text(postconditions: tuple[str, ...]) -> str:
+    """A dead end's declared silent failure as the reports say it ("" when none)."""
+    if not postconditions:
+        return ""
+    return f"postcondition {' or '.join(postconditions)} fails"
 
 
 def _failures_text(v: VariantAggregate, expected: frozenset[str]) -> str:
     """What the variant's runs did instead of what its claim expects, most frequent first:
     exceptions (type: message) and, for runs without one, the outcome and its reason."""
     seen = [
-        (f.count, f.text) for f in v.failures if f.outcome not in expected and f.outcome != "ok"
+        (f.count, f.text)
+        for f in v.failures
+        if f.outcome not in expected and f.outcome != "ok" and not f.as_documented
     ]
     seen.sort(key=lambda cf: -cf[0])
     return "; ".join(f"{text} (×{count})" for count, text in seen[:3])

@@ -28,7 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from harness.aggregate import VERDICTS, Aggregates, EntryAggregate, EnvInfo, slice_id
+from harness.aggregate import (
+    VERDICTS,
+    Aggregates,
+    EntryAggregate,
+    EnvInfo,
+    documented_failure_text,
+    slice_id,
+)
 from harness.records import Record
 from harness.render import COLOR, GLYPH, LABEL, STATUSES, entry_slug
 
@@ -443,6 +450,7 @@ def _section(
             for x in (
                 v.claim_ref or "",
                 f"claimed {v.claimed_rate:.0%}" if v.claimed_rate is not None else "",
+                "documented failure: " + documented_failure_text(v.fails_as) if v.fails_as else "",
             )
             if x
         )

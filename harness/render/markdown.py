@@ -13,6 +13,7 @@ from harness.aggregate import (
     EnvInfo,
     ReproRange,
     VariantAggregate,
+    documented_failure_text,
     pct,
     slice_id,
 )
@@ -162,6 +163,8 @@ def _claim(v: VariantAggregate) -> str:
         parts.append(pct(v.claimed_rate))
     if v.reading:
         parts.append(f"{md(v.reading)} reading")
+    if v.fails_as:
+        parts.append("documented failure: " + md(documented_failure_text(v.fails_as)))
     return ", ".join(parts) or "–"
 
 
