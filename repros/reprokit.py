@@ -26,6 +26,7 @@ import sys
 
 __all__ = [
     "LIGHTNING_PRECISION",
+    "LIGHTNING_PRECISION_SHORT",
     "NotWritten",
     "Unsupported",
     "above",
@@ -42,10 +43,15 @@ __all__ = [
     "make_scaler",
     "moved",
     "require_plugin_precision",
+    "with_lightning_precision",
 ]
 
-# the harness precisions -> Lightning's precision strings
+# the harness precisions -> Lightning's precision flags, as Lightning 2 spells them; and the
+# short spelling (precision=16), the only one Lightning 1.8/1.9 take ('16-mixed' there is
+# "invalid"; 1.8 wants the number: its '16' ends in "No precision set"), which Lightning 2
+# still reads as an alias. with_lightning_precision picks what the installed one takes.
 LIGHTNING_PRECISION = {"fp32": "32-true", "fp16": "16-mixed", "bf16": "bf16-mixed"}
+LIGHTNING_PRECISION_SHORT = {"fp32": 32, "fp16": 16, "bf16": "bf16"}
 # exit codes of main(), for people running a reproducer by hand
 EXIT_OK, EXIT_RAISED, EXIT_UNSUPPORTED, EXIT_WRONG, EXIT_NOT_WRITTEN = 0, 1, 2, 3, 4
 
@@ -186,6 +192,27 @@ def lightning_submodule(package, name, why):
         )
 
 
+def with_lightning_precision(make, precision):
+    """``make(flag)`` builds a Trainer or Fabric with Lightning's precision flag ``flag``;
+    call it with the harness precision spelt the way the installed Lightning takes it.
+    A capability check, not a version list: first Lightning 2's spelling ('16-mixed'); where
+    Lightning refuses that value (an exception naming it, as 1.8 and 1.9 do: "Precision
+    '16-mixed' is invalid"), the short spelling (16). Returns (what make returned, the flag
+    it took). Any other exception propagates; so does the first one if the short spelling
+    fails too."""
+    flag = LIGHTNING_PRECISION[precision]
+    try:
+        return make(flag), flag
+    except Exception as exc:
+        if repr(flag) not in str(exc):  # not a refusal of the value itself
+            raise
+        short = LIGHTNING_PRECISION_SHORT[precision]
+        try:
+            return make(short), short
+        except Exception:
+            raise exc
+
+
 def describe_plugin(plugin):
     scaler = getattr(plugin, "scaler", None)
     return "%s(precision=%r), scaler=%s" % (
@@ -197,16 +224,18 @@ def describe_plugin(plugin):
     )
 
 
-def require_plugin_precision(plugin, precision, asked):
+def require_plugin_precision(plugin, precision, asked, flag=None):
     """Precondition, checked after the Fabric/Trainer is configured and before it trains:
     Lightning runs the precision the variant asked for (with a scaler exactly for
-    16-mixed). Lightning turns '16-mixed' into 'bf16-mixed' on CPU; such a cell cannot
-    express the variant and is Unsupported, with what Lightning runs instead."""
-    wanted = LIGHTNING_PRECISION[precision]
+    16-mixed), in either spelling (``flag``: the one it was given, default Lightning 2's).
+    Lightning turns '16-mixed' into 'bf16-mixed' on CPU (16 into 'bf16' before 2.0); such
+    a cell cannot express the variant and is Unsupported, with what Lightning runs instead."""
+    wanted = flag or LIGHTNING_PRECISION[precision]
     scaler = getattr(plugin, "scaler", None)
     got = str(getattr(plugin, "precision", "?"))
     has_scaler = scaler is not None and scaler.is_enabled()
-    if got != wanted or has_scaler != (wanted == "16-mixed"):
+    spellings = (LIGHTNING_PRECISION[precision], str(LIGHTNING_PRECISION_SHORT[precision]))
+    if got not in spellings or has_scaler != (precision == "fp16"):
         raise Unsupported(
             "%s asked for %r; Lightning runs %s instead" % (asked, wanted, describe_plugin(plugin))
         )

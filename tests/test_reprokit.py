@@ -84,6 +84,60 @@ def test_lightning_16_mixed_on_cpu_is_unsupported_before_the_run(kit: ModuleType
     kit.require_plugin_precision(fabric.strategy.precision, "bf16", "Fabric(...)")
 
 
+def _lightning_before_2(flag: int | str) -> str:
+    """What Lightning 1.8 does with a precision flag: only the short spellings are valid
+    (its AcceleratorConnector raises MisconfigurationException with this message), and of
+    those only the numbers and 'bf16' pick a plugin ('16' ends in "No precision set")."""
+    allowed = ("16", "32", "64", "bf16")
+    if str(flag) not in allowed:
+        raise ValueError(f"Precision {flag!r} is invalid. Allowed precision values: {allowed}")
+    if flag not in (16, 32, 64, "bf16"):
+        raise RuntimeError("No precision set")
+    return f"built with {flag!r}"
+
+
+@pytest.mark.torch
+def test_the_precision_is_spelt_as_the_installed_lightning_takes_it(kit: ModuleType) -> None:
+    # Lightning 2 (installed here) takes its own spelling at once
+    lp = pytest.importorskip("lightning.pytorch")
+    trainer, flag = kit.with_lightning_precision(
+        lambda f: lp.Trainer(accelerator="cpu", devices=1, precision=f, logger=False), "bf16"
+    )
+    assert flag == "bf16-mixed"
+    kit.require_plugin_precision(trainer.strategy.precision_plugin, "bf16", "Trainer", flag)
+    # a Lightning that refuses '16-mixed' as invalid gets '16'
+    assert kit.with_lightning_precision(_lightning_before_2, "fp16") == ("built with 16", 16)
+    assert kit.with_lightning_precision(_lightning_before_2, "fp32") == ("built with 32", 32)
+    assert kit.with_lightning_precision(_lightning_before_2, "bf16") == (
+        "built with 'bf16'",
+        "bf16",
+    )
+
+    # another error propagates as it is, and so does the refusal if '16' fails too
+    def no_device(flag: str) -> str:
+        raise RuntimeError(f"no such device for {flag}")
+
+    with pytest.raises(RuntimeError, match="no such device for 16-mixed"):
+        kit.with_lightning_precision(no_device, "fp16")
+
+    def refuses_both(flag: str) -> str:
+        raise ValueError(f"Precision {flag!r} is invalid")
+
+    with pytest.raises(ValueError, match="Precision '16-mixed' is invalid"):
+        kit.with_lightning_precision(refuses_both, "fp16")
+
+
+@pytest.mark.torch
+def test_the_short_spelling_is_checked_like_the_long_one(kit: ModuleType) -> None:
+    # Lightning 2 reads '16'/'bf16' as aliases; on CPU '16' runs bf16, which is not what fp16 asks
+    lf = pytest.importorskip("lightning.fabric")
+    fabric = lf.Fabric(accelerator="cpu", devices=1, precision="bf16")
+    kit.require_plugin_precision(fabric.strategy.precision, "bf16", "Fabric(...)", "bf16")
+    fabric = lf.Fabric(accelerator="cpu", devices=1, precision=16)
+    with pytest.raises(kit.Unsupported, match="asked for 16; Lightning runs .*bf16"):
+        kit.require_plugin_precision(fabric.strategy.precision, "fp16", "Fabric(...)", 16)
+
+
 # -- the seed reproducers' own postconditions, each made to fail by a real change -----------
 
 

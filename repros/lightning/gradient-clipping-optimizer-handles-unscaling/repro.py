@@ -45,6 +45,7 @@ from reprokit import (  # noqa: E402
     make_scaler,
     moved,
     require_plugin_precision,
+    with_lightning_precision,
 )
 
 # reprokit:end
@@ -117,11 +118,12 @@ def fabric_for(lf, device: str, precision: str, explicit_plugin: bool):
             LIGHTNING_PRECISION[precision], device, scaler=scaler
         )
         asked = f"MixedPrecision({LIGHTNING_PRECISION[precision]!r}, {device!r})"
-    else:
-        kwargs["precision"] = LIGHTNING_PRECISION[precision]
-        asked = f"Fabric(accelerator={device!r}, precision={LIGHTNING_PRECISION[precision]!r})"
-    fabric = lf.Fabric(**kwargs)
-    require_plugin_precision(fabric.strategy.precision, precision, asked)
+        fabric = lf.Fabric(**kwargs)
+        require_plugin_precision(fabric.strategy.precision, precision, asked)
+        return fabric
+    fabric, flag = with_lightning_precision(lambda f: lf.Fabric(precision=f, **kwargs), precision)
+    asked = f"Fabric(accelerator={device!r}, precision={flag!r})"
+    require_plugin_precision(fabric.strategy.precision, precision, asked, flag)
     return fabric
 
 
@@ -195,29 +197,31 @@ def trainer_train(device: str, precision: str) -> dict:
     x, y = make_data("cpu")
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32)
     with tempfile.TemporaryDirectory() as root:
-        trainer = lp.Trainer(
-            accelerator=device,
-            devices=1,
-            precision=LIGHTNING_PRECISION[precision],
-            gradient_clip_val=CLIP,
-            max_steps=STEPS,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            num_sanity_val_steps=0,
-            default_root_dir=root,
+        # the precision spelt as the installed Lightning takes it ('16-mixed', or 16 in 1.8/1.9)
+        trainer, flag = with_lightning_precision(
+            lambda f: lp.Trainer(
+                accelerator=device,
+                devices=1,
+                precision=f,
+                gradient_clip_val=CLIP,
+                max_steps=STEPS,
+                logger=False,
+                enable_checkpointing=False,
+                enable_progress_bar=False,
+                enable_model_summary=False,
+                num_sanity_val_steps=0,
+                default_root_dir=root,
+            ),
+            precision,
         )
         plugin = trainer.strategy.precision_plugin
         # recorded by the harness even when fit() raises: which precision really runs
         warnings.warn(
-            f"repro: Trainer(precision={LIGHTNING_PRECISION[precision]!r}) on {device} runs {describe_plugin(plugin)}",
+            f"repro: Trainer(precision={flag!r}) on {device} runs {describe_plugin(plugin)}",
             stacklevel=1,
         )
         require_plugin_precision(
-            plugin,
-            precision,
-            f"Trainer(accelerator={device!r}, precision={LIGHTNING_PRECISION[precision]!r})",
+            plugin, precision, f"Trainer(accelerator={device!r}, precision={flag!r})", flag
         )
         trainer.fit(module, loader)
     return {
