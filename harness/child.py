@@ -155,7 +155,11 @@ def classify(exc, checks, signature, variant_signature=None):
         if type(exc).__name__ == "NotWritten":
             # a scaffold's variant whose code is missing: the plan never schedules one listed
             # in NOT_WRITTEN; one run anyway is never a pass or an error, and never counted
-            return {"outcome": "skipped", "reason": _bounded("not written: %s" % exc), "exception": None}
+            return {
+                "outcome": "skipped",
+                "reason": _bounded("not written: %s" % exc),
+                "exception": None,
+            }
         # the documented signature first: a variant's own (related) signature never
         # stands in for it, and the documented error is never recorded as related
         if signature_matches(exc, signature):
@@ -163,16 +167,20 @@ def classify(exc, checks, signature, variant_signature=None):
         if signature_matches(exc, variant_signature):
             return {"outcome": "related", "reason": "", "exception": info}
         if _is_oom(exc):
-            return {"outcome": "crashed", "reason": "out of memory: %s: %s" % (info["type"], info["message"][:500]),
-                    "exception": info}
+            return {
+                "outcome": "crashed",
+                "reason": "out of memory: %s: %s" % (info["type"], info["message"][:500]),
+                "exception": info,
+            }
         return {"outcome": "other_error", "reason": "", "exception": info}
     failed = sorted(name for name, check in (checks or {}).items() if not check.get("ok"))
     if failed:
-        details = "; ".join(
-            "%s: %s" % (name, checks[name].get("detail", "")) for name in failed
-        )
-        return {"outcome": "wrong_result", "reason": _bounded("postcondition failed: " + details),
-                "exception": None}
+        details = "; ".join("%s: %s" % (name, checks[name].get("detail", "")) for name in failed)
+        return {
+            "outcome": "wrong_result",
+            "reason": _bounded("postcondition failed: " + details),
+            "exception": None,
+        }
     return {"outcome": "ok", "reason": "", "exception": None}
 
 
@@ -184,8 +192,10 @@ def _normalise_checks(raw):
     checks = {}
     for name, value in raw.items():
         if isinstance(value, dict):
-            checks[str(name)] = {"ok": bool(value.get("ok")),
-                                 "detail": _bounded(value.get("detail", ""), 500)}
+            checks[str(name)] = {
+                "ok": bool(value.get("ok")),
+                "detail": _bounded(value.get("detail", ""), 500),
+            }
         else:
             checks[str(name)] = {"ok": bool(value), "detail": ""}
     return checks
@@ -224,8 +234,9 @@ def cuda_missing_reason(device):
     except Exception as exc:
         return "torch does not import: %s" % exc
     if not torch.cuda.is_available():
-        return "no CUDA device here (torch.cuda.is_available() is False; torch built with CUDA %s)" % (
-            torch.version.cuda,
+        return (
+            "no CUDA device here (torch.cuda.is_available() is False; torch built with CUDA %s)"
+            % (torch.version.cuda,)
         )
     return None
 
@@ -263,14 +274,16 @@ def execute(job):
         text = "%s: %s" % (w.category.__name__, w.message)
         if text not in seen:
             seen.append(_bounded(text, 500))
-    result.update({
-        "protocol": PROTOCOL,
-        "checks": checks,
-        "versions": versions(),
-        "warnings": seen[:20],
-        "duration_s": round(time.time() - started, 3),
-        "run_s": round(run_s, 4),
-    })
+    result.update(
+        {
+            "protocol": PROTOCOL,
+            "checks": checks,
+            "versions": versions(),
+            "warnings": seen[:20],
+            "duration_s": round(time.time() - started, 3),
+            "run_s": round(run_s, 4),
+        }
+    )
     return result
 
 
@@ -286,7 +299,7 @@ def _parent_of(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
             text = f.read()
-        return int(text[text.rindex(")") + 2:].split()[1])
+        return int(text[text.rindex(")") + 2 :].split()[1])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -369,14 +382,25 @@ def run_here(job, result_path, parent_pid, already_mapped=0):
 def main(argv):
     if len(argv) == 3 and argv[1] == "--worker":
         with open(argv[2]) as f:
-            return serve(json.load(f))
+            code = serve(json.load(f))
+        # the worker's children are ended and reaped and every message was written: exit
+        # now, without the interpreter's teardown of torch (a quarter of a second that the
+        # harness would wait for between environments)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
     if len(argv) != 3:
         sys.stderr.write("usage: child.py JOB.json RESULT.json | child.py --worker IMPORTS.json\n")
         return 2
     with open(argv[1]) as f:
         job = json.load(f)
     if job.get("protocol") != PROTOCOL:
-        sys.stderr.write("child protocol %s cannot run job protocol %s\n" % (PROTOCOL, job.get("protocol")))
+        sys.stderr.write(
+            "child protocol %s cannot run job protocol %s\n" % (PROTOCOL, job.get("protocol"))
+        )
         return 3
     run_here(job, argv[2], job.get("parent_pid"))
     return 0
@@ -477,9 +501,11 @@ def _probe_versions(wanted):
     flags = getattr(torch._C, "_cuda_getArchFlags", None)
     fact(
         "cuda_arch_list",
-        lambda: " ".join(torch.cuda.get_arch_list())
-        if torch.cuda.is_available()
-        else (flags() if flags else None),
+        lambda: (
+            " ".join(torch.cuda.get_arch_list())
+            if torch.cuda.is_available()
+            else (flags() if flags else None)
+        ),
     )
     if v.get("cuda_available") == "True":
         fact("compute_capability", lambda: "%d.%d" % torch.cuda.get_device_capability(0))
@@ -524,9 +550,11 @@ def fork_refusal():
     return None
 
 
-def _forked_child(request, closing):
-    """In the fork: become a session leader, take the job's files as stdio, run the job."""
-    os.setsid()  # its own process group: a timeout ends all of it
+def _forked_child(request, closing, leader=False):
+    """In the fork: become a session leader, take the job's files as stdio, run the job.
+    ``leader``: it already is one (a spare, see _fork_spare)."""
+    if not leader:
+        os.setsid()  # its own process group: a timeout ends all of it
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # as in a fresh interpreter
     for fd in closing:  # the worker's protocol and wake-up pipes are not the job's
@@ -541,7 +569,9 @@ def _forked_child(request, closing):
         os.close(fd)
     job = request["job"]
     if job.get("protocol") != PROTOCOL:
-        sys.stderr.write("child protocol %s cannot run job protocol %s\n" % (PROTOCOL, job.get("protocol")))
+        sys.stderr.write(
+            "child protocol %s cannot run job protocol %s\n" % (PROTOCOL, job.get("protocol"))
+        )
         return 3
     # what the worker has mapped (torch and the rest) is not the variant's to pay for
     # no watcher of its own (a fork of this size costs tens of ms): the worker's reaper
@@ -574,6 +604,74 @@ def _start_child(request, closing):
     return 0  # not reached
 
 
+class _Spare:
+    """A child forked ahead of its job (the fork is the costliest part of starting one):
+    it leads its own session at once and waits for its request on a pipe. It is a fresh
+    fork of the clean worker like any child; the worker never changes between jobs, so
+    forking it a moment earlier changes nothing a job can see."""
+
+    def __init__(self, pid, feed):
+        self.pid = pid
+        self.feed = feed  # the write end of its request pipe
+
+    def hand(self, request):
+        data = json.dumps(request).encode()
+        try:
+            while data:
+                data = data[os.write(self.feed, data):]
+        finally:
+            os.close(self.feed)
+
+    def dismiss(self):
+        """No job for it: closing its pipe unread ends it (it exits on EOF)."""
+        try:
+            os.close(self.feed)
+        except OSError:
+            pass
+
+
+def _fork_spare(closing):
+    """Fork a spare child (see _Spare); None where forking is not safe now."""
+    if fork_refusal() is not None:
+        return None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(read_end)
+        return _Spare(pid, write_end)
+    code = 70
+    try:
+        os.close(write_end)
+        os.setsid()  # its own process group from the start: the reaper can end it
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in closing:  # the worker's pipes: the reaper's must close when the worker dies
+            os.close(fd)
+        chunks = []
+        while True:
+            data = os.read(read_end, 1 << 16)
+            if not data:
+                break
+            chunks.append(data)
+        os.close(read_end)
+        if not chunks:  # dismissed: the worker is stopping
+            os._exit(0)
+        code = _forked_child(json.loads(b"".join(chunks).decode()), (), leader=True)
+    except SystemExit as exc:  # sys.exit() in a reproducer: the exit status it asked for
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
 def serve(wanted):
     """The warm worker: import once, then fork one child per requested job."""
     channel = os.dup(1)  # the protocol; stray prints from imports go to stderr instead
@@ -582,7 +680,7 @@ def serve(wanted):
     def send(message):
         data = (json.dumps(message) + "\n").encode()
         while data:
-            data = data[os.write(channel, data):]  # BrokenPipeError: the harness is gone
+            data = data[os.write(channel, data) :]  # BrokenPipeError: the harness is gone
 
     # forked while the worker is still small: one reaper instead of a watcher per job
     reaper = _start_reaper()
@@ -590,13 +688,29 @@ def serve(wanted):
     try:
         report = probe_report(wanted, facts_in_a_fork=True)
     except BaseException as exc:
-        send({"event": "ready", "ok": False, "pid": os.getpid(), "error": _bounded(
-            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))})
+        send(
+            {
+                "event": "ready",
+                "ok": False,
+                "pid": os.getpid(),
+                "error": _bounded(
+                    "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+                ),
+            }
+        )
         return 1
     if hasattr(gc, "freeze"):  # 3.7+: a child's collections never touch (so never copy)
         gc.freeze()  # the worker's objects: their pages stay shared with the worker
-    send({"event": "ready", "ok": True, "pid": os.getpid(), "probe": report,
-          "seconds": round(time.time() - started, 3), "protocol": PROTOCOL})
+    send(
+        {
+            "event": "ready",
+            "ok": True,
+            "pid": os.getpid(),
+            "probe": report,
+            "seconds": round(time.time() - started, 3),
+            "protocol": PROTOCOL,
+        }
+    )
     running = {}  # pid -> request id
     # a child's end wakes the loop at once (SIGCHLD writes a byte to this pipe)
     wake_read, wake_write = os.pipe()
@@ -619,19 +733,24 @@ def serve(wanted):
 
 
 def _serve_requests(send, own_fds, running):
-    wake = own_fds[1]
+    wake, reaper = own_fds[1], own_fds[3]
     pending = b""
     reading = True
-    while reading or running:
-        watched = [0, wake] if reading else [wake]
-        ready, _, _ = select.select(watched, [], [], 0.5 if running else None)
-        if wake in ready:
-            try:
-                os.read(wake, 4096)
-            except OSError:  # nothing left to read (non-blocking)
-                pass
-        if reading:
-            if 0 in ready:
+    spare = None  # a child forked ahead of the next request (_fork_spare)
+    try:
+        while reading or running:
+            if reading and spare is None:
+                spare = _fork_spare(own_fds)
+                if spare is not None:
+                    os.write(reaper, ("+%d\n" % spare.pid).encode())
+            watched = [0, wake] if reading else [wake]
+            ready, _, _ = select.select(watched, [], [], 0.5 if running else None)
+            if wake in ready:
+                try:
+                    os.read(wake, 4096)
+                except OSError:  # nothing left to read (non-blocking)
+                    pass
+            if reading and 0 in ready:
                 data = os.read(0, 1 << 16)
                 if not data:
                     reading = False  # the harness is gone: nobody will read a result
@@ -649,23 +768,40 @@ def _serve_requests(send, own_fds, running):
                     if refusal is not None:
                         send({"event": "refused", "id": request["id"], "reason": refusal})
                         continue
-                    pid = _start_child(request, own_fds)
+                    if spare is not None:
+                        pid = spare.pid
+                        spare.hand(request)
+                        spare = None
+                    else:  # the spare died, or a second request came before a new one
+                        pid = _start_child(request, own_fds)
+                        os.write(reaper, ("+%d\n" % pid).encode())
                     running[pid] = request["id"]
-                    os.write(own_fds[3], ("+%d\n" % pid).encode())
                     send({"event": "started", "id": request["id"], "pid": pid})
-        while running:
+            while True:
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    running.clear()
+                    break
+                if pid == 0:
+                    break
+                if spare is not None and pid == spare.pid:  # ended before its job came
+                    spare.dismiss()
+                    spare = None
+                    os.write(reaper, ("-%d\n" % pid).encode())
+                    continue
+                request_id = running.pop(pid, None)
+                if request_id is not None:
+                    os.write(reaper, ("-%d\n" % pid).encode())
+                if request_id is not None and reading:
+                    send({"event": "ended", "id": request_id, "pid": pid, "status": status})
+    finally:
+        if spare is not None:  # stopping: the spare exits when its pipe closes unread
+            spare.dismiss()
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                os.waitpid(spare.pid, 0)
             except ChildProcessError:
-                running.clear()
-                break
-            if pid == 0:
-                break
-            request_id = running.pop(pid, None)
-            if request_id is not None:
-                os.write(own_fds[3], ("-%d\n" % pid).encode())
-            if request_id is not None and reading:
-                send({"event": "ended", "id": request_id, "pid": pid, "status": status})
+                pass
 
 
 def _start_reaper():

@@ -47,6 +47,10 @@ class Declared:
         file as a string literal, or fits a template the file builds names from."""
         return name in self.literals or any(re.fullmatch(t, name) for t in self.templates)
 
+    # the reproducer imports lightning (or calls reprokit's lightning helpers) somewhere; one
+    # that does not measures the same thing with every lightning of a torch release
+    uses_lightning: bool = True
+
 
 def _assigned(tree: ast.Module, name: str) -> tuple[ast.expr, int] | None:
     found = None
@@ -146,4 +150,37 @@ def read_declared(path: str | os.PathLike[str]) -> Declared:
             if name not in declared:
                 raise DeclaredError(path, line, f"NOT_WRITTEN names {name!r}, not in VARIANTS")
     literals, templates = _names(tree)
-    return Declared(path, declared, not_written, variants[1], literals, templates)
+    return Declared(
+        path, declared, not_written, variants[1], literals, templates, uses_lightning(tree)
+    )
+
+
+LIGHTNING_MODULES = frozenset(
+    {"lightning", "pytorch_lightning", "lightning_fabric", "lightning_lite"}
+)
+# repros/reprokit.py's helpers that import lightning for the reproducer
+LIGHTNING_HELPERS = frozenset({"import_lightning", "lightning_submodule"})
+
+
+def uses_lightning(tree: ast.Module) -> bool:
+    """Whether a reproducer's code imports lightning anywhere (module level or inside a
+    function), by an import statement, ``importlib.import_module``/``__import__`` with a
+    literal name, or reprokit's lightning helpers."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] if node.level == 0 else []
+            names += [a.name for a in node.names]  # from reprokit import import_lightning
+        elif isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value]  # import_module("lightning.fabric"), __import__("lightning")
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] in LIGHTNING_MODULES or name in LIGHTNING_HELPERS:
+                return True
+    return False

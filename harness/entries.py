@@ -163,6 +163,10 @@ class Entry:
     document: Path  # write-back target
     repro: Path
     origin: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False, compare=False)
+    # whether repro.py imports lightning (read statically, harness/declared.py). One that
+    # does not runs once per torch release of a profile, not once per lightning: see
+    # plan.make_plan
+    uses_lightning: bool = True
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -491,7 +495,7 @@ def load_entry(
                 f"variant {v.name!r}: its signature is the documented one; a variant's "
                 "signature names its own (related) expected error, so leave it out",
             )
-    variants = _check_declared(variants, files["repro"], path)
+    variants, lightning = _check_declared(variants, files["repro"], path)
     return Entry(
         id=entry_id,
         dir=entry_dir,
@@ -503,6 +507,7 @@ def load_entry(
         document=files["document"],
         repro=files["repro"],
         origin=_origin(data.get("origin"), path, data.key_lines.get("origin", data.line)),
+        uses_lightning=lightning,
     )
 
 
@@ -518,8 +523,9 @@ def _origin(data: Any, path: Path, line: int) -> dict[str, Any]:
     return dict(data)
 
 
-def _check_declared(variants: list[Variant], repro: Path, path: Path) -> list[Variant]:
-    """entry.yaml's variants and repro.py's VARIANTS name the same set; mark unwritten ones."""
+def _check_declared(variants: list[Variant], repro: Path, path: Path) -> tuple[list[Variant], bool]:
+    """entry.yaml's variants and repro.py's VARIANTS name the same set; mark unwritten ones.
+    Also: whether the reproducer uses lightning (declared.uses_lightning)."""
     try:
         declared = read_declared(repro)
     except DeclaredError as exc:
@@ -558,7 +564,7 @@ def _check_declared(variants: list[Variant], repro: Path, path: Path) -> list[Va
     return [
         dataclasses.replace(v, written=False) if v.name in declared.not_written else v
         for v in variants
-    ]
+    ], declared.uses_lightning
 
 
 def load_entries(root: str | os.PathLike[str]) -> tuple[Entry, ...]:

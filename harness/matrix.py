@@ -40,6 +40,7 @@ __all__ = [
     "Rule",
     "describe",
     "load_matrix",
+    "version_key",
 ]
 
 FORMAT_VERSION = 1
@@ -69,7 +70,7 @@ class MatrixError(Exception):
 # is built by hand, never from a loaded matrix) sorts after every version, by its text.
 
 
-def _version_key(text: str) -> tuple[int, Version | str]:
+def version_key(text: str) -> tuple[int, Version | str]:
     try:
         return (0, Version(text))
     except ValueError:  # InvalidVersion, or more digits than int() converts
@@ -103,9 +104,9 @@ class Environment:
 
     def _key(self) -> tuple[object, ...]:
         return (
-            _version_key(self.torch),
-            _version_key(self.python),
-            _version_key(self.lightning),
+            version_key(self.torch),
+            version_key(self.python),
+            version_key(self.lightning),
             self.pins,
             self.find_links,
             self.interpreter,
@@ -257,7 +258,7 @@ class Matrix:
         """Every axis and its values, in report order."""
         envs = [env for row in self.rows for env in row.environments()]
         values: dict[str, tuple[str, ...]] = {
-            axis: tuple(sorted({str(getattr(env, axis)) for env in envs}, key=_version_key))
+            axis: tuple(sorted({str(getattr(env, axis)) for env in envs}, key=version_key))
             for axis in VERSION_AXES
         }
         values["device"] = self.devices

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from harness.config import out_of_range
 from harness.entries import Entry, Variant
-from harness.matrix import Cell, Expansion
+from harness.matrix import Cell, Environment, Expansion, version_key
 from harness.records import RecordKey
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "balance",
     "explain_no_job",
     "make_plan",
+    "one_per_torch",
     "parse_shard",
 ]
 
@@ -59,6 +60,10 @@ class NotApplicable:
 class Plan:
     jobs: tuple[Job, ...]
     not_applicable: tuple[NotApplicable, ...]
+    # the entries whose reproducer imports no lightning, and the one environment per torch
+    # release they run in (see ``one_per_torch``)
+    lightning_free: tuple[str, ...] = ()
+    lightning_free_envs: tuple[str, ...] = ()
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -121,6 +126,20 @@ def _match(value: str, patterns: Sequence[str]) -> bool:
     return not patterns or any(fnmatch.fnmatchcase(value, p) for p in patterns)
 
 
+def one_per_torch(envs: Iterable[Environment]) -> list[Environment]:
+    """For a reproducer that imports no lightning, the lightning of an environment plays
+    no part in what it measures: of the environments given, one per torch release and
+    python runs it, the one with the newest lightning. Deterministic, and chosen among the
+    environments the filters kept, so ``--env`` can still pick any of them."""
+    best: dict[tuple[str, str, str], Environment] = {}
+    for env in envs:
+        key = (env.python, env.torch, env.interpreter)
+        held = best.get(key)
+        if held is None or version_key(env.lightning) > version_key(held.lightning):
+            best[key] = env
+    return sorted(best.values())
+
+
 def make_plan(
     expansion: Expansion,
     entries: Iterable[Entry],
@@ -136,17 +155,26 @@ def make_plan(
     ``shard`` (K, N): the K-th of N shards made by ``balance`` with one unit per job, so
     each CI job builds only its own environments; with fewer environments than shards
     (nothing to balance), every N-th job.
+
+    An entry whose reproducer imports no lightning (``Entry.uses_lightning``) runs in one
+    environment per torch release and python (``one_per_torch``), not in every
+    lightning's.
     """
     envs = [e for e in expansion.environments if _match(e.id, env_filter)]
     k, n = shard
     jobs: list[Job] = []
     skipped: list[NotApplicable] = []
     entries = [e for e in entries if _match(e.id, entry_filter)]
+    with_cells = {c.env.id for c in expansion.cells if _match(c.id, cell_filter)}
+    chosen = {e.id for e in one_per_torch(e for e in envs if e.id in with_cells)}
+    lightning_free = tuple(e.id for e in entries if not e.uses_lightning)
     for env in envs:
         for cell in expansion.cells:
             if cell.env != env or not _match(cell.id, cell_filter):
                 continue
             for entry in entries:
+                if not entry.uses_lightning and env.id not in chosen:
+                    continue
                 for variant in entry.variants:
                     if not _match(variant.name, variant_filter):
                         continue
@@ -187,7 +215,12 @@ def make_plan(
             jobs = list(balance(jobs, n)[k - 1].jobs)
         else:
             jobs = [j for i, j in enumerate(jobs) if i % n == k - 1]
-    return Plan(tuple(jobs), tuple(skipped))
+    return Plan(
+        tuple(jobs),
+        tuple(skipped),
+        lightning_free,
+        tuple(e for e in (env.id for env in envs) if e in chosen) if lightning_free else (),
+    )
 
 
 def explain_no_job(

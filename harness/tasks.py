@@ -193,6 +193,13 @@ def list_or_continue(state: RunState) -> RunState | int:
     )
     for env_id, n in sorted(per_env.items()):
         state.console.print(f"  {env_id}: {n} jobs", markup=False)
+    if state.plan.lightning_free:
+        state.console.print(
+            f"{len(state.plan.lightning_free)} entries import no lightning: they run once per torch release and "
+            f"python, in {', '.join(state.plan.lightning_free_envs) or 'no environment'}",
+            markup=False,
+            soft_wrap=True,
+        )
     if state.plan.not_applicable:
         state.console.print(
             f"{len(state.plan.not_applicable)} (variant, cell) pairs not applicable "
@@ -441,7 +448,7 @@ def run_matrix(state: RunState) -> RunState | int:
         with progress:
             while any(not r.finished for r in runs):
                 while len(pending) < slots:
-                    picked = _next_work(runs)
+                    picked = _next_work(runs, slots)
                     if picked is None:
                         break
                     run, job = picked
@@ -544,16 +551,21 @@ def _how(built: BuiltEnv) -> str:
     return "reused" if built.reused else "built"
 
 
-LOOKAHEAD = 2  # environments prepared (or being prepared) and not finished, at most
+LOOKAHEAD = 2  # with one slot: environments prepared (or being prepared) and not finished
 
 
-def _next_work(runs: list[EnvRun]) -> tuple[EnvRun, Job | None] | None:
-    """What a free slot does next: prepare the next environment (at most one at a time,
-    at most LOOKAHEAD environments open, so that a build or an import overlaps the runs
-    of the environment before it), else the next job of the earliest prepared one. Pure
-    bookkeeping over ``runs``; (run, None) means "prepare run"."""
+def _next_work(runs: list[EnvRun], slots: int = 1) -> tuple[EnvRun, Job | None] | None:
+    """What a free slot does next: prepare the next environment, else the next job of the
+    earliest prepared one. Pure bookkeeping over ``runs``; (run, None) means "prepare run".
+
+    Preparing (a build, or a health check that is the warm worker's one import) comes first,
+    so that it overlaps the runs of the environment before it. Up to ``slots`` environments
+    are prepared at once (where environments hold few jobs, a run is a row of imports: one
+    at a time would leave the other slots waiting), with at most LOOKAHEAD + slots - 1
+    environments open (prepared or preparing, not finished: each holds a warm worker)."""
     open_envs = [r for r in runs if (r.prepared or r.preparing) and not r.finished]
-    if not any(r.preparing for r in runs) and len(open_envs) < LOOKAHEAD:
+    preparing = sum(1 for r in runs if r.preparing)
+    if preparing < max(1, slots) and len(open_envs) < LOOKAHEAD + max(1, slots) - 1:
         for r in runs:
             if not r.prepared and not r.preparing:
                 return r, None

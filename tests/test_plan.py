@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import ast
+import dataclasses
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
+from harness.declared import uses_lightning
+from harness.entries import Entry, load_entries
 from harness.matrix import load_matrix
 from harness.plan import balance, make_plan, parse_shard
 
@@ -25,7 +30,72 @@ def test_jobs_follow_variant_devices_and_precisions(cpu, tiny_entry) -> None:
     fp16 = next(c for c in per_cell if c.endswith("-cpu-fp16"))
     assert "unsupported" not in per_cell[fp32] and "unsupported" in per_cell[fp16]
     assert any(n.variant == "unsupported" and "fp16 only" in n.reason for n in plan.not_applicable)
-    assert len(plan.jobs) == (len(cpu.cells) * 5 + len(cpu.cells) // 3) * cpu.trials
+    # the tiny entry imports no lightning: it runs in one environment per torch release
+    cells = [c for c in cpu.cells if c.env.id in plan.lightning_free_envs]
+    assert len(plan.jobs) == (len(cells) * 5 + len(cells) // 3) * cpu.trials
+
+
+def _with_lightning(entry: Entry) -> Entry:
+    return dataclasses.replace(entry, uses_lightning=True)
+
+
+def test_an_entry_without_lightning_runs_once_per_torch_release(cpu, tiny_entry) -> None:
+    assert not tiny_entry.uses_lightning  # its repro.py imports no lightning
+    free = make_plan(cpu, [tiny_entry])
+    full = make_plan(cpu, [_with_lightning(tiny_entry)])
+    pairs = {(e.python, e.torch) for e in cpu.environments}
+    envs = {j.cell.env for j in free.jobs}
+    assert len(envs) == len(pairs) == len({(e.python, e.torch) for e in envs})
+    assert len({j.cell.env for j in full.jobs}) == len(cpu.environments) > len(envs)
+    for env in envs:  # the newest lightning of its torch release
+        same_torch = [e for e in cpu.environments if (e.python, e.torch) == (env.python, env.torch)]
+        assert Version(env.lightning) == max(Version(e.lightning) for e in same_torch)
+    assert {e.id for e in envs} == set(free.lightning_free_envs)
+    assert free.lightning_free == (tiny_entry.id,) and full.lightning_free == ()
+    # the lightning sweep (torch 2.4.1 x every lightning line) runs it once
+    sweep = make_plan(load_matrix(REPO / "matrix.yaml").expand("lightning-sweep"), [tiny_entry])
+    assert {j.cell.env.id for j in sweep.jobs} == {"py3.11-torch2.4.1-lightning2.6.6"}
+
+
+def test_filters_choose_among_what_they_keep(cpu, tiny_entry) -> None:
+    # --env names an older lightning's environment: that is the one it runs in
+    old = "py3.10-torch1.12.1-lightning1.9.5"
+    plan = make_plan(cpu, [tiny_entry], env_filter=[old])
+    assert {j.cell.env.id for j in plan.jobs} == {old}
+    plan = make_plan(cpu, [tiny_entry], cell_filter=[f"{old}-cpu-fp32"])
+    assert {j.cell.id for j in plan.jobs} == {f"{old}-cpu-fp32"}
+    # both kinds of entry in one plan: each gets its own environments
+    both = make_plan(cpu, [tiny_entry, _with_lightning(dataclasses.replace(tiny_entry, id="x/y"))])
+    per_entry: dict[str, set[str]] = {}
+    for j in both.jobs:
+        per_entry.setdefault(j.entry.id, set()).add(j.cell.env.id)
+    assert len(per_entry["x/y"]) == len(cpu.environments)
+    assert per_entry[tiny_entry.id] == set(both.lightning_free_envs)
+
+
+@pytest.mark.parametrize(
+    ("code", "uses"),
+    [
+        ("import torch\n", False),
+        ("import lightning as L\n", True),
+        ("import lightning.pytorch\n", True),
+        ("from pytorch_lightning import Trainer\n", True),
+        ("def run():\n    from lightning.fabric import Fabric\n", True),
+        ("from reprokit import import_lightning\n", True),
+        ("import reprokit\nL = reprokit.import_lightning('fabric')\n", True),
+        ("import importlib\nm = importlib.import_module('lightning_fabric')\n", True),
+        ("import torch\n# lightning is not needed here\nX = 'a lightning talk'\n", False),
+        ("from . import lightning_helpers\n", False),
+    ],
+)
+def test_uses_lightning_is_read_from_the_code(code: str, uses: bool) -> None:
+    assert uses_lightning(ast.parse(code)) is uses
+
+
+def test_the_seed_entries_are_read_right() -> None:
+    entries = {e.id: e for e in load_entries(REPO / "repros")}
+    assert entries["lightning/gradient-clipping-optimizer-handles-unscaling"].uses_lightning
+    assert not entries["pytorch/grad-scale-unscale-error"].uses_lightning
 
 
 def test_ids_are_stable_and_unique(cpu, tiny_entry) -> None:
