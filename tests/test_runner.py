@@ -318,3 +318,60 @@ def test_fallback_names_the_worker_that_failed():
     assert fallback(dead, 10) == (Outcome.CRASHED, "the worker died")
     hung = ChildResult(None, None, None, True, 10.0, "", "", worker_failure="it hung")
     assert fallback(hung, 10)[0] is Outcome.TIMEOUT and "it hung" in fallback(hung, 10)[1]
+
+
+def _children(pid: int) -> set[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return {int(p) for p in f.read().split()}
+    except OSError:
+        pytest.skip("this kernel does not list a process's children in /proc")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _spare_of(warm: WarmWorker, known: set[int]) -> int:
+    """The worker's one child that is neither its reaper nor in ``known``."""
+    assert warm.pid is not None
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        fresh = {p for p in _children(warm.pid) if _alive(p)} - known
+        if len(fresh) == 1:
+            return fresh.pop()
+        time.sleep(0.02)
+    raise AssertionError(f"no spare child: {_children(warm.pid)} (known {known})")
+
+
+def test_each_job_runs_in_a_child_forked_ahead_of_it(tiny_entry, host_env, cpu_cell):
+    """The warm worker forks the next child before the job comes (a spare, waiting for
+    its request); the job runs in it, and a new spare is forked for the next one. A
+    stopped worker leaves none behind."""
+    warm = WarmWorker(host_env.python, CHILD, (("json",),), label="test")
+    warm.start()
+    try:
+        assert warm.pid is not None
+        time.sleep(0.3)
+        first = _children(warm.pid)  # the reaper and the first spare
+        assert len(first) == 2
+        # the spare is a session leader of its own, as every job's child is
+        spares = [p for p in first if os.getsid(p) == p]
+        assert len(spares) == 1
+        spare = spares[0]
+        reaper = (first - {spare}).pop()
+        r = run(tiny_entry, host_env, cpu_cell, "documented", worker=warm)
+        assert r.outcome is Outcome.REPRODUCED
+        assert not _alive(spare)  # it ran the job and ended
+        second = _spare_of(warm, {reaper, spare})
+        r = run(tiny_entry, host_env, cpu_cell, "clean", worker=warm)
+        assert r.outcome is Outcome.OK, r.reason
+        assert not _alive(second)
+        last = _spare_of(warm, {reaper, spare, second})
+    finally:
+        warm.stop()
+    assert not _alive(last)
