@@ -123,7 +123,7 @@ def test_real_smoke_is_the_default_and_its_ids(real: Matrix) -> None:
     ]
     newest = expansion.environments[-1]
     assert newest.find_links == ("/opt/wheels",)
-    assert newest.requirements() == ("torch==2.13.0", "lightning==2.6.6")
+    assert newest.requirements() == ("torch==2.13.0", "lightning==2.6.6", "setuptools")
     assert expansion.environments[0].pins == ("numpy<2", "setuptools<70")
 
 
