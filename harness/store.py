@@ -47,6 +47,7 @@ __all__ = [
     "machine_name",
     "migrate",
     "parse_bytes",
+    "read_line",
 ]
 
 SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -205,30 +206,39 @@ def _parse_raw(
     lines = raw.split(b"\n")
     complete_end = raw.endswith(b"\n")
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        is_last = number == len(lines)
-        try:
-            record = _line_record(line, path)
-        except Exception as exc:  # noqa: BLE001 - whatever a line holds, it is named, never raised
-            what = safe_text(str(exc), 300)
-            if isinstance(exc, RecordRefused):
-                message = f"refused record kept out: {what}"
-            elif is_last and not complete_end:
-                message = "truncated last line kept out (a run was interrupted mid-write): " + what
-            elif isinstance(exc, json.JSONDecodeError) and (
-                exc.msg.startswith("Unterminated") or exc.pos >= len(line.rstrip()) - 1
-            ):
-                # JSON that simply stops: a write cut short, later appends went on after it
-                message = (
-                    "truncated line kept out (an earlier run was interrupted mid-write): " + what
-                )
-            else:
-                message = f"corrupt record kept out: {what}"
-            result.warnings.append(f"{where}:{number}: {message}")
-            result.refused.append(Refused(path, number, message, line))
-            continue
-        yield number, record
+        record = read_line(
+            line, number, number == len(lines) and not complete_end, path, where, result
+        )
+        if record is not None:
+            yield number, record
+
+
+def read_line(
+    line: bytes, number: int, cut_short: bool, path: Path, where: str, result: LoadResult
+) -> Record | None:
+    """Line ``number`` of a record file as the store reads it: its Record, or None for a
+    blank line or one kept out (named in ``result.warnings`` and ``result.refused``).
+    ``cut_short``: the last line of a file that does not end with a newline."""
+    if not line.strip():
+        return None
+    try:
+        return _line_record(line, path)
+    except Exception as exc:  # noqa: BLE001 - whatever a line holds, it is named, never raised
+        what = safe_text(str(exc), 300)
+        if isinstance(exc, RecordRefused):
+            message = f"refused record kept out: {what}"
+        elif cut_short:
+            message = "truncated last line kept out (a run was interrupted mid-write): " + what
+        elif isinstance(exc, json.JSONDecodeError) and (
+            exc.msg.startswith("Unterminated") or exc.pos >= len(line.rstrip()) - 1
+        ):
+            # JSON that simply stops: a write cut short, later appends went on after it
+            message = "truncated line kept out (an earlier run was interrupted mid-write): " + what
+        else:
+            message = f"corrupt record kept out: {what}"
+        result.warnings.append(f"{where}:{number}: {message}")
+        result.refused.append(Refused(path, number, message, line))
+        return None
 
 
 def _line(record: Record) -> str:

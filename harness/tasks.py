@@ -40,7 +40,7 @@ from harness.proc import FULL_ERRNOS, DiskFull, ProcessGroups, end_own_children
 from harness.provenance import cuda_provenance, machine_provenance
 from harness.records import Record
 from harness.runner import decided_record, env_failed_record, run_job
-from harness.store import Store, StoreError, latest
+from harness.store import Store, StoreError
 from harness.warm import FORK_AVAILABLE, WarmProber, WarmWorker, WorkerFailed
 
 __all__ = ["RunState", "STEPS", "run_steps"]
@@ -617,6 +617,7 @@ def render_reports(
     cfg: Config, console: Console, check: bool = False, since: str | None = None
 ) -> int:
     """``since``: a git revision; index.html then opens with what changed since its records."""
+    from harness.columnar import load_latest
     from harness.report import render_all
     from harness.writeback import WritebackError
 
@@ -626,14 +627,15 @@ def render_reports(
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return 2
     store = Store(cfg.records_dir)
-    loaded = store.load()
+    # a rerun of a job appends a newer record under the same key: per machine, it replaces
+    # the older one; the records of other machines stay (read by the columnar engine: what
+    # latest(store.load().records) gives, see harness/columnar.py)
+    loaded = load_latest(store)
     # --check writes nothing, not even the quarantine; the warnings still name every line
     problems = [] if check else store.quarantine(loaded.refused)
     for warning in (*loaded.warnings, *problems):
         console.print(f"[yellow]warning:[/] {escape(str(warning))}", highlight=False)
-    # a rerun of a job appends a newer record under the same key: per machine, it replaces
-    # the older one; the records of other machines stay
-    records = latest(loaded.records)
+    records = loaded.records()
     prelude = ""
     if since is not None:
         from harness.diff import DiffError, Side, as_reported, diff_records, html_changes, load_side
