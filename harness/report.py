@@ -8,10 +8,11 @@
                                             entries a file)
     results/compat.json                     the aggregates, for machines
 
-Entries are independent until index.html and compat.json are put together, so the entries
-are split into runs of consecutive ids (shards), one per worker process: each aggregates
-its entries and renders their files, its share of index.html and of compat.json; the
-parent puts those two together in entry order. The bytes do not depend on the split.
+Every entry is aggregated at once by the columnar engine (harness/aggregate/cells.py).
+Entries are then independent until index.html and compat.json are put together, so the
+entries are split into runs of consecutive ids (shards), one per worker process: each
+renders its entries' files, its share of index.html and of compat.json; the parent puts
+those two together in entry order. The bytes do not depend on the split.
 
 A file is written only when its bytes change, so a rerun on the same records touches
 nothing. With ``check=True`` nothing is written anywhere: the summary lists what is stale
@@ -22,20 +23,22 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import json
 import multiprocessing
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.aggregate import aggregate_entries, entry_ids, gc_paused, records_by_entry
+from harness.aggregate import EntryAggregate, aggregate_table
 from harness.atomic import write_atomically
+from harness.columnar import RecordTable
 from harness.entries import Entry
 from harness.kbtriage import Triage
 from harness.records import Record
@@ -82,8 +85,7 @@ def _put(path: Path, data: bytes, check: bool) -> tuple[bool, bool]:
 @dataclass(frozen=True)
 class _Job:
     first: int  # the index of its first entry among all (a multiple of CELL_FILE_ENTRIES)
-    ids: Sequence[str]
-    by_entry: Mapping[str, Sequence[Record]]
+    aggs: Sequence[EntryAggregate]
     entries: Sequence[Entry]
     results: Path
     check: bool
@@ -117,7 +119,7 @@ class _Written:
 
 
 def _render(job: _Job) -> _Rendered:
-    aggs = list(aggregate_entries(job.ids, job.by_entry, job.entries))
+    aggs = job.aggs
     known = {e.id: e for e in job.entries}
     pages: list[tuple[Path, bytes]] = []
     documents: list[tuple[Any, Path]] = []
@@ -151,6 +153,19 @@ def _write(rendered: _Rendered, check: bool) -> _Written:
     return _Written(pages, data, documents)
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Hold off the cyclic garbage collector while rendering: its passes would walk (and,
+    in a forked child, copy) every object of the aggregates again and again."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 # below this many entries a child process costs more than it saves
 _FORK_MIN_ENTRIES = 200
 
@@ -175,26 +190,25 @@ def _use_fork(workers: int | None, n_entries: int) -> bool:
     return _workers(workers, n_entries) > 1
 
 
-def _shards(
-    ids: Sequence[str], by_entry: Mapping[str, Sequence[Record]], n: int
-) -> list[tuple[int, Sequence[str]]]:
-    """``ids`` cut into at most ``n`` runs of consecutive ids, (index of the first, ids),
-    with about as many records each (an entry without records counts as one). Cuts fall
-    on multiples of CELL_FILE_ENTRIES, so that each data file is rendered whole."""
-    weights = [max(1, len(by_entry.get(i, ()))) for i in ids]
+def _shards(aggs: Sequence[EntryAggregate], n: int) -> list[tuple[int, int]]:
+    """The entries cut into at most ``n`` runs of consecutive entries, (index of the first,
+    index after the last), with about as many runs each (an entry without runs counts as
+    one). Cuts fall on multiples of CELL_FILE_ENTRIES, so that each data file is rendered
+    whole."""
+    weights = [max(1, a.n_runs) for a in aggs]
     total = sum(weights)
     cuts = [0]
     acc = 0
-    for start in range(0, len(ids), CELL_FILE_ENTRIES):
+    for start in range(0, len(aggs), CELL_FILE_ENTRIES):
         block = sum(weights[start : start + CELL_FILE_ENTRIES])
         # cut before this block if that comes nearer the next share than after it
         if start and len(cuts) < n and acc + block / 2 > total * len(cuts) / n:
             cuts.append(start)
         acc += block
-    cuts.append(len(ids))
+    cuts.append(len(aggs))
     # no entry at all (every record refused, no entry folder): one empty shard, so that the
     # report still writes an empty page rather than failing
-    return [(a, ids[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a] or [(0, ids)]
+    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a] or [(0, 0)]
 
 
 def _end_with_parent(parent: int) -> None:
@@ -320,7 +334,7 @@ def _domain_pages(
 
 
 def render_all(
-    records: Iterable[Record],
+    records: RecordTable | Iterable[Record],
     entries: Sequence[Entry],
     results_dir: str | os.PathLike[str],
     *,
@@ -329,16 +343,18 @@ def render_all(
     prelude: str = "",
     domains: Sequence[tuple[Triage, Mapping[str, Any]]] = (),
 ) -> ReportSummary:
-    """``workers``: how many processes aggregate and render (the others forked from this
-    one); None chooses up to 4, as many as there are CPUs, for large results where forking
-    is safe, else 1. The bytes and the summary do not depend on it."""
+    """``records``: the records to report (the store's newest, as the engine holds them:
+    harness/columnar.py), or Records in hand. ``workers``: how many processes render (the
+    others forked from this one, once everything is aggregated); None chooses up to 4, as
+    many as there are CPUs, for large results where forking is safe, else 1. The bytes and
+    the summary do not depend on it."""
     results = Path(results_dir)
-    with gc_paused():
-        by_entry = records_by_entry(records)
-        n_records = sum(map(len, by_entry.values()))
-        ids = entry_ids(by_entry, entries)
-        shards = _shards(ids, by_entry, _workers(workers, len(ids)))
-        jobs = [_Job(first, shard, by_entry, entries, results, check) for first, shard in shards]
+    table = records if isinstance(records, RecordTable) else RecordTable.of(records)
+    n_records = len(table)
+    aggs = aggregate_table(table, entries)
+    with _gc_paused():
+        shards = _shards(aggs, _workers(workers, len(aggs)))
+        jobs = [_Job(a, aggs[a:b], entries, results, check) for a, b in shards]
         children: list[_Child] = []
         try:
             children = [_Child(job) for job in jobs[1:]]

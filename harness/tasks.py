@@ -635,7 +635,6 @@ def render_reports(
     problems = [] if check else store.quarantine(loaded.refused)
     for warning in (*loaded.warnings, *problems):
         console.print(f"[yellow]warning:[/] {escape(str(warning))}", highlight=False)
-    records = loaded.records()
     prelude = ""
     if since is not None:
         from harness.diff import DiffError, Side, as_reported, diff_records, html_changes, load_side
@@ -645,11 +644,11 @@ def render_reports(
         except DiffError as exc:
             console.print(f"[bold red]error:[/] --since: {escape(str(exc))}", highlight=False)
             return 2
-        now = Side("now", tuple(as_reported(records, entries)))
+        now = Side("now", tuple(as_reported(loaded.records(), entries)))
         prelude = html_changes(diff_records(old, now), since)
     try:
         summary = render_all(
-            records,
+            loaded,
             entries,
             cfg.results_dir,
             check=check,
@@ -665,7 +664,7 @@ def render_reports(
         return 2
     verdicts = ", ".join(f"{k} {v}" for k, v in sorted(summary.verdicts.items()))
     console.print(
-        f"report: {len(records)} records -> {len(summary.outputs)} outputs under "
+        f"report: {len(loaded)} records -> {len(summary.outputs)} outputs under "
         f"{cfg.results_dir} ({len(summary.written)} rewritten), "
         f"{len(summary.documents_updated)} entry documents updated; verdicts: {verdicts}",
         highlight=False,

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import re
 from html.parser import HTMLParser
+from types import SimpleNamespace
 
 import pytest
 
@@ -210,17 +211,16 @@ def test_json_put_together_from_entries_is_what_json_dumps_gives(tmp_path):
 
 def test_shards_are_runs_of_whole_data_files_with_about_as_many_records_each():
     per = report.CELL_FILE_ENTRIES
-    ids = [f"e{i:04d}" for i in range(10 * per + 3)]
-    by_entry = {i: [None] * (3 if n < 5 * per else 1) for n, i in enumerate(ids)}  # type: ignore[list-item]
-    shards = report._shards(ids, by_entry, 2)
+    aggs = [SimpleNamespace(n_runs=3 if n < 5 * per else 1) for n in range(10 * per + 3)]
+    shards = report._shards(aggs, 2)  # type: ignore[arg-type]
     assert [first for first, _ in shards] == [
         0,
         3 * per,
     ]  # 576 of 1,283 records first: the cut nearest half
-    assert [i for _, run in shards for i in run] == ids
-    assert report._shards(ids, by_entry, 1) == [(0, ids)]
-    assert report._shards(ids[:per], by_entry, 4) == [(0, ids[:per])]  # one data file: one shard
-    assert all(first % per == 0 for first, _ in report._shards(ids, by_entry, 4))
+    assert [i for a, b in shards for i in range(a, b)] == list(range(len(aggs)))
+    assert report._shards(aggs, 1) == [(0, len(aggs))]  # type: ignore[arg-type]
+    assert report._shards(aggs[:per], 4) == [(0, per)]  # type: ignore[arg-type] # one data file
+    assert all(first % per == 0 for first, _ in report._shards(aggs, 4))  # type: ignore[arg-type]
 
 
 def test_png_is_a_png_and_deterministic(tmp_path):

@@ -3,7 +3,8 @@
   harness/stats.py            rates, Wilson intervals, percentages
   harness/domain.py           devices, precisions, kinds, statuses, environment id format
   aggregate/model.py          the aggregate types and their JSON form (``to_dict``)
-  aggregate/cells.py          records grouped into cells and counted per variant
+  aggregate/cells.py          records grouped into cells and counted per variant (by the
+                              columnar engine, over harness/columnar.py's record table)
   aggregate/verdicts.py       claimed vs measured
   docs/verdicts.md            every counting and verdict rule, in words
 
@@ -14,12 +15,10 @@ from __future__ import annotations
 
 from harness.aggregate.cells import (
     aggregate,
-    aggregate_entries,
     aggregate_entry,
-    entry_ids,
-    gc_paused,
+    aggregate_table,
     machine_labels,
-    records_by_entry,
+    related_now,
     reread,
 )
 from harness.aggregate.model import (
@@ -40,9 +39,12 @@ from harness.aggregate.model import (
     MessageSeen,
     NotCounted,
     ReproRange,
+    Texts,
+    Trials,
     VariantAggregate,
     Verdict,
     cell_value,
+    cell_value_of,
     env_info,
     slice_id,
 )
@@ -77,20 +79,21 @@ __all__ = [
     "ReproRange",
     "VariantAggregate",
     "Verdict",
+    "Texts",
+    "Trials",
     "aggregate",
-    "aggregate_entries",
     "aggregate_entry",
+    "aggregate_table",
     "cell_value",
+    "cell_value_of",
     "documented_failure_text",
-    "entry_ids",
     "env_info",
     "failed_silently_as_documented",
-    "gc_paused",
     "judge_most",
     "judge_rate",
     "machine_labels",
     "pct",
-    "records_by_entry",
+    "related_now",
     "reread",
     "slice_id",
     "wilson",

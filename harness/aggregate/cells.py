@@ -1,20 +1,25 @@
 """Records -> aggregates: the runs of each entry grouped into cells, counted per variant
-under the counting rules of docs/verdicts.md, measured version ranges, machines. Pure
-functions; no files, no clocks. The verdicts are decided in verdicts.py."""
+under the counting rules of docs/verdicts.md, measured version ranges, machines.
+
+The grouping and counting are done by the columnar engine (DuckDB) over a table of records
+(harness/columnar.py: the store's newest records as the report reads them, or any records
+in hand), all entries at once; Python assembles each entry's aggregate from what the
+engine grouped (per cell at most, never per record). The verdicts are decided in
+verdicts.py. No files, no clocks.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import gc
 import itertools
-import operator
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from harness.aggregate.model import (
-    _SINGLE,
     KIND_ORDER,
     METRIC,
     OUTCOME_ORDER,
@@ -29,13 +34,16 @@ from harness.aggregate.model import (
     NotCounted,
     ReproRange,
     Slice,
+    Texts,
+    Trials,
     VariantAggregate,
-    cell_value,
+    cell_value_of,
     env_info,
     slice_id,
 )
 from harness.aggregate.verdicts import failed_silently_as_documented
 from harness.aggregate.verdicts import verdicts as _verdicts
+from harness.columnar import RecordTable
 from harness.domain import DEVICES, PRECISIONS
 from harness.outcomes import NOT_COUNTED, Outcome, signature_named
 from harness.records import Record
@@ -46,555 +54,505 @@ if TYPE_CHECKING:
 
 __all__ = [
     "aggregate",
-    "aggregate_entries",
     "aggregate_entry",
-    "entry_ids",
-    "gc_paused",
+    "aggregate_table",
     "machine_labels",
-    "records_by_entry",
     "reread",
 ]
 
-DEVICE_ORDER = DEVICES
-PRECISION_ORDER = PRECISIONS
+_VALUES = tuple(o.value for o in OUTCOME_ORDER)
+_VALUE_RANK = {v: i for i, v in enumerate(_VALUES)}
+_NOT_COUNTED_VALUES = tuple(o.value for o in OUTCOME_ORDER if o in NOT_COUNTED)
+# per kind: the outcomes that count as a hit for its metric (among applicable runs)
+_HITS = {
+    "baseline": (Outcome.REPRODUCED.value,),
+    # a dead end fails as documented: the documented error, or its own expected one
+    "dead_end": (Outcome.REPRODUCED.value, Outcome.RELATED.value),
+}
+_HITS_DEFAULT = (Outcome.OK.value,)  # workaround, control, and any unknown kind
+_RESTRICTED = ("workaround", "dead_end")  # counted only in cells where a baseline reproduces
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Hold off the cyclic garbage collector. Aggregating and rendering a million records
-    allocates millions of small acyclic objects; each automatic collection would walk all
-    of them again (half the time at that size). Reentrant; the previous state comes back."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+def _q(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
-def aggregate(records: Iterable[Record], entries: Sequence[Entry] = ()) -> Aggregates:
-    """Every entry that has a definition or a record, sorted by id."""
-    with gc_paused():
-        by_entry = records_by_entry(records)
-        out = tuple(aggregate_entries(entry_ids(by_entry, entries), by_entry, entries))
-    return Aggregates(out, sum(map(len, by_entry.values())))
+def _in(values: Iterable[str]) -> str:
+    return "(" + ", ".join(map(_q, values)) + ")"
 
 
-def records_by_entry(records: Iterable[Record]) -> dict[str, list[Record]]:
-    """Entry id -> its records, in the order given."""
-    by_entry: dict[str, list[Record]] = defaultdict(list)
-    # records usually come entry by entry: extend by runs rather than one at a time
-    for eid, run in itertools.groupby(records, key=_get_entry):
-        by_entry[eid].extend(run)
-    return dict(by_entry)
+def _count(value: str) -> str:
+    return f"count(*) FILTER (WHERE outcome = {_q(value)})"
 
 
-def entry_ids(by_entry: Mapping[str, Sequence[Record]], entries: Sequence[Entry] = ()) -> list[str]:
-    """The ids of every entry that has a definition or a record, sorted."""
-    return sorted(set(by_entry) | {e.id for e in entries})
-
-
-def aggregate_entries(
-    ids: Iterable[str], by_entry: Mapping[str, Sequence[Record]], entries: Sequence[Entry] = ()
-) -> Iterator[EntryAggregate]:
-    """The aggregates of the entries ``ids``, in that order (a part of ``aggregate``'s)."""
-    known = {e.id: e for e in entries}
-    env_cache: dict[tuple[str, str, str, str], EnvInfo] = {}
-    for eid in ids:
-        yield aggregate_entry(
-            known.get(eid), by_entry.get(eid, ()), entry_id=eid, _env_cache=env_cache
-        )
+_COUNTS = ", ".join(f"{_count(v)} AS n_{v}" for v in _VALUES)
+_N_COLUMNS = [f"n_{v}" for v in _VALUES]
 
 
 def _slice_key(s: Slice) -> tuple[Any, ...]:
     d, p = s
     return (
-        DEVICE_ORDER.index(d) if d in DEVICE_ORDER else len(DEVICE_ORDER),
+        DEVICES.index(d) if d in DEVICES else len(DEVICES),
         d,
-        PRECISION_ORDER.index(p) if p in PRECISION_ORDER else len(PRECISION_ORDER),
+        PRECISIONS.index(p) if p in PRECISIONS else len(PRECISIONS),
         p,
     )
 
 
-_get_entry = operator.attrgetter("entry")
-_get_env = operator.attrgetter("env")
-_get_versions = operator.attrgetter("versions")
-_get_provenance = operator.attrgetter("provenance")
-_get_started = operator.attrgetter("started_at")
-_REPRODUCED_VALUE = Outcome.REPRODUCED.value
-assert OUTCOME_ORDER[0] is Outcome.REPRODUCED  # a cell with a reproduced trial lists it first
-_VALUE = {o: o.value for o in Outcome}  # Enum.value is a slow descriptor; a dict is not
-_ONE_VALUE = {o: (o.value,) for o in Outcome}
-_VALUE_RANK = {o.value: i for i, o in enumerate(OUTCOME_ORDER)}
-_NOT_COUNTED_VALUES = frozenset(o.value for o in NOT_COUNTED)
-# per kind: the outcomes that count as a hit for its metric (among applicable runs)
-_HITS = {
-    "baseline": frozenset({Outcome.REPRODUCED.value}),
-    # a dead end fails as documented: the documented error, or its own expected one
-    "dead_end": frozenset({Outcome.REPRODUCED.value, Outcome.RELATED.value}),
-}
-_RELATED_VALUE = Outcome.RELATED.value
-_OK_VALUE = Outcome.OK.value
-_OK = Outcome.OK
-_HITS_DEFAULT = frozenset({Outcome.OK.value})  # workaround, control, and any unknown kind
-
-# one cell as the per-variant pass sees it: key, its trials (in record order), its value
-_Cell = tuple[CellKey, tuple[Record, ...], CellValue]
+def aggregate(records: Iterable[Record], entries: Sequence[Entry] = ()) -> Aggregates:
+    """Every entry that has a definition or a record, sorted by id."""
+    table = RecordTable.of(records)
+    return Aggregates(tuple(aggregate_table(table, entries)), len(table))
 
 
 def aggregate_entry(
-    entry: Entry | None,
-    records: Iterable[Record],
-    *,
-    entry_id: str | None = None,
-    _env_cache: dict[tuple[str, str, str, str], EnvInfo] | None = None,
+    entry: Entry | None, records: Iterable[Record], *, entry_id: str | None = None
 ) -> EntryAggregate:
+    """One entry's aggregate from its records (their ``entry`` field is not read)."""
     if entry is None and entry_id is None:
         raise ValueError("aggregate_entry needs an entry or an entry_id")
     eid = entry.id if entry is not None else str(entry_id)
-    env_cache = {} if _env_cache is None else _env_cache
-    records = records if isinstance(records, (list, tuple)) else list(records)
-    if entry is not None:
-        records = reread(records, entry)
-    n_runs = len(records)
-
-    # the one pass over the records: group them into cells (a tuple of trials each)
-    trials: dict[CellKey, tuple[Record, ...]] = {}
-    multi: list[CellKey] = []
-    for r in records:
-        key = (r.variant, r.env, r.device, r.precision)
-        rs = trials.get(key)
-        if rs is None:
-            trials[key] = (r,)
-        else:
-            if len(rs) == 1:
-                multi.append(key)
-            trials[key] = (*rs, r)
-
-    # what records share (versions and provenance dicts, dates), over C-level columns
-    env_versions = _env_versions(records)
-    machines, newest = _machines(records)
-
-    envs: list[EnvInfo] = []
-    for env, (py, torch, lightning) in env_versions.items():
-        ck = (env, py, torch, lightning)
-        info = env_cache.get(ck)
-        if info is None:
-            info = env_info(env, {"python": py, "torch": torch, "lightning": lightning})
-            env_cache[ck] = info
-        envs.append(info)
-    envs.sort(key=lambda e: e.sort_key)
-    env_rank = {e.id: i for i, e in enumerate(envs)}
-
-    # cells: values, and per variant (first record's kind, in record order)
-    kinds: dict[str, str] = {}
-    cells: dict[CellKey, CellValue] = {}
-    by_variant: dict[str, list[_Cell]] = {}
-    single = _SINGLE
-    for key, rs in trials.items():
-        cv = single[rs[0].outcome] if len(rs) == 1 else cell_value([r.outcome for r in rs])
-        cells[key] = cv
-        cell_list = by_variant.get(key[0])
-        if cell_list is None:
-            kinds[key[0]] = rs[0].kind
-            cell_list = by_variant[key[0]] = []
-        cell_list.append((key, rs, cv))
-    slice_list = tuple(sorted({(k[2], k[3]) for k in trials}, key=_slice_key))
-    for key in multi:  # runs as shown: trials in order (stats above do not depend on it)
-        trials[key] = tuple(sorted(trials[key], key=_run_order))
-
-    # variants: the entry's, in its order; then any only the records name
-    declared = list(entry.variants) if entry is not None else []
-    declared_names = {v.name for v in declared}
-    extra = sorted(
-        (n for n in kinds if n not in declared_names),
-        key=lambda n: (KIND_ORDER.index(kinds[n]) if kinds[n] in KIND_ORDER else 9, n),
+    table = RecordTable.of(
+        r if r.entry == eid else Record(**{**r.__dict__, "entry": eid}) for r in records
     )
-
-    baseline_names = {v.name for v in declared if v.kind == "baseline"} | {
-        n for n in extra if kinds[n] == "baseline"
-    }
-    reproducing: set[tuple[str, str, str]] = set()
-    for name in baseline_names:
-        for key, _, cv in by_variant.get(name, ()):
-            if cv.counts[0][0] == _REPRODUCED_VALUE:
-                reproducing.add(key[1:])
-    reproducing_env_device = {k[:2] for k in reproducing}
-    baseline_precisions = {p for v in declared if v.kind == "baseline" for p in v.precisions}
-    changes_precision = {
-        v.name
-        for v in declared
-        if v.kind in ("workaround", "dead_end") and not set(v.precisions) & baseline_precisions
-    }
-
-    variants: list[VariantAggregate] = []
-    n_counted = 0
-    seen: set[str] = set()
-    specs = [
-        (
-            v.name,
-            v.kind,
-            v.description,
-            v.claim_ref,
-            v.claimed_rate,
-            v.reading,
-            v.fails_as.postconditions if v.fails_as is not None else (),
-        )
-        for v in declared
-    ]
-    specs += [(n, kinds[n], "", None, None, None, ()) for n in extra]
-    for name, kind, description, claim_ref, claimed_rate, reading, fails_as in specs:
-        va, counted = _variant_aggregate(
-            name,
-            kind,
-            description,
-            claim_ref,
-            claimed_rate,
-            reading,
-            by_variant.get(name, []),
-            reproducing_env_device if name in changes_precision else reproducing,
-            slice_list,
-            env_rank,
-            scope=2 if name in changes_precision else 3,
-            fails_as=fails_as,
-        )
-        variants.append(va)
-        if name not in seen:  # (a repeated declared name counts its runs once)
-            seen.add(name)
-            n_counted += counted
-
-    labels = machine_labels((k[0], k[1]) for k in machines)
-    machine_list = tuple(
-        sorted(
-            (
-                Machine(labels[(k[0], k[1])], *k[1:], runs=m[0], first=m[1], last=m[2])
-                for k, m in machines.items()
-            ),
-            key=lambda m: (m.name, m.machine_id, *(getattr(m, f) for f in Machine.FIELDS)),
-        )
-    )
-    by_machine, disagree = _per_machine(trials, labels)
-    sig = entry.signature if entry is not None else None
-    agg = EntryAggregate(
-        id=eid,
-        title=entry.title if entry is not None else eid,
-        signature_type=sig.type if sig else "",
-        signature_message=sig.message if sig else "",
-        document=str(entry.document) if entry is not None else None,
-        envs=tuple(envs),
-        slices=slice_list,
-        variants=tuple(variants),
-        cells=cells,
-        runs=trials,
-        machines=machine_list,
-        by_machine=by_machine,
-        disagree=disagree,
-        n_runs=n_runs,
-        n_counted=n_counted,
-        newest=newest,
-    )
-    verdicts = _verdicts(entry, agg)
-    return EntryAggregate(**{**agg.__dict__, "verdicts": verdicts})
+    [agg] = aggregate_table(table, [entry] if entry is not None else [], ids=[eid])
+    return agg
 
 
 def reread(records: Sequence[Record], entry: Entry) -> Sequence[Record]:
     """Records of variants that declare their own signature, re-read against the entry as
-    it is now: a ``reproduced`` run whose exception is not the documented one, or an
-    ``other_error`` run whose exception is the variant's own, is ``related`` (schema 2
-    recorded a variant's own signature as reproduced; a signature added to entry.yaml after
-    the run was not known to it). Everything else as given."""
+    it is now (``related_now``). Everything else as given."""
     own = {v.name: v.signature for v in entry.variants if v.signature is not None}
     if not own:
         return records
-    sig = entry.signature
     out = list(records)
     for i, r in enumerate(out):
         exc = r.exception
-        if exc is None or r.variant not in own or r.outcome not in _REREAD:
-            continue
-        if r.outcome is Outcome.REPRODUCED:
-            related = not signature_named(exc.type, exc.message, sig.type, sig.message)
-        else:
-            mine = own[r.variant]
-            related = signature_named(exc.type, exc.message, mine.type, mine.message)
-        if related:
-            out[i] = dataclasses.replace(r, outcome=Outcome.RELATED)
+        if exc is not None and related_now(
+            entry, r.variant, r.outcome.value, exc.type, exc.message
+        ):
+            out[i] = Record(**{**r.__dict__, "outcome": Outcome.RELATED})
     return out
 
 
-_REREAD = frozenset({Outcome.REPRODUCED, Outcome.OTHER_ERROR})
-
-
-def _env_versions(records: Sequence[Record]) -> dict[str, tuple[str, str, str]]:
-    """Per env, the (python, torch, lightning) its records report. Several records
-    (machines) may report one env: per field, keep the smallest non-empty value, so that the
-    choice does not depend on the records' order."""
-    versions = list(map(_get_versions, records))
-    # records share versions dicts: look at each distinct (env, dict) once
-    distinct = dict(
-        zip(zip(map(_get_env, records), map(id, versions), strict=True), versions, strict=True)
-    )
-    out: dict[str, tuple[str, str, str]] = {}
-    for (env, _), v in distinct.items():
-        got = (
-            (v.get("python", ""), v.get("torch", ""), v.get("lightning", "")) if v else ("", "", "")
-        )
-        old = out.get(env)
-        if old is not None:
-            got = tuple(min(a, b) if a and b else a or b for a, b in zip(old, got, strict=True))  # type: ignore[assignment]
-        out[env] = got
-    return out
-
-
-def _machines(records: Sequence[Record]) -> tuple[dict[tuple[str, ...], list[Any]], str]:
-    """(machine name, machine id, provenance fields) -> [runs, earliest non-empty
-    started_at or "", newest started_at], and the newest started_at of all ("" if none)."""
-    fields = Machine.FIELDS
-    machines: dict[tuple[str, ...], list[Any]] = {}
-    newest = ""
-    for r in records:
-        p = r.provenance
-        mk = (r.machine, r.machine_id, *(str(p.get(f, "")) for f in fields))
-        t = r.started_at
-        m = machines.get(mk)
-        if m is None:
-            machines[mk] = [1, t, t]
-        else:
-            m[0] += 1
-            if t and (not m[1] or t < m[1]):
-                m[1] = t
-            if t > m[2]:
-                m[2] = t
-        if t > newest:
-            newest = t
-    return machines, newest
+def related_now(entry: Entry, variant: str, outcome: str, exc_type: str, exc_message: str) -> bool:
+    """Whether a run of ``variant`` that raised ``exc_type: exc_message`` is ``related``
+    when read against the entry as it is now: a ``reproduced`` run whose exception is not
+    the documented one, or an ``other_error`` run whose exception is the variant's own
+    (schema 2 recorded a variant's own signature as reproduced; a signature added to
+    entry.yaml after the run was not known to it)."""
+    own = next((v.signature for v in entry.variants if v.name == variant), None)
+    if own is None:
+        return False
+    if outcome == Outcome.REPRODUCED.value:
+        sig = entry.signature
+        return not signature_named(exc_type, exc_message, sig.type, sig.message)
+    if outcome == Outcome.OTHER_ERROR.value:
+        return signature_named(exc_type, exc_message, own.type, own.message)
+    return False
 
 
 def machine_labels(keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """(name, id) -> how reports name the machine: its name, with the start of its id where
     two machines of one entry share a name."""
     keys = set(keys)
-    names = Counter(name for name, _ in keys)
+    names: dict[str, int] = defaultdict(int)
+    for name, _ in keys:
+        names[name] += 1
     return {
         (name, mid): (name or "?") + (f" ({mid[:8] or 'id unknown'})" if names[name] > 1 else "")
         for name, mid in keys
     }
 
 
-def _per_machine(
-    trials: Mapping[CellKey, tuple[Record, ...]], labels: Mapping[tuple[str, str], str]
-) -> tuple[dict[CellKey, tuple[tuple[str, CellValue], ...]], frozenset[CellKey]]:
-    """The cells measured on more than one machine: each machine's value (machines by
-    label), and the cells where the machines disagree: their applicable trials ended in
-    different statuses (a machine that could not measure the cell does not disagree)."""
-    by_machine: dict[CellKey, tuple[tuple[str, CellValue], ...]] = {}
-    disagree: set[CellKey] = set()
-    for key, rs in trials.items():
-        if len(rs) < 2:
-            continue
-        first = rs[0].machine_key
-        if all(r.machine_key == first for r in rs):
-            continue
-        grouped: dict[str, list[Outcome]] = defaultdict(list)
-        for r in rs:
-            grouped[labels[(r.machine, r.machine_id)]].append(r.outcome)
-        values = tuple((m, cell_value(grouped[m])) for m in sorted(grouped))
-        by_machine[key] = values
-        counted = {v.status for _, v in values if v.status not in _NOT_COUNTED_VALUES}
-        if len(counted) > 1:
-            disagree.add(key)
-    return by_machine, frozenset(disagree)
+# -- the engine's part ---------------------------------------------------------------------
 
 
-def _run_order(r: Record) -> tuple[Any, ...]:
-    return (r.trial, r.started_at, r.outcome.value, r.provenance.get("host", ""), r.duration_s)
+def _unnest_table(con: Any, name: str, columns: dict[str, list[Any]], types: str) -> None:
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} ({types})")
+    if columns and next(iter(columns.values())):
+        con.execute(
+            f"INSERT INTO {name} SELECT " + ", ".join(["unnest(?)"] * len(columns)),
+            list(columns.values()),
+        )
 
 
-def _outcome_values(outcomes: set[Outcome]) -> tuple[str, ...]:
-    if len(outcomes) == 1:
-        return _ONE_VALUE[next(iter(outcomes))]
-    return tuple(sorted({_VALUE[o] for o in outcomes}, key=_VALUE_RANK.__getitem__))
+def _runs(table: RecordTable, entries: Sequence[Entry]) -> None:
+    """Table ``runs``: the records as the aggregation reads them (a variant's own expected
+    error re-read as ``related`` against the entry as it is now)."""
+    con = table.con
+    own = {(e.id, v.name): e for e in entries for v in e.variants if v.signature is not None}
+    flips: list[int] = []
+    if own:
+        _unnest_table(
+            con,
+            "own",
+            {"entry": [k[0] for k in own], "variant": [k[1] for k in own]},
+            "entry VARCHAR, variant VARCHAR",
+        )
+        for rid, eid, variant, outcome, exc_type, exc_message in con.execute(
+            "SELECT rid, entry, variant, outcome, exc_type, exc_message FROM records "
+            "SEMI JOIN own USING (entry, variant) WHERE has_exception "
+            "AND outcome IN ('reproduced', 'other_error')"
+        ).fetchall():
+            if related_now(own[(eid, variant)], variant, outcome, exc_type, exc_message):
+                flips.append(rid)
+    _unnest_table(con, "flips", {"rid": flips}, "rid BIGINT")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE runs AS SELECT rid, entry, variant, kind, env, device, "
+        "precision, trial, CASE WHEN rid IN (SELECT rid FROM flips) THEN 'related' "
+        "ELSE outcome END AS outcome, reason, has_exception, exc_type, exc_message, exc_frame, "
+        "duration_s, versions, provenance, started_at, machine, machine_id, checks FROM records"
+    )
 
 
-def _cell_stats(cv: CellValue, hits: frozenset[str]) -> tuple[int, int, int, int, bool, bool]:
-    """(counted trials, hits among them, related trials, ok trials, any not-counted trial,
-    any reproduced trial)"""
-    n = k = related = ok = 0
-    has_not_counted = False
-    for o, c in cv.counts:
-        if o in _NOT_COUNTED_VALUES:
-            has_not_counted = True
-            continue
-        n += c
-        if o in hits:
-            k += c
-        if o == _RELATED_VALUE:
-            related += c
-        elif o == _OK_VALUE:
-            ok += c
-    return n, k, related, ok, has_not_counted, cv.counts[0][0] == _REPRODUCED_VALUE
+@dataclass
+class _Grouped:
+    """What the engine grouped, per entry."""
+
+    cells: dict[str, list[tuple[CellKey, CellValue, int]]]  # (key, value, machines)
+    first_kind: dict[str, dict[str, str]]  # entry -> variant -> kind of its first record
+    runs: dict[str, int]
+    envs: dict[str, list[tuple[str, str, str, str]]]  # (env, python, torch, lightning)
+    machines: dict[str, list[tuple[Any, ...]]]
+    newest: dict[str, str]
 
 
-def _variant_aggregate(
-    name: str,
-    kind: str,
-    description: str,
-    claim_ref: str | None,
-    claimed_rate: float | None,
-    reading: str | None,
-    cells: list[_Cell],
-    reproducing: set[tuple[str, ...]],
+def _group(con: Any) -> _Grouped:
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE cells AS SELECT entry, variant, env, device, precision, "
+        f"count(*) AS trials, {_COUNTS}, count(DISTINCT (machine, machine_id)) AS machines "
+        "FROM runs GROUP BY ALL"
+    )
+    # each distinct count vector once (cells mostly share a handful)
+    signatures = con.execute(
+        f"SELECT DISTINCT {', '.join(_N_COLUMNS)} FROM cells ORDER BY ALL"
+    ).fetchall()
+    values = [cell_value_of(dict(zip(_VALUES, counts, strict=True))) for counts in signatures]
+    _unnest_table(
+        con,
+        "signatures",
+        {
+            "sig": list(range(len(signatures))),
+            **{c: [s[i] for s in signatures] for i, c in enumerate(_N_COLUMNS)},
+        },
+        "sig BIGINT, " + ", ".join(f"{c} BIGINT" for c in _N_COLUMNS),
+    )
+    fetched = con.execute(
+        "SELECT entry, variant, env, device, precision, sig, machines FROM cells "
+        f"JOIN signatures USING ({', '.join(_N_COLUMNS)}) ORDER BY entry"
+    ).fetchnumpy()
+    cells: dict[str, list[tuple[CellKey, CellValue, int]]] = {}
+    entries_col = fetched["entry"]
+    keys = zip(
+        fetched["variant"].tolist(),
+        fetched["env"].tolist(),
+        fetched["device"].tolist(),
+        fetched["precision"].tolist(),
+        strict=True,
+    )
+    rows = zip(
+        keys,
+        map(values.__getitem__, fetched["sig"].tolist()),
+        fetched["machines"].tolist(),
+        strict=True,
+    )
+    for eid, group in itertools.groupby(zip(entries_col.tolist(), rows, strict=True), key=_first):
+        cells[eid] = [row for _, row in group]
+
+    first_kind: dict[str, dict[str, str]] = defaultdict(dict)
+    runs: dict[str, int] = defaultdict(int)
+    for eid, variant, kind, n in con.execute(
+        "SELECT entry, variant, arg_min(kind, rid), count(*) FROM runs GROUP BY ALL "
+        "ORDER BY entry, min(rid)"
+    ).fetchall():
+        first_kind[eid][variant] = kind
+        runs[eid] += n
+
+    envs: dict[str, list[tuple[str, str, str, str]]] = defaultdict(list)
+    for eid, *row in con.execute(
+        "SELECT entry, env, "
+        + ", ".join(
+            f"coalesce(min(nullif(json_extract_string(versions, '$.{f}'), '')), '')"
+            for f in ("python", "torch", "lightning")
+        )
+        + " FROM runs GROUP BY ALL"
+    ).fetchall():
+        envs[eid].append(tuple(row))  # type: ignore[arg-type]
+
+    # per machine and provenance first (a few per entry), its fields read from those
+    fields = ", ".join(
+        f"coalesce(json_extract_string(provenance, '$.{f}'), '') AS p_{f}" for f in Machine.FIELDS
+    )
+    machines: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in con.execute(
+        f"SELECT entry, machine, machine_id, {', '.join('p_' + f for f in Machine.FIELDS)}, "
+        "sum(n), coalesce(min(first), ''), max(last) FROM (SELECT *, "
+        f"{fields} FROM (SELECT entry, machine, machine_id, provenance, count(*) AS n, "
+        "min(nullif(started_at, '')) AS first, max(started_at) AS last FROM runs GROUP BY ALL)) "
+        "GROUP BY ALL"
+    ).fetchall():
+        machines[row[0]].append(row[1:])
+    newest = dict(con.execute("SELECT entry, max(started_at) FROM runs GROUP BY entry").fetchall())
+    return _Grouped(cells, first_kind, runs, envs, machines, newest)
+
+
+def _first(pair: tuple[Any, Any]) -> Any:
+    return pair[0]
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """A variant as the aggregate lists it: declared by the entry, or only in the records."""
+
+    name: str
+    kind: str
+    description: str
+    claim_ref: str | None
+    claimed_rate: float | None
+    reading: str | None
+    scope: int  # 3: counted in cells (env, device, precision) where a baseline reproduces; 2: (env, device)
+    fails_as: tuple[str, ...] = ()  # a dead end's silent documented failure (entry.yaml)
+
+    @property
+    def role(self) -> tuple[str, str, int, str]:
+        """What its counts depend on besides its cells: kind, scope, silent failure."""
+        return (self.name, self.kind, self.scope, "\x00".join(self.fails_as))
+
+
+def _specs(entry: Entry | None, first_kind: Mapping[str, str]) -> tuple[list[_Spec], set[str]]:
+    """The variants in the aggregate's order (the entry's, then any only the records name),
+    and the names whose cells decide where the documented error reproduces."""
+    declared = list(entry.variants) if entry is not None else []
+    declared_names = {v.name for v in declared}
+    extra = sorted(
+        (n for n in first_kind if n not in declared_names),
+        key=lambda n: (
+            KIND_ORDER.index(first_kind[n]) if first_kind[n] in KIND_ORDER else 9,
+            n,
+        ),
+    )
+    baselines = {v.name for v in declared if v.kind == "baseline"} | {
+        n for n in extra if first_kind[n] == "baseline"
+    }
+    baseline_precisions = {p for v in declared if v.kind == "baseline" for p in v.precisions}
+    specs = [
+        _Spec(
+            v.name,
+            v.kind,
+            v.description,
+            v.claim_ref,
+            v.claimed_rate,
+            v.reading,
+            # a workaround that changes the precision itself counts across precisions
+            2 if v.kind in _RESTRICTED and not set(v.precisions) & baseline_precisions else 3,
+            v.fails_as.postconditions if v.fails_as is not None else (),
+        )
+        for v in declared
+    ]
+    specs += [_Spec(n, first_kind[n], "", None, None, None, 3) for n in extra]
+    return specs, baselines
+
+
+def _hits(kind: str) -> tuple[str, ...]:
+    return _HITS.get(kind, _HITS_DEFAULT)
+
+
+def _sum(columns: Iterable[str]) -> str:
+    return " + ".join(columns) or "0"
+
+
+@dataclass
+class _VariantRows:
+    """What the engine counted per variant (by entry, name, kind and scope)."""
+
+    totals: dict[tuple[Any, ...], tuple[int, int, int]]  # runs, counted, hits anywhere
+    per_slice: dict[tuple[Any, ...], list[tuple[Any, ...]]]  # (d, p, k, n, related, ok, silent)
+    ranges: dict[tuple[Any, ...], list[tuple[Any, ...]]]  # (d, p, env, reproduced)
+    failures: dict[tuple[Any, ...], list[tuple[str, str, bool, int]]]
+    messages: dict[tuple[str, str], list[tuple[Any, ...]]]  # by (entry, name)
+    not_counted: dict[tuple[str, str], list[tuple[Any, ...]]]
+
+
+def _count_variants(
+    con: Any, roles: list[tuple[str, str, str, int, str]], baselines: list[tuple[str, str]]
+) -> _VariantRows:
+    """``roles``: (entry, variant, kind, scope, fails: the postconditions of its silent
+    documented failure, NUL-separated)."""
+    names = ("entry", "variant", "kind", "scope", "fails")
+    _unnest_table(
+        con,
+        "roles",
+        {name: [r[i] for r in roles] for i, name in enumerate(names)},
+        "entry VARCHAR, variant VARCHAR, kind VARCHAR, scope BIGINT, fails VARCHAR",
+    )
+    _unnest_table(
+        con,
+        "baselines",
+        {"entry": [b[0] for b in baselines], "variant": [b[1] for b in baselines]},
+        "entry VARCHAR, variant VARCHAR",
+    )
+    # a dead end's silent documented failure (verdicts.failed_silently_as_documented), run
+    # by run: the wrong_result runs of the variants that declare one
+    silent: dict[str, list[int]] = {"fails": [], "rid": []}
+    for rid, fails, checks in con.execute(
+        "SELECT rid, fails, checks FROM runs JOIN (SELECT DISTINCT entry, variant, fails FROM "
+        "roles WHERE fails <> '') USING (entry, variant) WHERE outcome = 'wrong_result'"
+    ).fetchall():
+        if failed_silently_as_documented(fails.split("\x00"), "wrong_result", json.loads(checks)):
+            silent["fails"].append(fails)
+            silent["rid"].append(rid)
+    _unnest_table(con, "silent", silent, "fails VARCHAR, rid BIGINT")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE cell_silent AS SELECT entry, variant, env, device, "
+        "precision, fails, count(*) AS silent FROM runs JOIN silent USING (rid) GROUP BY ALL"
+    )
+    counted = f"trials - ({_sum('n_' + v for v in _NOT_COUNTED_VALUES)})"
+    hits = (
+        "CASE kind "
+        + "".join(f"WHEN {_q(k)} THEN {_sum('n_' + v for v in _hits(k))} " for k in _HITS)
+        + f"ELSE {_sum('n_' + v for v in _HITS_DEFAULT)} END"
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE reproducing AS SELECT DISTINCT entry, env, device, precision "
+        "FROM cells SEMI JOIN baselines USING (entry, variant) WHERE n_reproduced > 0"
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE scored AS SELECT roles.entry, roles.variant, roles.kind, "
+        "roles.scope, roles.fails, env, device, precision, trials, "
+        f"{counted} AS n, {hits} + coalesce(cell_silent.silent, 0) AS k, n_related AS related, "
+        "n_ok AS ok, coalesce(cell_silent.silent, 0) AS silent, "
+        "n_reproduced > 0 AS has_reproduced, "
+        f"(roles.kind NOT IN {_in(_RESTRICTED)} OR (roles.scope = 3 AND (entry, env, device, precision) "
+        "IN (SELECT (entry, env, device, precision) FROM reproducing)) OR (roles.scope = 2 AND "
+        "(entry, env, device) IN (SELECT (entry, env, device) FROM reproducing))) AS in_scope "
+        "FROM cells JOIN roles USING (entry, variant) "
+        "LEFT JOIN cell_silent USING (entry, variant, env, device, precision, fails)"
+    )
+    role = "entry, variant, kind, scope, fails"
+    totals = {
+        tuple(row[:5]): tuple(row[5:])
+        for row in con.execute(
+            f"SELECT {role}, sum(trials), sum(n), sum(k) FROM scored GROUP BY ALL"
+        ).fetchall()
+    }
+    per_slice: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
+    for row in con.execute(
+        f"SELECT {role}, device, precision, sum(k), sum(n), sum(related), sum(ok), sum(silent) "
+        "FROM scored WHERE n > 0 AND in_scope GROUP BY ALL"
+    ).fetchall():
+        per_slice[tuple(row[:5])].append(tuple(row[5:]))
+    ranges: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
+    for row in con.execute(
+        f"SELECT {role}, device, precision, env, has_reproduced FROM scored "
+        "WHERE n > 0 AND kind = 'baseline'"
+    ).fetchall():
+        ranges[tuple(row[:5])].append(tuple(row[5:]))
+    failures: dict[tuple[Any, ...], list[tuple[str, str, bool, int]]] = defaultdict(list)
+    for row in con.execute(
+        "SELECT entry, variant, scored.kind, scored.scope, scored.fails, runs.outcome, "
+        "CASE WHEN has_exception THEN exc_type || ': ' || exc_message "
+        "ELSE runs.outcome || ': ' || reason END AS text, silent.rid IS NOT NULL, count(*) "
+        "FROM runs JOIN scored USING (entry, variant, env, device, precision) "
+        "LEFT JOIN silent ON silent.rid = runs.rid AND silent.fails = scored.fails "
+        "WHERE scored.n > 0 AND scored.n <> scored.ok AND in_scope "
+        f"AND runs.outcome NOT IN {_in(('ok', *_NOT_COUNTED_VALUES))} GROUP BY ALL"
+    ).fetchall():
+        failures[tuple(row[:5])].append(tuple(row[5:]))  # type: ignore[arg-type]
+    messages: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
+    for row in con.execute(
+        "SELECT entry, variant, exc_type, exc_message, count(*), list(DISTINCT outcome), "
+        "list(DISTINCT env) FROM runs WHERE has_exception GROUP BY ALL"
+    ).fetchall():
+        messages[(row[0], row[1])].append(row[2:])
+    not_counted: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
+    for row in con.execute(
+        "SELECT entry, variant, outcome, reason, count(*), list(DISTINCT env) FROM runs "
+        f"WHERE outcome IN {_in(_NOT_COUNTED_VALUES)} GROUP BY ALL"
+    ).fetchall():
+        not_counted[(row[0], row[1])].append(row[2:])
+    return _VariantRows(totals, per_slice, ranges, failures, messages, not_counted)
+
+
+def _variant(
+    eid: str,
+    spec: _Spec,
+    rows: _VariantRows,
     slices: tuple[Slice, ...],
     env_rank: Mapping[str, int],
-    scope: int = 3,  # reproducing holds (env, device, precision)[:scope]: 2 = across precisions
-    fails_as: tuple[str, ...] = (),  # a dead end's silent documented failure (entry.yaml)
 ) -> tuple[VariantAggregate, int]:
-    """The variant's aggregate, and how many of its runs were applicable (any cell)."""
-    hits = _HITS.get(kind, _HITS_DEFAULT)
-    stats: dict[int, tuple[int, int, int, int, bool, bool]] = {}  # id(cell value) -> _cell_stats
-    # k, n, related, ok, silent (wrong_result runs that are the documented failure)
-    per_slice: dict[Slice, list[int]] = {s: [0, 0, 0, 0, 0] for s in slices}
-    by_exception: dict[int, list[Any]] = {}  # id(exception) -> [exception, count, outcomes, envs]
-    not_counted: dict[tuple[str, str], list[Any]] = {}
-    measured: dict[Slice, set[str]] = defaultdict(set)
-    reproduced: dict[Slice, set[str]] = defaultdict(set)
-    failures: dict[tuple[str, str, bool], int] = {}
-    runs = counted = 0
-    anywhere = [0]  # hits over every applicable run (n is `counted`)
-    restricted = kind in ("workaround", "dead_end")
-    for key, rs, cv in cells:
-        env = key[1]
-        runs += len(rs)
-        for r in rs:
-            exc = r.exception
-            if exc is not None:
-                m = by_exception.get(id(exc))
-                if m is None:
-                    by_exception[id(exc)] = [exc, 1, {r.outcome}, {env}]
-                else:
-                    m[1] += 1
-                    m[2].add(r.outcome)
-                    m[3].add(env)
-        st = stats.get(id(cv))
-        if st is None:
-            st = stats[id(cv)] = _cell_stats(cv, hits)
-        n, k, related, ok, has_not_counted, has_reproduced = st
-        if has_not_counted:
-            for r in rs:
-                if r.outcome in NOT_COUNTED:
-                    nk = (r.outcome, r.reason)
-                    m = not_counted.get(nk)
-                    if m is None:
-                        not_counted[nk] = [1, {env}]
-                    else:
-                        m[0] += 1
-                        m[1].add(env)
-        if not n:
-            continue
-        silent = 0
-        if fails_as and n != st[3]:  # a declared silent failure: a wrong_result run counts
-            silent = sum(
-                failed_silently_as_documented(fails_as, _VALUE[r.outcome], r.checks) for r in rs
-            )
-            k += silent
-        counted += n
-        anywhere[0] += k
-        s = (key[2], key[3])
-        measured[s].add(env)
-        if has_reproduced:
-            reproduced[s].add(env)
-        if not restricted or key[1 : 1 + scope] in reproducing:
-            if n != st[3]:  # some counted trial was not ok
-                for r in rs:
-                    o = r.outcome
-                    if o is _OK or o in NOT_COUNTED:
-                        continue
-                    exc = r.exception
-                    text = (
-                        f"{exc.type}: {exc.message}"
-                        if exc is not None
-                        else f"{o.value}: {r.reason}"
-                    )
-                    documented = bool(silent) and failed_silently_as_documented(
-                        fails_as, o.value, r.checks
-                    )
-                    fk = (o.value, text, documented)
-                    failures[fk] = failures.get(fk, 0) + 1
-            ps = per_slice[s]
-            ps[0] += k
-            ps[1] += n
-            ps[2] += related
-            ps[3] += ok
-            ps[4] += silent
+    role = (eid, *spec.role)
+    runs, counted, anywhere = rows.totals.get(role, (0, 0, 0))
 
-    def by_env(envs: set[str]) -> tuple[str, ...]:
-        if len(envs) == 1:
-            return tuple(envs)
-        return tuple(sorted(envs, key=env_rank.__getitem__))
+    def by_env(envs: Iterable[str]) -> tuple[str, ...]:
+        return tuple(sorted(set(envs), key=env_rank.__getitem__))
 
+    per_slice = {s: [0, 0, 0, 0, 0] for s in slices}
+    for d, p, k, n, related, ok, silent in rows.per_slice.get(role, ()):
+        per_slice[(d, p)] = [k, n, related, ok, silent]
     ranges: list[ReproRange] = []
-    if kind == "baseline":
-        all_measured = set().union(*measured.values()) if measured else set()
-        all_reproduced = set().union(*reproduced.values()) if reproduced else set()
-        ranges.append(_range("*", by_env(all_measured), by_env(all_reproduced)))
+    if spec.kind == "baseline":
+        measured: dict[Slice, list[str]] = defaultdict(list)
+        reproduced: dict[Slice, list[str]] = defaultdict(list)
+        for d, p, env, hit in rows.ranges.get(role, ()):
+            measured[(d, p)].append(env)
+            if hit:
+                reproduced[(d, p)].append(env)
+        ranges.append(
+            _range(
+                "*",
+                by_env(itertools.chain.from_iterable(measured.values())),
+                by_env(itertools.chain.from_iterable(reproduced.values())),
+            )
+        )
         for s in slices:
             if s in measured:
-                ranges.append(
-                    _range(slice_id(s), by_env(measured[s]), by_env(reproduced.get(s, ())))
-                )
-
-    messages: dict[tuple[str, str], list[Any]] = {}
-    for exc, count, outcomes, envs in by_exception.values():
-        mk = (exc.type, exc.message)
-        m = messages.get(mk)
-        if m is None:
-            messages[mk] = [count, outcomes, envs]
-        else:
-            m[0] += count
-            m[1] |= outcomes
-            m[2] |= envs
-    # most frequent first, then by type and message: the first three fields are unique
-    order = sorted((-m[0], t, msg, m[1], m[2]) for (t, msg), m in messages.items())
-    msgs = [
-        MessageSeen(t, msg, -neg, _outcome_values(outcomes), by_env(envs))
-        for neg, t, msg, outcomes, envs in order
-    ]
+                ranges.append(_range(slice_id(s), by_env(measured[s]), by_env(reproduced[s])))
+    name_key = (eid, spec.name)
+    msgs = sorted(
+        (
+            MessageSeen(
+                t,
+                msg,
+                count,
+                tuple(sorted(outcomes, key=_VALUE_RANK.__getitem__)),
+                by_env(envs),
+            )
+            for t, msg, count, outcomes, envs in rows.messages.get(name_key, ())
+        ),
+        key=lambda m: (-m.count, m.type, m.message),
+    )
     ncs = sorted(
         (
-            NotCounted(_VALUE[o], reason, m[0], by_env(m[1]))
-            for (o, reason), m in not_counted.items()
+            NotCounted(o, reason, count, by_env(envs))
+            for o, reason, count, envs in rows.not_counted.get(name_key, ())
         ),
         key=lambda m: (-m.count, m.outcome, m.reason),
     )
-    k_all = sum(ps[0] for ps in per_slice.values())
-    n_all = sum(ps[1] for ps in per_slice.values())
-    related_all = sum(ps[2] for ps in per_slice.values())
-    ok_all = sum(ps[3] for ps in per_slice.values())
-    silent_all = sum(ps[4] for ps in per_slice.values())
+    failures = sorted(rows.failures.get(role, ()), key=lambda f: (-f[3], f[0], f[1], f[2]))
+    k_all, n_all, related_all, ok_all, silent_all = (
+        sum(ps[i] for ps in per_slice.values()) for i in range(5)
+    )
     va = VariantAggregate(
-        name=name,
-        kind=kind,
-        description=description,
-        claim_ref=claim_ref,
-        claimed_rate=claimed_rate,
-        reading=reading,
-        metric=METRIC.get(kind, "ok rate"),
+        name=spec.name,
+        kind=spec.kind,
+        description=spec.description,
+        claim_ref=spec.claim_ref,
+        claimed_rate=spec.claimed_rate,
+        reading=spec.reading,
+        metric=METRIC.get(spec.kind, "ok rate"),
         overall=Rate.of(k_all, n_all),
         related=Rate.of(related_all, n_all),
         ok=Rate.of(ok_all, n_all),
         silent=Rate.of(silent_all, n_all),
-        fails_as=fails_as,
-        failures=tuple(
-            Failure(o, text, c, documented)
-            for (o, text, documented), c in sorted(failures.items(), key=lambda kv: (-kv[1], kv[0]))
-        ),
+        fails_as=spec.fails_as,
+        failures=tuple(Failure(o, text, c, documented) for o, text, documented, c in failures),
         by_slice=tuple((slice_id(s), Rate.of(*per_slice[s][:2])) for s in slices),
         ranges=tuple(ranges),
         messages=tuple(msgs),
         not_counted=tuple(ncs),
         runs=runs,
-        anywhere=Rate.of(anywhere[0], counted),
+        anywhere=Rate.of(anywhere, counted),
     )
     return va, counted
 
@@ -609,4 +567,247 @@ def _range(sid: str, measured: tuple[str, ...], reproduced: tuple[str, ...]) -> 
         in_newest=None if newest is None else newest in set(reproduced),
         measured=measured,
         reproduced=reproduced,
+    )
+
+
+def _per_machine(
+    con: Any, labels: Mapping[str, Mapping[tuple[str, str], str]]
+) -> tuple[dict[str, dict[CellKey, tuple[tuple[str, CellValue], ...]]], dict[str, set[CellKey]]]:
+    """The cells measured on more than one machine: each machine's value (machines by
+    label), and the cells where the machines disagree: their applicable trials ended in
+    different statuses (a machine that could not measure the cell does not disagree)."""
+    grouped: dict[tuple[str, CellKey], dict[str, dict[str, int]]] = {}
+    for row in con.execute(
+        f"SELECT entry, variant, env, device, precision, machine, machine_id, {_COUNTS} "
+        "FROM runs SEMI JOIN (SELECT * FROM cells WHERE machines > 1) "
+        "USING (entry, variant, env, device, precision) GROUP BY ALL"
+    ).fetchall():
+        eid, key, machine = row[0], tuple(row[1:5]), (row[5], row[6])
+        counts = grouped.setdefault((eid, key), {}).setdefault(labels[eid][machine], {})
+        for v, c in zip(_VALUES, row[7:], strict=True):
+            counts[v] = counts.get(v, 0) + c
+    by_machine: dict[str, dict[CellKey, tuple[tuple[str, CellValue], ...]]] = defaultdict(dict)
+    disagree: dict[str, set[CellKey]] = defaultdict(set)
+    for (eid, key), per in grouped.items():
+        values = tuple((m, cell_value_of(per[m])) for m in sorted(per))
+        by_machine[eid][key] = values  # type: ignore[index]
+        counted = {v.status for _, v in values if v.status not in _NOT_COUNTED_VALUES}
+        if len(counted) > 1:
+            disagree[eid].add(key)  # type: ignore[arg-type]
+    return by_machine, disagree
+
+
+def aggregate_table(
+    table: RecordTable, entries: Sequence[Entry] = (), *, ids: Sequence[str] | None = None
+) -> list[EntryAggregate]:
+    """The aggregates of every entry that has a definition or a record, sorted by id (or
+    of the entries ``ids``, in that order)."""
+    con = table.con
+    _runs(table, entries)
+    grouped = _group(con)
+    known = {e.id: e for e in entries}
+    if ids is None:
+        ids = sorted(set(grouped.runs) | set(known))
+
+    specs: dict[str, list[_Spec]] = {}
+    roles: set[tuple[str, str, str, int, str]] = set()
+    baselines: list[tuple[str, str]] = []
+    for eid in ids:
+        specs[eid], names = _specs(known.get(eid), grouped.first_kind.get(eid, {}))
+        roles.update((eid, *s.role) for s in specs[eid])
+        baselines += [(eid, n) for n in names]
+    rows = _count_variants(con, sorted(roles), baselines)
+
+    labels = {
+        eid: machine_labels((m[0], m[1]) for m in grouped.machines.get(eid, ())) for eid in ids
+    }
+    by_machine, disagree = _per_machine(con, labels)
+
+    env_cache: dict[tuple[str, str, str, str], EnvInfo] = {}
+    out: list[EntryAggregate] = []
+    for eid in ids:
+        entry = known.get(eid)
+        envs = []
+        for ck in grouped.envs.get(eid, ()):
+            info = env_cache.get(ck)
+            if info is None:
+                info = env_cache[ck] = env_info(
+                    ck[0], {"python": ck[1], "torch": ck[2], "lightning": ck[3]}
+                )
+            envs.append(info)
+        envs.sort(key=lambda e: e.sort_key)
+        env_rank = {e.id: i for i, e in enumerate(envs)}
+        cell_rows = grouped.cells.get(eid, [])
+        cells = {key: value for key, value, _ in cell_rows}
+        slices = tuple(sorted({(k[2], k[3]) for k in cells}, key=_slice_key))
+        variants: list[VariantAggregate] = []
+        seen: set[str] = set()
+        n_counted = 0
+        for spec in specs[eid]:
+            va, counted = _variant(eid, spec, rows, slices, env_rank)
+            variants.append(va)
+            if spec.name not in seen:  # (a repeated declared name counts its runs once)
+                seen.add(spec.name)
+                n_counted += counted
+        label = labels[eid]
+        machines = tuple(
+            sorted(
+                (
+                    Machine(label[(m[0], m[1])], *m[1:-3], runs=m[-3], first=m[-2], last=m[-1])
+                    for m in grouped.machines.get(eid, ())
+                ),
+                key=lambda m: (m.name, m.machine_id, *(getattr(m, f) for f in Machine.FIELDS)),
+            )
+        )
+        sig = entry.signature if entry is not None else None
+        agg = EntryAggregate(
+            id=eid,
+            title=entry.title if entry is not None else eid,
+            signature_type=sig.type if sig else "",
+            signature_message=sig.message if sig else "",
+            document=str(entry.document) if entry is not None else None,
+            envs=tuple(envs),
+            slices=slices,
+            variants=tuple(variants),
+            cells=cells,
+            trials=Trials.EMPTY,
+            machines=machines,
+            by_machine=by_machine.get(eid, {}),
+            disagree=frozenset(disagree.get(eid, ())),
+            n_runs=grouped.runs.get(eid, 0),
+            n_counted=n_counted,
+            newest=grouped.newest.get(eid, "") or "",
+        )
+        out.append(EntryAggregate(**{**agg.__dict__, "verdicts": _verdicts(entry, agg)}))
+    return _with_trials(con, out)
+
+
+# -- the trials of each cell, for the page's data files -------------------------------------
+
+
+def _with_trials(con: Any, aggs: list[EntryAggregate]) -> list[EntryAggregate]:
+    """Each aggregate with its trials (``Trials``): the runs of its cells in the page's
+    order (slice, variant row, environment; in a cell by trial, start, outcome, host,
+    duration, then record order), their texts as ids into one shared pool."""
+    rank_e: list[str] = []
+    rank_s: list[str] = []
+    rank_v: list[tuple[str, str, int]] = []
+    rank_env: list[tuple[str, str, int]] = []
+    pos_s: list[int] = []
+    for a in aggs:
+        for i, (d, p) in enumerate(a.slices):
+            rank_e.append(a.id)
+            rank_s.append(f"{d}\x00{p}")
+            pos_s.append(i)
+        for i, v in enumerate(a.variants):
+            rank_v.append((a.id, v.name, i))
+        for i, e in enumerate(a.envs):
+            rank_env.append((a.id, e.id, i))
+    _unnest_table(
+        con,
+        "page_slices",
+        {"entry": rank_e, "slice": rank_s, "s": pos_s},
+        "entry VARCHAR, slice VARCHAR, s BIGINT",
+    )
+    _unnest_table(
+        con,
+        "page_variants",
+        {
+            "entry": [r[0] for r in rank_v],
+            "variant": [r[1] for r in rank_v],
+            "v": [r[2] for r in rank_v],
+        },
+        "entry VARCHAR, variant VARCHAR, v BIGINT",
+    )
+    _unnest_table(
+        con,
+        "page_envs",
+        {
+            "entry": [r[0] for r in rank_env],
+            "env": [r[1] for r in rank_env],
+            "e": [r[2] for r in rank_env],
+        },
+        "entry VARCHAR, env VARCHAR, e BIGINT",
+    )
+    # the texts, each once: exceptions (type, message, frame), provenance and versions
+    # (as the page words them, from each distinct object), reasons, start times
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE exceptions AS SELECT row_number() OVER () AS x, * FROM "
+        "(SELECT DISTINCT exc_type, exc_message, exc_frame FROM runs WHERE has_exception)"
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE objects AS SELECT row_number() OVER () - 1 AS o, *, "
+        "coalesce(json_extract_string(text, '$.host'), '') AS host FROM "
+        "(SELECT DISTINCT provenance AS text, true AS is_provenance FROM runs UNION "
+        "SELECT DISTINCT versions, false FROM runs)"
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE texts AS SELECT row_number() OVER () AS t, text FROM "
+        "(SELECT DISTINCT text FROM (SELECT exc_type AS text FROM exceptions UNION ALL "
+        "SELECT exc_message FROM exceptions UNION ALL SELECT exc_frame FROM exceptions "
+        "UNION ALL SELECT reason FROM runs UNION ALL SELECT started_at FROM runs) "
+        "WHERE text <> '')"
+    )
+    pool = _texts(
+        con.execute("SELECT text FROM texts ORDER BY t").fetchnumpy()["text"],
+        con.execute(
+            "SELECT coalesce(a.t, 0), coalesce(b.t, 0), coalesce(c.t, 0) FROM exceptions "
+            "LEFT JOIN texts a ON a.text = exc_type LEFT JOIN texts b ON b.text = exc_message "
+            "LEFT JOIN texts c ON c.text = exc_frame ORDER BY x"
+        ).fetchall(),
+        con.execute("SELECT o, text, is_provenance FROM objects ORDER BY o").fetchall(),
+    )
+    _unnest_table(
+        con,
+        "page_entries",
+        {"entry": [a.id for a in aggs], "i": list(range(len(aggs)))},
+        "entry VARCHAR, i BIGINT",
+    )
+    outcomes = "[" + ", ".join(map(_q, _VALUES)) + "]"
+    fetched = con.execute(
+        f"SELECT pn.i AS entry, list_position({outcomes}, r.outcome) - 1 AS outcome, "
+        "coalesce(x.x, 0) AS x, r.duration_s, po.o AS machine, "
+        "vo.o AS versions, coalesce(rt.t, 0) AS reason, coalesce(st.t, 0) AS started, r.trial "
+        "FROM runs r JOIN page_entries pn ON pn.entry = r.entry "
+        "JOIN page_slices ps ON ps.entry = r.entry AND ps.slice = r.device || chr(0) || r.precision "
+        "JOIN page_variants pv ON pv.entry = r.entry AND pv.variant = r.variant "
+        "JOIN page_envs pe ON pe.entry = r.entry AND pe.env = r.env "
+        "LEFT JOIN exceptions x ON r.has_exception AND x.exc_type = r.exc_type "
+        "AND x.exc_message = r.exc_message AND x.exc_frame = r.exc_frame "
+        "JOIN objects po ON po.is_provenance AND po.text = r.provenance "
+        "JOIN objects vo ON NOT vo.is_provenance AND vo.text = r.versions "
+        "LEFT JOIN texts rt ON rt.text = r.reason LEFT JOIN texts st ON st.text = r.started_at "
+        "ORDER BY pn.i, ps.s, pv.v, pe.e, r.trial, r.started_at, r.outcome, po.host, "
+        "r.duration_s, r.rid"
+    ).fetchnumpy()
+    outcome = np.asarray(fetched["outcome"], dtype=np.int64)
+    # where each entry's trials start and end (entries in order, their trials together)
+    bounds = np.searchsorted(
+        np.asarray(fetched["entry"], dtype=np.int64), np.arange(len(aggs) + 1), side="left"
+    ).tolist()
+    out = []
+    for i, a in enumerate(aggs):
+        lo, hi = bounds[i], bounds[i + 1]
+        trials = Trials(
+            pool,
+            outcome[lo:hi],
+            np.asarray(fetched["x"][lo:hi], dtype=np.int64),
+            np.asarray(fetched["duration_s"][lo:hi], dtype=np.float64),
+            np.asarray(fetched["machine"][lo:hi], dtype=np.int64),
+            np.asarray(fetched["versions"][lo:hi], dtype=np.int64),
+            np.asarray(fetched["reason"][lo:hi], dtype=np.int64),
+            np.asarray(fetched["started"][lo:hi], dtype=np.int64),
+            np.asarray(fetched["trial"][lo:hi], dtype=np.int64),
+        )
+        out.append(EntryAggregate(**{**a.__dict__, "trials": trials}))
+    return out
+
+
+def _texts(
+    texts: np.ndarray, exceptions: list[tuple[int, int, int]], objects: list[tuple[int, str, bool]]
+) -> Texts:
+    return Texts(
+        ["", *texts.tolist()],
+        np.array([(0, 0, 0), *exceptions], dtype=np.int64).reshape(-1, 3),
+        [(json.loads(text), is_provenance) for _, text, is_provenance in objects],
     )

@@ -7,13 +7,13 @@ import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
 from packaging.version import InvalidVersion, Version
 
 from harness.domain import KINDS, parse_env_id, pattern_text
 from harness.outcomes import NOT_COUNTED, Outcome
-from harness.records import Record
 from harness.stats import Rate
 
 __all__ = [
@@ -37,9 +37,12 @@ __all__ = [
     "NotCounted",
     "ReproRange",
     "Slice",
+    "Texts",
+    "Trials",
     "VariantAggregate",
     "Verdict",
     "cell_value",
+    "cell_value_of",
     "env_info",
     "slice_id",
 ]
@@ -52,7 +55,8 @@ VERDICTS = (CONFIRMED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE)
 FLAKY = "flaky"
 
 OUTCOME_ORDER: tuple[Outcome, ...] = tuple(Outcome)
-_OUTCOME_RANK = {o: i for i, o in enumerate(OUTCOME_ORDER)}
+_VALUE_RANK = {o.value: i for i, o in enumerate(OUTCOME_ORDER)}
+_NOT_COUNTED_VALUES = frozenset(o.value for o in NOT_COUNTED)
 KIND_ORDER = KINDS
 METRIC = {
     "baseline": "reproduction rate",
@@ -147,17 +151,24 @@ _SINGLE = {o: CellValue(o.value, ((o.value, 1),)) for o in Outcome}
 def cell_value(outcomes: Iterable[Outcome]) -> CellValue:
     if isinstance(outcomes, list) and len(outcomes) == 1:
         return _SINGLE[outcomes[0]]  # the common case: one trial, a shared value
-    counts = Counter(outcomes)
+    counts = Counter(o.value for o in outcomes)
     if not counts:
         raise ValueError("a cell needs at least one trial")
-    ordered = tuple((o.value, counts[o]) for o in OUTCOME_ORDER if counts[o])
-    counted = [o for o in OUTCOME_ORDER if counts[o] and o not in NOT_COUNTED]
+    return cell_value_of(counts)
+
+
+def cell_value_of(counts: Mapping[str, int]) -> CellValue:
+    """The cell of trials counted per outcome value (zero counts allowed)."""
+    ordered = tuple((o.value, counts[o.value]) for o in OUTCOME_ORDER if counts.get(o.value))
+    if not ordered:
+        raise ValueError("a cell needs at least one trial")
+    counted = [o for o, _ in ordered if o not in _NOT_COUNTED_VALUES]
     if len(counted) > 1:
         status = FLAKY
     elif counted:
-        status = counted[0].value
+        status = counted[0]
     else:  # only unapplicable trials: show the most frequent (first in order on ties)
-        status = max(OUTCOME_ORDER, key=lambda o: (counts[o], -_OUTCOME_RANK[o])).value
+        status = max(ordered, key=lambda oc: (oc[1], -_VALUE_RANK[oc[0]]))[0]
     return CellValue(status, ordered)
 
 
@@ -374,6 +385,47 @@ class Machine:
         }
 
 
+@dataclass(frozen=True, eq=False)
+class Texts:
+    """The texts that trials name, each once: ``texts[0]`` is ""; ``exceptions[x]``: the
+    ids of exception ``x``'s type, message and frame (row 0: no exception); ``objects[o]``:
+    a provenance (True) or versions (False) object, as stored."""
+
+    texts: list[str]
+    exceptions: np.ndarray
+    objects: list[tuple[dict[str, str], bool]]
+
+
+@dataclass(frozen=True, eq=False)
+class Trials:
+    """An entry's trials, one element each, in the page's order of its cells (slice,
+    variant row, environment; in a cell by trial, start time, outcome, host, duration):
+    the outcome (its index in OUTCOME_ORDER), the exception (a row of ``texts.exceptions``),
+    the duration in seconds, the machine and versions (objects of ``texts.objects``), the
+    reason and the start time (ids in ``texts.texts``), the trial number."""
+
+    texts: Texts
+    outcome: np.ndarray
+    exception: np.ndarray
+    duration_s: np.ndarray
+    machine: np.ndarray
+    versions: np.ndarray
+    reason: np.ndarray
+    started: np.ndarray
+    trial: np.ndarray
+
+    EMPTY: ClassVar[Trials]
+
+    def __len__(self) -> int:
+        return len(self.outcome)
+
+
+Trials.EMPTY = Trials(
+    Texts([""], np.zeros((1, 3), dtype=np.int64), []),
+    *(np.zeros(0, dtype=np.float64 if i == 2 else np.int64) for i in range(8)),
+)
+
+
 @dataclass(frozen=True)
 class EntryAggregate:
     id: str
@@ -385,7 +437,8 @@ class EntryAggregate:
     slices: tuple[Slice, ...]
     variants: tuple[VariantAggregate, ...]
     cells: Mapping[CellKey, CellValue]
-    runs: Mapping[CellKey, tuple[Record, ...]] = field(repr=False, compare=False)
+    # the trials of every cell, for the page's data files
+    trials: Trials = field(default_factory=lambda: Trials.EMPTY, repr=False, compare=False)
     verdicts: tuple[Verdict, ...] = ()
     machines: tuple[Machine, ...] = ()
     # cells measured on several machines: (machine label, its value) per machine; and the

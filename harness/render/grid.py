@@ -8,6 +8,7 @@ environments: their statuses are joined, never one hidden behind another).
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ class AxisRange:
         return list(self.measured[i : j + 1]) == list(self.hits)
 
 
+@functools.lru_cache(maxsize=4096)  # the same few releases in every grid of every entry
 def _key(text: str) -> tuple[int, Version | str]:
     try:
         return (0, Version(text))

@@ -19,8 +19,8 @@ that the entries can be rendered in several processes; ``render_html`` is the wh
 
 from __future__ import annotations
 
+import functools
 import json
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -33,10 +33,10 @@ from harness.aggregate import (
     Aggregates,
     EntryAggregate,
     EnvInfo,
+    Texts,
     documented_failure_text,
     slice_id,
 )
-from harness.records import Record
 from harness.render import COLOR, GLYPH, LABEL, STATUSES, entry_slug
 
 __all__ = [
@@ -490,29 +490,6 @@ def _env_heads(envs: tuple[EnvInfo, ...], cache: dict[tuple[int, ...], str]) -> 
 
 # -- the data files ----------------------------------------------------------------------
 
-_get_outcome = operator.attrgetter("outcome")
-_get_exception = operator.attrgetter("exception")
-_get_provenance = operator.attrgetter("provenance")
-_get_versions = operator.attrgetter("versions")
-_get_reason = operator.attrgetter("reason")
-_get_started = operator.attrgetter("started_at")
-_get_duration = operator.attrgetter("duration_s")
-_get_trial = operator.attrgetter("trial")
-
-# id(object) -> (the object, its text): records share their provenance and versions dicts
-# across entries; the object is kept so that its id is not reused while cached
-
-
-class _Strings(dict[str, int]):
-    """Text -> its index in the data file's list of strings, each text once."""
-
-    def __init__(self) -> None:
-        super().__init__({"": 0})
-
-    def __missing__(self, text: str) -> int:
-        i = self[text] = len(self)
-        return i
-
 
 def cell_files(entries: Sequence[EntryAggregate], first: int = 0) -> list[tuple[str, str]]:
     """(name, text) of the data files of ``entries``, the first of them at index ``first``
@@ -530,69 +507,93 @@ def cell_files(entries: Sequence[EntryAggregate], first: int = 0) -> list[tuple[
     ]
 
 
+@functools.lru_cache(maxsize=4)
+def _worded(pool: Texts) -> tuple[list[str], np.ndarray]:
+    """The pool's texts with the page's wording of each provenance and versions object
+    added (each distinct text once), and the id of each object's wording."""
+    texts = list(pool.texts)
+    index = {t: i for i, t in enumerate(texts)}
+    worded = []
+    for d, is_provenance in pool.objects:
+        words = _machine_text(d) if is_provenance else _versions_text(d)
+        i = index.get(words)
+        if i is None:
+            i = index[words] = len(texts)
+            texts.append(words)
+        worded.append(i)
+    return texts, np.array(worded, dtype=np.int64)
+
+
 def render_cell_data(a: EntryAggregate) -> str:
     """The entry's line in its data file: every cell's trials, for the page's detail panel.
 
     ``cells``: per cell, in the order of the page's tables (slice, variant, environment;
     ``shape`` gives their numbers), its status (null: not run) and its number of trials;
     ``trials``: columns, the trials of one cell after another in that order. Texts are
-    indices into ``strings``; ``exception`` indexes ``exceptions`` ([type, message, frame],
-    0: none); durations are in milliseconds."""
-    trials: list[Record] = []
+    indices into ``strings`` (each text once, in the order first needed: exceptions, then
+    machines, versions, reasons, start times); ``exception`` indexes ``exceptions``
+    ([type, message, frame], 0: none); durations are in milliseconds."""
     statuses: list[int | None] = []
     counts: list[int] = []
-    runs, cells = a.runs, a.cells
+    cells = a.cells
     env_ids = [e.id for e in a.envs]
     status_index = _STATUS_INDEX
     for d, p in a.slices:
         for v in a.variants:
             name = v.name
             for env in env_ids:
-                key = (name, env, d, p)
-                rs = runs.get(key)
-                if rs is None:
+                value = cells.get((name, env, d, p))
+                if value is None:
                     statuses.append(None)
                     counts.append(0)
                 else:
-                    statuses.append(status_index[cells[key].status])
-                    counts.append(len(rs))
-                    trials += rs
+                    statuses.append(status_index[value.status])
+                    counts.append(value.trials)
 
-    # the trials as columns; each distinct text (and exception) is stored once
-    strings = _Strings()
-    exception_rows: list[tuple[int, int, int]] = [(0, 0, 0)]
-    exception_index: dict[tuple[str, str, str], int] = {}
-    exception_column: list[int] = []
-    for exc in map(_get_exception, trials):
-        if exc is None:
-            exception_column.append(0)
-            continue
-        key = (exc.type, exc.message, exc.frame)
-        row = exception_index.get(key)
-        if row is None:
-            row = exception_index[key] = len(exception_rows)
-            exception_rows.append((strings[exc.type], strings[exc.message], strings[exc.frame]))
-        exception_column.append(row)
-    durations = np.fromiter(map(_get_duration, trials), dtype=np.float64, count=len(trials))
-    if not np.isfinite(durations).all():
+    t = a.trials
+    pool = t.texts
+    texts, worded = _worded(pool)
+    # exceptions in the order first seen, each once (row 0: none)
+    present = t.exception[t.exception != 0]
+    codes, first = np.unique(present, return_index=True)
+    codes = codes[np.argsort(first, kind="stable")]
+    row_of = np.zeros(len(pool.exceptions), dtype=np.int64)
+    row_of[codes] = np.arange(1, len(codes) + 1)
+    exception_column = row_of[t.exception]
+    exception_texts = pool.exceptions[codes].ravel()
+    machine, versions = worded[t.machine], worded[t.versions]
+    # every text once, numbered in the order first needed
+    wanted = np.concatenate(([0], exception_texts, machine, versions, t.reason, t.started)).astype(
+        np.int64
+    )
+    ids, first = np.unique(wanted, return_index=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[order] = np.arange(len(ids))
+
+    def local(column: np.ndarray) -> list[int]:
+        return rank[np.searchsorted(ids, column)].tolist()
+
+    if not np.isfinite(t.duration_s).all():
         raise ValueError(
             "Out of range float values are not JSON compliant: a duration is not finite"
         )
     columns: dict[str, list[int]] = {
-        "outcome": list(map(_OUTCOME_INDEX.__getitem__, map(_get_outcome, trials))),
-        "exception": exception_column,
-        "duration": np.rint(durations * 1000).astype(np.int64).tolist(),
-        "machine": [strings[_machine_text(p)] for p in map(_get_provenance, trials)],
-        "versions": [strings[_versions_text(v)] for v in map(_get_versions, trials)],
-        "reason": list(map(strings.__getitem__, map(_get_reason, trials))),
-        "started": list(map(strings.__getitem__, map(_get_started, trials))),
-        "trial": list(map(_get_trial, trials)),
+        "outcome": t.outcome.tolist(),
+        "exception": exception_column.tolist(),
+        "duration": np.rint(t.duration_s * 1000).astype(np.int64).tolist(),
+        "machine": local(machine),
+        "versions": local(versions),
+        "reason": local(t.reason),
+        "started": local(t.started),
+        "trial": t.trial.tolist(),
     }
+    exception_rows = [[0, 0, 0], *np.reshape(local(exception_texts), (-1, 3)).tolist()]
     data = {
         "shape": [len(a.slices), len(a.variants), len(env_ids)],
         "cells": {"status": statuses, "trials": counts},
         "trials": columns,
         "exceptions": exception_rows,
-        "strings": list(strings),
+        "strings": [texts[i] for i in ids[order].tolist()],
     }
     return f"harnessCells({script_json(entry_slug(a.id))},{script_json(data)});\n"
