@@ -63,6 +63,7 @@ _EXCEPTION_KEYS = ("type", "message", "frame", "traceback")
 PATHS = (*FIELDS, *(f"exception.{k}" for k in _EXCEPTION_KEYS))
 _INDEX = {name: i + 1 for i, name in enumerate(PATHS)}  # SQL lists count from 1
 _IDENT = ("entry", "variant", "cell", "trial", "machine", "machine_id")
+_LINES = 1 << 40  # (file, line) as one number: file * _LINES + line
 
 # A line the engine may take as it is: one JSON object, alone on its line, with no DEL
 # or C1 control character or U+FFFD (R12 would replace the first two; the last may stand
@@ -385,15 +386,18 @@ def _row(r: Record) -> tuple[Any, ...]:
 
 
 def _insert(
-    con: duckdb.DuckDBPyConnection, records: Sequence[Record], first_rid: int | None
+    con: duckdb.DuckDBPyConnection,
+    records: Sequence[Record],
+    first_rid: int | None,
+    table: str = "records",
 ) -> None:
-    """``records`` into table ``records`` (rid: their order from ``first_rid``, or NULL)."""
+    """``records`` into ``table`` (rid: their order from ``first_rid``, or NULL)."""
     if not records:
         return
     columns = [list(c) for c in zip(*map(_row, records), strict=True)]
     rids = list(range(first_rid, first_rid + len(records))) if first_rid is not None else None
     con.execute(
-        "INSERT INTO records SELECT unnest(?)" + ", unnest(?)" * len(columns),
+        f"INSERT INTO {table} SELECT unnest(?)" + ", unnest(?)" * len(columns),
         [rids if rids is not None else [None] * len(records), *columns],
     )
 
@@ -498,17 +502,16 @@ def load_latest(store: Store) -> RecordTable:
     con.execute("DROP TABLE lines")
 
     # the newest per key and machine; a tie in start time, or a key with a record read by
-    # Python, is decided by store.latest over the records of that key
-    con.execute(
-        "CREATE TEMP TABLE timed AS SELECT *, CASE WHEN started_at = '' THEN '' "
-        "ELSE substr(started_at, 1, 19) || "
-        "rpad(regexp_extract(started_at, '\\.([0-9]+)', 1), 6, '0') END AS t FROM good"
-    )
-    con.execute("DROP TABLE good")
+    # Python, is decided by store.latest over the records of that key. Start times compare
+    # as text once the fraction of a second has six digits (all are UTC; "" is oldest)
     ident = ", ".join(_IDENT)
+    t = (
+        "CASE WHEN started_at = '' THEN '' ELSE substr(started_at, 1, 19) || "
+        "rpad(regexp_extract(started_at, '\\.([0-9]+)', 1), 6, '0') END"
+    )
     con.execute(
-        f"CREATE TEMP TABLE newest AS SELECT {ident}, max(t) AS t, count(*) AS c "
-        f"FROM timed GROUP BY {ident}"
+        f"CREATE TEMP TABLE newest AS SELECT {ident}, max({t}) AS t, count(*) AS c, "
+        f"arg_max(file * {_LINES} + n, {t}) AS pick FROM good GROUP BY {ident}"
     )
     con.execute(
         "CREATE TEMP TABLE python_keys (entry VARCHAR, variant VARCHAR, cell VARCHAR, "
@@ -520,37 +523,32 @@ def load_latest(store: Store) -> RecordTable:
             "INSERT INTO python_keys SELECT " + ", ".join(["unnest(?)"] * len(_IDENT)),
             [list(c) for c in columns],
         )
+    # keys whose newest start time two records share
     con.execute(
         f"CREATE TEMP TABLE undecided AS SELECT DISTINCT {ident} FROM ("
-        f"SELECT {ident} FROM python_keys UNION ALL "
-        f"SELECT {ident} FROM timed JOIN newest USING ({ident}, t) WHERE newest.c > 1 "
+        f"SELECT {ident} FROM python_keys UNION ALL SELECT {ident} FROM good "
+        f"JOIN newest USING ({ident}) WHERE newest.c > 1 AND {t} = newest.t "
         f"GROUP BY {ident} HAVING count(*) > 1)"
-    )
-    con.execute(
-        f"CREATE TEMP TABLE picked AS SELECT timed.* EXCLUDE (t) FROM timed "
-        f"JOIN newest USING ({ident}, t) ANTI JOIN undecided USING ({ident})"
     )
     pool = list(read_by_python)
     keys = {tuple(row) for row in con.execute(f"SELECT {ident} FROM undecided").fetchall()}
     if keys:
         rows = con.execute(
-            f"SELECT file, n FROM timed SEMI JOIN undecided USING ({ident}) ORDER BY file, n"
+            f"SELECT file, n FROM good SEMI JOIN undecided USING ({ident}) ORDER BY file, n"
         ).fetchall()
         pool += _reread(files, rows)
         python_lines += len(rows)
-    con.execute("DROP TABLE timed")
-    con.execute(f"CREATE TABLE records ({_SCHEMA})")
-    _insert(con, [r for r in latest(pool) if _order(r) in keys], None)
-    # the store's order: by key, then machine (store.latest's)
-    con.execute(f"INSERT INTO records SELECT NULL, {_RECORD_COLUMNS} FROM picked")
-    con.execute("DROP TABLE picked")
+    con.execute(f"CREATE TEMP TABLE decided ({_SCHEMA})")
+    _insert(con, [r for r in latest(pool) if _order(r) in keys], None, "decided")
+    # one table, in the store's order: by key, then machine (store.latest's)
     con.execute(
-        "CREATE TABLE ordered AS SELECT * EXCLUDE (rid), row_number() OVER "
-        f"(ORDER BY {ident}) - 1 AS rid FROM records"
+        f"CREATE TABLE records AS SELECT row_number() OVER (ORDER BY {ident}) - 1 AS rid, "
+        f"{_RECORD_COLUMNS} FROM (SELECT {_RECORD_COLUMNS} FROM good SEMI JOIN (SELECT "
+        f"pick // {_LINES} AS file, pick % {_LINES} AS n FROM newest ANTI JOIN undecided "
+        f"USING ({ident})) USING (file, n) UNION ALL SELECT {_RECORD_COLUMNS} FROM decided)"
     )
-    con.execute("DROP TABLE records")
-    con.execute(f"CREATE TABLE records AS SELECT rid, {_RECORD_COLUMNS} FROM ordered")
-    con.execute("DROP TABLE ordered")
+    for table in ("good", "newest", "undecided", "decided", "python_keys"):
+        con.execute(f"DROP TABLE {table}")
     return RecordTable(con, result.warnings, result.refused, python_lines)
 
 
