@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 KIT = REPO / "repros" / "reprokit.py"
 GRAD = REPO / "repros" / "pytorch" / "grad-scale-unscale-error" / "repro.py"
 CLIP = REPO / "repros" / "lightning" / "gradient-clipping-optimizer-handles-unscaling" / "repro.py"
+LOSS_NAN = REPO / "repros" / "deadends" / "pytorch" / "loss-nan" / "pt2-linux" / "repro.py"
 
 
 @pytest.mark.parametrize(
@@ -190,6 +191,68 @@ def test_gradient_clipping_postconditions_fail(
     monkeypatch.setattr(repro, setting, value)
     outcome, checks = _outcome(repro, variant, "fp16")
     assert outcome == "wrong_result" and not checks[failing]["ok"], checks
+
+
+def _two_bad_rows(original):
+    def data(device, nan):
+        x, y = original(device, nan)
+        if nan:
+            x[7, 0] = float("nan")  # a second bad row the check must find too
+        return x, y
+
+    return data
+
+
+def _one_nan_weight(original):
+    def network(batchnorm=True):
+        import torch
+
+        net = original(batchnorm)
+        with torch.no_grad():
+            net[-1].bias.fill_(float("nan"))  # the weights are lost before training
+        return net
+
+    return network
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("variant", "setting", "value", "failing"),
+    [
+        ("control-stable-lr", "LR_OK", 1.0, ("loss_finite", "fits_the_data", "weights_finite")),
+        ("control-stable-lr", "STEPS", 1, ("fits_the_data",)),  # one step fits nothing
+        ("workaround1-check-data", "data", _two_bad_rows, ("found_the_bad_rows",)),
+        (
+            "workaround2-sensible-diagnose",
+            "LR_HIGH",
+            0.01,  # nothing goes wrong: no anomaly to report
+            ("anomaly_reported", "stopped_at_the_first_bad_step"),
+        ),
+        (
+            "workaround2-sensible-diagnose",
+            "network",
+            _one_nan_weight,
+            ("weights_finite_when_stopped",),
+        ),
+    ],
+)
+def test_loss_nan_postconditions_fail(
+    monkeypatch: pytest.MonkeyPatch,
+    variant: str,
+    setting: str,
+    value: object,
+    failing: tuple[str, ...],
+) -> None:
+    pytest.importorskip("torch")
+    repro = _load(LOSS_NAN, "loss_nan_repro_under_test")
+    assert _outcome(repro, variant, "fp32")[0] == "ok"
+    if callable(value):
+        value = value(getattr(repro, setting))
+    monkeypatch.setattr(repro, setting, value)
+    outcome, checks = _outcome(repro, variant, "fp32")
+    assert outcome == "wrong_result", checks
+    assert {n for n, c in checks.items() if not c["ok"]} >= set(failing), checks
 
 
 def test_no_module_beside_child_or_reprokit_shadows_the_standard_library() -> None:

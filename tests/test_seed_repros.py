@@ -74,6 +74,11 @@ def here() -> BuiltEnv:
 @pytest.mark.parametrize(("entry", "variant", "precision"), CASES)
 def test_variant_gives_the_stored_outcome(entry, variant, precision, here, stored) -> None:
     expected = stored.get((entry.id, variant.name, precision))
+    if not expected and not any(key[0] == entry.id for key in stored):
+        # a new entry: nothing of it is measured at these versions, so there is nothing to
+        # regress against until its records are committed (an entry with records must have
+        # them for every variant: the assert below)
+        pytest.skip(f"{entry.id} has no committed record at these versions yet")
     assert expected, f"no committed record for {entry.id}::{variant.name} on cpu/{precision}"
     job = Job(entry, variant, Cell(here.env, "cpu", precision), 0)
     record = run_job(job, here, timeout_s=300, memory_limit_mb=0, provenance={"host": "test"})
