@@ -10,7 +10,6 @@ variant uses it) and nothing else.
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 from harness.entries import Entry
@@ -19,7 +18,6 @@ __all__ = ["ExportError", "export_script"]
 
 BEGIN = "# reprokit:begin"
 END = "# reprokit:end"
-_MAIN_CALL = re.compile(r"\bmain\(\s*run,\s*VARIANTS,\s*__doc__")
 
 
 class ExportError(Exception):
@@ -48,6 +46,42 @@ def _kit_body(kit: Path) -> str:
     return "\n".join(kept).strip("\n")
 
 
+def _with_defaults(tail: str, repro: Path, variant: str, precision: str) -> str:
+    """The reproducer's ``main(run, VARIANTS, __doc__, ...)`` call with the export's
+    defaults as its last keywords, in place of any it set itself (a keyword given twice, or
+    one placed before a positional argument such as ``sys.argv[1:]``, is a SyntaxError)."""
+    tree = ast.parse(tail, str(repro))
+    call = next(
+        (
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id == "main"
+            and [ast.unparse(a) for a in n.args[:3]] == ["run", "VARIANTS", "__doc__"]
+        ),
+        None,
+    )
+    if call is None or call.end_lineno is None or call.end_col_offset is None:
+        raise ExportError(
+            f"{repro}: its __main__ block must call main(run, VARIANTS, __doc__, ...)"
+        )
+    keywords = [k for k in call.keywords if k.arg not in ("default_variant", "default_precision")]
+    keywords += [
+        ast.keyword("default_variant", ast.Constant(variant)),
+        ast.keyword("default_precision", ast.Constant(precision)),
+    ]
+    text = ast.unparse(ast.Call(func=call.func, args=call.args, keywords=keywords))
+    # ast positions are UTF-8 byte offsets within their line
+    data = tail.encode("utf-8")
+    starts = [0]
+    for line in data.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    begin = starts[call.lineno - 1] + call.col_offset
+    end = starts[call.end_lineno - 1] + call.end_col_offset
+    return (data[:begin] + text.encode("utf-8") + data[end:]).decode("utf-8")
+
+
 def export_script(entry: Entry, variant: str, kit: Path) -> str:
     try:
         v = entry.variant(variant)
@@ -66,17 +100,8 @@ def export_script(entry: Entry, variant: str, kit: Path) -> str:
             "(docs/entry-format.md, the reproducer convention)"
         )
     tail = "\n".join(lines[end + 1 :])
-    if not _MAIN_CALL.search(tail):
-        raise ExportError(
-            f"{entry.repro}: its __main__ block must call main(run, VARIANTS, __doc__, ...)"
-        )
     precision = "fp16" if "fp16" in v.precisions else v.precisions[0]
-    tail = _MAIN_CALL.sub(
-        f"main(run, VARIANTS, __doc__, default_variant={variant!r}, "
-        f"default_precision={precision!r}",
-        tail,
-        count=1,
-    )
+    tail = _with_defaults(tail, entry.repro, variant, precision)
     header = (
         f"# Exported by `python -m harness export {entry.id} --variant {variant}`: the\n"
         "# reproducer with its shared helpers inlined; needs only torch (and lightning where\n"

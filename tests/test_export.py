@@ -127,6 +127,34 @@ def test_export_needs_the_marked_import_block(
     assert "no '# reprokit:begin' ... '# reprokit:end' block" in capsys.readouterr().out
 
 
+def test_every_written_reproducer_exports_to_valid_python() -> None:
+    # a reproducer's main(...) may set its own defaults (default_precision="fp32"): the
+    # export's replace them instead of repeating the keyword
+    from harness.entries import load_entries
+    from harness.export import export_script
+
+    kit = REPO / "repros" / "reprokit.py"
+    exported = 0
+    for entry in load_entries(REPO / "repros"):
+        variant = next(v for v in entry.variants if v.written)
+        script = export_script(entry, variant.name, kit)
+        tree = ast.parse(script, f"{entry.id} exported")
+        [call] = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "main"
+        ]
+        defaults = {
+            k.arg: ast.literal_eval(k.value)
+            for k in call.keywords
+            if k.arg in ("default_variant", "default_precision")
+        }
+        assert defaults["default_variant"] == variant.name, entry.id
+        assert defaults["default_precision"] in variant.precisions, entry.id
+        exported += 1
+    assert exported >= 30
+
+
 @pytest.mark.torch
 @pytest.mark.slow
 @pytest.mark.parametrize(
