@@ -464,21 +464,20 @@ def load_latest(store: Store) -> RecordTable:
     con = duckdb.connect(":memory:")
     with tempfile.TemporaryDirectory(prefix="harness-columnar-") as scratch:
         raw = _read_texts(con, files, Path(scratch))
+    # parsed, checked and typed in one pass (nothing but the accepted rows is kept)
     values = ", ".join(f"v[{i}] AS v{i}" for i in _INDEX.values())
     con.execute(
-        f"CREATE TEMP TABLE parsed AS SELECT file, n, keys, {values} FROM (SELECT file, n, "
+        f"CREATE TEMP TABLE good AS SELECT file, n, {_columns()} FROM (SELECT file, n, keys, "
+        f"{values} FROM (SELECT file, n, "
         f"json_keys(line) AS keys, json_extract(line, {_list(['$.' + f for f in PATHS])}) AS v "
         "FROM lines "
         f"WHERE strlen(line) <= {MAX_LINE_BYTES} AND starts_with(line, '{{') "
         "AND ends_with(line, '}') AND NOT contains(line, chr(127)) "
         f"AND (strlen(line) = length(line) OR NOT regexp_matches(line, {_q(_NON_ASCII_SUSPECT)})) "
         f"AND NOT (contains(line, '\\u') AND regexp_matches(line, {_q(_SUSPECT_ESCAPE)})) "
-        f"AND NOT regexp_matches(line, {_q(_TRAILING_COMMA)}) AND json_valid(line))"
+        f"AND NOT regexp_matches(line, {_q(_TRAILING_COMMA)}) AND json_valid(line))) "
+        f"WHERE {_accept()}"
     )
-    con.execute(
-        f"CREATE TEMP TABLE good AS SELECT file, n, {_columns()} FROM parsed WHERE {_accept()}"
-    )
-    con.execute("DROP TABLE parsed")
 
     # every other line, read by Python as Store.load reads it, file by file
     result = LoadResult()
