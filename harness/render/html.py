@@ -296,7 +296,7 @@ def html_part(entries: Sequence[EntryAggregate], first: int = 0) -> HtmlPart:
     contents: list[str] = []
     sections: list[str] = []
     totals = [0] * len(_VERDICTS)
-    env_heads_cache: dict[tuple[int, ...], str] = {}
+    env_heads_cache: dict[tuple[EnvInfo, ...], str] = {}
     for i, a in enumerate(entries, first):
         c = _verdict_counts(a)
         totals = [t + x for t, x in zip(totals, c, strict=True)]
@@ -400,7 +400,7 @@ def _machines_td(a: EntryAggregate, key: tuple[str, str, str, str], status: str)
 
 
 def _section(
-    a: EntryAggregate, cells: str, w: Any, env_heads_cache: dict[tuple[int, ...], str]
+    a: EntryAggregate, cells: str, w: Any, env_heads_cache: dict[tuple[EnvInfo, ...], str]
 ) -> None:
     eid = _e(a.id)
     slug = _e(entry_slug(a.id))
@@ -474,13 +474,11 @@ def _section(
     w("</tbody></table></section>")
 
 
-def _env_heads(envs: tuple[EnvInfo, ...], cache: dict[tuple[int, ...], str]) -> str:
-    # entries mostly share their environments (the same EnvInfo objects, alive for the
-    # whole render): key by identity, as hashing the dataclasses would cost more
-    key = tuple(map(id, envs))
-    text = cache.get(key)
+def _env_heads(envs: tuple[EnvInfo, ...], cache: dict[tuple[EnvInfo, ...], str]) -> str:
+    # entries mostly share their environments: each distinct header row is made once
+    text = cache.get(envs)
     if text is None:
-        text = cache[key] = "".join(
+        text = cache[envs] = "".join(
             f'<th data-env="{_e(e.id)}" data-torch="{_e(e.torch.split("+")[0])}" '
             f'data-lightning="{_e(e.lightning.split("+")[0])}" title="{_e(e.id)}">{_e(e.label())}</th>'
             for e in envs
