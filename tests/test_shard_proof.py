@@ -83,8 +83,8 @@ def test_three_shards_merged_equal_the_whole_run(project: Path, tmp_path: Path) 
     assert "whole run: 66 records" in out.stdout
     for k, env_id in enumerate(
         (
+            f"py{PY}-torch1.15.0-lightning0",
             f"py{PY}-torch1.16.0-lightning0",
-            f"py{PY}-torch1.16.0-lightning1",
             f"py{PY}-torch1.17.0-lightning0",
         ),
         1,
