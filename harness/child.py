@@ -580,16 +580,13 @@ def _forked_child(request, closing, leader=False):
     return 0
 
 
-def _start_child(request, closing):
-    """Fork one child for ``request``; return its pid (the parent's side only)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid:
-        return pid
+def _exit_with(job_in_fork):
+    """In a fork: run ``job_in_fork()`` and end the process with the status it returns
+    (sys.exit() in a reproducer: the status it asked for; any other escape: 1), never
+    returning into the worker's code."""
     code = 70
     try:
-        code = _forked_child(request, closing)
+        code = job_in_fork()
     except SystemExit as exc:  # sys.exit() in a reproducer: the exit status it asked for
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
@@ -601,6 +598,16 @@ def _start_child(request, closing):
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _start_child(request, closing):
+    """Fork one child for ``request``; return its pid (the parent's side only)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    _exit_with(lambda: _forked_child(request, closing))
     return 0  # not reached
 
 
@@ -641,35 +648,29 @@ def _fork_spare(closing):
     if pid:
         os.close(read_end)
         return _Spare(pid, write_end)
-    code = 70
-    try:
-        os.close(write_end)
-        os.setsid()  # its own process group from the start: the reaper can end it
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for fd in closing:  # the worker's pipes: the reaper's must close when the worker dies
-            os.close(fd)
-        chunks = []
-        while True:
-            data = os.read(read_end, 1 << 16)
-            if not data:
-                break
-            chunks.append(data)
-        os.close(read_end)
-        if not chunks:  # dismissed: the worker is stopping
-            os._exit(0)
-        code = _forked_child(json.loads(b"".join(chunks).decode()), (), leader=True)
-    except SystemExit as exc:  # sys.exit() in a reproducer: the exit status it asked for
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    _exit_with(lambda: _spare_waits(read_end, write_end, closing))
+    return None  # not reached
+
+
+def _spare_waits(read_end, write_end, closing):
+    """In a spare: lead a session of its own, wait for the request, run it (0 when
+    dismissed unread)."""
+    os.close(write_end)
+    os.setsid()  # its own process group from the start: the reaper can end it
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for fd in closing:  # the worker's pipes: the reaper's must close when the worker dies
+        os.close(fd)
+    chunks = []
+    while True:
+        data = os.read(read_end, 1 << 16)
+        if not data:
+            break
+        chunks.append(data)
+    os.close(read_end)
+    if not chunks:  # dismissed: the worker is stopping
+        return 0
+    return _forked_child(json.loads(b"".join(chunks).decode()), (), leader=True)
 
 
 def serve(wanted):
