@@ -43,11 +43,19 @@ from harness.entries import Entry
 from harness.kbtriage import Triage
 from harness.records import Record
 from harness.render import entry_slug
-from harness.render.html import CELL_FILE_ENTRIES, HtmlPart, assemble_html, cell_files, html_part
+from harness.render.html import CELL_FILE_ENTRIES, assemble_html, cell_files, html_part
 from harness.render.jsonout import entry_json, json_document
 from harness.render.markdown import render_entry
 from harness.render.plots import render_png
-from harness.writeback import write_back
+from harness.report_cache import (
+    CachedBlock,
+    RenderCache,
+    block_key,
+    entry_definition,
+    record_digests,
+    sha256,
+)
+from harness.writeback import blocks_for, write_blocks
 
 __all__ = ["ReportSummary", "render_all"]
 
@@ -84,28 +92,19 @@ def _put(path: Path, data: bytes, check: bool) -> tuple[bool, bool]:
 
 @dataclass(frozen=True)
 class _Job:
-    first: int  # the index of its first entry among all (a multiple of CELL_FILE_ENTRIES)
-    aggs: Sequence[EntryAggregate]
+    # runs of consecutive entries, each one data file's: (index of its first entry among
+    # all, a multiple of CELL_FILE_ENTRIES; its entries' aggregates)
+    blocks: Sequence[tuple[int, Sequence[EntryAggregate]]]
     entries: Sequence[Entry]
     results: Path
     check: bool
 
 
 @dataclass(frozen=True)
-class _Share:
-    """A shard's part of the whole files, and its verdict counts."""
-
-    html: HtmlPart
-    json: bytes  # its entries' JSON, comma-separated
-    verdicts: dict[str, int]
-
-
-@dataclass(frozen=True)
 class _Rendered:
-    share: _Share
-    pages: list[tuple[Path, bytes]]  # each entry's files
-    data: list[tuple[Path, bytes]]  # the page's data files
-    documents: list[tuple[Any, Path]]  # (aggregate, document) of entries with a document
+    shares: list[CachedBlock]  # per block: what the parent puts together, and caches
+    pages: list[list[tuple[Path, bytes]]]  # per block: its entries' files
+    data: list[list[tuple[Path, bytes]]]  # per block: its data file
 
 
 Flags = tuple[Path, bool, bool]  # a file: (path, stale, written)
@@ -113,44 +112,56 @@ Flags = tuple[Path, bool, bool]  # a file: (path, stale, written)
 
 @dataclass(frozen=True)
 class _Written:
-    pages: list[Flags]
-    data: list[Flags]
-    documents: list[tuple[Path, bool, bool]]  # per document: (path, changed, written)
+    pages: list[list[Flags]]  # per block
+    data: list[list[Flags]]
+
+
+def _files(results: Path, files: list[tuple[Path, bytes]]) -> tuple[tuple[str, str], ...]:
+    return tuple((path.relative_to(results).as_posix(), sha256(blob)) for path, blob in files)
 
 
 def _render(job: _Job) -> _Rendered:
-    aggs = job.aggs
     known = {e.id: e for e in job.entries}
-    pages: list[tuple[Path, bytes]] = []
-    documents: list[tuple[Any, Path]] = []
-    verdicts: dict[str, int] = {}
     compat = job.results / "compat"
-    for a in aggs:
-        stem = entry_slug(a.id)
-        pages.append((compat / f"{stem}.md", render_entry(a).encode("utf-8")))
-        pages.append((compat / f"{stem}.png", render_png(a)))
-        entry = known.get(a.id)
-        if entry is not None:
-            documents.append((a, entry.document))
-        for v in a.verdicts:
-            verdicts[v.verdict] = verdicts.get(v.verdict, 0) + 1
-    data = [
-        (job.results / name, text.encode("utf-8")) for name, text in cell_files(aggs, job.first)
-    ]
-    share = _Share(
-        html_part(aggs, job.first), ",".join(map(entry_json, aggs)).encode("utf-8"), verdicts
-    )
-    return _Rendered(share, pages, data, documents)
+    shares: list[CachedBlock] = []
+    all_pages: list[list[tuple[Path, bytes]]] = []
+    all_data: list[list[tuple[Path, bytes]]] = []
+    for first, aggs in job.blocks:
+        pages: list[tuple[Path, bytes]] = []
+        documents: list[tuple[str, dict[str, str]]] = []
+        verdicts: dict[str, int] = {}
+        for a in aggs:
+            stem = entry_slug(a.id)
+            pages.append((compat / f"{stem}.md", render_entry(a).encode("utf-8")))
+            pages.append((compat / f"{stem}.png", render_png(a)))
+            entry = known.get(a.id)
+            if entry is not None:
+                documents.append((str(entry.document), blocks_for(a)))
+            for v in a.verdicts:
+                verdicts[v.verdict] = verdicts.get(v.verdict, 0) + 1
+        data = [
+            (job.results / name, text.encode("utf-8")) for name, text in cell_files(aggs, first)
+        ]
+        shares.append(
+            CachedBlock(
+                html=html_part(aggs, first),
+                json=",".join(map(entry_json, aggs)).encode("utf-8"),
+                verdicts=verdicts,
+                pages=_files(job.results, pages),
+                data=_files(job.results, data),
+                documents=tuple(documents),
+            )
+        )
+        all_pages.append(pages)
+        all_data.append(data)
+    return _Rendered(shares, all_pages, all_data)
 
 
 def _write(rendered: _Rendered, check: bool) -> _Written:
-    pages = [(path, *_put(path, data, check)) for path, data in rendered.pages]
-    data = [(path, *_put(path, blob, check)) for path, blob in rendered.data]
-    documents = []
-    for agg, document in rendered.documents:
-        result = write_back(agg, document, check=check)
-        documents.append((result.path, result.changed, result.written))
-    return _Written(pages, data, documents)
+    return _Written(
+        [[(path, *_put(path, blob, check)) for path, blob in files] for files in rendered.pages],
+        [[(path, *_put(path, blob, check)) for path, blob in files] for files in rendered.data],
+    )
 
 
 @contextlib.contextmanager
@@ -190,25 +201,24 @@ def _use_fork(workers: int | None, n_entries: int) -> bool:
     return _workers(workers, n_entries) > 1
 
 
-def _shards(aggs: Sequence[EntryAggregate], n: int) -> list[tuple[int, int]]:
-    """The entries cut into at most ``n`` runs of consecutive entries, (index of the first,
-    index after the last), with about as many runs each (an entry without runs counts as
-    one). Cuts fall on multiples of CELL_FILE_ENTRIES, so that each data file is rendered
-    whole."""
-    weights = [max(1, a.n_runs) for a in aggs]
+Block = tuple[int, Sequence[EntryAggregate]]  # (index of its first entry, its aggregates)
+
+
+def _shards(blocks: Sequence[Block], n: int) -> list[list[Block]]:
+    """The blocks (each one data file's entries) cut into at most ``n`` runs of
+    consecutive blocks with about as many runs each (an entry without runs counts as
+    one)."""
+    weights = [sum(max(1, a.n_runs) for a in aggs) for _, aggs in blocks]
     total = sum(weights)
     cuts = [0]
     acc = 0
-    for start in range(0, len(aggs), CELL_FILE_ENTRIES):
-        block = sum(weights[start : start + CELL_FILE_ENTRIES])
+    for i, weight in enumerate(weights):
         # cut before this block if that comes nearer the next share than after it
-        if start and len(cuts) < n and acc + block / 2 > total * len(cuts) / n:
-            cuts.append(start)
-        acc += block
-    cuts.append(len(aggs))
-    # no entry at all (every record refused, no entry folder): one empty shard, so that the
-    # report still writes an empty page rather than failing
-    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a] or [(0, 0)]
+        if i and len(cuts) < n and acc + weight / 2 > total * len(cuts) / n:
+            cuts.append(i)
+        acc += weight
+    cuts.append(len(blocks))
+    return [list(blocks[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
 
 def _end_with_parent(parent: int) -> None:
@@ -259,7 +269,7 @@ class _Child:
             conn.send(None)
             return
         try:
-            conn.send(rendered.share)
+            conn.send(rendered.shares)
             if conn.recv() != "write":
                 return
         except (OSError, EOFError):  # the parent gave up on us
@@ -277,13 +287,13 @@ class _Child:
         except EOFError:  # the child died without a word
             return None
 
-    def share(self) -> _Share:
-        share = self._reply()
-        if isinstance(share, _Share):
-            return share
+    def shares(self) -> list[CachedBlock]:
+        shares = self._reply()
+        if isinstance(shares, list):
+            return shares
         self.close()
         self.rendered = _render(self.job)
-        return self.rendered.share
+        return self.rendered.shares
 
     def start_writing(self) -> None:
         if self.rendered is None:
@@ -342,30 +352,68 @@ def render_all(
     workers: int | None = None,
     prelude: str = "",
     domains: Sequence[tuple[Triage, Mapping[str, Any]]] = (),
+    cache: bool = True,
 ) -> ReportSummary:
     """``records``: the records to report (the store's newest, as the engine holds them:
     harness/columnar.py), or Records in hand. ``workers``: how many processes render (the
     others forked from this one, once everything is aggregated); None chooses up to 4, as
-    many as there are CPUs, for large results where forking is safe, else 1. The bytes and
-    the summary do not depend on it."""
+    many as there are CPUs, for large results where forking is safe, else 1. ``cache``:
+    take a block of entries whose inputs have not changed from results/.cache/render
+    (harness/report_cache.py), and keep what is rendered there (not in check mode). The
+    bytes and the summary depend on none of these."""
     results = Path(results_dir)
     table = records if isinstance(records, RecordTable) else RecordTable.of(records)
     n_records = len(table)
-    aggs = aggregate_table(table, entries)
+    known = {e.id: e for e in entries}
+    in_table = [
+        row[0] for row in table.con.execute("SELECT DISTINCT entry FROM records").fetchall()
+    ]
+    ids = sorted(set(in_table) | set(known))
+    blocks = [
+        (first, ids[first : first + CELL_FILE_ENTRIES])
+        for first in range(0, len(ids), CELL_FILE_ENTRIES)
+    ]
+
+    store = RenderCache(results) if cache else None
+    keys: dict[int, str] = {}
+    cached: dict[int, CachedBlock] = {}
+    if store is not None:
+        digests = record_digests(table)
+        for first, block_ids in blocks:
+            keys[first] = block_key(
+                first,
+                [(i, digests.get(i, ""), entry_definition(known.get(i))) for i in block_ids],
+            )
+            hit = store.get(keys[first])
+            if hit is not None:
+                cached[first] = hit
+    missed = [(first, block_ids) for first, block_ids in blocks if first not in cached]
+    missed_ids = [i for _, block_ids in missed for i in block_ids]
+    aggs = aggregate_table(table, entries, ids=missed_ids if cached else None) if missed else []
+    by_id = {a.id: a for a in aggs}
+    to_render: list[Block] = [(first, [by_id[i] for i in block_ids]) for first, block_ids in missed]
+
+    shares: dict[int, CachedBlock] = dict(cached)
     with _gc_paused():
-        shards = _shards(aggs, _workers(workers, len(aggs)))
-        jobs = [_Job(a, aggs[a:b], entries, results, check) for a, b in shards]
+        jobs = [
+            _Job(part, entries, results, check)
+            for part in _shards(to_render, _workers(workers, len(aggs)))
+        ]
         children: list[_Child] = []
         try:
             children = [_Child(job) for job in jobs[1:]]
-            mine = _render(jobs[0])
-            shares = [mine.share, *(c.share() for c in children)]
-            compat = json_document(n_records, b",".join(s.json for s in shares if s.json))
+            mine = _render(jobs[0]) if jobs else _Rendered([], [], [])
+            rendered = [mine.shares, *(c.shares() for c in children)] if jobs else []
+            for job, job_shares in zip(jobs, rendered, strict=True):
+                for (first, _), share in zip(job.blocks, job_shares, strict=True):
+                    shares[first] = share
+            ordered = [shares[first] for first, _ in blocks]
+            compat = json_document(n_records, b",".join(s.json for s in ordered if s.json))
             pages, sections = _domain_pages(results, compat, domains)
             whole = [
                 (
                     results / "index.html",
-                    assemble_html([s.html for s in shares], prelude + sections).encode("utf-8"),
+                    assemble_html([s.html for s in ordered], prelude + sections).encode("utf-8"),
                 ),
                 (results / "compat.json", compat),
                 *pages,
@@ -377,27 +425,46 @@ def render_all(
         # everything rendered: write, each shard's files in its process, then the whole files
         for c in children:
             c.start_writing()
-        writes = [_write(mine, check), *(c.written() for c in children)]
+        writes = [_write(mine, check), *(c.written() for c in children)] if jobs else []
         whole_flags = [_put(path, data, check) for path, data in whole]
+        documents = [
+            write_blocks(texts, document, check=check)
+            for s in ordered
+            for document, texts in s.documents
+        ]
 
-    # in an order that does not depend on the shards: the entries' files, the data files,
-    # the whole files
-    files = [f for w in writes for f in w.pages] + [f for w in writes for f in w.data]
+    # in an order that does not depend on the shards or the cache: the entries' files, the
+    # data files (each in entry order), the whole files
+    page_flags: dict[int, list[Flags]] = {}
+    data_flags: dict[int, list[Flags]] = {}
+    for first, share in cached.items():  # a block taken from the cache: its files are as rendered
+        page_flags[first] = [(results / name, False, False) for name, _ in share.pages]
+        data_flags[first] = [(results / name, False, False) for name, _ in share.data]
+    for job, written in zip(jobs, writes, strict=True):
+        for (first, _), p, d in zip(job.blocks, written.pages, written.data, strict=True):
+            page_flags[first], data_flags[first] = p, d
+    files = [f for first, _ in blocks for f in page_flags[first]]
+    files += [f for first, _ in blocks for f in data_flags[first]]
     files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]
     outputs = [path for path, _, _ in files]
-    written = [path for path, _, was_written in files if was_written]
+    written_paths = [path for path, _, was_written in files if was_written]
     stale = [path for path, is_stale, _ in files if is_stale]
-    documents = [d for w in writes for d in w.documents]
+
+    if store is not None and not check:
+        for first, share in shares.items():
+            if first not in cached:
+                store.put(keys[first], share)
+        store.prune(set(keys.values()))
 
     verdicts: dict[str, int] = {}
-    for s in shares:
+    for s in ordered:
         for k, c in s.verdicts.items():
             verdicts[k] = verdicts.get(k, 0) + c
     return ReportSummary(
         outputs=tuple(outputs),
-        written=tuple(written),
+        written=tuple(written_paths),
         stale_outputs=tuple(stale),
-        documents_updated=tuple(path for path, _, was_written in documents if was_written),
-        stale_documents=tuple(path for path, changed, _ in documents if changed),
+        documents_updated=tuple(d.path for d in documents if d.written),
+        stale_documents=tuple(d.path for d in documents if d.changed),
         verdicts=dict(sorted(verdicts.items())),
     )

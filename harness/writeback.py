@@ -29,7 +29,15 @@ from harness.render.markdown import (
     verification_block,
 )
 
-__all__ = ["BLOCKS", "WritebackError", "WritebackResult", "blocks_for", "fill", "write_back"]
+__all__ = [
+    "BLOCKS",
+    "WritebackError",
+    "WritebackResult",
+    "blocks_for",
+    "fill",
+    "write_back",
+    "write_blocks",
+]
 
 BLOCKS = ("measured-versions", "measured-rates", "verification")
 _MARKER = re.compile(r"<!--\s*harness:([A-Za-z0-9_-]+):(begin|end)\s*-->")
@@ -123,6 +131,13 @@ def fill(text: str, blocks: Mapping[str, str], path: str | os.PathLike[str] = "<
 def write_back(
     agg: EntryAggregate, document: str | os.PathLike[str], *, check: bool = False
 ) -> WritebackResult:
+    return write_blocks(blocks_for(agg), document, check=check)
+
+
+def write_blocks(
+    blocks: Mapping[str, str], document: str | os.PathLike[str], *, check: bool = False
+) -> WritebackResult:
+    """Fill ``document``'s marked blocks with ``blocks`` (``blocks_for``'s texts)."""
     path = Path(document)
     try:
         raw = path.read_bytes()
@@ -133,7 +148,7 @@ def write_back(
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise WritebackError(path, line, "not valid UTF-8") from exc
-    new = fill(text, blocks_for(agg), path)
+    new = fill(text, blocks, path)
     changed = new != text
     if changed and not check:
         write_atomically(path, new.encode("utf-8"), keep_mode=True)

@@ -209,18 +209,18 @@ def test_json_put_together_from_entries_is_what_json_dumps_gives(tmp_path):
     )
 
 
-def test_shards_are_runs_of_whole_data_files_with_about_as_many_records_each():
+def test_shards_are_runs_of_whole_blocks_with_about_as_many_records_each():
     per = report.CELL_FILE_ENTRIES
     aggs = [SimpleNamespace(n_runs=3 if n < 5 * per else 1) for n in range(10 * per + 3)]
-    shards = report._shards(aggs, 2)  # type: ignore[arg-type]
-    assert [first for first, _ in shards] == [
-        0,
-        3 * per,
-    ]  # 576 of 1,283 records first: the cut nearest half
-    assert [i for a, b in shards for i in range(a, b)] == list(range(len(aggs)))
-    assert report._shards(aggs, 1) == [(0, len(aggs))]  # type: ignore[arg-type]
-    assert report._shards(aggs[:per], 4) == [(0, per)]  # type: ignore[arg-type] # one data file
-    assert all(first % per == 0 for first, _ in report._shards(aggs, 4))  # type: ignore[arg-type]
+    blocks = [(first, aggs[first : first + per]) for first in range(0, len(aggs), per)]
+    shards = report._shards(blocks, 2)  # type: ignore[arg-type]
+    # 576 of 1,283 records first: the cut nearest half
+    assert [part[0][0] for part in shards] == [0, 3 * per]
+    assert [b for part in shards for b in part] == blocks
+    assert report._shards(blocks, 1) == [blocks]  # type: ignore[arg-type]
+    assert report._shards(blocks[:1], 4) == [blocks[:1]]  # type: ignore[arg-type]
+    assert len(report._shards(blocks, 4)) == 4  # type: ignore[arg-type]
+    assert report._shards([], 4) == []
 
 
 def test_png_is_a_png_and_deterministic(tmp_path):

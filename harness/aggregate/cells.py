@@ -177,10 +177,15 @@ def _unnest_table(con: Any, name: str, columns: dict[str, list[Any]], types: str
         )
 
 
-def _runs(table: RecordTable, entries: Sequence[Entry]) -> None:
+def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | None) -> None:
     """Table ``runs``: the records as the aggregation reads them (a variant's own expected
-    error re-read as ``related`` against the entry as it is now)."""
+    error re-read as ``related`` against the entry as it is now); only those of the
+    entries ``ids`` where given."""
     con = table.con
+    of_ids = ""
+    if ids is not None:
+        _unnest_table(con, "wanted", {"entry": list(ids)}, "entry VARCHAR")
+        of_ids = " WHERE entry IN (SELECT entry FROM wanted)"
     own = {(e.id, v.name): e for e in entries for v in e.variants if v.signature is not None}
     flips: list[int] = []
     if own:
@@ -203,6 +208,7 @@ def _runs(table: RecordTable, entries: Sequence[Entry]) -> None:
         "precision, trial, CASE WHEN rid IN (SELECT rid FROM flips) THEN 'related' "
         "ELSE outcome END AS outcome, reason, has_exception, exc_type, exc_message, exc_frame, "
         "duration_s, versions, provenance, started_at, machine, machine_id, checks FROM records"
+        + of_ids
     )
 
 
@@ -601,9 +607,9 @@ def aggregate_table(
     table: RecordTable, entries: Sequence[Entry] = (), *, ids: Sequence[str] | None = None
 ) -> list[EntryAggregate]:
     """The aggregates of every entry that has a definition or a record, sorted by id (or
-    of the entries ``ids``, in that order)."""
+    of the entries ``ids``, in that order: only their records are read)."""
     con = table.con
-    _runs(table, entries)
+    _runs(table, entries, ids)
     grouped = _group(con)
     known = {e.id: e for e in entries}
     if ids is None:

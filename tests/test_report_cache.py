@@ -1,0 +1,233 @@
+"""The report's cache of rendered blocks (harness/report_cache.py): a report taken partly
+from the cache writes exactly the bytes a report without it writes, renders only the
+blocks whose inputs changed, and never trusts a cache file or an output blindly."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from test_render import entry, records  # noqa: I001  (tests/ is on sys.path under pytest)
+
+from harness import report
+from harness.outcomes import Outcome
+from harness.render import html
+from harness.report import render_all
+from harness.report_cache import CACHE_DIR
+
+OTHERS = [f"pytorch/other-{i}" for i in range(4)]
+
+
+@pytest.fixture(autouse=True)
+def one_entry_a_block(monkeypatch):
+    # one entry per block (data file), so that each entry is cached on its own
+    monkeypatch.setattr(report, "CELL_FILE_ENTRIES", 1)
+    monkeypatch.setattr(html, "CELL_FILE_ENTRIES", 1)
+
+
+def store() -> list:
+    base = records()
+    return base + [dataclasses.replace(r, entry=eid) for eid in OTHERS for r in base]
+
+
+def rendered_blocks(monkeypatch) -> list[int]:
+    """The first entry of every block rendered from now on (not taken from the cache)."""
+    seen: list[int] = []
+    real = report._render
+
+    def spy(job):
+        seen.extend(first for first, _ in job.blocks)
+        return real(job)
+
+    monkeypatch.setattr(report, "_render", spy)
+    return seen
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and CACHE_DIR.parts[0] not in p.relative_to(root).parts
+    }
+
+
+def test_a_rerun_on_the_same_records_renders_nothing_and_changes_nothing(tmp_path, monkeypatch):
+    e = entry(tmp_path)
+    first = render_all(store(), [e], tmp_path / "out", workers=1)
+    before = files(tmp_path / "out")
+    seen = rendered_blocks(monkeypatch)
+    again = render_all(store(), [e], tmp_path / "out", workers=1)
+    assert seen == []
+    assert files(tmp_path / "out") == before
+    assert again.outputs == first.outputs and again.verdicts == first.verdicts
+    assert not again.written and again.up_to_date
+
+
+def test_only_the_block_whose_records_changed_is_rendered_and_bytes_equal_a_cold_report(
+    tmp_path, monkeypatch
+):
+    e = entry(tmp_path)
+    render_all(store(), [e], tmp_path / "warm", workers=1)
+    changed = store()
+    i = next(i for i, r in enumerate(changed) if r.entry == OTHERS[2] and r.variant == "ctl")
+    changed[i] = dataclasses.replace(changed[i], outcome=Outcome.CRASHED, reason="signal 11")
+    seen = rendered_blocks(monkeypatch)
+    warm = render_all(changed, [e], tmp_path / "warm", workers=1)
+    # entries in id order: pytorch/hostile, then other-0..3; other-2 is the fourth
+    assert seen == [3]
+    written = {p.relative_to(tmp_path / "warm").as_posix() for p in warm.written}
+    assert "compat/pytorch__other-2.md" in written and "cells/0003.js" in written
+    assert not any("other-1" in w or "hostile" in w for w in written)
+    cold = render_all(changed, [e], tmp_path / "cold", workers=1, cache=False)
+    assert files(tmp_path / "warm") == files(tmp_path / "cold")
+    assert warm.verdicts == cold.verdicts
+    assert [p.relative_to(tmp_path / "warm") for p in warm.outputs] == [
+        p.relative_to(tmp_path / "cold") for p in cold.outputs
+    ]
+
+
+def test_a_new_entry_shifts_the_blocks_after_it_and_only_those(tmp_path, monkeypatch):
+    e = entry(tmp_path)
+    render_all(store(), [e], tmp_path / "out", workers=1)
+    more = store() + [dataclasses.replace(r, entry="pytorch/other-1a") for r in records()]
+    seen = rendered_blocks(monkeypatch)
+    render_all(more, [e], tmp_path / "out", workers=1)
+    # hostile, other-0, other-1 keep their place; other-1a and everything after is new
+    assert sorted(seen) == [3, 4, 5]
+    render_all(more, [e], tmp_path / "cold", workers=1, cache=False)
+    assert files(tmp_path / "out") == files(tmp_path / "cold")
+
+
+def test_a_changed_definition_renders_its_entry_again(tmp_path, monkeypatch):
+    e = entry(tmp_path)
+    render_all(store(), [e], tmp_path / "out", workers=1)
+    seen = rendered_blocks(monkeypatch)
+    retitled = dataclasses.replace(e, title="Another title")
+    render_all(store(), [retitled], tmp_path / "out", workers=1)
+    assert seen == [0]
+    assert "Another title" in (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+
+
+def test_an_output_edited_or_removed_is_rendered_again_and_check_mode_names_it(
+    tmp_path, monkeypatch
+):
+    e = entry(tmp_path)
+    out = tmp_path / "out"
+    render_all(store(), [e], out, workers=1)
+    good = files(out)
+    (out / "compat" / "pytorch__other-0.md").write_text("edited by hand\n", encoding="utf-8")
+    (out / "cells" / "0004.js").unlink()
+    seen = rendered_blocks(monkeypatch)
+    checked = render_all(store(), [e], out, workers=1, check=True)
+    assert sorted(seen) == [1, 4]
+    stale = {p.relative_to(out).as_posix() for p in checked.stale_outputs}
+    assert stale == {"compat/pytorch__other-0.md", "cells/0004.js"}
+    assert not checked.written
+    seen.clear()
+    render_all(store(), [e], out, workers=1)
+    assert sorted(seen) == [1, 4]
+    assert files(out) == good
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda p: p.write_bytes(b"{not json"),
+        lambda p: p.write_bytes(b'{"format": 1, "html": 3}'),
+        lambda p: p.with_suffix(".bin").write_bytes(b"short"),
+        lambda p: p.with_suffix(".bin").unlink(),
+        lambda p: p.write_text(
+            p.read_text(encoding="utf-8").replace('"compat/', '"../../../outside/'),
+            encoding="utf-8",
+        ),
+    ],
+    ids=["not-json", "wrong-shape", "bin-short", "bin-missing", "path-outside"],
+)
+def test_a_damaged_cache_file_is_not_taken(tmp_path, monkeypatch, damage):
+    e = entry(tmp_path)
+    out = tmp_path / "out"
+    render_all(store(), [e], out, workers=1)
+    good = files(out)
+    for meta in (out / CACHE_DIR).glob("*.json"):
+        damage(meta)
+    seen = rendered_blocks(monkeypatch)
+    summary = render_all(store(), [e], out, workers=1)
+    assert sorted(seen) == [0, 1, 2, 3, 4]
+    assert files(out) == good and not summary.written
+    assert not (tmp_path / "outside").exists()
+
+
+def test_check_mode_writes_no_cache_and_a_cache_only_holds_current_blocks(tmp_path):
+    e = entry(tmp_path)
+    out = tmp_path / "out"
+    render_all(store(), [e], out, workers=1, check=True)
+    assert not (out / CACHE_DIR).exists()
+    render_all(store(), [e], out, workers=1)
+    assert len(list((out / CACHE_DIR).glob("*.json"))) == 5
+    render_all(records(), [e], out, workers=1)  # the other entries are gone
+    assert len(list((out / CACHE_DIR).glob("*.json"))) == 1
+
+
+def test_write_back_from_the_cache_fills_a_document_edited_since(tmp_path, monkeypatch):
+    e = entry(tmp_path)
+    out = tmp_path / "out"
+    render_all(store(), [e], out, workers=1)
+    filled = e.document.read_text(encoding="utf-8")
+    # the blocks emptied by hand: the cached texts fill them again, nothing re-rendered
+    e.document.write_text(
+        "".join(
+            f"<!-- harness:{b}:begin --><!-- harness:{b}:end -->\n"
+            for b in ("measured-versions", "measured-rates", "verification")
+        ),
+        encoding="utf-8",
+    )
+    seen = rendered_blocks(monkeypatch)
+    stale = render_all(store(), [e], out, workers=1, check=True)
+    assert stale.stale_documents == (e.document,)
+    summary = render_all(store(), [e], out, workers=1)
+    assert seen == [] and summary.documents_updated == (e.document,)
+    assert e.document.read_text(encoding="utf-8") == filled
+
+
+def test_a_record_digest_changes_with_every_field_and_not_with_other_entries():
+    from harness.columnar import RecordTable
+    from harness.records import ExceptionInfo
+    from harness.report_cache import record_digests
+
+    base = records()[0]
+    digest = record_digests(RecordTable.of([base]))[base.entry]
+    changes = {
+        "variant": "wa",
+        "kind": "control",
+        "cell": base.cell + "x",
+        "env": base.env + "x",
+        "device": "cuda",
+        "precision": "bf16",
+        "trial": 7,
+        "outcome": Outcome.OK,
+        "reason": "r",
+        "exception": ExceptionInfo("E", "m", "f", "t"),
+        "checks": {"a": {"ok": True}},
+        "duration_s": 1.5,
+        "exit_code": 3,
+        "signal": 9,
+        "stdout_tail": "o",
+        "stderr_tail": "e",
+        "versions": {"torch": "9"},
+        "provenance": {"host": "h"},
+        "started_at": "2025-01-01T00:00:00+00:00",
+        "machine": "m",
+        "machine_id": "i",
+        "imported_from": "x",
+        "isolation": "fork" if base.isolation != "fork" else "process",
+        "run_s": 0.25,
+    }
+    fields = {f.name for f in dataclasses.fields(base)} - {"entry", "schema"}
+    assert fields <= set(changes), "a Record field this test does not change"
+    for name, value in changes.items():
+        other = dataclasses.replace(base, **{name: value})
+        assert record_digests(RecordTable.of([other]))[base.entry] != digest, name
+    # another entry's records (numbered before this one's) leave its digest as it was
+    first = dataclasses.replace(base, entry="aaa/first")
+    assert record_digests(RecordTable.of([first, base]))[base.entry] == digest
