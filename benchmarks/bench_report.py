@@ -2,6 +2,7 @@
 plain read of the same files, in one run.
 
     python benchmarks/bench_report.py [--records 1000000] [--entries 2500] [--machines 2]
+        [--append 1000]
 
 A throwaway project is made in a temporary folder: results/records/<machine>.jsonl hold
 ``--records`` distinct records (one JSON line each, as Store.append writes them: every
@@ -9,7 +10,10 @@ line its own dict, its own start time, exception, traceback, checks and provenan
 ``--entries`` entries x 8 variants x N environments x device/precision slices, each key
 measured by one machine. Then the CLI runs as a subprocess, exactly as a user runs it,
 and its wall time is printed beside the time of a plain read of the files (their bytes,
-once, from the page cache: the floor of any reader).
+once, from the page cache: the floor of any reader). The report runs four times, keeping
+its caches (results/.cache) as a user's project does: on the new store, again with nothing
+appended, after a run appends ``--append`` records to 10 entries, and after a run appends
+as many spread over every entry.
 """
 
 from __future__ import annotations
@@ -185,11 +189,52 @@ def write_store(records_dir: Path, n_records: int, n_entries: int, n_machines: i
     return i
 
 
+def append_records(records_dir: Path, n_records: int, n_entries: int, touched: int) -> int:
+    """Append ``n_records`` records to the store, the way a later run writes them: reruns of
+    keys already stored (a newer start time, fresh outcomes) in ``touched`` entries spread
+    over the store's ``n_entries``. Returns how many entries were touched."""
+    rnd = random.Random(touched)
+    env, versions = (
+        env_id("3.10", TORCH[-1], LIGHTNING[-1]),
+        {"python": "3.10.14", "torch": TORCH[-1] + "+cpu", "lightning": LIGHTNING[-1]},
+    )
+    step = max(1, n_entries // touched)
+    entries = [f"pytorch/entry-{e:05d}" for e in range(0, n_entries, step)][:touched]
+    machine = ("runner-0", f"{0:012x}")
+    with open(records_dir / "runner-0.jsonl", "a") as f:
+        for i in range(n_records):
+            eid = entries[i % len(entries)]
+            variant, kind = VARIANTS[(i // len(entries)) % len(VARIANTS)]
+            device, precision = SLICES[(i // (len(entries) * len(VARIANTS))) % len(SLICES)]
+            d = _record(rnd, eid, variant, kind, env, versions, device, precision, machine, i)
+            d["started_at"] = f"2027-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}.{i % 1000:03d}+00:00"
+            f.write(json.dumps(d) + "\n")
+    return len(entries)
+
+
+def report(repo: Path) -> tuple[float, float, str]:
+    """``python -m harness --repo <repo> report`` as a user runs it: (wall s, CPU s of it
+    and its children, its last line)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "harness", "--repo", str(repo), "report"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if done.returncode:
+        print(done.stdout[-2000:], done.stderr[-4000:], sep="\n")
+        raise SystemExit(done.returncode)
+    return wall, cpu, done.stdout.strip().splitlines()[-1]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--entries", type=int, default=2500)
     ap.add_argument("--machines", type=int, default=2)
+    ap.add_argument("--append", type=int, default=1000, help="records a later run appends")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
         repo = Path(tmp)
@@ -204,6 +249,7 @@ def main() -> int:
             f"store: {n:,} records, {args.entries:,} entries, {len(files)} files, "
             f"{size / 1e6:,.0f} MB (written in {time.perf_counter() - t0:.1f} s)"
         )
+        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
 
         t0 = time.perf_counter()
         lines = 0
@@ -212,25 +258,23 @@ def main() -> int:
                 lines += f.read().count(b"\n")
         plain = time.perf_counter() - t0
         assert lines == n
+        print(f"plain read of the files: {plain:.2f} s\n")
 
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        cmd = [sys.executable, "-m", "harness", "--repo", str(repo), "report"]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-        total = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        if done.returncode:
-            print(done.stdout[-2000:], done.stderr[-4000:], sep="\n")
-            return done.returncode
-        print(done.stdout.strip().splitlines()[-1][:300])
-        print(f"plain read of the files:        {plain:6.2f} s")
-        print(
-            f"python -m harness report:       {total:6.2f} s   ({total / plain:.0f}x the plain read)"
-        )
-        # on a shared machine the wall time includes waiting for a CPU; the CPU time does not
-        print(f"  its CPU time (all processes): {cpu:6.2f} s")
+        # a report's caches (results/.cache) are kept between reports: the first report of
+        # a store fills them, later ones read and render only what changed since
+        rows = [("first report (no cache: everything read and rendered)", report(repo))]
+        rows.append(("again, nothing appended", report(repo)))
+        for touched in (10, args.entries):
+            m = append_records(records_dir, args.append, args.entries, touched)
+            rows.append(
+                (f"after a run appends {args.append:,} records to {m:,} entries", report(repo))
+            )
+        width = max(len(label) for label, _ in rows)
+        print(f"{'python -m harness report':{width}}   wall      CPU   x plain read")
+        for label, (wall, cpu, _) in rows:
+            print(f"{label:{width}}  {wall:6.2f} s {cpu:6.2f} s  {wall / plain:6.1f}x")
+        print(f"\nlast report said: {rows[-1][1][2][:300]}")
+        print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 
 
