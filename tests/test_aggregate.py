@@ -688,3 +688,19 @@ def test_two_machines_of_one_name_are_told_apart_by_id() -> None:
     agg = aggregate_entry(make_entry(), records)
     [(m1, _), (m2, _)] = agg.by_machine[("base", E1, "cpu", "fp16")]
     assert (m1, m2) == ("ci (aaaa1111)", "ci (bbbb2222)")
+
+
+def test_one_message_quoting_the_reproducer_is_one_message_whichever_checkout_ran_it():
+    quoted = 'Unknown builtin op in "{}/repros/pytorch/demo/repro.py", line 12'
+    runs = [
+        rec("wa", E1, OTHER, message=quoted.format("/work/wt/kbrun")),
+        rec("wa", E1, OTHER, trial=1, message=quoted.format("/work/wt/kbrun2")),
+        rec("wa", E1, OTHER, trial=2, message=quoted.format("/home/someone/harness")),
+        rec("wa", E1, OTHER, trial=3, message="in /opt/lib/site-packages/torch/jit.py"),
+    ]
+    [agg] = aggregate(runs).entries
+    [wa] = [v for v in agg.variants if v.name == "wa"]
+    assert sorted((m.message, m.count) for m in wa.messages) == [
+        ('Unknown builtin op in "repros/pytorch/demo/repro.py", line 12', 3),
+        ("in /opt/lib/site-packages/torch/jit.py", 1),  # not a reproducer's path: as it was
+    ]

@@ -177,6 +177,16 @@ def _unnest_table(con: Any, name: str, columns: dict[str, list[Any]], types: str
         )
 
 
+# An absolute path into a checkout's repros/ (a message or frame that quotes the reproducer's
+# file: TorchScript's and the compiler's errors do) is read from repros/ on: one error is one
+# message whichever checkout or worktree ran it. The records keep the path as it was.
+_CHECKOUT_PREFIX = r"""(/[^/\s"'<>:]+)+/repros/"""
+
+
+def _checkout_relative(column: str) -> str:
+    return f"regexp_replace({column}, {_q(_CHECKOUT_PREFIX)}, 'repros/', 'g')"
+
+
 def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | None) -> None:
     """Table ``runs``: the records as the aggregation reads them (a variant's own expected
     error re-read as ``related`` against the entry as it is now); only those of the
@@ -206,7 +216,9 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
     con.execute(
         "CREATE OR REPLACE TEMP TABLE runs AS SELECT rid, entry, variant, kind, env, device, "
         "precision, trial, CASE WHEN rid IN (SELECT rid FROM flips) THEN 'related' "
-        "ELSE outcome END AS outcome, reason, has_exception, exc_type, exc_message, exc_frame, "
+        "ELSE outcome END AS outcome, reason, has_exception, exc_type, "
+        f"{_checkout_relative('exc_message')} AS exc_message, "
+        f"{_checkout_relative('exc_frame')} AS exc_frame, "
         "duration_s, versions, provenance, started_at, machine, machine_id, checks FROM records"
         + of_ids
     )
