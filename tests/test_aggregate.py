@@ -152,6 +152,11 @@ def test_judge_rate_rule():
     assert judge_rate(0.88, Rate.of(90, 100), "")[0] == CONFIRMED  # [0.826, 0.945]
     assert judge_rate(0.5, r, "")[0] == CONTRADICTED
     assert "below" in judge_rate(0.5, r, "")[1]
+    # what a rate above the claim means is said only on that side
+    assert judge_rate(0.5, r, "", higher="worse than documented")[1].endswith(
+        ": worse than documented"
+    )
+    assert "worse" not in judge_rate(0.99, r, "", higher="worse than documented")[1]
     assert judge_rate(0.99, r, "")[0] == CONTRADICTED
     assert judge_rate(0.5, Rate.of(0, 0), "because") == (NOT_MEASURABLE, "because")
 

@@ -63,12 +63,18 @@ def failed_silently_as_documented(
 
 
 def judge_rate(
-    claimed: float | None, measured: Rate, why_empty: str, implicit: str = "works"
+    claimed: float | None,
+    measured: Rate,
+    why_empty: str,
+    implicit: str = "works",
+    higher: str = "",
 ) -> tuple[str, str]:
     """The one rule for rate claims: (verdict, reason). A stated rate c is contradicted when
     c lies outside the measured 95% interval, confirmed when the whole interval lies within
     c ± MARGIN (the claim read as "about c"), inconclusive otherwise. With no stated rate
-    the claim is the implicit one, "it works" (``implicit``; see ``judge_most``)."""
+    the claim is the implicit one, "it works" (``implicit``; see ``judge_most``).
+    ``higher``: what a rate above the claim means to a reader (a dead end that fails more
+    often than documented is still to be avoided), said after a contradiction of that side."""
     if measured.n == 0:
         return NOT_MEASURABLE, why_empty
     if claimed is None:
@@ -77,7 +83,8 @@ def judge_rate(
     interval = f"the 95% interval {pct(low)[:-1]}–{pct(high)}"
     if not measured.contains(claimed):
         side = "above" if claimed > high else "below"
-        return CONTRADICTED, f"claimed {pct(claimed)} lies {side} {interval}"
+        meaning = f": {higher}" if higher and side == "below" else ""
+        return CONTRADICTED, f"claimed {pct(claimed)} lies {side} {interval}{meaning}"
     if claimed - MARGIN - 1e-12 <= low and high <= claimed + MARGIN + 1e-12:
         return CONFIRMED, f"{interval} lies within claimed {pct(claimed)} ± {pct(MARGIN)}"
     return INCONCLUSIVE, (
@@ -183,7 +190,9 @@ def _fix_rate_verdict(
             "fix rate", "", pct(fix_rate), "0/0 (no applicable runs)", NOT_MEASURABLE, why
         )
     best = max(measured_w, key=lambda w: (w.overall.value, w.overall.n, _neg(w.name)))
-    verdict, why = judge_rate(fix_rate, best.overall, "")
+    verdict, why = judge_rate(
+        fix_rate, best.overall, "", higher="it works more often than the document says"
+    )
     why = f"basis: best workaround {best.name!r}; {why}; pooled workaround runs ok: {pooled.text()}"
     seen = ""
     if verdict != CONFIRMED:
@@ -197,7 +206,17 @@ def _variant_verdict(agg: EntryAggregate, v: VariantAggregate) -> Verdict:
     what = v.claim_ref or v.kind.replace("_", " ")
     label = f"{what}: {v.metric}" + (f" ({v.reading} reading)" if v.reading else "")
     implicit = "works" if v.kind == "workaround" else "fails as documented"
-    verdict, why = judge_rate(v.claimed_rate, v.overall, _why_no_applicable(agg, v), implicit)
+    higher = (
+        "it works more often than the document says"
+        if v.kind == "workaround"
+        else "it fails as documented more often than the document says (the advice to avoid "
+        "it holds)"
+        if v.kind == "dead_end"
+        else ""
+    )
+    verdict, why = judge_rate(
+        v.claimed_rate, v.overall, _why_no_applicable(agg, v), implicit, higher
+    )
     documented = documented_failure_text(v.fails_as)
     if v.kind == "dead_end" and v.overall.n:
         # a failure for another reason is named, never counted as this claim's failure
