@@ -184,7 +184,10 @@ _CHECKOUT_PREFIX = r"""(/[^/\s"'<>:]+)+/repros/"""
 
 
 def _checkout_relative(column: str) -> str:
-    return f"regexp_replace({column}, {_q(_CHECKOUT_PREFIX)}, 'repros/', 'g')"
+    return (
+        f"CASE WHEN contains({column}, '/repros/') THEN "
+        f"regexp_replace({column}, {_q(_CHECKOUT_PREFIX)}, 'repros/', 'g') ELSE {column} END"
+    )
 
 
 def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | None) -> None:
