@@ -17,25 +17,40 @@ Where the engine cannot decide alone (two records of one key and machine that st
 the same time, or a key that has a record read by Python) the records of that key are read
 by Python and ``store.latest`` decides.
 
+Given a snapshot folder (``report`` passes results/.cache/snapshot), a record file whose
+snapshot holds (harness/snapshot.py: the file still starts with the bytes it covers) is
+read from it: its accepted rows from Parquet, its other lines read by Python again, and
+only the lines after it go through the engine, numbered on from it. The snapshots are
+then renewed to cover what was read (not with ``update=False``: ``report --check``).
+The newest records are picked on the narrow columns first and the wide ones (tracebacks,
+tails) joined once.
+
 tests/test_columnar.py checks the equivalence on generated stores: mixtures of valid,
-hostile, truncated, old-schema and odd lines across several files.
+hostile, truncated, old-schema and odd lines across several files, and, with snapshots,
+across appends, lines completed later, edits in place, truncations, removed files and
+damaged snapshot files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from harness import snapshot
 from harness.domain import DEVICES, KINDS, PRECISIONS
 from harness.outcomes import Outcome
 from harness.records import SCHEMA, ExceptionInfo, Record
+from harness.snapshot import Snapshot
 from harness.store import (
     MAX_LINE_BYTES,
     LoadResult,
@@ -413,6 +428,7 @@ class RecordTable:
     warnings: list[str] = field(default_factory=list)  # the lines kept out, file:line
     refused: list[Refused] = field(default_factory=list)
     python_lines: int = 0  # lines of the store read by Python rather than by the engine
+    snapshot_lines: int = 0  # lines of the store taken from snapshots (harness/snapshot.py)
 
     @classmethod
     def of(cls, records: Iterable[Record]) -> RecordTable:
@@ -432,45 +448,164 @@ class RecordTable:
         return [_record(row) for row in rows]
 
 
+_TYPED = tuple(tuple(c.split(" ")) for c in _SCHEMA.split(", ")[1:])  # (name, type), rid aside
+_GOOD = ("n", "BIGINT"), *_TYPED  # a snapshot's Parquet file of accepted lines
+
+
 def _read_texts(
-    con: duckdb.DuckDBPyConnection, files: Sequence[Path], scratch: Path
+    con: duckdb.DuckDBPyConnection, sources: Sequence[tuple[int, Path, int]], scratch: Path
 ) -> dict[int, bytes]:
-    """Every line of each file into table ``lines`` (file, n, line). DuckDB reads UTF-8
-    text only: a file that is not is read from a copy with each invalid byte sequence
-    replaced by U+FFFD (a line holding one goes to Python, see ``_NON_ASCII_SUSPECT``); returns the
-    bytes of those files, whose lines Python reads as they are."""
-    con.execute("CREATE TEMP TABLE lines (file INTEGER, n BIGINT, line VARCHAR)")
+    """Every line of each source (file index, path, lines before it) into table ``lines``
+    (file, n, line), numbered after the lines before it. DuckDB reads UTF-8 text only: a
+    file that is not is read from a copy with each invalid byte sequence replaced by U+FFFD
+    (a line holding one goes to Python, see ``_NON_ASCII_SUSPECT``); returns the bytes of
+    those files, whose lines Python reads as they are."""
     insert = (
-        "INSERT INTO lines SELECT ?, generate_subscripts(pieces, 1), unnest(pieces) "
+        "INSERT INTO lines SELECT ?, ? + generate_subscripts(pieces, 1), unnest(pieces) "
         "FROM (SELECT string_split(content, chr(10)) AS pieces FROM read_text(?))"
     )
     raw: dict[int, bytes] = {}
-    for i, path in enumerate(files):
+    for i, path, before in sources:
         try:
-            con.execute(insert, [i, str(path)])
+            con.execute(insert, [i, before, str(path)])
         except duckdb.Error:
             raw[i] = path.read_bytes()
             # a newline is never part of an invalid sequence: the lines stay where they are
-            copy = scratch / f"{i}.jsonl"
+            copy = scratch / f"{i}.utf8.jsonl"
             copy.write_text(raw[i].decode("utf-8", "replace"), encoding="utf-8")
-            con.execute(insert, [i, str(copy)])
+            con.execute(insert, [i, before, str(copy)])
     return raw
 
 
-def load_latest(store: Store) -> RecordTable:
+class _Stale(Exception):
+    """Snapshots that turned out not to match their record files (by name)."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__(", ".join(sorted(names)))
+        self.names = names
+
+
+@dataclass
+class _Source:
+    """A record file as one load reads it: from its snapshot, if one holds, then the
+    lines after it (``tail``), else in full."""
+
+    index: int
+    path: Path
+    fd: int
+    before: os.stat_result
+    snap: Snapshot | None = None
+    first: int = 0  # lines the snapshot covers: the engine reads the lines after them
+    tail: bytes = b""  # the bytes after the snapshot
+    prefix: Future[Any] | None = None  # sha256 of the bytes the snapshot covers, hashed now
+    whole: Future[Any] | None = None  # digest_lines of a file read in full
+    # the non-blank lines the engine did not accept, (n, bytes): the snapshot's, then the rest
+    others: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+def _open_snapshot(con: duckdb.DuckDBPyConnection, cache: Path, src: _Source) -> None:
+    """Use the snapshot of ``src`` if its files hold and the record file is not shorter than
+    what it covers; the record file's first bytes are hashed in the background (checked
+    before the load returns)."""
+    snap = snapshot.open_snapshot(cache, src.path.name)
+    if snap is None or src.before.st_size < snap.bytes:
+        return
+    files = snapshot.good_parquet(cache, snap)
+    try:
+        described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [files]).fetchall()
+        if [(row[0], row[1]) for row in described] != list(_GOOD):
+            return
+        for seg, file in zip(snap.segments, files, strict=True):
+            count, low, high = con.execute(
+                "SELECT count(*), min(n), max(n) FROM read_parquet(?)", [file]
+            ).fetchone() or (None, None, None)
+            if count != seg.good_rows or (
+                count and not (seg.first < low and high <= seg.first + seg.lines)
+            ):
+                return
+        others = snapshot.other_lines(con, cache, snap)
+    except (duckdb.Error, ValueError):
+        return
+    src.snap, src.first, src.others = snap, snap.lines, others
+    src.tail = os.pread(src.fd, src.before.st_size - snap.bytes, snap.bytes)
+
+
+def load_latest(store: Store, cache: Path | None = None, *, update: bool = True) -> RecordTable:
     """``latest(store.load().records)`` with ``store.load()``'s warnings and refused lines,
-    read by the engine (see the module's docstring)."""
+    read by the engine (see the module's docstring). ``cache``: the snapshots' folder
+    (harness/snapshot.py; None: no snapshot is read or written); ``update``: write the
+    snapshots of what was read (False: write nothing, as ``report --check``)."""
+    skip: set[str] = set()
+    while True:
+        try:
+            return _load(store, cache, update, skip)
+        except _Stale as exc:  # read those files in full
+            skip |= exc.names
+        except duckdb.Error:
+            # a snapshot's file that went away or would not read: once more, without any
+            names = {p.name for p in store.files()}
+            if cache is None or names <= skip:
+                raise
+            skip |= names
+
+
+def _load(store: Store, cache: Path | None, update: bool, skip: set[str]) -> RecordTable:
     files = store.files()
     con = duckdb.connect(":memory:")
+    sources: list[_Source] = []
+    try:
+        with ThreadPoolExecutor(max_workers=1) as hashing:
+            for i, path in enumerate(files):
+                fd = os.open(path, os.O_RDONLY)
+                src = _Source(i, path, fd, os.fstat(fd))
+                sources.append(src)
+                if cache is not None and path.name not in skip:
+                    _open_snapshot(con, cache, src)
+                if src.snap is not None:
+                    src.prefix = hashing.submit(snapshot.digest_prefix, fd, src.snap.bytes)
+                elif cache is not None and update:
+                    src.whole = hashing.submit(snapshot.digest_lines, fd)
+            table = _load_sources(con, sources, cache)
+            if cache is not None and update:
+                _save_snapshots(con, cache, sources)
+                snapshot.clean(cache, [p.name for p in files])
+            con.execute("DROP VIEW good")
+            for name in ("good_lines", "lines"):
+                con.execute(f"DROP TABLE {name}")
+            return table
+    finally:
+        for src in sources:
+            os.close(src.fd)
+
+
+def _result(future: Future[Any] | None) -> Any:
+    return None if future is None else future.result()
+
+
+def _load_sources(
+    con: duckdb.DuckDBPyConnection, sources: Sequence[_Source], cache: Path | None
+) -> RecordTable:
+    files = [s.path for s in sources]
+    con.execute("CREATE TEMP TABLE lines (file INTEGER, n BIGINT, line VARCHAR)")
     with tempfile.TemporaryDirectory(prefix="harness-columnar-") as scratch:
-        raw = _read_texts(con, files, Path(scratch))
+        texts = []
+        for s in sources:
+            if s.snap is None:
+                texts.append((s.index, s.path, 0))
+            else:
+                tail = Path(scratch) / f"{s.index}.tail.jsonl"
+                tail.write_bytes(s.tail)
+                texts.append((s.index, tail, s.first))
+        raw = _read_texts(con, texts, Path(scratch))
     # parsed, checked and typed in one pass (nothing but the accepted rows is kept)
     values = ", ".join(f"v[{i}] AS v{i}" for i in _INDEX.values())
     con.execute(
-        f"CREATE TEMP TABLE good AS SELECT file, n, {_columns()} FROM (SELECT file, n, keys, "
-        f"{values} FROM (SELECT file, n, "
-        f"json_keys(line) AS keys, json_extract(line, {_list(['$.' + f for f in PATHS])}) AS v "
-        "FROM lines "
+        "CREATE TEMP TABLE good_lines (file INTEGER, " + ", ".join(" ".join(c) for c in _GOOD) + ")"
+    )
+    con.execute(
+        f"INSERT INTO good_lines BY NAME SELECT file, n, {_columns()} FROM (SELECT file, n, "
+        f"keys, {values} FROM (SELECT file, n, json_keys(line) AS keys, "
+        f"json_extract(line, {_list(['$.' + f for f in PATHS])}) AS v FROM lines "
         f"WHERE strlen(line) <= {MAX_LINE_BYTES} AND starts_with(line, '{{') "
         "AND ends_with(line, '}') AND NOT contains(line, chr(127)) "
         f"AND (strlen(line) = length(line) OR NOT regexp_matches(line, {_q(_NON_ASCII_SUSPECT)})) "
@@ -478,35 +613,54 @@ def load_latest(store: Store) -> RecordTable:
         f"AND NOT regexp_matches(line, {_q(_TRAILING_COMMA)}) AND json_valid(line))) "
         f"WHERE {_accept()}"
     )
+    # the accepted lines: those of the snapshots and those read now
+    columns = f"n, {_RECORD_COLUMNS}"
+    parts = [f"SELECT file, {columns} FROM good_lines"]
+    for s in sources:
+        if cache is not None and s.snap is not None:
+            parquet = _list(snapshot.good_parquet(cache, s.snap))
+            parts.append(f"SELECT {s.index} AS file, {columns} FROM read_parquet({parquet})")
+    con.execute("CREATE TEMP VIEW good AS " + " UNION ALL ".join(parts))
 
     # every other line, read by Python as Store.load reads it, file by file
     result = LoadResult()
     read_by_python: list[Record] = []
     python_lines = 0
     ends = dict(con.execute("SELECT file, max(n) FROM lines GROUP BY file").fetchall())
-    for i, path in enumerate(files):
+    for s in sources:
+        i, path = s.index, s.path
+        for n, data in s.others:  # the snapshot's: complete lines, none of them the last
+            python_lines += 1
+            record = read_line(data, n, False, path, str(path), result)
+            if record is not None:
+                read_by_python.append(record)
         last = ends.get(i, 0)
         pieces = raw[i].split(b"\n") if i in raw else None
         for n, line in con.execute(
             "SELECT n, line FROM lines WHERE file = ? AND n NOT IN "
-            "(SELECT n FROM good WHERE file = ?) ORDER BY n",
+            "(SELECT n FROM good_lines WHERE file = ?) ORDER BY n",
             [i, i],
         ).fetchall():
-            data = pieces[n - 1] if pieces is not None else line.encode("utf-8")
-            python_lines += bool(data.strip())
+            data = pieces[n - s.first - 1] if pieces is not None else line.encode("utf-8")
+            if data.strip():
+                python_lines += 1
+                s.others.append((n, data))
             # the last piece of a file ending with a newline is empty (blank: skipped)
             record = read_line(data, n, n == last, path, str(path), result)
             if record is not None:
                 read_by_python.append(record)
-    con.execute("DROP TABLE lines")
 
     # the newest per key and machine; a tie in start time, or a key with a record read by
     # Python, is decided by store.latest over the records of that key. Start times compare
-    # as text once the fraction of a second has six digits (all are UTC; "" is oldest)
+    # as text once the fraction of a second has six digits (all are UTC, written as
+    # _STAMP, with no fraction or one of 3 or 6 digits: 25, 29 or 32 characters; "" is
+    # oldest)
     ident = ", ".join(_IDENT)
     t = (
-        "CASE WHEN started_at = '' THEN '' ELSE substr(started_at, 1, 19) || "
-        "rpad(regexp_extract(started_at, '\\.([0-9]+)', 1), 6, '0') END"
+        "CASE strlen(started_at) WHEN 0 THEN '' "
+        "WHEN 25 THEN substr(started_at, 1, 19) || '000000' "
+        "WHEN 29 THEN substr(started_at, 1, 19) || substr(started_at, 21, 3) || '000' "
+        "ELSE substr(started_at, 1, 19) || substr(started_at, 21, 6) END"
     )
     con.execute(
         f"CREATE TEMP TABLE newest AS SELECT {ident}, max({t}) AS t, count(*) AS c, "
@@ -517,10 +671,10 @@ def load_latest(store: Store) -> RecordTable:
         "trial BIGINT, machine VARCHAR, machine_id VARCHAR)"
     )
     if read_by_python:
-        columns = list(zip(*{_order(r) for r in read_by_python}, strict=True))
+        keys_read = list(zip(*{_order(r) for r in read_by_python}, strict=True))
         con.execute(
             "INSERT INTO python_keys SELECT " + ", ".join(["unnest(?)"] * len(_IDENT)),
-            [list(c) for c in columns],
+            [list(c) for c in keys_read],
         )
     # keys whose newest start time two records share
     con.execute(
@@ -529,6 +683,15 @@ def load_latest(store: Store) -> RecordTable:
         f"JOIN newest USING ({ident}) WHERE newest.c > 1 AND {t} = newest.t "
         f"GROUP BY {ident} HAVING count(*) > 1)"
     )
+    # the snapshots' record files still start with the bytes they cover (hashed meanwhile),
+    # before any line of them is read again by number
+    stale = {
+        s.path.name
+        for s in sources
+        if s.snap is not None and not ((h := _result(s.prefix)) and h.hexdigest() == s.snap.sha256)
+    }
+    if stale:
+        raise _Stale(stale)
     pool = list(read_by_python)
     keys = {tuple(row) for row in con.execute(f"SELECT {ident} FROM undecided").fetchall()}
     if keys:
@@ -538,17 +701,102 @@ def load_latest(store: Store) -> RecordTable:
         pool += _reread(files, rows)
         python_lines += len(rows)
     con.execute(f"CREATE TEMP TABLE decided ({_SCHEMA})")
-    _insert(con, [r for r in latest(pool) if _order(r) in keys], None, "decided")
-    # one table, in the store's order: by key, then machine (store.latest's)
+    _insert(con, [r for r in latest(pool) if _order(r) in keys], 0, "decided")
+    # one table, in the store's order: by key, then machine (store.latest's). The order is
+    # found on the narrow columns; the wide ones (tracebacks, tails) are joined once
     con.execute(
-        f"CREATE TABLE records AS SELECT row_number() OVER (ORDER BY {ident}) - 1 AS rid, "
-        f"{_RECORD_COLUMNS} FROM (SELECT {_RECORD_COLUMNS} FROM good SEMI JOIN (SELECT "
-        f"pick // {_LINES} AS file, pick % {_LINES} AS n FROM newest ANTI JOIN undecided "
-        f"USING ({ident})) USING (file, n) UNION ALL SELECT {_RECORD_COLUMNS} FROM decided)"
+        f"CREATE TEMP TABLE chosen AS SELECT file, n, did, row_number() OVER (ORDER BY "
+        f"{ident}) - 1 AS rid FROM (SELECT {ident}, pick // {_LINES} AS file, pick % {_LINES} "
+        f"AS n, NULL::BIGINT AS did FROM newest ANTI JOIN undecided USING ({ident}) "
+        f"UNION ALL SELECT {ident}, NULL, NULL, rid FROM decided)"
     )
-    for table in ("good", "newest", "undecided", "decided", "python_keys"):
+    wide = _RECORD_COLUMNS.split(", ")
+    con.execute(
+        f"CREATE TABLE records AS SELECT c.rid, {', '.join('g.' + w for w in wide)} FROM good g "
+        "JOIN chosen c USING (file, n) UNION ALL SELECT c.rid, "
+        f"{', '.join('d.' + w for w in wide)} FROM decided d JOIN chosen c ON c.did = d.rid"
+    )
+    for table in ("newest", "undecided", "decided", "python_keys", "chosen"):
         con.execute(f"DROP TABLE {table}")
-    return RecordTable(con, result.warnings, result.refused, python_lines)
+    return RecordTable(
+        con, result.warnings, result.refused, python_lines, sum(s.first for s in sources)
+    )
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino, a.st_size, a.st_mtime_ns) == (
+        b.st_dev,
+        b.st_ino,
+        b.st_size,
+        b.st_mtime_ns,
+    )
+
+
+def _save_snapshots(
+    con: duckdb.DuckDBPyConnection, cache: Path, sources: Sequence[_Source]
+) -> None:
+    """The snapshot of each file as read now, where it covers more than before. A file
+    that changed while it was read keeps its old one (the next load catches up)."""
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
+    for s in sources:
+        # a cache: a snapshot that cannot be written is simply not there next time
+        with contextlib.suppress(OSError, ValueError, duckdb.Error):
+            _save_snapshot(con, cache, s)
+
+
+def _save_snapshot(con: duckdb.DuckDBPyConnection, cache: Path, s: _Source) -> None:
+    if s.snap is not None:
+        cut = s.tail.rfind(b"\n") + 1
+        if not cut:
+            return  # no line completed since
+        digest = _result(s.prefix).copy()
+        digest.update(memoryview(s.tail)[:cut])
+        size = s.snap.bytes + cut
+        lines = s.snap.lines + s.tail.count(b"\n", 0, cut)
+        kept: Sequence[snapshot.Segment] = s.snap.segments
+    elif s.whole is not None:
+        digest, size, total, newlines, after = s.whole.result()
+        row = con.execute("SELECT max(n) FROM lines WHERE file = ?", [s.index]).fetchone()
+        # what was hashed is what the engine read: the file did not change meanwhile
+        if not (
+            size
+            and total == s.before.st_size
+            and _same(s.before, after)
+            and _same(s.before, os.stat(s.path))
+            and row is not None
+            and row[0] == newlines + 1
+        ):
+            return
+        lines = newlines
+        kept = ()
+    else:
+        return
+    base = s.first
+    new = con.execute(
+        "SELECT count(*) FROM good_lines WHERE file = ? AND n <= ?", [s.index, lines]
+    ).fetchone()
+    others_new = sum(base < n <= lines for n, _ in s.others)
+    keep, first, _ = snapshot.plan_segments(
+        kept, base, lines - base, new[0] if new else 0, others_new
+    )
+    segment = snapshot.write_segment(
+        con,
+        cache,
+        s.path.name,
+        f"SELECT n, {_RECORD_COLUMNS} FROM good WHERE file = {s.index} "
+        f"AND n > {first} AND n <= {lines}",
+        [(n, b) for n, b in s.others if first < n <= lines],
+        first,
+        lines - first,
+        size - sum(k.bytes for k in keep),
+    )
+    snapshot.save(
+        cache,
+        snapshot.Snapshot(s.path.name, size, digest.hexdigest(), lines, (*keep, segment)),
+    )
 
 
 def _reread(files: Sequence[Path], rows: Sequence[tuple[int, int]]) -> Iterator[Record]:

@@ -619,6 +619,7 @@ def render_reports(
     """``since``: a git revision; index.html then opens with what changed since its records."""
     from harness.columnar import load_latest
     from harness.report import render_all
+    from harness.snapshot import cache_dir
     from harness.writeback import WritebackError
 
     try:
@@ -629,8 +630,9 @@ def render_reports(
     store = Store(cfg.records_dir)
     # a rerun of a job appends a newer record under the same key: per machine, it replaces
     # the older one; the records of other machines stay (read by the columnar engine: what
-    # latest(store.load().records) gives, see harness/columnar.py)
-    loaded = load_latest(store)
+    # latest(store.load().records) gives, see harness/columnar.py), from the snapshots of
+    # the record files where they hold (--check writes none: harness/snapshot.py)
+    loaded = load_latest(store, cache_dir(cfg.records_dir), update=not check)
     # --check writes nothing, not even the quarantine; the warnings still name every line
     problems = [] if check else store.quarantine(loaded.refused)
     for warning in (*loaded.warnings, *problems):
