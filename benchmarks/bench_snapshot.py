@@ -7,14 +7,15 @@ and after appending records, in one run.
 COPY is a project folder with results/records/*.jsonl (e.g. a copy of the store that
 benchmarks/bench_report.py writes): this script appends records to its largest record file
 and deletes its results/.cache, so never point it at a store you keep. The appended
-records are copies of the file's first lines, half with a later start time (newer records
-of their keys) and half with a new trial (new keys). Every step runs as a subprocess,
+records are copies of the file's first lines, half started now (newer records of their
+keys) and half of a new machine id (new keys). Every step runs as a subprocess,
 as a user runs it; the plain read of the files (their bytes, once) is printed for scale.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import shutil
@@ -62,16 +63,20 @@ def _report(repo: Path) -> float:
     return wall
 
 
-def _append(path: Path, count: int, round_: int) -> None:
-    """``count`` records copied from the file's first lines: newer, or of new keys."""
+def _append(path: Path, count: int) -> None:
+    """``count`` records copied from the file's first lines: half of them newer records of
+    their keys (started now), half records of a new machine id (new keys), so that no two
+    appends, in this run or another, write the same record."""
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
+    machine = f"{time.time_ns() % 16**12:012x}"
     lines = []
     with open(path, "rb") as f:
         for i in range(count):
             d = json.loads(f.readline())
             if i % 2:
-                d["trial"] += 1000 * round_
+                d["machine_id"] = machine
             else:
-                d["started_at"] = f"2027-01-{round_:02d}T00:00:00+00:00"
+                d["started_at"] = now
             lines.append(json.dumps(d) + "\n")
     with open(path, "a", encoding="utf-8") as f:
         f.writelines(lines)
@@ -107,14 +112,14 @@ def main() -> int:
     rows.append(("load, no snapshot yet (writes one)", cold, n))
     same, n = _load(repo, snapshots=True)
     rows.append(("load, snapshot, nothing appended", same, n))
-    _append(largest, args.append, 1)
+    _append(largest, args.append)
     grown, n = _load(repo, snapshots=True)
     rows.append((f"load, snapshot, {args.append:,} records appended", grown, n))
     if not args.no_report:
         shutil.rmtree(cache, ignore_errors=True)
         rows.append(("report, no snapshot yet", _report(repo), 0))
         rows.append(("report, snapshot, nothing appended", _report(repo), 0))
-        _append(largest, args.append, 2)
+        _append(largest, args.append)
         rows.append((f"report, snapshot, {args.append:,} records appended", _report(repo), 0))
     for label, seconds, n in rows:
         count = f"  ({n:,} records)" if n else ""
