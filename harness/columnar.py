@@ -83,8 +83,9 @@ _LINES = 1 << 40  # (file, line) as one number: file * _LINES + line
 # A line the engine may take as it is: one JSON object, alone on its line, with no DEL
 # or C1 control character or U+FFFD (R12 would replace the first two; the last may stand
 # for bytes that were not UTF-8: see _read_texts) and no escape of a control character or
-# surrogate; no comma before a closing bracket (DuckDB's parser allows a trailing comma,
-# Python's does not). Raw C0 controls need no test: in a string they make the line
+# surrogate (\u0001, \ud800, and the short \b, \f and \r: R12 keeps only tab and
+# newline; an escaped backslash before b, f or r goes to Python too); no comma before a
+# closing bracket (DuckDB's parser allows a trailing comma, Python's does not). Raw C0 controls need no test: in a string they make the line
 # invalid JSON for both parsers, between tokens both skip tab and CR alike. Lines with
 # any of these may well be valid: Python decides.
 _NON_ASCII_SUSPECT = r"[\x{80}-\x{9f}\x{fffd}]"
@@ -104,11 +105,14 @@ _NUMBER = r"-?[0-9][0-9.eE+-]*"
 # versions and provenance: string -> string, nothing escaped (R10 allows more)
 _PAIR = _ID + ":" + _PLAIN
 _MAP = r"\{\}|\{" + _PAIR + "(," + _PAIR + r")*\}"
-# checks: name -> {ok, detail}, "_warnings" -> [strings], nothing escaped (R9 allows more)
+# checks: name -> {ok, detail}, "_warnings" -> [strings] (R9 allows more)
 _OK = '"ok":(true|false)'
-_DETAIL = '"detail":' + _PLAIN
+# a JSON string whose escapes stand for characters R12 keeps (newline, tab, quote,
+# backslash, slash): warnings and details quote tracebacks and messages of several lines
+_KEPT = r'"([^"\\]|\\[nt"\\/])*"'
+_DETAIL = '"detail":' + _KEPT
 _CHECK = _ID + r":\{" + _OK + "(," + _DETAIL + r")?\}|" + _ID + r":\{" + _DETAIL + "," + _OK + r"\}"
-_WARNINGS = r'"_warnings":\[(' + _PLAIN + "(," + _PLAIN + r")*)?\]"
+_WARNINGS = r'"_warnings":\[(' + _KEPT + "(," + _KEPT + r")*)?\]"
 _MEMBER = "(" + _CHECK + "|" + _WARNINGS + ")"
 _CHECKS = r"\{\}|\{" + _MEMBER + "(," + _MEMBER + r")*\}"
 _TEXT_CAP = {
@@ -610,6 +614,7 @@ def _load_sources(
         "AND ends_with(line, '}') AND NOT contains(line, chr(127)) "
         f"AND (strlen(line) = length(line) OR NOT regexp_matches(line, {_q(_NON_ASCII_SUSPECT)})) "
         f"AND NOT (contains(line, '\\u') AND regexp_matches(line, {_q(_SUSPECT_ESCAPE)})) "
+        "AND NOT (contains(line, '\\b') OR contains(line, '\\f') OR contains(line, '\\r')) "
         f"AND NOT regexp_matches(line, {_q(_TRAILING_COMMA)}) AND json_valid(line))) "
         f"WHERE {_accept()}"
     )

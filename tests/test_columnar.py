@@ -63,6 +63,13 @@ ODD_TEXT = st.sampled_from(
         "x" * 20_001,
         "y" * 1_001,
         "z" * 201,
+        '"',
+        "\\",
+        "\r",
+        "\b",
+        "\f",
+        "/",
+        'a "quoted"\n\tline\\',
     ]
 )
 TEXT = st.one_of(
@@ -125,7 +132,11 @@ def record(draw: st.DrawFn) -> dict[str, Any]:
         "run_s": 0.25,
     }
     for _ in range(draw(st.integers(0, 2))):
-        name = draw(st.sampled_from([*d, "exception.type", "checks.finite", "versions.torch"]))
+        name = draw(
+            st.sampled_from(
+                [*d, "exception.type", "checks.finite", "checks._warnings", "versions.torch"]
+            )
+        )
         value = draw(VALUE)
         if "." in name:  # a nested value
             outer, inner = name.split(".")
@@ -133,6 +144,11 @@ def record(draw: st.DrawFn) -> dict[str, Any]:
                 d[outer] = {**d[outer], inner: value}
         else:
             d[name] = value
+    if draw(st.integers(0, 3)) == 0:  # text in a check, as a warning or a detail
+        d["checks"] = {
+            "finite": {"ok": False, "detail": draw(TEXT)},
+            "_warnings": draw(st.lists(TEXT, max_size=2)),
+        }
     if draw(st.integers(0, 7)) == 0:
         d.pop(draw(st.sampled_from(sorted(d))))
     if draw(st.integers(0, 7)) == 0:
@@ -222,7 +238,10 @@ def test_the_engine_takes_ordinary_records_itself(tmp_path: Path) -> None:
                 "frame": "f:1 in run",
                 "traceback": "Traceback (most recent call last):\n  ...\n",
             },
-            "checks": {"finite": {"ok": True, "detail": "loss 0.5"}, "_warnings": ["w"]},
+            "checks": {
+                "finite": {"ok": True, "detail": 'loss 0.5 "finite"'},
+                "_warnings": ["w", "UserWarning: one\n\tand two\\"],
+            },
             "duration_s": round(rnd.random() * 3, 3),
             "exit_code": 0,
             "signal": None,
