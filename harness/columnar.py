@@ -14,8 +14,10 @@ same file:line warnings (a line that is not UTF-8 included).
 
 The newest record per key and machine (``store.latest``) is picked in the engine as well.
 Where the engine cannot decide alone (two records of one key and machine that started at
-the same time, or a key that has a record read by Python) the records of that key are read
-by Python and ``store.latest`` decides.
+the same time, or a key that has a record read by Python) ``store.latest`` decides over the
+records of that key, in the store's order: those Python read, and the engine's made into
+Records from their columns (exactly what Python reads: the validator makes every duration
+a float, as the engine's columns hold it).
 
 Given a snapshot folder (``report`` passes results/.cache/snapshot), a record file whose
 snapshot holds (harness/snapshot.py: the file still starts with the bytes it covers) is
@@ -38,7 +40,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -453,7 +455,9 @@ class RecordTable:
 
 
 _TYPED = tuple(tuple(c.split(" ")) for c in _SCHEMA.split(", ")[1:])  # (name, type), rid aside
-_GOOD = ("n", "BIGINT"), *_TYPED  # a snapshot's Parquet file of accepted lines
+# the accepted lines (a snapshot's Parquet file of them): line number and columns
+_GOOD = ("n", "BIGINT"), *_TYPED
+_GOOD_COLUMNS = ", ".join(name for name, _ in _GOOD)
 
 
 def _read_texts(
@@ -589,7 +593,6 @@ def _result(future: Future[Any] | None) -> Any:
 def _load_sources(
     con: duckdb.DuckDBPyConnection, sources: Sequence[_Source], cache: Path | None
 ) -> RecordTable:
-    files = [s.path for s in sources]
     con.execute("CREATE TEMP TABLE lines (file INTEGER, n BIGINT, line VARCHAR)")
     with tempfile.TemporaryDirectory(prefix="harness-columnar-") as scratch:
         texts = []
@@ -619,7 +622,7 @@ def _load_sources(
         f"WHERE {_accept()}"
     )
     # the accepted lines: those of the snapshots and those read now
-    columns = f"n, {_RECORD_COLUMNS}"
+    columns = _GOOD_COLUMNS
     parts = [f"SELECT file, {columns} FROM good_lines"]
     for s in sources:
         if cache is not None and s.snap is not None:
@@ -629,7 +632,7 @@ def _load_sources(
 
     # every other line, read by Python as Store.load reads it, file by file
     result = LoadResult()
-    read_by_python: list[Record] = []
+    read_by_python: list[tuple[int, int, Record]] = []  # (file, n, record)
     python_lines = 0
     ends = dict(con.execute("SELECT file, max(n) FROM lines GROUP BY file").fetchall())
     for s in sources:
@@ -638,7 +641,7 @@ def _load_sources(
             python_lines += 1
             record = read_line(data, n, False, path, str(path), result)
             if record is not None:
-                read_by_python.append(record)
+                read_by_python.append((i, n, record))
         last = ends.get(i, 0)
         pieces = raw[i].split(b"\n") if i in raw else None
         for n, line in con.execute(
@@ -653,7 +656,7 @@ def _load_sources(
             # the last piece of a file ending with a newline is empty (blank: skipped)
             record = read_line(data, n, n == last, path, str(path), result)
             if record is not None:
-                read_by_python.append(record)
+                read_by_python.append((i, n, record))
 
     # the newest per key and machine; a tie in start time, or a key with a record read by
     # Python, is decided by store.latest over the records of that key. Start times compare
@@ -676,7 +679,7 @@ def _load_sources(
         "trial BIGINT, machine VARCHAR, machine_id VARCHAR)"
     )
     if read_by_python:
-        keys_read = list(zip(*{_order(r) for r in read_by_python}, strict=True))
+        keys_read = list(zip(*{_order(r) for _, _, r in read_by_python}, strict=True))
         con.execute(
             "INSERT INTO python_keys SELECT " + ", ".join(["unnest(?)"] * len(_IDENT)),
             [list(c) for c in keys_read],
@@ -701,12 +704,14 @@ def _load_sources(
     keys = {tuple(row) for row in con.execute(f"SELECT {ident} FROM undecided").fetchall()}
     if keys:
         rows = con.execute(
-            f"SELECT file, n FROM good SEMI JOIN undecided USING ({ident}) ORDER BY file, n"
+            f"SELECT file, {_GOOD_COLUMNS} FROM good SEMI JOIN undecided USING ({ident})"
         ).fetchall()
-        pool += _reread(files, rows)
-        python_lines += len(rows)
+        pool += [(row[0], row[1], _record(row[2:])) for row in rows]
+    # in the store's order: of records that say the same, store.latest keeps the first
+    pool.sort(key=lambda item: item[:2])
     con.execute(f"CREATE TEMP TABLE decided ({_SCHEMA})")
-    _insert(con, [r for r in latest(pool) if _order(r) in keys], 0, "decided")
+    decided = [r for r in latest(r for _, _, r in pool) if _order(r) in keys]
+    _insert(con, decided, 0, "decided")
     # one table, in the store's order: by key, then machine (store.latest's). The order is
     # found on the narrow columns; the wide ones (tracebacks, tails) are joined once
     con.execute(
@@ -791,8 +796,7 @@ def _save_snapshot(con: duckdb.DuckDBPyConnection, cache: Path, s: _Source) -> N
         con,
         cache,
         s.path.name,
-        f"SELECT n, {_RECORD_COLUMNS} FROM good WHERE file = {s.index} "
-        f"AND n > {first} AND n <= {lines}",
+        f"SELECT {_GOOD_COLUMNS} FROM good WHERE file = {s.index} AND n > {first} AND n <= {lines}",
         [(n, b) for n, b in s.others if first < n <= lines],
         first,
         lines - first,
@@ -802,18 +806,3 @@ def _save_snapshot(con: duckdb.DuckDBPyConnection, cache: Path, s: _Source) -> N
         cache,
         snapshot.Snapshot(s.path.name, size, digest.hexdigest(), lines, (*keep, segment)),
     )
-
-
-def _reread(files: Sequence[Path], rows: Sequence[tuple[int, int]]) -> Iterator[Record]:
-    """The records of lines the engine accepted, read again by Python (valid by proof)."""
-    by_file: dict[int, list[int]] = {}
-    for i, n in rows:
-        by_file.setdefault(i, []).append(n)
-    for i, numbers in by_file.items():
-        lines = files[i].read_bytes().split(b"\n")
-        scratch = LoadResult()
-        for n in numbers:
-            record = read_line(lines[n - 1], n, False, files[i], str(files[i]), scratch)
-            if record is None:  # the engine accepted a line Python refuses: a bug here
-                raise AssertionError(f"{files[i]}:{n}: {scratch.warnings}")
-            yield record

@@ -117,7 +117,7 @@ def record(draw: st.DrawFn) -> dict[str, Any]:
             else None
         ),
         "checks": {"finite": {"ok": True, "detail": "loss 0.1"}, "_warnings": ["w"]},
-        "duration_s": draw(st.sampled_from([0.5, 1, 0.1, 2.675])),
+        "duration_s": draw(st.sampled_from([0.5, 1, 1.0, 0.1, 2.675])),
         "exit_code": 0,
         "signal": None,
         "stdout_tail": "",
@@ -127,9 +127,9 @@ def record(draw: st.DrawFn) -> dict[str, Any]:
         "started_at": draw(st.sampled_from(STAMPS)),
         "machine": draw(st.sampled_from(["box", "other"])),
         "machine_id": draw(st.sampled_from(["0123456789ab", ""])),
-        "imported_from": "",
+        "imported_from": draw(st.sampled_from(["", "x.jsonl"])),
         "isolation": "fork",
-        "run_s": 0.25,
+        "run_s": draw(st.sampled_from([0.25, 0, 0.0])),
     }
     for _ in range(draw(st.integers(0, 2))):
         name = draw(
@@ -517,3 +517,36 @@ def test_segments_merge_as_a_binary_counter_carries() -> None:
         first += rows
         assert len(segments) <= 12
     assert segments[0].good_rows == 100_000 and sum(s.lines for s in segments) == first
+
+
+def test_a_manifest_naming_files_outside_its_folder_is_not_followed(tmp_path: Path) -> None:
+    root = tmp_path / "results" / "records"
+    root.mkdir(parents=True)
+    record_file = root / "box.jsonl"
+    record_file.write_text(_ordinary(1) + "\n")
+    cache = cache_dir(root)
+    _same_as_a_full_read(Store(root), cache)
+    manifest = cache / "box.jsonl.json"
+    d = json.loads(manifest.read_text())
+    d["segments"][0]["good"] = "../../records/box.jsonl"
+    manifest.write_text(json.dumps(d))
+    before = record_file.read_bytes()
+    assert _same_as_a_full_read(Store(root), cache).snapshot_lines == 0
+    assert record_file.read_bytes() == before
+    assert _same_as_a_full_read(Store(root), cache).snapshot_lines == 1  # renewed
+
+
+def test_equal_records_of_one_run_are_taken_in_the_store_order(tmp_path: Path) -> None:
+    """Two lines of one run that say the same (but for the file they were imported from):
+    store.latest keeps the first; the engine's line comes first, Python reads the second
+    (a duplicate key)."""
+    root = tmp_path / "results" / "records"
+    root.mkdir(parents=True)
+    first = json.loads(_ordinary(1))
+    first["imported_from"] = "y.jsonl"
+    second = dict(first, imported_from="x.jsonl")
+    (root / "box.jsonl").write_text(
+        json.dumps(first) + "\n" + '{"trial": 1, ' + json.dumps(second)[1:] + "\n"
+    )
+    got = _same_as_a_full_read(Store(root), cache_dir(root))
+    assert [r.imported_from for r in got.records()] == ["y.jsonl"]
