@@ -150,6 +150,12 @@ def parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="write nothing; fail if outputs are stale"
     )
     rep.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="read every record file in full and render every entry (results/.cache is "
+        "neither read nor written)",
+    )
+    rep.add_argument(
         "--since",
         metavar="REV",
         default=None,
@@ -565,7 +571,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "report":
         from harness.tasks import render_reports
 
-        return render_reports(Config(repo=repo), console, check=args.check, since=args.since)
+        return render_reports(
+            Config(repo=repo),
+            console,
+            check=args.check,
+            since=args.since,
+            cache=not args.no_cache,
+        )
     try:
         shard = parse_shard(getattr(args, "shard", "1/1"))
     except ValueError as exc:

@@ -423,6 +423,14 @@ def _insert(
     )
 
 
+def _connect() -> duckdb.DuckDBPyConnection:
+    """A connection of the engine's own: no progress bar (DuckDB draws one on stdout for
+    a long statement, into the report's own output and CI logs)."""
+    con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 @dataclass
 class RecordTable:
     """Records held by the engine: table ``records`` of ``con``, Record's fields as columns
@@ -439,7 +447,7 @@ class RecordTable:
     @classmethod
     def of(cls, records: Iterable[Record]) -> RecordTable:
         """A table of ``records``, in their order (tests, and reports of records in hand)."""
-        con = duckdb.connect(":memory:")
+        con = _connect()
         con.execute(f"CREATE TABLE records ({_SCHEMA})")
         _insert(con, list(records), 0)
         return cls(con)
@@ -559,7 +567,7 @@ def load_latest(store: Store, cache: Path | None = None, *, update: bool = True)
 
 def _load(store: Store, cache: Path | None, update: bool, skip: set[str]) -> RecordTable:
     files = store.files()
-    con = duckdb.connect(":memory:")
+    con = _connect()
     sources: list[_Source] = []
     try:
         with ThreadPoolExecutor(max_workers=1) as hashing:

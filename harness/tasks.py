@@ -614,9 +614,15 @@ def _domains(cfg: Config, console: Console) -> list[tuple[Any, dict[str, Any]]]:
 
 
 def render_reports(
-    cfg: Config, console: Console, check: bool = False, since: str | None = None
+    cfg: Config,
+    console: Console,
+    check: bool = False,
+    since: str | None = None,
+    cache: bool = True,
 ) -> int:
-    """``since``: a git revision; index.html then opens with what changed since its records."""
+    """``since``: a git revision; index.html then opens with what changed since its records.
+    ``cache``: use results/.cache (the store's snapshots, harness/snapshot.py; the rendered
+    blocks, harness/report_cache.py); without it everything is read and rendered anew."""
     from harness.columnar import load_latest
     from harness.report import render_all
     from harness.snapshot import cache_dir
@@ -632,7 +638,7 @@ def render_reports(
     # the older one; the records of other machines stay (read by the columnar engine: what
     # latest(store.load().records) gives, see harness/columnar.py), from the snapshots of
     # the record files where they hold (--check writes none: harness/snapshot.py)
-    loaded = load_latest(store, cache_dir(cfg.records_dir), update=not check)
+    loaded = load_latest(store, cache_dir(cfg.records_dir) if cache else None, update=not check)
     # --check writes nothing, not even the quarantine; the warnings still name every line
     problems = [] if check else store.quarantine(loaded.refused)
     for warning in (*loaded.warnings, *problems):
@@ -656,6 +662,7 @@ def render_reports(
             check=check,
             prelude=prelude,
             domains=_domains(cfg, console),
+            cache=cache,
         )
     except WritebackError as exc:  # an entry document without its marked blocks
         console.print(

@@ -54,11 +54,33 @@ def test_report_check_passes_on_the_committed_results_and_fails_when_stale(tmp_p
     assert harness("report", "--check", repo=tmp_path).returncode == 0
 
 
+def test_report_keeps_its_caches_and_no_cache_neither_reads_nor_writes_them(
+    tmp_path: Path,
+) -> None:
+    copy_project(tmp_path)
+    cache = tmp_path / "results" / ".cache"
+    fresh = harness("report", "--no-cache", repo=tmp_path)
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    assert not cache.exists()
+    cached = harness("report", repo=tmp_path)
+    assert cached.returncode == 0, cached.stdout + cached.stderr
+    assert {p.name for p in cache.iterdir()} == {"render", "snapshot"}
+    # the same summary either way (the figures and verdicts come from the same records)
+    assert fresh.stdout.splitlines()[-1] == cached.stdout.splitlines()[-1]
+    # a page edited by hand: the cached block is not taken, the page is rendered again
+    page = next((tmp_path / "results" / "compat").glob("*.md"))
+    good = page.read_bytes()
+    page.write_text("hand edit\n")
+    assert harness("report", repo=tmp_path).returncode == 0
+    assert page.read_bytes() == good
+
+
 def copy_project(to: Path) -> None:
     for name in ("matrix.yaml", "repros", "results"):
         src = REPO / name
         if src.is_dir():
-            shutil.copytree(src, to / name, ignore=shutil.ignore_patterns("__pycache__"))
+            # (not this checkout's caches: results/.cache)
+            shutil.copytree(src, to / name, ignore=shutil.ignore_patterns("__pycache__", ".cache"))
         else:
             shutil.copy(src, to / name)
 
