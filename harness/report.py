@@ -43,15 +43,21 @@ from harness.entries import Entry
 from harness.kbtriage import Triage
 from harness.records import Record
 from harness.render import entry_slug
-from harness.render.html import CELL_FILE_ENTRIES, assemble_html, cell_files, html_part
+from harness.render.html import (
+    CELL_FILE_ENTRIES,
+    assemble_html,
+    cell_file_name,
+    html_part,
+    render_cell_data,
+)
 from harness.render.jsonout import entry_json, json_document
 from harness.render.markdown import render_entry
 from harness.render.plots import render_png
 from harness.report_cache import (
-    CachedBlock,
+    CachedEntry,
     RenderCache,
-    block_key,
     entry_definition,
+    entry_key,
     record_digests,
     sha256,
 )
@@ -92,9 +98,7 @@ def _put(path: Path, data: bytes, check: bool) -> tuple[bool, bool]:
 
 @dataclass(frozen=True)
 class _Job:
-    # runs of consecutive entries, each one data file's: (index of its first entry among
-    # all, a multiple of CELL_FILE_ENTRIES; its entries' aggregates)
-    blocks: Sequence[tuple[int, Sequence[EntryAggregate]]]
+    items: Sequence[tuple[int, EntryAggregate]]  # (its index among all entries, aggregate)
     entries: Sequence[Entry]
     results: Path
     check: bool
@@ -102,66 +106,45 @@ class _Job:
 
 @dataclass(frozen=True)
 class _Rendered:
-    shares: list[CachedBlock]  # per block: what the parent puts together, and caches
-    pages: list[list[tuple[Path, bytes]]]  # per block: its entries' files
-    data: list[list[tuple[Path, bytes]]]  # per block: its data file
+    shares: list[CachedEntry]  # per entry: what the parent puts together, and caches
+    pages: list[tuple[Path, bytes]]  # the entries' pages and PNGs
 
 
 Flags = tuple[Path, bool, bool]  # a file: (path, stale, written)
 
 
-@dataclass(frozen=True)
-class _Written:
-    pages: list[list[Flags]]  # per block
-    data: list[list[Flags]]
-
-
-def _files(results: Path, files: list[tuple[Path, bytes]]) -> tuple[tuple[str, str], ...]:
-    return tuple((path.relative_to(results).as_posix(), sha256(blob)) for path, blob in files)
+def _render_entry(
+    i: int, a: EntryAggregate, entry: Entry | None, results: Path
+) -> tuple[CachedEntry, list[tuple[Path, bytes]]]:
+    stem = entry_slug(a.id)
+    pages = [
+        (results / "compat" / f"{stem}.md", render_entry(a).encode("utf-8")),
+        (results / "compat" / f"{stem}.png", render_png(a)),
+    ]
+    share = CachedEntry(
+        html=html_part([a], i),
+        json=entry_json(a).encode("utf-8"),
+        cell_data=render_cell_data(a),
+        verdicts=tuple(v.verdict for v in a.verdicts),
+        pages=tuple((path.relative_to(results).as_posix(), sha256(blob)) for path, blob in pages),
+        documents=((str(entry.document), blocks_for(a)),) if entry is not None else (),
+    )
+    return share, pages
 
 
 def _render(job: _Job) -> _Rendered:
     known = {e.id: e for e in job.entries}
-    compat = job.results / "compat"
-    shares: list[CachedBlock] = []
-    all_pages: list[list[tuple[Path, bytes]]] = []
-    all_data: list[list[tuple[Path, bytes]]] = []
-    for first, aggs in job.blocks:
-        pages: list[tuple[Path, bytes]] = []
-        documents: list[tuple[str, dict[str, str]]] = []
-        verdicts: dict[str, int] = {}
-        for a in aggs:
-            stem = entry_slug(a.id)
-            pages.append((compat / f"{stem}.md", render_entry(a).encode("utf-8")))
-            pages.append((compat / f"{stem}.png", render_png(a)))
-            entry = known.get(a.id)
-            if entry is not None:
-                documents.append((str(entry.document), blocks_for(a)))
-            for v in a.verdicts:
-                verdicts[v.verdict] = verdicts.get(v.verdict, 0) + 1
-        data = [
-            (job.results / name, text.encode("utf-8")) for name, text in cell_files(aggs, first)
-        ]
-        shares.append(
-            CachedBlock(
-                html=html_part(aggs, first),
-                json=",".join(map(entry_json, aggs)).encode("utf-8"),
-                verdicts=verdicts,
-                pages=_files(job.results, pages),
-                data=_files(job.results, data),
-                documents=tuple(documents),
-            )
-        )
-        all_pages.append(pages)
-        all_data.append(data)
-    return _Rendered(shares, all_pages, all_data)
+    shares: list[CachedEntry] = []
+    pages: list[tuple[Path, bytes]] = []
+    for i, a in job.items:
+        share, files = _render_entry(i, a, known.get(a.id), job.results)
+        shares.append(share)
+        pages += files
+    return _Rendered(shares, pages)
 
 
-def _write(rendered: _Rendered, check: bool) -> _Written:
-    return _Written(
-        [[(path, *_put(path, blob, check)) for path, blob in files] for files in rendered.pages],
-        [[(path, *_put(path, blob, check)) for path, blob in files] for files in rendered.data],
-    )
+def _write(rendered: _Rendered, check: bool) -> list[Flags]:
+    return [(path, *_put(path, blob, check)) for path, blob in rendered.pages]
 
 
 @contextlib.contextmanager
@@ -201,24 +184,23 @@ def _use_fork(workers: int | None, n_entries: int) -> bool:
     return _workers(workers, n_entries) > 1
 
 
-Block = tuple[int, Sequence[EntryAggregate]]  # (index of its first entry, its aggregates)
+Item = tuple[int, EntryAggregate]  # an entry to render: (its index among all, aggregate)
 
 
-def _shards(blocks: Sequence[Block], n: int) -> list[list[Block]]:
-    """The blocks (each one data file's entries) cut into at most ``n`` runs of
-    consecutive blocks with about as many runs each (an entry without runs counts as
-    one)."""
-    weights = [sum(max(1, a.n_runs) for a in aggs) for _, aggs in blocks]
+def _shards(items: Sequence[Item], n: int) -> list[list[Item]]:
+    """The entries cut into at most ``n`` runs of consecutive entries with about as many
+    runs each (an entry without runs counts as one)."""
+    weights = [max(1, a.n_runs) for _, a in items]
     total = sum(weights)
     cuts = [0]
     acc = 0
     for i, weight in enumerate(weights):
-        # cut before this block if that comes nearer the next share than after it
+        # cut before this entry if that comes nearer the next share than after it
         if i and len(cuts) < n and acc + weight / 2 > total * len(cuts) / n:
             cuts.append(i)
         acc += weight
-    cuts.append(len(blocks))
-    return [list(blocks[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+    cuts.append(len(items))
+    return [list(items[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
 
 def _end_with_parent(parent: int) -> None:
@@ -287,7 +269,7 @@ class _Child:
         except EOFError:  # the child died without a word
             return None
 
-    def shares(self) -> list[CachedBlock]:
+    def shares(self) -> list[CachedEntry]:
         shares = self._reply()
         if isinstance(shares, list):
             return shares
@@ -299,12 +281,12 @@ class _Child:
         if self.rendered is None:
             self.conn.send("write")
 
-    def written(self) -> _Written:
+    def written(self) -> list[Flags]:
         if self.rendered is not None:
             return _write(self.rendered, self.job.check)
         written = self._reply()
         self.close()
-        if not isinstance(written, _Written):
+        if not isinstance(written, list):
             return _write(_render(self.job), self.job.check)
         return written
 
@@ -358,59 +340,69 @@ def render_all(
     harness/columnar.py), or Records in hand. ``workers``: how many processes render (the
     others forked from this one, once everything is aggregated); None chooses up to 4, as
     many as there are CPUs, for large results where forking is safe, else 1. ``cache``:
-    take a block of entries whose inputs have not changed from results/.cache/render
+    take an entry whose inputs have not changed from results/.cache/render
     (harness/report_cache.py), and keep what is rendered there (not in check mode). The
     bytes and the summary depend on none of these."""
     results = Path(results_dir)
     table = records if isinstance(records, RecordTable) else RecordTable.of(records)
     n_records = len(table)
     known = {e.id: e for e in entries}
-    in_table = [
-        row[0] for row in table.con.execute("SELECT DISTINCT entry FROM records").fetchall()
-    ]
-    ids = sorted(set(in_table) | set(known))
-    blocks = [
-        (first, ids[first : first + CELL_FILE_ENTRIES])
-        for first in range(0, len(ids), CELL_FILE_ENTRIES)
-    ]
+    stored = table.con.execute("SELECT DISTINCT entry FROM records").fetchall()
+    ids = sorted({row[0] for row in stored} | set(known))
 
     store = RenderCache(results) if cache else None
-    keys: dict[int, str] = {}
-    cached: dict[int, CachedBlock] = {}
+    keys: list[str] = []
+    shares: dict[int, CachedEntry] = {}
     if store is not None:
         digests = record_digests(table)
-        for first, block_ids in blocks:
-            keys[first] = block_key(
-                first,
-                [(i, digests.get(i, ""), entry_definition(known.get(i))) for i in block_ids],
+        for i, eid in enumerate(ids):
+            keys.append(
+                entry_key(
+                    eid,
+                    digests.get(eid, ""),
+                    entry_definition(known.get(eid)),
+                    cell_file_name(i),
+                )
             )
-            hit = store.get(keys[first])
+            hit = store.get(keys[i])
             if hit is not None:
-                cached[first] = hit
-    missed = [(first, block_ids) for first, block_ids in blocks if first not in cached]
-    missed_ids = [i for _, block_ids in missed for i in block_ids]
-    aggs = aggregate_table(table, entries, ids=missed_ids if cached else None) if missed else []
-    by_id = {a.id: a for a in aggs}
-    to_render: list[Block] = [(first, [by_id[i] for i in block_ids]) for first, block_ids in missed]
+                shares[i] = hit
+    cached = set(shares)
+    missed = [i for i in range(len(ids)) if i not in cached]
+    if missed:
+        wanted = [ids[i] for i in missed] if cached else None
+        aggs = aggregate_table(table, entries, ids=wanted)
+    else:
+        aggs = []
+    items: list[Item] = list(zip(missed, aggs, strict=True))
 
-    shares: dict[int, CachedBlock] = dict(cached)
     with _gc_paused():
         jobs = [
             _Job(part, entries, results, check)
-            for part in _shards(to_render, _workers(workers, len(aggs)))
+            for part in _shards(items, _workers(workers, len(items)))
         ]
         children: list[_Child] = []
         try:
             children = [_Child(job) for job in jobs[1:]]
-            mine = _render(jobs[0]) if jobs else _Rendered([], [], [])
+            mine = _render(jobs[0]) if jobs else _Rendered([], [])
             rendered = [mine.shares, *(c.shares() for c in children)] if jobs else []
             for job, job_shares in zip(jobs, rendered, strict=True):
-                for (first, _), share in zip(job.blocks, job_shares, strict=True):
-                    shares[first] = share
-            ordered = [shares[first] for first, _ in blocks]
-            compat = json_document(n_records, b",".join(s.json for s in ordered if s.json))
+                for (i, _), share in zip(job.items, job_shares, strict=True):
+                    shares[i] = share
+            ordered = [shares[i] for i in range(len(ids))]
+            data = [
+                (
+                    results / cell_file_name(first),
+                    "".join(s.cell_data for s in ordered[first : first + CELL_FILE_ENTRIES]).encode(
+                        "utf-8"
+                    ),
+                )
+                for first in range(0, len(ordered), CELL_FILE_ENTRIES)
+            ]
+            compat = json_document(n_records, b",".join(s.json for s in ordered))
             pages, sections = _domain_pages(results, compat, domains)
             whole = [
+                *data,
                 (
                     results / "index.html",
                     assemble_html([s.html for s in ordered], prelude + sections).encode("utf-8"),
@@ -426,40 +418,37 @@ def render_all(
         for c in children:
             c.start_writing()
         writes = [_write(mine, check), *(c.written() for c in children)] if jobs else []
-        whole_flags = [_put(path, data, check) for path, data in whole]
+        whole_flags = [_put(path, blob, check) for path, blob in whole]
         documents = [
             write_blocks(texts, document, check=check)
             for s in ordered
             for document, texts in s.documents
         ]
 
-    # in an order that does not depend on the shards or the cache: the entries' files, the
-    # data files (each in entry order), the whole files
-    page_flags: dict[int, list[Flags]] = {}
-    data_flags: dict[int, list[Flags]] = {}
-    for first, share in cached.items():  # a block taken from the cache: its files are as rendered
-        page_flags[first] = [(results / name, False, False) for name, _ in share.pages]
-        data_flags[first] = [(results / name, False, False) for name, _ in share.data]
-    for job, written in zip(jobs, writes, strict=True):
-        for (first, _), p, d in zip(job.blocks, written.pages, written.data, strict=True):
-            page_flags[first], data_flags[first] = p, d
-    files = [f for first, _ in blocks for f in page_flags[first]]
-    files += [f for first, _ in blocks for f in data_flags[first]]
+    # in an order that does not depend on the shards or the cache: the entries' files (in
+    # entry order), the data files, the whole files
+    page_flags: dict[int, list[Flags]] = {
+        i: [(results / name, False, False) for name, _ in shares[i].pages] for i in cached
+    }
+    for job, flags in zip(jobs, writes, strict=True):
+        per_entry = iter(flags)
+        for i, _ in job.items:
+            page_flags[i] = [next(per_entry) for _ in shares[i].pages]
+    files = [f for i in range(len(ids)) for f in page_flags[i]]
     files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]
     outputs = [path for path, _, _ in files]
     written_paths = [path for path, _, was_written in files if was_written]
     stale = [path for path, is_stale, _ in files if is_stale]
 
     if store is not None and not check:
-        for first, share in shares.items():
-            if first not in cached:
-                store.put(keys[first], share)
-        store.prune(set(keys.values()))
+        for i in missed:
+            store.put(keys[i], shares[i])
+        store.prune(set(keys))
 
     verdicts: dict[str, int] = {}
     for s in ordered:
-        for k, c in s.verdicts.items():
-            verdicts[k] = verdicts.get(k, 0) + c
+        for v in s.verdicts:
+            verdicts[v] = verdicts.get(v, 0) + 1
     return ReportSummary(
         outputs=tuple(outputs),
         written=tuple(written_paths),

@@ -1,25 +1,29 @@
-"""What each block of entries rendered to, kept so that a report renders only the blocks
-whose inputs changed.
+"""What each entry rendered to, kept so that a report renders only the entries whose
+inputs changed.
 
-A block is CELL_FILE_ENTRIES consecutive entries (in id order): the unit of the page's data
-files, so its outputs are its entries' pages and PNGs, one data file, its part of
-index.html and its entries' part of compat.json. What a block renders to depends only on:
+What an entry renders to (its page and PNG, its line in its data file, its row and section
+of index.html, its part of compat.json, the blocks written back into its document) depends
+only on:
 
-- each of its entries' records as the report reads them (the store's newest per key and
-  machine): a digest of every column of every record, computed by the engine;
-- each of its entries' definitions (the parsed entry.yaml, its paths and the variants
-  read from repro.py): a digest of the Entry's repr;
-- its place among all entries (the data file's name, the page's anchors);
+- its records as the report reads them (the store's newest per key and machine): a digest
+  of every column of every record, computed by the engine;
+- its definition (the parsed entry.yaml, its paths, the variants read from repro.py): a
+  digest of the Entry's repr;
+- the name of the data file that holds its line (CELL_FILE_ENTRIES entries a file, in id
+  order), which its section of index.html names;
 - the code that renders: every harness/**/*.py, and the versions of the libraries that
   compute or draw (DuckDB, NumPy, Pillow) and of Python.
 
-The key of a block is a digest of all of these. results/.cache/render/<key>.json holds its
-outputs' names and SHA-256, the blocks written back into its entries' documents, and its
-parts of the whole files (index.html, compat.json; in <key>.bin). A block is taken from
-the cache only when every one of its output files still holds exactly the bytes it was
-rendered to; anything else (a file edited or removed, a cache file missing, unreadable or
-malformed) renders the block again. Deleting results/.cache is always safe: the next report
-renders everything. ``report --check`` reads the cache and writes nothing.
+The key of an entry is a digest of all of these. results/.cache/render/<key>.json holds
+its page's and PNG's names and SHA-256, its counts and the blocks written back into its
+document; <key>.bin its texts (index.html's row and section, compat.json's part, the data
+file's line). An entry is taken from the cache only when its page and PNG still hold
+exactly the bytes it rendered; anything else (a file edited or removed, a cache file
+missing, unreadable or malformed) renders it again. The data files and the whole files are
+put together from every entry's texts on every report and written where their bytes
+differ. Deleting results/.cache is always safe: the next report renders everything.
+``report --check`` reads the cache and writes nothing; ``report --no-cache`` neither reads
+nor writes it.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import functools
 import hashlib
 import json
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -42,16 +46,16 @@ from harness.render.html import HtmlPart
 
 __all__ = [
     "CACHE_DIR",
-    "CachedBlock",
+    "CachedEntry",
     "RenderCache",
-    "block_key",
+    "entry_key",
     "code_fingerprint",
     "entry_definition",
     "record_digests",
 ]
 
 CACHE_DIR = Path(".cache") / "render"  # under results/
-_FORMAT = 1
+_FORMAT = 2
 _HARNESS = Path(__file__).resolve().parent
 _LIBRARIES = ("duckdb", "numpy", "pillow")
 
@@ -93,10 +97,10 @@ def record_digests(table: RecordTable) -> dict[str, str]:
     )
 
 
-def block_key(first: int, items: Sequence[tuple[str, str, str]]) -> str:
-    """The key of the block whose first entry is entry ``first`` of all: ``items`` are its
-    entries' (id, records digest, definition digest)."""
-    text = json.dumps([code_fingerprint(), first, [list(i) for i in items]])
+def entry_key(eid: str, records: str, definition: str, data_file: str) -> str:
+    """The key of an entry: its id, the digests of its records and of its definition, and
+    the name of the data file that holds its line."""
+    text = json.dumps([code_fingerprint(), eid, records, definition, data_file])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -105,14 +109,14 @@ def sha256(data: bytes) -> str:
 
 
 @dataclass(frozen=True)
-class CachedBlock:
-    """What one block rendered to."""
+class CachedEntry:
+    """What one entry rendered to."""
 
-    html: HtmlPart
-    json: bytes  # its entries' JSON in compat.json, comma-separated
-    verdicts: dict[str, int]
-    pages: tuple[tuple[str, str], ...]  # (path under results/, SHA-256): pages and PNGs
-    data: tuple[tuple[str, str], ...]  # the same, for its data file
+    html: HtmlPart  # its row and section of index.html
+    json: bytes  # its part of compat.json
+    cell_data: str  # its line in its data file
+    verdicts: tuple[str, ...]  # its verdicts, one word each
+    pages: tuple[tuple[str, str], ...]  # (path under results/, SHA-256): its page and PNG
     documents: tuple[tuple[str, Mapping[str, str]], ...]  # (document, its blocks' texts)
 
 
@@ -124,18 +128,26 @@ def _pairs(value: Any) -> tuple[tuple[str, str], ...]:
     return tuple((a, b) for a, b in value)
 
 
-def _decode(meta: Any, blob: bytes) -> CachedBlock:
-    """The block of a cache file's two parts; ValueError (or TypeError, KeyError) where
+_PARTS = 4  # the .bin's texts: row, section, JSON, data line
+
+
+def _decode(meta: Any, blob: bytes) -> CachedEntry:
+    """The entry of a cache file's two parts; ValueError (or TypeError, KeyError) where
     they are not what this module writes."""
     if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
         raise ValueError("not a render cache file of this format")
     html = meta["html"]
     sizes = meta["sizes"]
-    if not (isinstance(sizes, list) and len(sizes) == 3 and all(type(n) is int for n in sizes)):
+    if not (
+        isinstance(sizes, list)
+        and len(sizes) == _PARTS
+        and all(type(n) is int and n >= 0 for n in sizes)
+    ):
         raise ValueError("sizes")
-    if sum(sizes) != len(blob) or min(sizes) < 0:
+    if sum(sizes) != len(blob):
         raise ValueError("the .bin file is not as long as its parts")
-    a, b = sizes[0], sizes[0] + sizes[1]
+    ends = [sum(sizes[: i + 1]) for i in range(_PARTS)]
+    parts = [blob[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
     counts = (html["entries"], html["runs"], *html["verdicts"])
     if not all(type(n) is int and n >= 0 for n in counts):
         raise ValueError("counts")
@@ -143,10 +155,7 @@ def _decode(meta: Any, blob: bytes) -> CachedBlock:
     verdicts = meta["verdicts"]
     if not (isinstance(slices, list) and all(isinstance(s, str) for s in slices)):
         raise ValueError("slices")
-    if not (
-        isinstance(verdicts, dict)
-        and all(isinstance(k, str) and type(v) is int for k, v in verdicts.items())
-    ):
+    if not (isinstance(verdicts, list) and all(isinstance(v, str) for v in verdicts)):
         raise ValueError("verdicts")
     documents = []
     for item in meta["documents"]:
@@ -158,19 +167,19 @@ def _decode(meta: Any, blob: bytes) -> CachedBlock:
         ):
             raise ValueError("documents")
         documents.append((path, blocks))
-    return CachedBlock(
+    return CachedEntry(
         html=HtmlPart(
             entries=html["entries"],
             runs=html["runs"],
             verdicts=tuple(html["verdicts"]),
             slices=frozenset(slices),
-            contents=blob[:a].decode("utf-8"),
-            sections=blob[a:b].decode("utf-8"),
+            contents=parts[0].decode("utf-8"),
+            sections=parts[1].decode("utf-8"),
         ),
-        json=blob[b:],
-        verdicts=verdicts,
+        json=parts[2],
+        cell_data=parts[3].decode("utf-8"),
+        verdicts=tuple(verdicts),
         pages=_pairs(meta["pages"]),
-        data=_pairs(meta["data"]),
         documents=tuple(documents),
     )
 
@@ -185,15 +194,15 @@ class RenderCache:
     def _paths(self, key: str) -> tuple[Path, Path]:
         return self.dir / f"{key}.json", self.dir / f"{key}.bin"
 
-    def get(self, key: str) -> CachedBlock | None:
-        """The block stored under ``key`` whose output files all still hold the bytes it
-        was rendered to; else None."""
+    def get(self, key: str) -> CachedEntry | None:
+        """The entry stored under ``key`` whose page and PNG still hold the bytes it was
+        rendered to; else None."""
         meta_path, bin_path = self._paths(key)
         try:
             block = _decode(json.loads(meta_path.read_bytes()), bin_path.read_bytes())
         except (OSError, ValueError, TypeError, KeyError, RecursionError):
             return None
-        for name, digest in (*block.pages, *block.data):
+        for name, digest in block.pages:
             path = self.results / name
             if Path(name).is_absolute() or ".." in Path(name).parts:
                 return None  # a cache file that names something outside results/
@@ -204,10 +213,15 @@ class RenderCache:
                 return None
         return block
 
-    def put(self, key: str, block: CachedBlock) -> None:
+    def put(self, key: str, block: CachedEntry) -> None:
         """Store ``block`` (a cache that cannot be written is only slower next time)."""
         h = block.html
-        parts = (h.contents.encode("utf-8"), h.sections.encode("utf-8"), block.json)
+        parts = (
+            h.contents.encode("utf-8"),
+            h.sections.encode("utf-8"),
+            block.json,
+            block.cell_data.encode("utf-8"),
+        )
         meta = {
             "format": _FORMAT,
             "html": {
@@ -217,9 +231,8 @@ class RenderCache:
                 "slices": sorted(h.slices),
             },
             "sizes": [len(p) for p in parts],
-            "verdicts": block.verdicts,
+            "verdicts": list(block.verdicts),
             "pages": [list(p) for p in block.pages],
-            "data": [list(p) for p in block.data],
             "documents": [[path, dict(blocks)] for path, blocks in block.documents],
         }
         meta_path, bin_path = self._paths(key)
@@ -230,7 +243,7 @@ class RenderCache:
             write_atomically(meta_path, json.dumps(meta).encode("utf-8"))
 
     def prune(self, keep: set[str]) -> None:
-        """Remove every cached block but those of ``keep``."""
+        """Remove every cached entry but those of ``keep``."""
         with contextlib.suppress(OSError):
             for path in self.dir.iterdir():
                 if path.suffix in (".json", ".bin") and path.stem not in keep:

@@ -209,17 +209,16 @@ def test_json_put_together_from_entries_is_what_json_dumps_gives(tmp_path):
     )
 
 
-def test_shards_are_runs_of_whole_blocks_with_about_as_many_records_each():
-    per = report.CELL_FILE_ENTRIES
-    aggs = [SimpleNamespace(n_runs=3 if n < 5 * per else 1) for n in range(10 * per + 3)]
-    blocks = [(first, aggs[first : first + per]) for first in range(0, len(aggs), per)]
-    shards = report._shards(blocks, 2)  # type: ignore[arg-type]
-    # 576 of 1,283 records first: the cut nearest half
-    assert [part[0][0] for part in shards] == [0, 3 * per]
-    assert [b for part in shards for b in part] == blocks
-    assert report._shards(blocks, 1) == [blocks]  # type: ignore[arg-type]
-    assert report._shards(blocks[:1], 4) == [blocks[:1]]  # type: ignore[arg-type]
-    assert len(report._shards(blocks, 4)) == 4  # type: ignore[arg-type]
+def test_shards_are_runs_of_entries_with_about_as_many_records_each():
+    aggs = [SimpleNamespace(n_runs=3 if n < 320 else 1) for n in range(643)]
+    items = list(enumerate(aggs))
+    shards = report._shards(items, 2)  # type: ignore[arg-type]
+    # 1,283 records: the cut nearest half, after 214 entries of 3 (642 records)
+    assert [part[0][0] for part in shards] == [0, 214]
+    assert [item for part in shards for item in part] == items
+    assert report._shards(items, 1) == [items]  # type: ignore[arg-type]
+    assert report._shards(items[:1], 4) == [items[:1]]  # type: ignore[arg-type]
+    assert len(report._shards(items, 4)) == 4  # type: ignore[arg-type]
     assert report._shards([], 4) == []
 
 

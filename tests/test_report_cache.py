@@ -1,6 +1,6 @@
-"""The report's cache of rendered blocks (harness/report_cache.py): a report taken partly
+"""The report's cache of rendered entries (harness/report_cache.py): a report taken partly
 from the cache writes exactly the bytes a report without it writes, renders only the
-blocks whose inputs changed, and never trusts a cache file or an output blindly."""
+entries whose inputs changed, and never trusts a cache file or an output blindly."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ OTHERS = [f"pytorch/other-{i}" for i in range(4)]
 
 
 @pytest.fixture(autouse=True)
-def one_entry_a_block(monkeypatch):
-    # one entry per block (data file), so that each entry is cached on its own
-    monkeypatch.setattr(report, "CELL_FILE_ENTRIES", 1)
-    monkeypatch.setattr(html, "CELL_FILE_ENTRIES", 1)
+def two_entries_a_data_file(monkeypatch):
+    # two entries per data file, so that the five entries make three files
+    monkeypatch.setattr(report, "CELL_FILE_ENTRIES", 2)
+    monkeypatch.setattr(html, "CELL_FILE_ENTRIES", 2)
 
 
 def store() -> list:
@@ -31,13 +31,13 @@ def store() -> list:
     return base + [dataclasses.replace(r, entry=eid) for eid in OTHERS for r in base]
 
 
-def rendered_blocks(monkeypatch) -> list[int]:
-    """The first entry of every block rendered from now on (not taken from the cache)."""
+def rendered_entries(monkeypatch) -> list[int]:
+    """The index of every entry rendered from now on (not taken from the cache)."""
     seen: list[int] = []
     real = report._render
 
     def spy(job):
-        seen.extend(first for first, _ in job.blocks)
+        seen.extend(i for i, _ in job.items)
         return real(job)
 
     monkeypatch.setattr(report, "_render", spy)
@@ -56,7 +56,7 @@ def test_a_rerun_on_the_same_records_renders_nothing_and_changes_nothing(tmp_pat
     e = entry(tmp_path)
     first = render_all(store(), [e], tmp_path / "out", workers=1)
     before = files(tmp_path / "out")
-    seen = rendered_blocks(monkeypatch)
+    seen = rendered_entries(monkeypatch)
     again = render_all(store(), [e], tmp_path / "out", workers=1)
     assert seen == []
     assert files(tmp_path / "out") == before
@@ -64,7 +64,7 @@ def test_a_rerun_on_the_same_records_renders_nothing_and_changes_nothing(tmp_pat
     assert not again.written and again.up_to_date
 
 
-def test_only_the_block_whose_records_changed_is_rendered_and_bytes_equal_a_cold_report(
+def test_only_the_entry_whose_records_changed_is_rendered_and_bytes_equal_a_cold_report(
     tmp_path, monkeypatch
 ):
     e = entry(tmp_path)
@@ -72,13 +72,19 @@ def test_only_the_block_whose_records_changed_is_rendered_and_bytes_equal_a_cold
     changed = store()
     i = next(i for i, r in enumerate(changed) if r.entry == OTHERS[2] and r.variant == "ctl")
     changed[i] = dataclasses.replace(changed[i], outcome=Outcome.CRASHED, reason="signal 11")
-    seen = rendered_blocks(monkeypatch)
+    seen = rendered_entries(monkeypatch)
     warm = render_all(changed, [e], tmp_path / "warm", workers=1)
     # entries in id order: pytorch/hostile, then other-0..3; other-2 is the fourth
     assert seen == [3]
     written = {p.relative_to(tmp_path / "warm").as_posix() for p in warm.written}
-    assert "compat/pytorch__other-2.md" in written and "cells/0003.js" in written
-    assert not any("other-1" in w or "hostile" in w for w in written)
+    # its page and its data file (entries 2 and 3), and the whole files
+    assert written == {
+        "compat/pytorch__other-2.md",
+        "compat/pytorch__other-2.png",
+        "cells/0001.js",
+        "index.html",
+        "compat.json",
+    }
     cold = render_all(changed, [e], tmp_path / "cold", workers=1, cache=False)
     assert files(tmp_path / "warm") == files(tmp_path / "cold")
     assert warm.verdicts == cold.verdicts
@@ -87,14 +93,15 @@ def test_only_the_block_whose_records_changed_is_rendered_and_bytes_equal_a_cold
     ]
 
 
-def test_a_new_entry_shifts_the_blocks_after_it_and_only_those(tmp_path, monkeypatch):
+def test_a_new_entry_renders_itself_and_the_entries_whose_data_file_changed(tmp_path, monkeypatch):
     e = entry(tmp_path)
     render_all(store(), [e], tmp_path / "out", workers=1)
     more = store() + [dataclasses.replace(r, entry="pytorch/other-1a") for r in records()]
-    seen = rendered_blocks(monkeypatch)
+    seen = rendered_entries(monkeypatch)
     render_all(more, [e], tmp_path / "out", workers=1)
-    # hostile, other-0, other-1 keep their place; other-1a and everything after is new
-    assert sorted(seen) == [3, 4, 5]
+    # hostile, other-0, other-1 keep their place (files 0 and 1); other-1a is new; other-2
+    # moves from file 1 to file 2, other-3 stays in file 2
+    assert sorted(seen) == [3, 4]
     render_all(more, [e], tmp_path / "cold", workers=1, cache=False)
     assert files(tmp_path / "out") == files(tmp_path / "cold")
 
@@ -102,7 +109,7 @@ def test_a_new_entry_shifts_the_blocks_after_it_and_only_those(tmp_path, monkeyp
 def test_a_changed_definition_renders_its_entry_again(tmp_path, monkeypatch):
     e = entry(tmp_path)
     render_all(store(), [e], tmp_path / "out", workers=1)
-    seen = rendered_blocks(monkeypatch)
+    seen = rendered_entries(monkeypatch)
     retitled = dataclasses.replace(e, title="Another title")
     render_all(store(), [retitled], tmp_path / "out", workers=1)
     assert seen == [0]
@@ -117,16 +124,16 @@ def test_an_output_edited_or_removed_is_rendered_again_and_check_mode_names_it(
     render_all(store(), [e], out, workers=1)
     good = files(out)
     (out / "compat" / "pytorch__other-0.md").write_text("edited by hand\n", encoding="utf-8")
-    (out / "cells" / "0004.js").unlink()
-    seen = rendered_blocks(monkeypatch)
+    (out / "cells" / "0002.js").unlink()
+    seen = rendered_entries(monkeypatch)
     checked = render_all(store(), [e], out, workers=1, check=True)
-    assert sorted(seen) == [1, 4]
+    assert seen == [1]  # a data file is put together from every entry's line: none rendered
     stale = {p.relative_to(out).as_posix() for p in checked.stale_outputs}
-    assert stale == {"compat/pytorch__other-0.md", "cells/0004.js"}
+    assert stale == {"compat/pytorch__other-0.md", "cells/0002.js"}
     assert not checked.written
     seen.clear()
     render_all(store(), [e], out, workers=1)
-    assert sorted(seen) == [1, 4]
+    assert seen == [1]
     assert files(out) == good
 
 
@@ -151,14 +158,14 @@ def test_a_damaged_cache_file_is_not_taken(tmp_path, monkeypatch, damage):
     good = files(out)
     for meta in (out / CACHE_DIR).glob("*.json"):
         damage(meta)
-    seen = rendered_blocks(monkeypatch)
+    seen = rendered_entries(monkeypatch)
     summary = render_all(store(), [e], out, workers=1)
     assert sorted(seen) == [0, 1, 2, 3, 4]
     assert files(out) == good and not summary.written
     assert not (tmp_path / "outside").exists()
 
 
-def test_check_mode_writes_no_cache_and_a_cache_only_holds_current_blocks(tmp_path):
+def test_check_mode_writes_no_cache_and_a_cache_only_holds_current_entries(tmp_path):
     e = entry(tmp_path)
     out = tmp_path / "out"
     render_all(store(), [e], out, workers=1, check=True)
@@ -182,7 +189,7 @@ def test_write_back_from_the_cache_fills_a_document_edited_since(tmp_path, monke
         ),
         encoding="utf-8",
     )
-    seen = rendered_blocks(monkeypatch)
+    seen = rendered_entries(monkeypatch)
     stale = render_all(store(), [e], out, workers=1, check=True)
     assert stale.stale_documents == (e.document,)
     summary = render_all(store(), [e], out, workers=1)
