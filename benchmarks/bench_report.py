@@ -192,7 +192,8 @@ def write_store(records_dir: Path, n_records: int, n_entries: int, n_machines: i
 def append_records(records_dir: Path, n_records: int, n_entries: int, touched: int) -> int:
     """Append ``n_records`` records to the store, the way a later run writes them: reruns of
     keys already stored (a newer start time, fresh outcomes) in ``touched`` entries spread
-    over the store's ``n_entries``. Returns how many entries were touched."""
+    over the store's ``n_entries`` (as many as there are records, if fewer). Returns how
+    many entries were touched."""
     rnd = random.Random(touched)
     env, versions = (
         env_id("3.10", TORCH[-1], LIGHTNING[-1]),
@@ -200,6 +201,7 @@ def append_records(records_dir: Path, n_records: int, n_entries: int, touched: i
     )
     step = max(1, n_entries // touched)
     entries = [f"pytorch/entry-{e:05d}" for e in range(0, n_entries, step)][:touched]
+    entries = entries[:n_records]
     machine = ("runner-0", f"{0:012x}")
     with open(records_dir / "runner-0.jsonl", "a") as f:
         for i in range(n_records):
