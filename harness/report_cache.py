@@ -199,10 +199,10 @@ class RenderCache:
         rendered to; else None."""
         meta_path, bin_path = self._paths(key)
         try:
-            block = _decode(json.loads(meta_path.read_bytes()), bin_path.read_bytes())
+            cached = _decode(json.loads(meta_path.read_bytes()), bin_path.read_bytes())
         except (OSError, ValueError, TypeError, KeyError, RecursionError):
             return None
-        for name, digest in block.pages:
+        for name, digest in cached.pages:
             path = self.results / name
             if Path(name).is_absolute() or ".." in Path(name).parts:
                 return None  # a cache file that names something outside results/
@@ -211,16 +211,16 @@ class RenderCache:
                     return None
             except OSError:
                 return None
-        return block
+        return cached
 
-    def put(self, key: str, block: CachedEntry) -> None:
-        """Store ``block`` (a cache that cannot be written is only slower next time)."""
-        h = block.html
+    def put(self, key: str, cached: CachedEntry) -> None:
+        """Store ``cached`` (a cache that cannot be written is only slower next time)."""
+        h = cached.html
         parts = (
             h.contents.encode("utf-8"),
             h.sections.encode("utf-8"),
-            block.json,
-            block.cell_data.encode("utf-8"),
+            cached.json,
+            cached.cell_data.encode("utf-8"),
         )
         meta = {
             "format": _FORMAT,
@@ -231,9 +231,9 @@ class RenderCache:
                 "slices": sorted(h.slices),
             },
             "sizes": [len(p) for p in parts],
-            "verdicts": list(block.verdicts),
-            "pages": [list(p) for p in block.pages],
-            "documents": [[path, dict(blocks)] for path, blocks in block.documents],
+            "verdicts": list(cached.verdicts),
+            "pages": [list(p) for p in cached.pages],
+            "documents": [[path, dict(blocks)] for path, blocks in cached.documents],
         }
         meta_path, bin_path = self._paths(key)
         with contextlib.suppress(OSError):
