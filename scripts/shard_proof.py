@@ -111,7 +111,9 @@ def report_bytes(project: Path, records: Sequence[Record]) -> dict[str, bytes]:
     harness(project, "report")
     outputs = {}
     for path in sorted((project / "results").rglob("*")):
-        if path.is_file() and "records" not in path.relative_to(project / "results").parts[:1]:
+        # (results/records holds the inputs; results/.cache the report's caches, not outputs)
+        top = path.relative_to(project / "results").parts[0]
+        if path.is_file() and top not in ("records", ".cache"):
             outputs[str(path.relative_to(project))] = path.read_bytes()
     for path in sorted((project / "repros").rglob("document.md")):
         outputs[str(path.relative_to(project))] = path.read_bytes()
