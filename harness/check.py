@@ -9,13 +9,13 @@ lines) is listed as to-do and does not fail the check.
 
 from __future__ import annotations
 
-import ast
 import fnmatch
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.declared import parse_source
 from harness.entries import Entry, EntryError, load_entry
 
 __all__ = ["EntryCheck", "check_entries", "check_entry"]
@@ -59,7 +59,9 @@ def check_entry(entry_dir: Path, repros_dir: Path) -> EntryCheck:
     except WritebackError as exc:
         result.errors.append(str(exc))
     try:
-        ast.parse(entry.repro.read_text(encoding="utf-8"), str(entry.repro), feature_version=(3, 7))
+        parse_source(
+            entry.repro.read_text(encoding="utf-8"), str(entry.repro), feature_version=(3, 7)
+        )
     except SyntaxError as exc:
         result.errors.append(
             f"{entry.repro}:{exc.lineno}: not valid Python 3.7 (the oldest target): {exc.msg}"

@@ -18,8 +18,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = ["Declared", "DeclaredError", "read_declared"]
+__all__ = ["Declared", "DeclaredError", "parse_source", "read_declared"]
 
 
 class DeclaredError(Exception):
@@ -123,6 +124,21 @@ def _names(tree: ast.Module) -> tuple[frozenset[str], tuple[str, ...]]:
     return frozenset(literals), tuple(sorted(templates))
 
 
+def parse_source(text: str, filename: str, **options: Any) -> ast.Module:
+    """``ast.parse``, once more where CPython 3.11 raises "AST constructor recursion depth
+    mismatch": its AST converter keeps its depth count per interpreter, not per thread
+    (python/cpython#106905, fixed in 3.12), so another thread building an AST at the same
+    moment (3.11's traceback module parses each line it marks with carets) upsets the
+    count. Parsing again is exact: the text is the same."""
+    for attempt in range(3):
+        try:
+            return ast.parse(text, filename=filename, **options)
+        except SystemError as exc:
+            if "recursion depth mismatch" not in str(exc) or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def read_declared(path: str | os.PathLike[str]) -> Declared:
     path = Path(path)
     try:
@@ -130,7 +146,7 @@ def read_declared(path: str | os.PathLike[str]) -> Declared:
     except (OSError, UnicodeDecodeError) as exc:
         raise DeclaredError(path, None, f"cannot read: {exc}") from exc
     try:
-        tree = ast.parse(text, filename=str(path))
+        tree = parse_source(text, str(path))
     except SyntaxError as exc:
         raise DeclaredError(path, exc.lineno, f"not valid Python: {exc.msg}") from exc
     variants = _assigned(tree, "VARIANTS")

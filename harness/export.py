@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from harness.declared import parse_source
 from harness.entries import Entry
 
 __all__ = ["ExportError", "export_script"]
@@ -27,7 +28,7 @@ class ExportError(Exception):
 def _kit_body(kit: Path) -> str:
     """reprokit.py without what only makes sense in a module of its own."""
     text = kit.read_text(encoding="utf-8")
-    tree = ast.parse(text, str(kit))
+    tree = parse_source(text, str(kit))
     drop: list[tuple[int, int]] = []
     for i, node in enumerate(tree.body):
         end = node.end_lineno or node.lineno
@@ -50,7 +51,7 @@ def _with_defaults(tail: str, repro: Path, variant: str, precision: str) -> str:
     """The reproducer's ``main(run, VARIANTS, __doc__, ...)`` call with the export's
     defaults as its last keywords, in place of any it set itself (a keyword given twice, or
     one placed before a positional argument such as ``sys.argv[1:]``, is a SyntaxError)."""
-    tree = ast.parse(tail, str(repro))
+    tree = parse_source(tail, str(repro))
     call = next(
         (
             n
