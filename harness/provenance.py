@@ -19,6 +19,7 @@ machine" only shows one more column.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import platform
@@ -29,9 +30,27 @@ from pathlib import Path
 
 import harness
 
-__all__ = ["MACHINE_ID_FILE", "cuda_provenance", "machine_id", "machine_provenance"]
+__all__ = [
+    "MACHINE_ID_FILE",
+    "cuda_provenance",
+    "machine_id",
+    "machine_provenance",
+    "source_digest",
+]
 
 MACHINE_ID_FILE = ".machine-id"  # in the records folder, beside the record files
+
+
+@functools.cache
+def source_digest() -> str:
+    """A digest of the harness's own source: every harness/**/*.py, by name and bytes
+    (what the report's caches are keyed on, beside their own formats)."""
+    h = hashlib.sha256()
+    package = Path(harness.__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        h.update(path.relative_to(package).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
 
 
 def _local_id(folder: Path) -> str:

@@ -42,6 +42,7 @@ from typing import Any
 from harness.atomic import write_atomically
 from harness.columnar import RecordTable
 from harness.entries import Entry
+from harness.provenance import source_digest
 from harness.render.html import HtmlPart
 
 __all__ = [
@@ -56,7 +57,6 @@ __all__ = [
 
 CACHE_DIR = Path(".cache") / "render"  # under results/
 _FORMAT = 2
-_HARNESS = Path(__file__).resolve().parent
 _LIBRARIES = ("duckdb", "numpy", "pillow")
 
 
@@ -71,10 +71,7 @@ def code_fingerprint() -> str:
         except metadata.PackageNotFoundError:
             version = "absent"
         h.update(f"{name} {version}\0".encode())
-    for path in sorted(_HARNESS.rglob("*.py")):
-        h.update(str(path.relative_to(_HARNESS)).encode() + b"\0")
-        h.update(path.read_bytes())
-        h.update(b"\0")
+    h.update(source_digest().encode())
     return h.hexdigest()
 
 

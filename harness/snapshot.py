@@ -44,8 +44,8 @@ from typing import Any
 
 import duckdb
 
-import harness
 from harness.atomic import write_atomically
+from harness.provenance import source_digest
 from harness.records import SCHEMA
 
 __all__ = [
@@ -84,10 +84,7 @@ def fingerprint() -> str:
     versions, the record schema and this layout."""
     h = hashlib.sha256()
     h.update(f"{FORMAT}\0{SCHEMA}\0{duckdb.__version__}\0{platform.python_version()}\0".encode())
-    package = Path(harness.__file__).parent
-    for path in sorted(package.rglob("*.py")):
-        h.update(path.relative_to(package).as_posix().encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
+    h.update(source_digest().encode())
     return h.hexdigest()
 
 
