@@ -429,16 +429,10 @@ def _in_a_fork(read, *args):
             finally:
                 os._exit(0)
     os.close(write_end)
-    chunks = []
-    while True:
-        data = os.read(read_end, 1 << 16)
-        if not data:
-            break
-        chunks.append(data)
-    os.close(read_end)
+    sent = _read_to_end(read_end)
     os.waitpid(pid, 0)
     try:
-        return json.loads(b"".join(chunks).decode() or "null")
+        return json.loads(sent.decode() or "null")
     except ValueError:
         return None
 
@@ -652,6 +646,18 @@ def _fork_spare(closing):
     return None  # not reached
 
 
+def _read_to_end(fd):
+    """Everything a pipe's writer sends before it closes its end; ``fd`` is closed."""
+    chunks = []
+    while True:
+        data = os.read(fd, 1 << 16)
+        if not data:
+            break
+        chunks.append(data)
+    os.close(fd)
+    return b"".join(chunks)
+
+
 def _spare_waits(read_end, write_end, closing):
     """In a spare: lead a session of its own, wait for the request, run it (0 when
     dismissed unread)."""
@@ -661,16 +667,10 @@ def _spare_waits(read_end, write_end, closing):
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     for fd in closing:  # the worker's pipes: the reaper's must close when the worker dies
         os.close(fd)
-    chunks = []
-    while True:
-        data = os.read(read_end, 1 << 16)
-        if not data:
-            break
-        chunks.append(data)
-    os.close(read_end)
-    if not chunks:  # dismissed: the worker is stopping
+    request = _read_to_end(read_end)
+    if not request:  # dismissed: the worker is stopping
         return 0
-    return _forked_child(json.loads(b"".join(chunks).decode()), (), leader=True)
+    return _forked_child(json.loads(request.decode()), (), leader=True)
 
 
 def serve(wanted):
