@@ -44,9 +44,9 @@ from harness.kbtriage import Triage
 from harness.records import Record
 from harness.render import entry_slug
 from harness.render.html import (
-    CELL_FILE_ENTRIES,
     assemble_html,
     cell_file_name,
+    data_files,
     html_part,
     render_cell_data,
 )
@@ -391,13 +391,8 @@ def render_all(
                     shares[i] = share
             ordered = [shares[i] for i in range(len(ids))]
             data = [
-                (
-                    results / cell_file_name(first),
-                    "".join(s.cell_data for s in ordered[first : first + CELL_FILE_ENTRIES]).encode(
-                        "utf-8"
-                    ),
-                )
-                for first in range(0, len(ordered), CELL_FILE_ENTRIES)
+                (results / name, text.encode("utf-8"))
+                for name, text in data_files([s.cell_data for s in ordered])
             ]
             compat = json_document(n_records, b",".join(s.json for s in ordered))
             pages, sections = _domain_pages(results, compat, domains)

@@ -248,7 +248,6 @@ def test_render_all_in_a_forked_child_gives_the_same_files_and_summary(tmp_path,
     if not report._use_fork(2, 2):
         pytest.skip("fork unavailable here (platform, or other threads alive)")
     # one entry per data file, so that two entries make two shards
-    monkeypatch.setattr(report, "CELL_FILE_ENTRIES", 1)
     monkeypatch.setattr(html, "CELL_FILE_ENTRIES", 1)
     children = []
     start = report._Child.__init__

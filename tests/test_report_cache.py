@@ -22,7 +22,6 @@ OTHERS = [f"pytorch/other-{i}" for i in range(4)]
 @pytest.fixture(autouse=True)
 def two_entries_a_data_file(monkeypatch):
     # two entries per data file, so that the five entries make three files
-    monkeypatch.setattr(report, "CELL_FILE_ENTRIES", 2)
     monkeypatch.setattr(html, "CELL_FILE_ENTRIES", 2)
 
 

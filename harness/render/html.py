@@ -45,6 +45,7 @@ __all__ = [
     "CELL_FILE_ENTRIES",
     "cell_file_name",
     "cell_files",
+    "data_files",
     "html_part",
     "render_cell_data",
     "render_html",
@@ -492,16 +493,20 @@ def _env_heads(envs: tuple[EnvInfo, ...], cache: dict[tuple[EnvInfo, ...], str])
 def cell_files(entries: Sequence[EntryAggregate], first: int = 0) -> list[tuple[str, str]]:
     """(name, text) of the data files of ``entries``, the first of them at index ``first``
     of all entries (a multiple of CELL_FILE_ENTRIES: a file is never split)."""
+    return data_files([render_cell_data(a) for a in entries], first)
+
+
+def data_files(lines: Sequence[str], first: int = 0) -> list[tuple[str, str]]:
+    """(name, text) of the data files that hold ``lines`` (``render_cell_data``'s, one an
+    entry), the first of them that of entry ``first`` of all (a multiple of
+    CELL_FILE_ENTRIES: a file is never split)."""
     if first % CELL_FILE_ENTRIES:
         raise ValueError(
             f"a part of the data files starts at a multiple of {CELL_FILE_ENTRIES}, not at {first}"
         )
     return [
-        (
-            cell_file_name(first + i),
-            "".join(render_cell_data(a) for a in entries[i : i + CELL_FILE_ENTRIES]),
-        )
-        for i in range(0, len(entries), CELL_FILE_ENTRIES)
+        (cell_file_name(first + i), "".join(lines[i : i + CELL_FILE_ENTRIES]))
+        for i in range(0, len(lines), CELL_FILE_ENTRIES)
     ]
 
 
