@@ -622,7 +622,7 @@ def render_reports(
 ) -> int:
     """``since``: a git revision; index.html then opens with what changed since its records.
     ``cache``: use results/.cache (the store's snapshots, harness/snapshot.py; the rendered
-    blocks, harness/report_cache.py); without it everything is read and rendered anew."""
+    entries, harness/report_cache.py); without it everything is read and rendered anew."""
     from harness.columnar import load_latest
     from harness.report import render_all
     from harness.snapshot import cache_dir

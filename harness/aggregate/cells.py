@@ -195,10 +195,10 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
     error re-read as ``related`` against the entry as it is now); only those of the
     entries ``ids`` where given."""
     con = table.con
-    of_ids = ""
+    wanted = "true"
     if ids is not None:
         _unnest_table(con, "wanted", {"entry": list(ids)}, "entry VARCHAR")
-        of_ids = " WHERE entry IN (SELECT entry FROM wanted)"
+        wanted = "entry IN (SELECT entry FROM wanted)"
     own = {(e.id, v.name): e for e in entries for v in e.variants if v.signature is not None}
     flips: list[int] = []
     if own:
@@ -211,7 +211,7 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
         for rid, eid, variant, outcome, exc_type, exc_message in con.execute(
             "SELECT rid, entry, variant, outcome, exc_type, exc_message FROM records "
             "SEMI JOIN own USING (entry, variant) WHERE has_exception "
-            "AND outcome IN ('reproduced', 'other_error')"
+            f"AND outcome IN ('reproduced', 'other_error') AND {wanted}"
         ).fetchall():
             if related_now(own[(eid, variant)], variant, outcome, exc_type, exc_message):
                 flips.append(rid)
@@ -222,8 +222,8 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
         "ELSE outcome END AS outcome, reason, has_exception, exc_type, "
         f"{_checkout_relative('exc_message')} AS exc_message, "
         f"{_checkout_relative('exc_frame')} AS exc_frame, "
-        "duration_s, versions, provenance, started_at, machine, machine_id, checks FROM records"
-        + of_ids
+        f"duration_s, versions, provenance, started_at, machine, machine_id, checks FROM records "
+        f"WHERE {wanted}"
     )
 
 
