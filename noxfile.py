@@ -32,9 +32,9 @@ def _environment_ids() -> list[str]:
     global __doc__
     sys.path.insert(0, str(HERE))
     try:
-        import yaml  # noqa: F401  (harness.matrix needs it; nox itself does not)
+        import yaml  # noqa: F401  (harness.spec.matrix needs it; nox itself does not)
 
-        from harness.matrix import load_matrix
+        from harness.spec.matrix import load_matrix
     except ImportError:
         return []  # nox installed without PyYAML: the per-environment sessions are not listed
     expansion = load_matrix(HERE / "matrix.yaml").expand("full")

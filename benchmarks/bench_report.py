@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.domain import cell_id, env_id  # noqa: E402
-from harness.records import SCHEMA, Record  # noqa: E402
+from harness.store.records import SCHEMA, Record  # noqa: E402
 
 VARIANTS = [
     ("baseline", "baseline"),

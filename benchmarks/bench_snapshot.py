@@ -1,5 +1,5 @@
-"""Time the record snapshots (harness/snapshot.py): `python -m harness report`, and the
-load alone (harness.columnar.load_latest), with no snapshot, with one and nothing appended,
+"""Time the record snapshots (harness/store/snapshot.py): `python -m harness report`, and the
+load alone (harness.store.columnar.load_latest), with no snapshot, with one and nothing appended,
 and after appending records, in one run.
 
     python benchmarks/bench_snapshot.py --repo COPY [--append 1000] [--no-report]
@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 LOAD = """
 import sys, time
 from pathlib import Path
-from harness.columnar import load_latest
-from harness.snapshot import cache_dir
-from harness.store import Store
+from harness.store.columnar import load_latest
+from harness.store.snapshot import cache_dir
+from harness.store.jsonl import Store
 root = Path(sys.argv[1]) / "results" / "records"
 t0 = time.perf_counter()
 table = load_latest(Store(root), cache_dir(root) if sys.argv[2] == "1" else None)

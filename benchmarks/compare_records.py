@@ -31,8 +31,8 @@ REPO = Path(__file__).resolve().parent.parent
 def _records(path: Path) -> list[dict[str, Any]]:
     """The file's records as the report reads them, as dicts (see the module docstring)."""
     from harness.aggregate import reread
-    from harness.entries import load_entries
-    from harness.store import LoadResult, parse_bytes
+    from harness.spec.entries import load_entries
+    from harness.store.jsonl import LoadResult, parse_bytes
 
     loaded = LoadResult()
     parse_bytes(path.read_bytes(), path, loaded)

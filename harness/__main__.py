@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from harness.config import Config, out_of_range
-from harness.plan import parse_shard
+from harness.execute.plan import parse_shard
 
 
 def _ranged(name: str, kind: type[int] | type[float]) -> Callable[[str], float]:
@@ -267,8 +267,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _envs_prune(args: argparse.Namespace, repo: Path, console: Console) -> int:
-    from harness.envs import prune_environments
-    from harness.matrix import MatrixError, load_matrix
+    from harness.envs.backends import prune_environments
+    from harness.spec.matrix import MatrixError, load_matrix
 
     cfg = Config(repo=repo, matrix_file=args.matrix)
     cfg.envs_root = args.envs_dir
@@ -296,8 +296,14 @@ def _envs_build(args: argparse.Namespace, repo: Path, console: Console) -> int:
     import fnmatch
     import os
 
-    from harness.envs import STANDIN_VAR, EnvFailed, ExistingBackend, MatrixBackend, UvBackend
-    from harness.matrix import MatrixError, load_matrix
+    from harness.envs.backends import (
+        STANDIN_VAR,
+        EnvFailed,
+        ExistingBackend,
+        MatrixBackend,
+        UvBackend,
+    )
+    from harness.spec.matrix import MatrixError, load_matrix
 
     cfg = Config(repo=repo, profile=args.profile, matrix_file=args.matrix)
     cfg.envs_root = args.envs_dir
@@ -347,9 +353,9 @@ def _envs_build(args: argparse.Namespace, repo: Path, console: Console) -> int:
 def _tox_ini(repo: Path, matrix_file: str, check: bool, console: Console) -> int:
     import os
 
-    from harness.envs import STANDIN_VAR
-    from harness.matrix import MatrixError, load_matrix
-    from harness.toxini import TOX_INI, check_tox_ini, render_tox_ini
+    from harness.ci.toxini import TOX_INI, check_tox_ini, render_tox_ini
+    from harness.envs.backends import STANDIN_VAR
+    from harness.spec.matrix import MatrixError, load_matrix
 
     try:
         matrix = load_matrix(repo / matrix_file)
@@ -372,7 +378,7 @@ def _tox_ini(repo: Path, matrix_file: str, check: bool, console: Console) -> int
 
 
 def _bisect(args: argparse.Namespace, repo: Path, console: Console) -> int:
-    from harness.bisection import BisectRequest, run_bisect
+    from harness.catalogue.bisect import BisectRequest, run_bisect
 
     request = BisectRequest(
         entry=args.entry,
@@ -393,8 +399,8 @@ def _bisect(args: argparse.Namespace, repo: Path, console: Console) -> int:
 
 
 def _export(args: argparse.Namespace, repo: Path, console: Console) -> int:
-    from harness.entries import EntryError, load_entry
-    from harness.export import ExportError, export_script
+    from harness.catalogue.export import ExportError, export_script
+    from harness.spec.entries import EntryError, load_entry
 
     repros = repo / "repros"
     folder = repros / args.entry
@@ -417,7 +423,7 @@ def _export(args: argparse.Namespace, repo: Path, console: Console) -> int:
 
 
 def _check(args: argparse.Namespace, repo: Path, console: Console) -> int:
-    from harness.check import check_entries
+    from harness.catalogue.check import check_entries
 
     results = check_entries(repo / "repros", args.entries)
     if not results:
@@ -446,7 +452,7 @@ def _check(args: argparse.Namespace, repo: Path, console: Console) -> int:
 
 
 def _new(args: argparse.Namespace, repo: Path, console: Console) -> int:
-    from harness.scaffold import DocumentError, parse_document, write_scaffold
+    from harness.catalogue.scaffold import DocumentError, parse_document, write_scaffold
 
     path = Path(args.document)
     try:
@@ -499,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     if args.command == "merge":
-        from harness.store import Store
+        from harness.store.jsonl import Store
 
         missing = [s for s in args.sources if not Path(s).exists()]
         if missing:
@@ -530,12 +536,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         return 0
     if args.command == "msgsearch":
-        from harness.msgsearch_cli import msgsearch
+        from harness.cli.msgsearch import msgsearch
 
         return msgsearch(repo, args.entry, args.env, args.envs_dir, args.out, console)
     if args.command == "diff":
-        from harness.diff import DiffError, diff_records, format_diff, load_side
-        from harness.entries import EntryError, load_entries
+        from harness.ci.diff import DiffError, diff_records, format_diff, load_side
+        from harness.spec.entries import EntryError, load_entries
 
         try:
             entries = load_entries(repo / "repros")
@@ -569,7 +575,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "new":
         return _new(args, repo, console)
     if args.command == "report":
-        from harness.tasks import render_reports
+        from harness.execute.steps import render_reports
 
         return render_reports(
             Config(repo=repo),
@@ -611,11 +617,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg.fan_out_shards = args.shards
         cfg.machine_prefix = args.machine_prefix
         cfg.github = args.github
-    from harness.tasks import STEPS, RunState, run_steps
+    from harness.execute.steps import STEPS, RunState, run_steps
 
     steps = STEPS
     if args.command == "plan":
-        from harness.fanout import PLAN_STEPS
+        from harness.ci.fanout import PLAN_STEPS
 
         steps = PLAN_STEPS
     try:

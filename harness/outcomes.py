@@ -34,7 +34,7 @@ NOT_COUNTED = frozenset({Outcome.UNSUPPORTED, Outcome.SKIPPED, Outcome.ENV_FAILE
 def signature_named(exc_type: str, exc_message: str, sig_type: str, sig_message: str) -> bool:
     """Whether a recorded exception (its qualified type name and message) matches a
     signature, judged on the host from names alone. The child matches on the live class
-    (harness/child.py, ``signature_matches``), bases included; the host sees only the
+    (harness/inenv/child.py, ``signature_matches``), bases included; the host sees only the
     recorded name, so a base-class match cannot be told here. Used only to re-read
     records written before "related" existed (schema 2)."""
     named = exc_type == sig_type or exc_type.rsplit(".", 1)[-1] == sig_type.rsplit(".", 1)[-1]

@@ -39,8 +39,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.records import Record  # noqa: E402
-from harness.store import Store, latest  # noqa: E402
+from harness.store.jsonl import Store, latest  # noqa: E402
+from harness.store.records import Record  # noqa: E402
 
 __all__ = ["main", "normalised", "report_bytes"]
 

@@ -7,13 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.entries import Entry, load_entry
-from harness.envs import CHILD, BuiltEnv
-from harness.matrix import Cell, Environment
-from harness.warm import WarmWorker
-
-RESOURCES = Path(__file__).parent / "resources"
-REPO = Path(__file__).resolve().parent.parent
+from harness.envs.backends import CHILD, BuiltEnv
+from harness.execute.warm import WarmWorker
+from harness.spec.entries import Entry, load_entry
+from harness.spec.matrix import Cell, Environment
+from tests.paths import REPO, RESOURCES
 
 # A test session started in the background of a non-interactive shell (`nohup ... &`) inherits
 # SIGINT ignored, and so would every harness it starts: the Ctrl-C tests would then wait for
@@ -21,6 +19,12 @@ REPO = Path(__file__).resolve().parent.parent
 # foreground job would.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture
+def repo() -> Path:
+    """The repository's root (read-only: copy what a test changes)."""
+    return REPO
 
 
 @pytest.fixture

@@ -1,10 +1,10 @@
 """Records -> aggregates -> verdicts. Each rule has one home:
 
-  harness/stats.py            rates, Wilson intervals, percentages
+  harness/aggregate/stats.py            rates, Wilson intervals, percentages
   harness/domain.py           devices, precisions, kinds, statuses, environment id format
   aggregate/model.py          the aggregate types and their JSON form (``to_dict``)
   aggregate/cells.py          records grouped into cells and counted per variant (by the
-                              columnar engine, over harness/columnar.py's record table)
+                              columnar engine, over harness/store/columnar.py's record table)
   aggregate/verdicts.py       claimed vs measured
   docs/verdicts.md            every counting and verdict rule, in words
 
@@ -48,6 +48,7 @@ from harness.aggregate.model import (
     env_info,
     slice_id,
 )
+from harness.aggregate.stats import Rate, pct, wilson
 from harness.aggregate.verdicts import (
     MARGIN,
     documented_failure_text,
@@ -55,7 +56,6 @@ from harness.aggregate.verdicts import (
     judge_most,
     judge_rate,
 )
-from harness.stats import Rate, pct, wilson
 
 __all__ = [
     "CONFIRMED",

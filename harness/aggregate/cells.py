@@ -2,7 +2,7 @@
 under the counting rules of docs/verdicts.md, measured version ranges, machines.
 
 The grouping and counting are done by the columnar engine (DuckDB) over a table of records
-(harness/columnar.py: the store's newest records as the report reads them, or any records
+(harness/store/columnar.py: the store's newest records as the report reads them, or any records
 in hand), all entries at once; Python assembles each entry's aggregate from what the
 engine grouped (per cell at most, never per record). The verdicts are decided in
 verdicts.py. No files, no clocks.
@@ -41,16 +41,16 @@ from harness.aggregate.model import (
     env_info,
     slice_id,
 )
+from harness.aggregate.stats import Rate
 from harness.aggregate.verdicts import failed_silently_as_documented
 from harness.aggregate.verdicts import verdicts as _verdicts
-from harness.columnar import RecordTable
 from harness.domain import DEVICES, PRECISIONS
 from harness.outcomes import NOT_COUNTED, Outcome, signature_named
-from harness.records import Record
-from harness.stats import Rate
+from harness.store.columnar import RecordTable
+from harness.store.records import Record
 
 if TYPE_CHECKING:
-    from harness.entries import Entry
+    from harness.spec.entries import Entry
 
 __all__ = [
     "aggregate",

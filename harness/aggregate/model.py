@@ -12,9 +12,9 @@ from typing import Any, ClassVar
 import numpy as np
 from packaging.version import InvalidVersion, Version
 
+from harness.aggregate.stats import Rate
 from harness.domain import KINDS, parse_env_id, pattern_text
 from harness.outcomes import NOT_COUNTED, Outcome
-from harness.stats import Rate
 
 __all__ = [
     "CONFIRMED",

@@ -23,12 +23,12 @@ from harness.aggregate.model import (
     _public,
     _version,
 )
+from harness.aggregate.stats import Rate, pct
 from harness.domain import PRESENT_STATUSES, parse_claim_spec
 from harness.outcomes import NOT_COUNTED, Outcome
-from harness.stats import Rate, pct
 
 if TYPE_CHECKING:
-    from harness.entries import Entry
+    from harness.spec.entries import Entry
 
 __all__ = [
     "MARGIN",

@@ -7,8 +7,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from harness.outcomes import Outcome  # noqa: E402
-from harness.records import ExceptionInfo, Record  # noqa: E402
-from harness.report import render_all  # noqa: E402
+from harness.report.outputs import render_all  # noqa: E402
+from harness.store.records import ExceptionInfo, Record  # noqa: E402
 
 OUTCOMES = [Outcome.REPRODUCED, Outcome.OK, Outcome.OTHER_ERROR, Outcome.UNSUPPORTED]
 

@@ -5,7 +5,7 @@ import signal
 import sys
 import time
 
-# the variants entry.yaml declares; run() also takes ad-hoc fault variants (tests/test_runner.py)
+# the variants entry.yaml declares; run() also takes ad-hoc fault variants (tests/execute/test_runner.py)
 VARIANTS = {
     "documented": "raises the documented error",
     "other": "raises another error",

@@ -1,0 +1,462 @@
+"""`harness bisect ENTRY --variant V --device D --precision P --torch A..B | --lightning A..B`.
+
+Finds the release where one cell's outcome changes. The released versions come from the
+package index (PyPI's JSON API, cached under the environments folder for a day), only
+those with a wheel for the interpreter. Each version's environment is the matrix's pairing
+for it (matrix.yaml's row with the greatest torch not above it: its python, lightning and
+pins; ``--python``/``--with-lightning``/``--with-torch`` override), so that a version the
+matrix already measured reuses its stored records and built environment.
+
+The search is a binary search that prefers, inside the interval still open, a version
+whose outcome is already stored, then one whose environment is already built, then the
+middle one: it builds as few environments as it can. Each run is a normal record in the
+store. A version whose outcome is neither end's, or stored outcomes that contradict the
+boundary found, are reported as a non-monotonic history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+from rich.console import Console
+
+from harness.config import Config
+from harness.spec.entries import Entry, Variant
+from harness.spec.matrix import Cell, Environment, Matrix
+
+__all__ = [
+    "BisectError",
+    "BisectRequest",
+    "BisectResult",
+    "Step",
+    "bisect",
+    "environment_for",
+    "list_releases",
+    "parse_range",
+    "run_bisect",
+]
+
+PYPI_JSON = "https://pypi.org/pypi/{name}/json"
+CACHE_S = 24 * 3600
+
+
+class BisectError(Exception):
+    pass
+
+
+def parse_range(text: str) -> tuple[Version, Version]:
+    lo, sep, hi = text.partition("..")
+    try:
+        if not sep:
+            raise InvalidVersion(text)
+        a, b = Version(lo), Version(hi)
+    except InvalidVersion as exc:
+        raise BisectError(
+            f"a range is A..B with two versions, e.g. 2.0..2.13; got {text!r}"
+        ) from exc
+    if a > b:
+        raise BisectError(f"range {text!r}: {a} is above {b}")
+    return a, b
+
+
+def _fetch(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 (fixed https URL)
+        return json.load(response)
+
+
+def _wheel_fits(filename: str, python: str) -> bool:
+    if not filename.endswith(".whl"):
+        return False
+    tags = filename[:-4].split("-")[-3:]
+    if len(tags) != 3:
+        return False
+    py, _abi, plat = tags
+    cp = "cp" + python.replace(".", "")
+    return (cp in py.split(".") or "py3" in py.split(".")) and ("linux" in plat or plat == "any")
+
+
+def list_releases(
+    package: str,
+    lo: Version,
+    hi: Version,
+    python_of: Callable[[str], str],
+    cache_dir: Path,
+    fetch: Callable[[str], dict] = _fetch,
+    now: float | None = None,
+) -> tuple[list[str], str]:
+    """Final releases of ``package`` in [lo, hi] with a Linux wheel for the interpreter
+    ``python_of(version)`` will use, sorted, and where the listing came from (the index, or
+    the cache and its age)."""
+    cache = cache_dir / f"pypi-{package}.json"
+    now = time.time() if now is None else now
+    files: dict[str, list[str]] | None = None
+    source = ""
+    if cache.is_file():
+        try:
+            cached = json.loads(cache.read_text())
+            if now - float(cached["fetched"]) < CACHE_S:
+                files = cached["files"]
+                source = f"cached listing ({(now - cached['fetched']) / 3600:.1f} h old, {cache})"
+        except (ValueError, KeyError, TypeError):
+            files = None
+    if files is None:
+        url = PYPI_JSON.format(name=package)
+        try:
+            data = fetch(url)
+        except OSError as exc:
+            raise BisectError(f"cannot list {package} releases from {url}: {exc}") from exc
+        files = {
+            v: [f.get("filename", "") for f in entries if not f.get("yanked")]
+            for v, entries in (data.get("releases") or {}).items()
+        }
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"fetched": now, "files": files}))
+        os.replace(tmp, cache)
+        source = f"{url} (cached in {cache})"
+    out = []
+    for text, names in files.items():
+        try:
+            v = Version(text)
+        except InvalidVersion:
+            continue
+        if v.is_prerelease or v.is_devrelease or not lo <= v <= hi:
+            continue
+        if any(_wheel_fits(n, python_of(str(v))) for n in names):
+            out.append(v)
+    return [str(v) for v in sorted(out)], source
+
+
+def environment_for(
+    matrix: Matrix,
+    axis: str,
+    version: str,
+    *,
+    python: str | None = None,
+    with_lightning: str | None = None,
+    with_torch: str | None = None,
+) -> Environment:
+    """The environment that measures ``version`` on ``axis`` (torch or lightning): the
+    matrix's own environment where it has one, else the pairing of the matrix row of the
+    same release series (2.4.0 -> the 2.4.1 row), or of the greatest torch below it: that
+    row's newest python and lightning that no rule excludes, and its pins."""
+
+    def allowed(env: Environment) -> bool:
+        return matrix.excluding_rule(Cell(env, "cpu", "fp32")) is None
+
+    rows = sorted((r for r in matrix.rows if not r.interpreter), key=lambda r: Version(r.torch))
+    if not rows:
+        raise BisectError(f"{matrix.path} lists no environments the harness builds")
+    torch = version if axis == "torch" else with_torch or rows[-1].torch
+    wanted = Version(torch)
+    series = [r for r in rows if Version(r.torch).release[:2] == wanted.release[:2]]
+    below = [r for r in rows if Version(r.torch) <= wanted] or rows[:1]
+    # a torch release may span several rows (lightning lines that need different pins):
+    # of all of them, the environment with the newest lightning, then the newest python
+    same = series or [r for r in below if r.torch == below[-1].torch]
+    pairs = [(r, e) for r in same for e in r.environments() if allowed(e)] or [
+        (r, e) for r in same for e in r.environments()
+    ]
+    row, base = max(pairs, key=lambda p: (Version(p[1].lightning), Version(p[1].python)))
+    return Environment(
+        python=python or base.python,
+        torch=torch,
+        lightning=version if axis == "lightning" else with_lightning or base.lightning,
+        pins=row.pins,
+        find_links=row.find_links,
+    )
+
+
+@dataclass(frozen=True)
+class Step:
+    version: str
+    env: Environment
+    outcome: str
+    how: str  # "stored record", "run (environment reused)", "run (environment built)"
+    detail: str = ""
+
+
+@dataclass
+class BisectResult:
+    axis: str
+    versions: list[str]
+    steps: list[Step] = field(default_factory=list)
+    known: dict[str, str] = field(default_factory=dict)  # version -> outcome
+    boundary: tuple[str, str] | None = None  # last version with the low outcome, first other
+    notes: list[str] = field(default_factory=list)
+    built: list[str] = field(default_factory=list)  # environment ids built by this bisect
+
+    @property
+    def monotonic(self) -> bool:
+        return not any(n.startswith("non-monotonic") for n in self.notes)
+
+
+Measure = Callable[[str, Environment], Step]
+
+
+def bisect(
+    axis: str,
+    versions: Sequence[str],
+    env_of: Callable[[str], Environment],
+    stored: dict[str, str],
+    is_built: Callable[[Environment], bool],
+    measure: Measure,
+    report: Callable[[Step], None] = lambda step: None,
+) -> BisectResult:
+    """Binary search over ``versions`` (sorted) for the first change of outcome.
+
+    ``stored`` maps a version to the outcome its stored records give (no run needed);
+    ``measure`` runs the cell (building the environment if it must) and returns a Step.
+    """
+    result = BisectResult(axis, list(versions))
+    if len(versions) < 2:
+        raise BisectError(f"{len(versions)} release(s) in the range: nothing to bisect")
+
+    def outcome(i: int) -> str:
+        v = versions[i]
+        if v not in result.known:
+            if v in stored:
+                step = Step(v, env_of(v), stored[v], "stored record")
+            else:
+                step = measure(v, env_of(v))
+            result.known[v] = step.outcome
+            result.steps.append(step)
+            report(step)
+        return result.known[v]
+
+    unusable: set[int] = set()  # versions whose environment could not be built
+
+    def price(v: str) -> int:
+        if v in stored or v in result.known:
+            return 0
+        return 1 if is_built(env_of(v)) else 2
+
+    lo, hi = 0, len(versions) - 1
+    low, high = outcome(lo), outcome(hi)
+    for end, seen in ((versions[lo], low), (versions[hi], high)):
+        if seen == "env_failed":
+            raise BisectError(
+                f"{end}: its environment could not be built (stored as env_failed); "
+                "choose a range whose ends build"
+            )
+    if low == high:
+        result.notes.append(
+            f"the outcome is {low} at both ends ({versions[lo]}, {versions[hi]}): no change "
+            "to bisect (a change that changes back in between would not be seen)"
+        )
+    else:
+        while True:
+            inside = [i for i in range(lo + 1, hi) if i not in unusable]
+            if not inside:
+                break
+            middle = (lo + hi) / 2
+            # a stored outcome costs nothing, a built environment one run, else a build too
+            mid = min(inside, key=lambda i, m=middle: (price(versions[i]), abs(i - m)))
+            seen = outcome(mid)
+            if seen == "env_failed":
+                unusable.add(mid)
+                result.notes.append(f"{versions[mid]}: environment could not be built, skipped")
+                continue
+            if seen == low:
+                lo = mid
+            elif seen == high:
+                hi = mid
+            else:
+                result.notes.append(
+                    f"non-monotonic: {versions[mid]} gives {seen}, neither {low} "
+                    f"({versions[lo]}) nor {high} ({versions[hi]}); bisecting the first change"
+                )
+                hi, high = mid, seen
+        result.boundary = (versions[lo], versions[hi])
+        # every outcome known in the range must fit one change at the boundary
+        for v, seen in sorted({**stored, **result.known}.items(), key=lambda kv: Version(kv[0])):
+            if v not in versions or seen == "env_failed":
+                continue
+            i = versions.index(v)
+            if i <= lo and seen != low:
+                result.notes.append(
+                    f"non-monotonic: {v} gives {seen}, before the change from {low}"
+                )
+            elif i >= hi and seen != high and i != len(versions) - 1:
+                result.notes.append(f"non-monotonic: {v} gives {seen}, after the change to {high}")
+    return result
+
+
+# -- the harness side: stored records, environments and runs ------------------------------
+
+
+def summarise(outcomes: Sequence[str]) -> str:
+    """One outcome for a cell: the trials' outcome, or flaky(a/b) when they disagree."""
+    kinds = sorted(set(outcomes))
+    return kinds[0] if len(kinds) == 1 else "flaky(" + "/".join(kinds) + ")"
+
+
+def stored_outcomes(
+    records: Sequence, entry: Entry, variant: Variant, cells: dict[str, str]
+) -> dict[str, str]:
+    """version -> outcome of the stored records of each cell id in ``cells`` (cell -> version)."""
+    by_version: dict[str, list[str]] = {}
+    for r in records:
+        if r.entry == entry.id and r.variant == variant.name and r.cell in cells:
+            by_version.setdefault(cells[r.cell], []).append(r.outcome.value)
+    return {v: summarise(o) for v, o in by_version.items()}
+
+
+@dataclass(frozen=True)
+class BisectRequest:
+    entry: str
+    variant: str
+    device: str
+    precision: str
+    axis: str  # torch | lightning
+    range: str  # "A..B"
+    python: str | None = None
+    with_lightning: str | None = None
+    with_torch: str | None = None
+
+
+def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
+    """The command: load, list releases, search, print every step and the result."""
+    from rich.markup import escape
+
+    from harness.envs.backends import MARKER, STANDIN_VAR, EnvFailed, UvBackend
+    from harness.envs.capabilities import CudaFacts, precheck
+    from harness.envs.provenance import cuda_provenance, machine_provenance
+    from harness.execute.plan import Job
+    from harness.execute.runner import decided_record, env_failed_record, run_job
+    from harness.spec.entries import EntryError, load_entry
+    from harness.spec.matrix import MatrixError, load_matrix
+    from harness.store.jsonl import Store, latest
+
+    def fail(message: str) -> int:
+        console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+        return 2
+
+    try:
+        matrix = load_matrix(cfg.matrix_path)
+        folder = cfg.repros_dir / request.entry
+        if not (folder / "entry.yaml").is_file():
+            return fail(f"no entry {request.entry!r} ({folder}/entry.yaml)")
+        entry = load_entry(folder, cfg.repros_dir)
+        lo, hi = parse_range(request.range)
+    except (MatrixError, EntryError, BisectError) as exc:
+        return fail(str(exc))
+    try:
+        variant = entry.variant(request.variant)
+    except KeyError:
+        return fail(f"{entry.id} has no variant {request.variant!r}")
+    if not variant.written:
+        return fail(f"{entry.id}::{variant.name} is not written yet (NOT_WRITTEN)")
+    if request.device not in variant.devices or request.precision not in variant.precisions:
+        return fail(
+            f"{variant.name} runs on {', '.join(variant.devices)} at "
+            f"{', '.join(variant.precisions)} only"
+        )
+
+    def env_of(version: str) -> Environment:
+        return environment_for(
+            matrix,
+            request.axis,
+            version,
+            python=request.python,
+            with_lightning=request.with_lightning,
+            with_torch=request.with_torch,
+        )
+
+    envs_dir = cfg.envs_dir
+    try:
+        versions, source = list_releases(
+            request.axis, lo, hi, lambda v: env_of(v).python, envs_dir / ".index-cache"
+        )
+    except BisectError as exc:
+        return fail(str(exc))
+    console.print(
+        f"{request.axis} releases in {request.range} with a wheel for the interpreter: "
+        f"{len(versions)} ({', '.join(versions)}) from {source}",
+        highlight=False,
+        markup=False,
+    )
+    cell_of = {v: Cell(env_of(v), request.device, request.precision) for v in versions}
+    store = Store(cfg.records_dir, cfg.machine)
+    loaded = store.load()
+    stored = stored_outcomes(
+        latest(loaded.records), entry, variant, {c.id: v for v, c in cell_of.items()}
+    )
+    backend = UvBackend(envs_dir, standin=os.environ.get(STANDIN_VAR))
+    machine = machine_provenance(cfg.repo)
+    built_ids: list[str] = []
+    timeout_s = cfg.timeout_s or matrix.timeout_s
+    memory_mb = cfg.memory_limit_mb or matrix.memory_limit_mb
+
+    def is_built(env: Environment) -> bool:
+        return (envs_dir / env.id / MARKER).is_file()
+
+    def measure(version: str, env: Environment) -> Step:
+        job = Job(entry, variant, cell_of[version], 0)
+        try:
+            built = backend.ensure(env)
+        except EnvFailed as exc:
+            store.append(env_failed_record(job, str(exc), machine))
+            return Step(version, env, "env_failed", "environment failed", str(exc)[:200])
+        how = "run, environment " + ("reused" if built.reused else "built")
+        if not built.reused:
+            built_ids.append(env.id)
+            how += f" in {built.seconds:.0f} s"
+        provenance = cuda_provenance(machine, built.probe)
+        decided = precheck(job.cell.device, job.cell.precision, CudaFacts.from_probe(built.probe))
+        if decided is not None:
+            record = decided_record(job, decided[0], decided[1], built, provenance)
+        else:
+            record = run_job(
+                job, built, timeout_s=timeout_s, memory_limit_mb=memory_mb, provenance=provenance
+            )
+        store.append(record)
+        detail = record.reason or (
+            f"{record.exception.type}: {record.exception.message}" if record.exception else ""
+        )
+        return Step(
+            version, env, record.outcome.value, how, detail.splitlines()[0][:160] if detail else ""
+        )
+
+    count = 0
+
+    def report(step: Step) -> None:
+        nonlocal count
+        count += 1
+        console.print(
+            f"step {count}: {request.axis} {step.version} ({step.env.id}, "
+            f"{request.device}-{request.precision}) -> {step.outcome} [{step.how}]"
+            + (f" {step.detail}" if step.detail else ""),
+            highlight=False,
+            markup=False,
+        )
+
+    try:
+        result = bisect(request.axis, versions, env_of, stored, is_built, measure, report)
+    except BisectError as exc:
+        return fail(str(exc))
+    if result.boundary:
+        a, b = result.boundary
+        console.print(
+            f"the outcome of {entry.id}::{variant.name} on {request.device}-{request.precision} "
+            f"changes between {request.axis} {a} ({result.known[a]}) and {b} ({result.known[b]})",
+            highlight=False,
+            markup=False,
+        )
+    for note in result.notes:
+        console.print(f"note: {note}", highlight=False, markup=False)
+    runs = sum(1 for s in result.steps if s.how != "stored record")
+    console.print(
+        f"{len(result.steps)} steps: {len(result.steps) - runs} from stored records, {runs} "
+        f"runs; environments built: {', '.join(built_ids) or 'none'}; records in {store.path}",
+        highlight=False,
+        markup=False,
+    )
+    return 0

@@ -1,0 +1,247 @@
+"""Does a documented message exist at all? Search installed torch and lightning for it.
+
+For each documented message, split it at its variable parts (numbers, quoted names, device
+and dtype names, signal names: what torch formats in at run time) into fixed parts, and look
+for every fixed part in the Python sources and the compiled libraries (.so files, read as
+bytes in overlapping chunks) of the torch and lightning packages installed in an
+environment. A message none of whose fixed parts occurs in any release is strong evidence
+that it was never raised by that software; it works where no reproducer can be written.
+
+Results live in results/msgsearch.json, keyed by entry id and environment id:
+    {"schema": 1, "entries": {ENTRY: {"message": ..., "parts": [...],
+                                      "envs": {ENV: {"found": "all"|"some"|"none",
+                                                     "versions": {...},
+                                                     "parts": [{"text", "file"|null}]}}}}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "PACKAGES",
+    "SCHEMA",
+    "Message",
+    "EnvSearch",
+    "documented_messages",
+    "fixed_parts",
+    "load_results",
+    "message_regex",
+    "merge_results",
+    "search_env",
+    "site_packages",
+    "verdict",
+    "write_results",
+]
+
+SCHEMA = 1
+PACKAGES = ("torch", "lightning", "pytorch_lightning", "lightning_fabric")
+CHUNK = 8 << 20  # bytes read at a time from one file
+# a fixed part shorter than two words or MIN_ALNUM letters and digits ("element", "Expected")
+# occurs in any library and says nothing about the message: it is dropped
+MIN_ALNUM = 8
+
+# "RuntimeError: ..." / "torch.cuda.OutOfMemoryError: ...": the type is not part of the text
+_TYPE_PREFIX = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Warning):\s*")
+# what torch formats into a message at run time
+_VARIABLE = re.compile(
+    r"""
+      '[^']*' | "[^"]*" | `[^`]*`                                  # quoted names
+    | (?<![\w.])(?:cuda(?::\d+)?|cpu|mps|meta|xla)(?![\w.])       # device names
+    | \b(?:Float|Half|BFloat16|Double|Long|Int|Bool|Byte|Char|Short|ComplexFloat|ComplexDouble)\b
+    | \b(?:Killed|Terminated|Aborted|Segmentation\ fault|Bus\ error)\b  # strsignal() names
+    | \d+(?:\.\d+)?                                               # numbers, pids, sizes
+    | \b[NX]\b                                                   # a document's placeholder
+    """,
+    re.VERBOSE,
+)
+_EDGE = " \t\n:;,.()[]{}"
+
+
+def fixed_parts(message: str) -> tuple[str, ...]:
+    """The fixed parts of a documented message, in order, each searched for as it stands."""
+    text = _TYPE_PREFIX.sub("", message, count=1)
+    parts = []
+    for piece in _VARIABLE.split(text):
+        piece = piece.strip(_EDGE)
+        if len(piece.split()) >= 2 and sum(c.isalnum() for c in piece) >= MIN_ALNUM:
+            parts.append(piece)
+    return tuple(parts)
+
+
+_SPECIAL = re.compile(r"([\\.^$*+?{}\[\]|()])")
+
+
+def message_regex(message: str) -> str:
+    """The documented signature's message pattern: the fixed parts, in order, anything
+    between them. One rule for every imported entry: the message is what the document
+    states, its variable parts are what torch formats in."""
+    return ".*?".join(_SPECIAL.sub(r"\\\1", p) for p in fixed_parts(message))
+
+
+def verdict(found: Sequence[bool]) -> str:
+    """all / some / none of the fixed parts were found ("none" when there are no parts)."""
+    if found and all(found):
+        return "all"
+    return "some" if any(found) else "none"
+
+
+@dataclass(frozen=True)
+class Message:
+    entry: str  # the entry id the result is stored under
+    text: str  # the documented message, as the document writes it
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return fixed_parts(self.text)
+
+
+@dataclass(frozen=True)
+class EnvSearch:
+    env: str
+    versions: dict[str, str]  # package -> installed version
+    hits: dict[str, str | None]  # fixed part -> first file (relative to site-packages) or None
+    files: int
+    bytes: int
+
+
+def site_packages(env_dir: str | os.PathLike[str]) -> Path | None:
+    """The site-packages folder of a virtual environment, or None."""
+    found = sorted(Path(env_dir).glob("lib/python*/site-packages"))
+    return found[0] if found else None
+
+
+def _versions(site: Path) -> dict[str, str]:
+    out = {}
+    for dist in sorted(site.glob("*.dist-info")):
+        name, _, rest = dist.name[: -len(".dist-info")].partition("-")
+        if name.lower().replace("-", "_") in PACKAGES:
+            out[name.lower().replace("-", "_")] = rest
+    return out
+
+
+def _files(site: Path) -> Iterator[Path]:
+    for package in PACKAGES:
+        root = site / package
+        if not root.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for name in sorted(filenames):
+                if name.endswith(".py") or name.endswith(".so") or ".so." in name:
+                    yield Path(dirpath) / name
+
+
+def _scan(path: Path, pattern: re.Pattern[bytes], longest: int) -> set[bytes]:
+    """Every needle of ``pattern`` that occurs in the file, reading it in overlapping chunks."""
+    seen: set[bytes] = set()
+    tail = b""
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(CHUNK)
+            if not block:
+                break
+            data = tail + block
+            seen.update(m.group(0) for m in pattern.finditer(data))
+            tail = data[-(longest - 1) :] if longest > 1 else b""
+    return seen
+
+
+def search_env(
+    env_dir: str | os.PathLike[str],
+    parts: Iterable[str],
+    cache: dict[tuple[int, int], set[bytes]] | None = None,
+) -> EnvSearch:
+    """Look for every fixed part in one environment's torch and lightning.
+
+    ``cache`` maps a file's (device, inode) to what it contains: environments built from one
+    uv cache hardlink the same files, which are then read once."""
+    env_dir = Path(env_dir)
+    site = site_packages(env_dir)
+    needles = sorted({p.encode("utf-8") for p in parts}, key=lambda b: (-len(b), b))
+    hits: dict[str, str | None] = {p.decode("utf-8"): None for p in needles}
+    if site is None or not needles:
+        return EnvSearch(env_dir.name, {}, hits, 0, 0)
+    pattern = re.compile(b"|".join(re.escape(n) for n in needles))
+    longest = max(len(n) for n in needles)
+    cache = {} if cache is None else cache
+    files = size = 0
+    for path in _files(site):
+        st = path.stat()
+        key = (st.st_dev, st.st_ino)
+        if key not in cache:
+            cache[key] = _scan(path, pattern, longest)
+        files += 1
+        size += st.st_size
+        for needle in cache[key]:
+            text = needle.decode("utf-8")
+            if hits.get(text, "") is None:
+                hits[text] = path.relative_to(site).as_posix()
+    return EnvSearch(env_dir.name, _versions(site), hits, files, size)
+
+
+def documented_messages(repros: str | os.PathLike[str]) -> tuple[Message, ...]:
+    """Every documented message under repros/: the knowledge-base triage rows (including
+    entries no script can reproduce) and every entry whose title or origin states one."""
+    from harness.spec.entries import load_entries
+    from harness.spec.triage import find_triages
+
+    out: dict[str, Message] = {}
+    for triage in find_triages(repros):
+        for row in triage.entries:
+            out[triage.entry_id(row)] = Message(triage.entry_id(row), row.message)
+    for entry in load_entries(repros):
+        if entry.id in out:
+            continue
+        text = (getattr(entry, "origin", None) or {}).get("message") or entry.title
+        if fixed_parts(text):
+            out[entry.id] = Message(entry.id, text)
+    return tuple(out[k] for k in sorted(out))
+
+
+def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        return {"schema": SCHEMA, "entries": {}}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: schema {data.get('schema')!r}, this harness reads {SCHEMA}")
+    return data
+
+
+def merge_results(
+    results: Mapping[str, Any], messages: Sequence[Message], searches: Sequence[EnvSearch]
+) -> dict[str, Any]:
+    """``results`` with the given messages' answers in the given environments replaced."""
+    entries = {k: dict(v) for k, v in results.get("entries", {}).items()}
+    for m in messages:
+        parts = m.parts
+        old = entries.get(m.entry, {})
+        envs = dict(old.get("envs", {})) if old.get("message") == m.text else {}
+        for s in searches:
+            found = [{"text": p, "file": s.hits.get(p)} for p in parts]
+            envs[s.env] = {
+                "found": verdict([f["file"] is not None for f in found]),
+                "versions": s.versions,
+                "parts": found,
+            }
+        entries[m.entry] = {
+            "message": m.text,
+            "parts": list(parts),
+            "envs": {k: envs[k] for k in sorted(envs)},
+        }
+    return {"schema": SCHEMA, "entries": {k: entries[k] for k in sorted(entries)}}
+
+
+def write_results(path: str | os.PathLike[str], results: Mapping[str, Any]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(results, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,640 @@
+"""`harness new DOC`: an error document -> a scaffolded entry folder repros/<id>/.
+
+Three document formats (docs/entry-format.md, /work/shared/KB-FORMATS.md):
+  markdown       "# Type: message", **ID:** bullets, ## Version Compatibility, ## Workarounds,
+                 ## Dead Ends
+  scraped        "<org>/<repo> · error · <Type>", Error message, Solutions, Example fix,
+                 Related errors
+  deadends-json  the deadends.dev JSON record (fix_success_rate, workarounds[].success_rate,
+                 dead_ends[].fail_rate)
+
+Parsing is pure (text in, Scaffold out); writing refuses to touch an existing folder. A
+Markdown or scraped document is kept verbatim (source.md, document.md). A JSON record's
+prose is NOT copied: entry.yaml keeps its facts (id, link, signature, regex, version range,
+rates, review status), document.md the link and the marker blocks, and each variant's
+description is a TODO for whoever writes the reproducer, in their own words.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.report.writeback import BLOCKS
+
+__all__ = [
+    "Claimed",
+    "DocumentError",
+    "FORMATS",
+    "Scaffold",
+    "detect_format",
+    "parse_document",
+    "write_scaffold",
+]
+
+FORMATS = ("markdown", "scraped", "deadends-json")
+TODO = "TODO"
+_TYPE_RE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt)$")
+_SPECIAL = set("\\.^$*+?{}[]|()")
+_SLUG_RE = re.compile(r"[^a-z0-9]+")
+
+
+class DocumentError(Exception):
+    """A document `new` cannot read: names the file and the section it could not find."""
+
+    def __init__(self, path: str | Path, message: str, line: int | None = None) -> None:
+        self.path = str(path)
+        self.line = line
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """One recommendation of the document: a variant to write."""
+
+    name: str  # variant name, e.g. "workaround1"
+    kind: str  # workaround | dead_end
+    ref: str  # "workaround 1", "dead end 2", "solution 3", "example fix"
+    rate: float | None  # claimed success (workaround) or failure (dead end) rate
+    text: str  # the document's words (Markdown, scraped) or a TODO (JSON)
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    format: str
+    entry_id: str
+    title: str
+    exc_type: str
+    message: str  # regular expression of the message
+    type_named: bool  # False: the document names no exception type ("Exception" is a guess)
+    verification: str | None = None
+    fix_rate: float | None = None
+    version_table: tuple[tuple[str, str, str | None, str | None], ...] = ()
+    conditions: tuple[str, ...] = ()
+    claims: tuple[Claimed, ...] = ()
+    origin: dict[str, Any] = field(default_factory=dict)
+    source_text: str = ""  # source.md
+    document_text: str = ""  # document.md without its marker blocks
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def escape(text: str) -> str:
+    """A regular expression matching ``text`` literally, escaping only what is special
+    (re.escape also escapes spaces, which makes entry.yaml unreadable)."""
+    return "".join("\\" + c if c in _SPECIAL else c for c in text)
+
+
+def slugify(text: str, words: int = 8) -> str:
+    return "-".join(_SLUG_RE.sub(" ", text.lower()).split()[:words]) or "entry"
+
+
+def _split_type(text: str) -> tuple[str, str, bool]:
+    """'RuntimeError: msg' -> ('RuntimeError', 'msg', True); a message without a class
+    name in front -> ('Exception', text, False)."""
+    head, sep, rest = text.partition(": ")
+    if sep and _TYPE_RE.match(head.strip()):
+        return head.strip(), rest.strip(), True
+    return "Exception", text.strip(), False
+
+
+def _first_sentence(message: str) -> str:
+    """The error itself, without the advice a message often appends ('... gradient.
+    Ensure loss.backward() ...' -> '... gradient'), and without a final period."""
+    m = re.search(r"\.\s+(?=[A-Z])", message)
+    cut = message[: m.start()] if m else message
+    return cut.rstrip().rstrip(".")
+
+
+def _percent(text: str) -> float:
+    return round(float(text) / 100, 4)
+
+
+def _markers() -> str:
+    return "".join(
+        f"<!-- harness:{name}:begin -->\n<!-- harness:{name}:end -->\n" for name in BLOCKS
+    )
+
+
+# -- format 1: the Markdown entry ---------------------------------------------------------
+
+
+def _md_sections(text: str) -> dict[str, tuple[int, list[str]]]:
+    sections: dict[str, tuple[int, list[str]]] = {}
+    current = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("## "):
+            current = line[3:].strip().lower()
+            sections[current] = (number, [])
+        elif current is not None:
+            sections[current][1].append(line)
+    return sections
+
+
+def parse_markdown(text: str, path: str | Path) -> Scaffold:
+    lines = text.splitlines()
+    title_line = next((ln for ln in lines if ln.startswith("# ")), None)
+    if title_line is None:
+        raise DocumentError(path, "no title line '# <ExceptionType>: <message>'")
+    title = title_line[2:].strip()
+    exc_type, message, named = _split_type(title)
+    bullets = {
+        m.group(1).lower(): m.group(2).strip().strip("`")
+        for m in re.finditer(r"^-\s+\*\*([^*:]+):\*\*\s*(.+)$", text, re.MULTILINE)
+    }
+    if "id" not in bullets:
+        raise DocumentError(path, "no '- **ID:** <domain>/<slug>' bullet")
+    sections = _md_sections(text)
+    if "workarounds" not in sections:
+        raise DocumentError(path, "no '## Workarounds' section")
+    fix_rate = None
+    if "fix rate" in bullets:
+        m = re.match(r"(\d+(?:\.\d+)?)\s*%", bullets["fix rate"])
+        if not m:
+            raise DocumentError(path, f"Fix Rate {bullets['fix rate']!r} is not a percentage")
+        fix_rate = _percent(m.group(1))
+    rows = []
+    if "version compatibility" in sections:
+        start, body = sections["version compatibility"]
+        for offset, line in enumerate(body, start + 1):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) < 2 or not re.match(r"^[A-Za-z_][\w.-]*\s*[<>=!~]", cells[0]):
+                continue  # header, separator or prose
+            if len(cells) != 4:
+                raise DocumentError(path, "a Version Compatibility row needs 4 cells", line=offset)
+            intro, dep = (None if c in ("—", "-", "") else c for c in cells[2:4])
+            rows.append((cells[0].replace(" ", ""), cells[1], intro, dep))
+    claims: list[Claimed] = []
+    start, body = sections["workarounds"]
+    for line in body:
+        m = re.match(r"^(\d+)\.\s+\*\*(.+?)\*\*\s*(?:\((\d+(?:\.\d+)?)%\s*success\))?", line)
+        if m:
+            n = int(m.group(1))
+            rate = _percent(m.group(3)) if m.group(3) else None
+            claims.append(
+                Claimed(f"workaround{n}", "workaround", f"workaround {n}", rate, m.group(2))
+            )
+    if not claims:
+        raise DocumentError(
+            path, "## Workarounds has no numbered '1. **...** (NN% success)' item", line=start
+        )
+    if "dead ends" in sections:
+        start, body = sections["dead ends"]
+        n = 0
+        for line in body:
+            m = re.match(r"^[-*]\s+\*\*(.+?)\*\*.*?(?:\((\d+(?:\.\d+)?)%\s*fail\))?\s*$", line)
+            if m:
+                n += 1
+                rate = _percent(m.group(2)) if m.group(2) else None
+                claims.append(Claimed(f"deadend{n}", "dead_end", f"dead end {n}", rate, m.group(1)))
+    conditions = ()
+    if "root cause" in sections:
+        cause = " ".join(ln.strip() for ln in sections["root cause"][1] if ln.strip())
+        conditions = (cause,) if cause else ()
+    origin = {"format": "markdown", "id": bullets["id"]}
+    for key in ("domain", "category"):
+        if key in bullets:
+            origin[key] = bullets[key]
+    return Scaffold(
+        format="markdown",
+        entry_id=bullets["id"],
+        title=title,
+        exc_type=exc_type,
+        message=escape(_first_sentence(message)),
+        type_named=named,
+        verification=bullets.get("verification"),
+        fix_rate=fix_rate,
+        version_table=tuple(rows),
+        conditions=conditions,
+        claims=tuple(claims),
+        origin=origin,
+        source_text=text,
+        document_text=text,
+    )
+
+
+# -- format 2: the scraped error page -----------------------------------------------------
+
+_SCRAPED_SECTIONS = (
+    "Error message",
+    "What it means",
+    "Source",
+    "Solutions",
+    "Example fix",
+    "When it happens",
+    "Related errors",
+)
+_DOMAINS = {"pytorch-lightning": "lightning", "lightning": "lightning", "pytorch": "pytorch"}
+
+
+def parse_scraped(text: str, path: str | Path) -> Scaffold:
+    lines = text.splitlines()
+    head = re.match(r"^([\w.-]+)/([\w.-]+) · error · ([\w.]+)\s*$", lines[0] if lines else "")
+    if not head:
+        raise DocumentError(path, "no first line '<org>/<repo> · error · <ExceptionType>'", 1)
+    org, repo, exc_type = head.groups()
+    sections: dict[str, tuple[int, list[str]]] = {}
+    current = None
+    for number, line in enumerate(lines[1:], 2):
+        if line.strip() in _SCRAPED_SECTIONS and line == line.strip():
+            current = line.strip()
+            if current not in sections:  # a page may repeat a tail; the first one counts
+                sections[current] = (number, [])
+            else:
+                current = None
+        elif current is not None:
+            sections[current][1].append(line)
+    for required in ("Error message", "Solutions"):
+        if required not in sections:
+            raise DocumentError(path, f"no '{required}' section")
+    message = next((ln.strip() for ln in sections["Error message"][1] if ln.strip()), "")
+    if not message:
+        raise DocumentError(
+            path, "the 'Error message' section is empty", sections["Error message"][0]
+        )
+    claims: list[Claimed] = []
+    start, body = sections["Solutions"]
+    for line in body:
+        m = re.match(r"^(\d+)\.\s+(.+)$", line.strip())
+        if m:
+            n = int(m.group(1))
+            claims.append(Claimed(f"solution{n}", "workaround", f"solution {n}", None, m.group(2)))
+    if not claims:
+        raise DocumentError(path, "the 'Solutions' section has no numbered item", start)
+    if "Example fix" in sections and any(ln.strip() for ln in sections["Example fix"][1]):
+        claims.append(
+            Claimed("example-fix", "workaround", "example fix", None, "the document's Example fix")
+        )
+    origin: dict[str, Any] = {
+        "format": "scraped",
+        "domain": _DOMAINS.get(repo.lower(), repo.lower()),
+    }
+    if "Source" in sections:
+        thrown = next(
+            (
+                ln.strip()[len("Thrown at ") :]
+                for ln in sections["Source"][1]
+                if ln.strip().startswith("Thrown at ")
+            ),
+            None,
+        )
+        if thrown:
+            origin["thrown_at"] = thrown
+    if "Related errors" in sections:
+        related = [ln.strip().lstrip("•").strip() for ln in sections["Related errors"][1]]
+        related = [r for r in related if r and not r.startswith("AI-assisted analysis")]
+        if related:
+            origin["related"] = related
+    m = re.search(r"Data as JSON: (\S+?)\.?\s", text)
+    if m:
+        origin["url"] = m.group(1)
+    conditions = []
+    if "When it happens" in sections:
+        for line in sections["When it happens"][1]:
+            if line.strip().startswith(("Trigger:", "Common situations:")):
+                conditions.append(line.strip())
+    verification = "ai_generated" if "AI-assisted analysis" in text else None
+    domain = origin["domain"]
+    return Scaffold(
+        format="scraped",
+        entry_id=f"{domain}/{slugify(message)}",
+        title=f"{exc_type}: {message}",
+        exc_type=exc_type,
+        message=escape(message.rstrip().rstrip(".")),
+        type_named=True,
+        verification=verification,
+        claims=tuple(claims),
+        conditions=tuple(conditions),
+        origin=origin,
+        source_text=text,
+        document_text=text,
+    )
+
+
+# -- format 3: the deadends.dev JSON record -----------------------------------------------
+
+
+def _get(data: Any, dotted: str, path: str | Path, kinds: type | tuple[type, ...]) -> Any:
+    value = data
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise DocumentError(path, f"no '{dotted}' field")
+        value = value[part]
+    if (
+        not isinstance(value, kinds)
+        or isinstance(value, bool)
+        and bool not in (kinds if isinstance(kinds, tuple) else (kinds,))
+    ):
+        raise DocumentError(path, f"'{dotted}' must be {kinds}, got {value!r}")
+    return value
+
+
+def _rate(value: Any, path: str | Path, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise DocumentError(path, f"'{what}' must be a fraction between 0 and 1, got {value!r}")
+    return float(value)
+
+
+def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise DocumentError(path, f"not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise DocumentError(path, "a deadends.dev record is a JSON object")
+    doc_id = _get(data, "id", path, str)
+    if not re.match(r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)+$", doc_id):
+        raise DocumentError(path, f"'id' {doc_id!r} is not '<domain>/<slug>/<env>'")
+    url = _get(data, "url", path, str)
+    signature = _get(data, "error.signature", path, str)
+    regex = _get(data, "error.regex", path, str)
+    try:
+        re.compile(regex)
+    except re.error as exc:
+        raise DocumentError(
+            path, f"'error.regex' is not a valid regular expression: {exc}"
+        ) from exc
+    exc_type, message, named = _split_type(signature)
+    runtime = _get(data, "environment.runtime.name", path, str)
+    version_range = _get(data, "environment.runtime.version_range", path, str)
+    fix_rate = _rate(
+        _get(data, "verdict.fix_success_rate", path, (int, float)), path, "verdict.fix_success_rate"
+    )
+    claims: list[Claimed] = []
+    for key, kind, ref, rate_key in (
+        ("workarounds", "workaround", "workaround", "success_rate"),
+        ("dead_ends", "dead_end", "dead end", "fail_rate"),
+    ):
+        items = _get(data, key, path, list)
+        for n, item in enumerate(items, 1):
+            if not isinstance(item, dict) or rate_key not in item:
+                raise DocumentError(path, f"'{key}[{n - 1}]' has no '{rate_key}'")
+            rate = _rate(item[rate_key], path, f"{key}[{n - 1}].{rate_key}")
+            name = f"{kind.replace('_', '')}{n}"
+            claims.append(
+                Claimed(
+                    name, kind, f"{ref} {n}", rate, f"{TODO}: {ref} {n} of {url}, in your own words"
+                )
+            )
+    package = {"pytorch": "torch", "torch": "torch", "lightning": "lightning"}.get(runtime, runtime)
+    rows = ()
+    if version_range.strip():
+        spec = version_range if version_range[0].isalpha() else f"{package}{version_range}"
+        rows = ((spec.replace(" ", ""), "active", None, None),)
+    origin: dict[str, Any] = {"format": "deadends-json", "id": doc_id, "url": url}
+    flat = {
+        "schema_version": data.get("schema_version"),
+        "domain": data["error"].get("domain"),
+        "category": data["error"].get("category"),
+        "first_seen": data["error"].get("first_seen"),
+        "last_confirmed": data["error"].get("last_confirmed"),
+        "runtime": runtime,
+        "version_range": version_range,
+        "os": data["environment"].get("os"),
+        "resolvable": (data.get("verdict") or {}).get("resolvable"),
+        "confidence": (data.get("verdict") or {}).get("confidence"),
+        "review_status": (data.get("metadata") or {}).get("review_status"),
+        "generated_by": (data.get("metadata") or {}).get("generated_by"),
+        "evidence_count": (data.get("metadata") or {}).get("evidence_count"),
+    }
+    origin.update({k: v for k, v in flat.items() if v not in (None, "")})
+    related = (data.get("transition_graph") or {}).get("frequently_confused_with") or []
+    if related:
+        origin["related"] = [str(r) for r in related]
+    origin["message"] = signature
+    title = signature
+    document = (
+        f"# {title}\n\n"
+        f"Source: [{doc_id}]({url}) (deadends.dev, review status "
+        f"{origin.get('review_status', 'unknown')}). Its text is not copied here: the facts "
+        "(signature, regex, version range, every rate) are in entry.yaml.\n\n"
+        f"{TODO}: what the error means and when it happens, in your own words.\n\n"
+    )
+    source = (
+        f"deadends.dev record `{doc_id}`: {url}\n\n"
+        "Not copied (third-party prose). The facts `harness new` read from it are in "
+        "entry.yaml (`origin`, `claims`, the variants' claimed rates).\n"
+    )
+    return Scaffold(
+        format="deadends-json",
+        entry_id="deadends/" + doc_id,
+        title=title,
+        exc_type=exc_type,
+        message=regex,
+        type_named=named,
+        verification=origin.get("review_status"),
+        fix_rate=fix_rate,
+        version_table=rows,
+        claims=tuple(claims),
+        origin=origin,
+        source_text=source,
+        document_text=document,
+    )
+
+
+# -- dispatch -----------------------------------------------------------------------------
+
+
+def detect_format(text: str) -> str | None:
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        return "deadends-json"
+    first = stripped.splitlines()[0] if stripped else ""
+    if " · error · " in first:
+        return "scraped"
+    if first.startswith("# "):
+        return "markdown"
+    return None
+
+
+def parse_document(text: str, path: str | Path, fmt: str | None = None) -> Scaffold:
+    fmt = fmt or detect_format(text)
+    if fmt == "deadends-json":
+        return parse_deadends_json(text, path)
+    if fmt == "scraped":
+        return parse_scraped(text, path)
+    if fmt == "markdown":
+        return parse_markdown(text, path)
+    raise DocumentError(
+        path,
+        "unknown document format: expected a JSON record ('{'), a scraped page "
+        "('<org>/<repo> · error · <Type>') or a Markdown entry ('# <Type>: <message>') "
+        "on the first line",
+        1,
+    )
+
+
+# -- writing ------------------------------------------------------------------------------
+
+
+def _q(value: Any) -> str:
+    """A YAML scalar: JSON's double-quoted strings are valid YAML."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def render_entry_yaml(s: Scaffold, entry_id: str) -> str:
+    out = [
+        f"# scaffolded by `python -m harness new` from a {s.format} document; see",
+        "# docs/entry-format.md for every key. Write repro.py, then `python -m harness check`.",
+        f"id: {entry_id}",
+        f"title: {_q(s.title)}",
+        "source: source.md",
+        "document: document.md",
+        "repro: repro.py",
+        "signature:",
+    ]
+    if not s.type_named:
+        out.append(
+            f"  # {TODO}: the document names no exception type; 'Exception' matches any raised one"
+        )
+    out += [f"  type: {_q(s.exc_type)}", f"  message: {_q(s.message)}", "claims:"]
+    out.append(f"  verification: {_q(s.verification)}")
+    out.append(f"  fix_rate: {_q(s.fix_rate)}")
+    if s.version_table:
+        out.append("  version_table:")
+        for spec, status, intro, dep in s.version_table:
+            out.append(
+                f"    - {{spec: {_q(spec)}, status: {_q(status)}, introduced: {_q(intro)}, "
+                f"deprecated: {_q(dep)}}}"
+            )
+    else:
+        out.append("  version_table: []")
+    if s.conditions:
+        out.append("  conditions:")
+        out += [f"    - {_q(c)}" for c in s.conditions]
+    else:
+        out.append("  conditions: []")
+    out.append("origin:")
+    for key, value in s.origin.items():
+        if isinstance(value, list):
+            out.append(f"  {key}:")
+            out += [f"    - {_q(v)}" for v in value]
+        else:
+            out.append(f"  {key}: {_q(value)}")
+    out.append("variants:")
+    out += [
+        "  - name: baseline",
+        "    kind: baseline",
+        f"    description: {_q(TODO + ': the smallest program that raises the documented error')}",
+    ]
+    for c in s.claims:
+        out += [f"  - name: {c.name}", f"    kind: {c.kind}"]
+        claim = f"{{ref: {_q(c.ref)}" + (f", rate: {_q(c.rate)}}}" if c.rate is not None else "}")
+        out.append(f"    claim: {claim}")
+        out.append(f"    description: {_q(c.text)}")
+    out += [
+        "  - name: control",
+        "    kind: control",
+        f"    description: {_q(TODO + ': the same program without the cause; must be ok wherever it runs')}",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def render_repro(s: Scaffold, entry_id: str, names: Sequence[tuple[str, str]]) -> str:
+    variants = "\n".join(f"    {_q(n)}: {_q(d)}," for n, d in names)
+    not_written = "\n".join(f"    {_q(n)}," for n, _ in names)
+    title = s.title.replace('"""', "'''").replace("\\", "/")
+    if len(title) > 80:
+        title = title[:77] + "..."
+    return f'''"""Reproducer: "{title}" ({entry_id}).
+
+{TODO}: what this reproducer does, in a few lines.
+
+    python repro.py --list
+    python repro.py --variant baseline --device cpu --precision fp32
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
+sys.path.insert(
+    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
+)
+from reprokit import (  # noqa: E402, F401  (use what the variants need; drop the rest)
+    NotWritten,
+    Unsupported,
+    autocast,
+    autocast_dtype,
+    check_variant,
+    finite,
+    main,
+    moved,
+)
+
+# reprokit:end
+
+VARIANTS = {{
+{variants}
+}}
+# Variants whose code is not written yet: the harness never runs them and never counts them.
+# Remove a name once its branch in run() is written.
+NOT_WRITTEN = [
+{not_written}
+]
+
+
+def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
+    check_variant(variant, VARIANTS, NOT_WRITTEN)
+    dtype = autocast_dtype(device, precision)  # Unsupported where autocast cannot run it
+    torch.manual_seed(0)
+    # One branch per variant. Raise Unsupported (before the behaviour under test) when this
+    # cell cannot express the variant's intent; return postconditions that can fail, e.g.
+    #     return {{"loss_finite": finite(losses), "params_moved": moved(before, params)}}
+    raise NotWritten("variant %r has no branch in run() (autocast dtype %s)" % (variant, dtype))
+
+
+if __name__ == "__main__":
+    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN))
+'''
+
+
+def write_scaffold(
+    s: Scaffold, repros_dir: Path, entry_id: str | None = None
+) -> tuple[Path, list[Path]]:
+    """Create repros/<id>/ with its four files; refuses if the folder exists."""
+    entry_id = entry_id or s.entry_id
+    from harness.spec.entries import ID_PATTERN
+
+    if not ID_PATTERN.match(entry_id) or ".." in entry_id.split("/"):
+        raise DocumentError(
+            repros_dir, f"entry id {entry_id!r} must match {ID_PATTERN.pattern} (pass --id)"
+        )
+    folder = repros_dir / entry_id
+    if folder.exists():
+        raise FileExistsError(f"{folder} exists; `new` never overwrites (remove it or pass --id)")
+    names = [("baseline", "the documented error")]
+    names += [
+        (c.name, f"{c.ref}" + (f" ({c.rate:.0%} claimed)" if c.rate is not None else ""))
+        for c in s.claims
+    ]
+    names.append(("control", "the same program without the cause"))
+    folder.mkdir(parents=True)
+    files = {
+        "entry.yaml": render_entry_yaml(s, entry_id),
+        "source.md": s.source_text,
+        "document.md": s.document_text.rstrip("\n") + "\n\n" + _markers(),
+        "repro.py": render_repro(s, entry_id, names),
+    }
+    written = []
+    for name, text in files.items():
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return folder, written

@@ -1,0 +1,598 @@
+"""Target environments: one virtualenv per environment id, built with uv from one cache.
+
+An environment is named by its id and fingerprinted by what was asked of it (interpreter,
+requirements, local wheel folders, this module's format). It is reused while the
+fingerprint is unchanged and its health check passes; a failed or interrupted build is
+deleted, never used. What was really installed is recorded beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
+
+from harness.atomic import write_atomically
+from harness.spec.matrix import Environment
+
+__all__ = [
+    "PROBE_FACTS",
+    "STANDIN_VAR",
+    "BuiltEnv",
+    "EnvBackend",
+    "EnvFailed",
+    "EnvSpec",
+    "ExistingBackend",
+    "Found",
+    "MatrixBackend",
+    "ProbeResult",
+    "Prober",
+    "UvBackend",
+    "find_interpreter",
+    "fingerprint",
+    "run_probe",
+    "Pruned",
+    "prune_environments",
+]
+
+FORMAT = 1  # bump when the layout of an environment folder changes
+MARKER = "harness-env.json"
+CHILD = Path(__file__).parents[1] / "inenv" / "child.py"
+INSTALL_TIMEOUT_S = 1800
+# Testing the harness itself: install a small stand-in package instead of torch and
+# lightning, e.g. HARNESS_STANDIN="six=={torch}" builds six at each row's torch version
+# (a version that does not exist makes an environment that cannot be built). The health
+# check imports the stand-in instead; the environment id, the cells and the records are
+# unchanged. In an existing interpreter, the stand-in's version names the axis of its
+# placeholder (six 1.16.0 for "six=={torch}": torch1.16.0); an axis without a stand-in
+# is named "0". Never set in a real run.
+STANDIN_VAR = "HARNESS_STANDIN"
+
+
+@dataclass(frozen=True)
+class BuiltEnv:
+    env: Environment
+    path: Path
+    python: Path  # the venv's interpreter
+    installed: dict[str, str] = field(default_factory=dict)  # name -> version (freeze)
+    probe: dict[str, str] = field(default_factory=dict)  # versions seen by importing them
+    reused: bool = False
+    seconds: float = 0.0
+    # runs get `python -I`; an existing interpreter keeps its PYTHONPATH and user site,
+    # which may be where its torch comes from
+    isolated: bool = True
+    # what the health check imports (lists of alternatives): what a warm worker preloads
+    imports: tuple[tuple[str, ...], ...] = (("torch",), ("lightning", "pytorch_lightning"))
+
+    def versions(self) -> dict[str, str]:
+        """The probe's versions, without its facts (those go to provenance and prechecks)."""
+        return {k: v for k, v in self.probe.items() if k not in PROBE_FACTS}
+
+
+class EnvFailed(Exception):
+    """The environment could not be built or does not import; str() is the reason."""
+
+
+# Another way to run the health check: (interpreter, imports) -> what it found. The warm
+# worker is one: its imports are the check, so an environment is imported once, not twice.
+Prober = Callable[[Path, tuple[tuple[str, ...], ...]], "ProbeResult"]
+
+
+class EnvBackend(Protocol):
+    def ensure(self, env: Environment, prober: Prober | None = None) -> BuiltEnv: ...
+
+
+def _python_version(exe: str | Path) -> str | None:
+    try:
+        out = subprocess.run(
+            [str(exe), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def interpreter_candidates(version: str) -> list[Path]:
+    """Where an interpreter for ``version`` ("3.10") may live, best first. Never downloads."""
+    found: list[Path] = []
+    on_path = shutil.which(f"python{version}")
+    if on_path:
+        found.append(Path(on_path))
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    found += sorted(
+        (pyenv_root / "versions").glob(f"{version}.*/bin/python{version}"), reverse=True
+    )
+    uv_root = Path(os.environ.get("UV_PYTHON_INSTALL_DIR", Path.home() / ".local/share/uv/python"))
+    found += sorted(uv_root.glob(f"cpython-{version}.*/bin/python{version}"), reverse=True)
+    for prefix in ("/usr/bin", "/usr/local/bin"):
+        found.append(Path(prefix) / f"python{version}")
+    return found
+
+
+def find_interpreter(version: str, candidates: Iterable[Path] | None = None) -> Path:
+    looked = []
+    for exe in candidates if candidates is not None else interpreter_candidates(version):
+        looked.append(str(exe))
+        if exe.is_file() and _python_version(exe) == version:
+            return exe
+    raise EnvFailed(
+        f"no Python {version} interpreter found (looked in PATH, pyenv and uv-managed "
+        f"pythons: {', '.join(looked) or 'nothing'}); install one, e.g. `pyenv install {version}`"
+    )
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What to build: the installer's view of an environment."""
+
+    name: str  # folder name, e.g. the environment id
+    python: str  # "3.10"
+    requirements: tuple[str, ...]
+    find_links: tuple[str, ...] = ()
+    # modules the health check must import; each item lists alternatives (first that imports)
+    imports: tuple[tuple[str, ...], ...] = (("torch",), ("lightning", "pytorch_lightning"))
+
+    @classmethod
+    def of(cls, env: Environment, standin: str | None = None) -> EnvSpec:
+        if not standin:
+            return cls(env.id, env.python, env.requirements(), env.find_links)
+        reqs = tuple(
+            r.replace("{torch}", env.torch).replace("{lightning}", env.lightning)
+            for r in standin.split()
+        )
+        modules = tuple((Requirement(r).name.replace("-", "_"),) for r in reqs)
+        return cls(env.id, env.python, (*reqs, *env.pins), env.find_links, imports=modules)
+
+
+def fingerprint(spec: EnvSpec, interpreter: Path) -> str:
+    existing_links = [p for p in spec.find_links if Path(p).is_dir()]
+    payload = {
+        "format": FORMAT,
+        "interpreter": str(interpreter),
+        "requirements": list(spec.requirements),
+        "find_links": existing_links,
+        "imports": [list(i) for i in spec.imports],
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _tail(text: str, limit: int = 3000) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def _installer_reason(stderr: str) -> str:
+    """The installer's own words, without uv's progress noise."""
+    lines = [
+        ln
+        for ln in stderr.splitlines()
+        if ln.strip()
+        and not re.match(
+            r"^\s*(Resolved|Prepared|Installed|Uninstalled|Audited|Downloading|Downloaded|Built|Building) ",
+            ln,
+        )
+    ]
+    return _tail("\n".join(lines))
+
+
+# Runs inside the environment (Python 3.7+, standard library and what it imports): which
+# of the wanted modules import, their versions, and what torch sees of CUDA
+# (child.probe_report, which a warm worker also answers). It runs in a process of its own,
+# so initialising CUDA here never touches the harness's processes.
+PROBE = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import child
+print("HARNESS-PROBE " + json.dumps(child.probe_report(json.loads(sys.argv[2]))))
+"""
+
+# Facts about the environment that the probe finds beside the versions: used to decide
+# what can run (harness/envs/capabilities.py) and recorded as provenance, not as versions.
+PROBE_FACTS = frozenset(
+    {
+        "cuda_available",
+        "cuda_arch_list",
+        "compute_capability",
+        "bf16_supported",
+        "device_count",
+        "cuda_driver_api",
+        "torch_hip",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What one interpreter has: versions and facts, and the wanted modules that failed."""
+
+    seen: dict[str, str]
+    missing: dict[str, str]  # "torch" or "lightning/pytorch_lightning" -> its import error
+
+
+def run_probe(
+    python: Path,
+    imports: tuple[tuple[str, ...], ...],
+    timeout: float = 300,
+    isolated: bool = True,
+) -> ProbeResult:
+    """Import the wanted modules in ``python`` and report; EnvFailed if it cannot even run."""
+    names = " and ".join("/".join(i) for i in imports)
+    flags = ["-I"] if isolated else []
+    try:
+        out = subprocess.run(
+            [str(python), *flags, "-c", PROBE, str(CHILD.parent), json.dumps(imports)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise EnvFailed(f"health check timed out after {timeout:.0f} s importing {names}") from exc
+    except OSError as exc:
+        raise EnvFailed(f"{python} does not run: {exc}") from exc
+    for line in out.stdout.splitlines():
+        if line.startswith("HARNESS-PROBE "):
+            data = json.loads(line[len("HARNESS-PROBE ") :])
+            seen = {str(k): str(v) for k, v in data["versions"].items()}
+            return ProbeResult(seen, {str(k): str(v) for k, v in data["missing"].items()})
+    raise EnvFailed(f"health check failed: {names} do not import:\n{_tail(out.stderr)}")
+
+
+def probe(
+    python: Path,
+    imports: tuple[tuple[str, ...], ...],
+    timeout: float = 300,
+    prober: Prober | None = None,
+) -> dict[str, str]:
+    """Import the environment's packages in it and return the versions that really loaded."""
+    result = prober(python, imports) if prober else run_probe(python, imports, timeout)
+    if result.missing:
+        names = " and ".join(result.missing)
+        errors = "\n".join(f"{k}: {v}" for k, v in result.missing.items())
+        raise EnvFailed(f"health check failed: {names} do not import:\n{errors}")
+    return result.seen
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released by close, also when this process dies
+        yield
+    finally:
+        os.close(fd)
+
+
+class UvBackend:
+    """Builds environments with uv under ``root`` (one folder per environment id)."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        uv: str | None = None,
+        cache_dir: str | None = None,
+        standin: str | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.uv = uv or shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+        self.cache_dir = cache_dir  # None: uv's shared default cache (hardlinks from it)
+        self.standin = standin  # see STANDIN_VAR; None in real runs
+
+    def _uv(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = dict(os.environ)
+        if self.cache_dir:
+            env["UV_CACHE_DIR"] = self.cache_dir
+        env.pop("VIRTUAL_ENV", None)
+        try:
+            return subprocess.run(
+                [self.uv, *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=INSTALL_TIMEOUT_S,
+                check=False,
+            )
+        except FileNotFoundError as exc:
+            raise EnvFailed(
+                f"uv not found ({self.uv}); install the harness with its dependencies"
+            ) from exc
+        except subprocess.TimeoutExpired as exc:
+            raise EnvFailed(f"uv {args[0]} ran past {INSTALL_TIMEOUT_S} s") from exc
+
+    def ensure(self, env: Environment, prober: Prober | None = None) -> BuiltEnv:
+        return self.ensure_spec(EnvSpec.of(env, self.standin), env, prober)
+
+    def ensure_spec(
+        self, spec: EnvSpec, env: Environment, prober: Prober | None = None
+    ) -> BuiltEnv:
+        # two runs on one machine share environments: one builds, the other waits and reuses
+        with _exclusive(self.root / f"{spec.name}.lock"):
+            return self._ensure_locked(spec, env, prober)
+
+    def _ensure_locked(self, spec: EnvSpec, env: Environment, prober: Prober | None) -> BuiltEnv:
+        started = time.monotonic()
+        interpreter = find_interpreter(spec.python)
+        fp = fingerprint(spec, interpreter)
+        path = self.root / spec.name
+        python = path / "bin" / "python"
+        marker = path / MARKER
+        if marker.is_file():
+            try:
+                meta = json.loads(marker.read_text())
+            except ValueError:
+                meta = {}
+            if meta.get("fingerprint") == fp and python.exists():
+                try:
+                    seen = probe(python, spec.imports, prober=prober)
+                except EnvFailed:
+                    seen = None  # unhealthy: rebuilt below
+                if seen is not None:
+                    return BuiltEnv(
+                        env,
+                        path,
+                        python,
+                        meta.get("installed", {}),
+                        seen,
+                        True,
+                        time.monotonic() - started,
+                        imports=spec.imports,
+                    )
+        # no marker, another fingerprint, or unhealthy: never reuse, build afresh
+        shutil.rmtree(path, ignore_errors=True)
+        try:
+            return self._build(spec, env, interpreter, fp, path, python, started, prober)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)  # a half-built env is never left to be reused
+            raise
+
+    def _build(
+        self,
+        spec: EnvSpec,
+        env: Environment,
+        interpreter: Path,
+        fp: str,
+        path: Path,
+        python: Path,
+        started: float,
+        prober: Prober | None = None,
+    ) -> BuiltEnv:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        made = self._uv("venv", "--quiet", "--python", str(interpreter), str(path))
+        if made.returncode != 0:
+            raise EnvFailed(f"uv venv failed:\n{_installer_reason(made.stderr)}")
+        args = ["pip", "install", "--python", str(python), "--link-mode", "hardlink"]
+        for links in spec.find_links:
+            if Path(links).is_dir():
+                args += ["--find-links", links]
+        installed = self._uv(*args, *spec.requirements)
+        if installed.returncode != 0:
+            raise EnvFailed(
+                f"uv pip install {' '.join(spec.requirements)} failed:\n"
+                f"{_installer_reason(installed.stderr)}"
+            )
+        seen = probe(python, spec.imports, prober=prober)
+        frozen = self._uv("pip", "freeze", "--python", str(python))
+        versions = {}
+        for line in frozen.stdout.splitlines():
+            if "==" in line:
+                name, _, version = line.partition("==")
+                versions[name.strip().lower()] = version.strip()
+        meta = {
+            "fingerprint": fp,
+            "env": spec.name,
+            "interpreter": str(interpreter),
+            "requirements": list(spec.requirements),
+            "installed": versions,
+            "probe": seen,
+        }
+        # the marker is written last: its presence means the build completed
+        write_atomically(path / MARKER, json.dumps(meta, indent=1, sort_keys=True).encode())
+        return BuiltEnv(
+            env,
+            path,
+            python,
+            versions,
+            seen,
+            False,
+            time.monotonic() - started,
+            imports=spec.imports,
+        )
+
+
+# --- existing interpreters: nothing installed, everything probed ----------------------------
+
+_REAL_ROLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("torch", ("torch",)),
+    ("lightning", ("lightning", "pytorch_lightning")),
+)
+MISSING = "none"  # the version an axis is named by when its package does not import
+
+
+@dataclass(frozen=True)
+class Found:
+    """An existing interpreter, named by what it has."""
+
+    env: Environment  # versions as found; MISSING where torch or lightning does not import
+    seen: dict[str, str]  # the probe: versions and CUDA facts
+    problem: str  # "" when it can run cells; else why not (its cells are env_failed)
+    seconds: float
+
+
+def _public(version: str) -> str:
+    """ "2.4.1+cu121" -> "2.4.1": the id names the release; the record keeps the build."""
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version
+
+
+class ExistingBackend:
+    """Runs cells in interpreters that are already set up (``run --python``, or a matrix row
+    with ``interpreter:``): installs nothing, probes torch, lightning and CUDA, and names the
+    environment by what it found."""
+
+    def __init__(self, standin: str | None = None) -> None:
+        self.standin = standin  # see STANDIN_VAR; None in real runs
+        self._found: dict[str, Found] = {}
+
+    def roles(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """(axis, modules that may provide it): torch and lightning, or their stand-ins."""
+        if not self.standin:
+            return _REAL_ROLES
+        roles = []
+        for text in self.standin.split():
+            module = Requirement(re.sub(r"\{\w+\}", "0", text)).name.replace("-", "_")
+            for axis in ("torch", "lightning"):
+                if "{" + axis + "}" in text:
+                    roles.append((axis, (module,)))
+        return tuple(roles)
+
+    def inspect(self, python: str | os.PathLike[str]) -> Found:
+        key = os.path.abspath(python)
+        if key not in self._found:
+            self._found[key] = self._inspect(Path(key))
+        return self._found[key]
+
+    def _inspect(self, python: Path) -> Found:
+        started = time.monotonic()
+        roles = self.roles()
+        try:
+            result = run_probe(python, tuple(m for _, m in roles), isolated=False)
+        except EnvFailed as exc:
+            seen: dict[str, str] = {}
+            missing = {"python": str(exc)}
+        else:
+            seen, missing = result.seen, result.missing
+        version = seen.get("python") or _python_version(python) or "unknown"
+        names = {"torch": "0", "lightning": "0"}  # axes without a stand-in (tests only)
+        for axis, modules in roles:
+            loaded = next((seen[m] for m in modules if m in seen), None)
+            names[axis] = _public(loaded) if loaded else MISSING
+        env = Environment(
+            python=".".join(version.split(".")[:2]),
+            torch=names["torch"],
+            lightning=names["lightning"],
+            interpreter=str(python),
+        )
+        parts = []
+        for axis, modules in roles:
+            key = "/".join(modules)
+            if key in missing:
+                label = f"{key} (standing in for {axis})" if self.standin else key
+                parts.append(f"{label} does not import: {missing.pop(key)}")
+        parts += missing.values()  # the interpreter itself did not run the probe
+        problem = ""
+        if parts:
+            problem = (
+                f"{python} (Python {version}): {'; '.join(parts)}; "
+                "nothing is installed into an existing interpreter"
+            )
+        return Found(env, seen, problem, time.monotonic() - started)
+
+    def ensure(self, env: Environment, prober: Prober | None = None) -> BuiltEnv:
+        # an existing interpreter is probed once per run by inspect(), not by ``prober``
+        if not env.interpreter:
+            raise EnvFailed(f"{env.id} names no interpreter")
+        python = Path(env.interpreter)
+        found = self.inspect(python)
+        if found.problem:
+            raise EnvFailed(found.problem)
+        if found.env.id != env.id:
+            raise EnvFailed(
+                f"{python} has {found.env.id} (torch {found.seen.get('torch')}), not {env.id}: "
+                "fix the interpreter's versions in matrix.yaml"
+            )
+        return BuiltEnv(
+            env,
+            python.parent.parent,
+            python,
+            probe=found.seen,
+            reused=True,
+            seconds=found.seconds,
+            isolated=False,
+            imports=tuple(modules for _, modules in self.roles()),
+        )
+
+
+class MatrixBackend:
+    """Each environment where it comes from: an existing interpreter, or built by uv."""
+
+    def __init__(self, uv: EnvBackend, existing: ExistingBackend) -> None:
+        self.uv = uv
+        self.existing = existing
+
+    def ensure(self, env: Environment, prober: Prober | None = None) -> BuiltEnv:
+        return (self.existing if env.interpreter else self.uv).ensure(env, prober)
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """An environment folder that `envs prune` removed (or would remove, with --dry-run)."""
+
+    name: str
+    path: Path
+    bytes: int  # its own blocks: files hardlinked from uv's cache count once, in the cache
+
+
+def _own_bytes(path: Path) -> int:
+    """Disk blocks a folder holds alone (a file with other hard links is shared, not counted)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if st.st_nlink == 1:
+                total += st.st_blocks * 512
+    return total
+
+
+def prune_environments(
+    root: str | os.PathLike[str], keep: Iterable[str], dry_run: bool = False
+) -> list[Pruned]:
+    """Remove the environment folders under ``root`` whose id is not in ``keep``.
+
+    Only folders the harness built are touched (they hold the completion marker, or are a
+    half-built folder beside its lock file); anything else under ``root`` is left alone. A
+    folder is removed under its lock, so an environment being built or reused by a running
+    harness is waited for, never pulled from under it.
+    """
+    base = Path(root)
+    wanted = set(keep)
+    removed: list[Pruned] = []
+    if not base.is_dir():
+        return removed
+    for path in sorted(base.iterdir()):
+        if not path.is_dir() or path.is_symlink() or path.name in wanted:
+            continue
+        lock = base / f"{path.name}.lock"
+        if not ((path / MARKER).is_file() or lock.is_file()):
+            continue
+        with _exclusive(lock):
+            size = _own_bytes(path)
+            if not dry_run:
+                shutil.rmtree(path)
+        if not dry_run:
+            lock.unlink(missing_ok=True)
+        removed.append(Pruned(path.name, path, size))
+    return removed

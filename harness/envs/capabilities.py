@@ -1,0 +1,141 @@
+"""Whether a cell can run in an environment, decided before a run is spent on it.
+
+The facts come from the environment's probe (harness/envs/backends.py), which imports torch in a
+process of its own: the harness never initialises CUDA itself. Everything here is pure:
+facts in, a decision out, so each rule is tested with the arch lists and compute
+capabilities of real torch builds and GPUs.
+
+A CUDA cell is `skipped` when this machine or this torch has no CUDA at all (the axis is
+not available here), and `unsupported` when CUDA is there but cannot do what the cell
+asks: the GPU's compute capability has no kernel image in this torch build (every kernel
+launch would fail with "no kernel image is available for execution on the device"), or
+the GPU does not support bfloat16.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from harness.outcomes import Outcome
+
+__all__ = ["CudaFacts", "Decision", "has_kernel_image", "precheck"]
+
+Decision = tuple[Outcome, str]  # the outcome a cell gets without running, and why
+
+_ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)([af]?)$")
+
+
+@dataclass(frozen=True)
+class CudaFacts:
+    """What the probe saw of torch's CUDA; None where it could not tell."""
+
+    torch: str | None  # torch.__version__; None when torch was not imported (a stand-in)
+    cuda_build: str | None  # torch.version.cuda; None for a CPU-only build
+    hip_build: str | None  # torch.version.hip (ROCm builds answer torch.cuda too)
+    available: bool  # torch.cuda.is_available()
+    gpu: str = ""  # torch.cuda.get_device_name(0)
+    capability: tuple[int, int] | None = None  # torch.cuda.get_device_capability(0)
+    arch_list: tuple[str, ...] = ()  # torch.cuda.get_arch_list(), e.g. ("sm_80", "sm_90")
+    bf16: bool | None = None  # torch.cuda.is_bf16_supported()
+
+    @classmethod
+    def from_probe(cls, probe: Mapping[str, str]) -> CudaFacts:
+        def text(key: str) -> str | None:
+            value = probe.get(key)
+            return None if value in (None, "", "None", "none") else value
+
+        capability = None
+        cap = text("compute_capability")
+        if cap and re.fullmatch(r"\d+\.\d+", cap):
+            major, minor = cap.split(".")
+            capability = (int(major), int(minor))
+        bf16 = text("bf16_supported")
+        return cls(
+            torch=text("torch"),
+            cuda_build=text("torch_cuda"),
+            hip_build=text("torch_hip"),
+            available=probe.get("cuda_available") == "True",
+            gpu=probe.get("gpu", ""),
+            capability=capability,
+            arch_list=tuple((text("cuda_arch_list") or "").split()),
+            bf16=None if bf16 is None else bf16 == "True",
+        )
+
+
+def has_kernel_image(capability: tuple[int, int], arch_list: tuple[str, ...]) -> bool | None:
+    """Whether a build with these architectures runs kernels on a GPU of this capability.
+
+    A cubin for sm_XY runs on capability X.y with y >= Y (binary compatible within a major
+    version); sm_XYa only on X.Y itself; sm_XYf on the X family from X.Y on; PTX
+    (compute_XY) is compiled by the driver for any capability >= X.Y. None: cannot tell
+    (no list, or architectures this rule does not know, such as ROCm's gfx names).
+    """
+    if not arch_list:
+        return None
+    major, minor = capability
+    known = False
+    for arch in arch_list:
+        m = _ARCH.match(arch)
+        if m is None:
+            continue
+        known = True
+        kind, arch_major, arch_minor, suffix = (
+            m.group(1),
+            int(m.group(2)),
+            int(m.group(3)),
+            m.group(4),
+        )
+        if kind == "compute":
+            if (major, minor) >= (arch_major, arch_minor):
+                return True
+        elif suffix == "a":
+            if (major, minor) == (arch_major, arch_minor):
+                return True
+        elif major == arch_major and minor >= arch_minor:
+            return True
+    return False if known else None
+
+
+def _sm(capability: tuple[int, int]) -> str:
+    return f"sm_{capability[0]}{capability[1]}"
+
+
+def precheck(device: str, precision: str, facts: CudaFacts) -> Decision | None:
+    """The outcome a cell gets without running, or None when it should run."""
+    if device != "cuda":
+        return None
+    if facts.torch is None:
+        return Outcome.SKIPPED, "no CUDA here: torch was not imported (a stand-in environment)"
+    if facts.cuda_build is None and facts.hip_build is None:
+        return Outcome.SKIPPED, (
+            f"no CUDA here: torch {facts.torch} is a CPU-only build (torch.version.cuda is None)"
+        )
+    if not facts.available:
+        return Outcome.SKIPPED, (
+            "no CUDA device here (torch.cuda.is_available() is False; "
+            f"torch built with CUDA {facts.cuda_build or facts.hip_build})"
+        )
+    gpu = facts.gpu or "the GPU"
+    if facts.capability is not None and facts.hip_build is None:
+        runs = has_kernel_image(facts.capability, facts.arch_list)
+        if runs is False:
+            cap = facts.capability
+            return Outcome.UNSUPPORTED, (
+                f"{gpu} has compute capability {cap[0]}.{cap[1]} ({_sm(cap)}); torch "
+                f"{facts.torch} (CUDA {facts.cuda_build}) has kernels for "
+                f"{' '.join(facts.arch_list)} only: every CUDA kernel would fail with "
+                "'no kernel image is available for execution on the device'"
+            )
+    if precision == "bf16" and facts.bf16 is False:
+        where = f"{gpu}" + (
+            f" (compute capability {facts.capability[0]}.{facts.capability[1]})"
+            if facts.capability
+            else ""
+        )
+        return Outcome.UNSUPPORTED, (
+            f"{where} does not support bfloat16 in torch {facts.torch} "
+            "(torch.cuda.is_bf16_supported() is False)"
+        )
+    return None

@@ -1,0 +1,222 @@
+"""One job -> one Record: the child's own verdict, or the exit status when it left none."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal as signals
+from typing import Any
+
+from harness.envs.backends import CHILD, BuiltEnv
+from harness.execute.plan import Job
+from harness.execute.proc import ChildResult, ProcessGroups, run_isolated
+from harness.execute.warm import Refused, WarmWorker
+from harness.outcomes import Outcome
+from harness.store.records import Record
+from harness.store.validate import RecordRefused, validate_record
+
+__all__ = ["decided_record", "env_failed_record", "fallback", "record_of", "run_job"]
+
+CHILD_PROTOCOL = 2
+OOM_MARKERS = (
+    "MemoryError",
+    "std::bad_alloc",
+    "Cannot allocate memory",
+    "can't allocate memory",
+    "out of memory",
+)
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def job_file(job: Job, memory_limit_mb: int) -> dict[str, Any]:
+    v = job.variant
+    return {
+        "protocol": CHILD_PROTOCOL,
+        "repro": str(job.entry.repro),
+        "variant": v.name,
+        "device": job.cell.device,
+        "precision": job.cell.precision,
+        "signature": job.entry.signature.to_dict(),
+        "variant_signature": v.signature.to_dict() if v.signature else None,
+        "memory_limit_mb": memory_limit_mb,
+        "parent_pid": os.getpid(),  # the run ends itself if this process dies
+    }
+
+
+def fallback(child: ChildResult, timeout_s: float) -> tuple[Outcome, str]:
+    """Classify a child that left no result, from how it ended. Pure."""
+    if child.worker_failure:  # the warm worker that held the job died or hung
+        if child.timed_out:
+            return Outcome.TIMEOUT, (
+                f"{child.worker_failure}; ended after the {timeout_s:g} s limit "
+                "(the job's process group and the worker were killed)"
+            )
+        return Outcome.CRASHED, child.worker_failure
+    if child.timed_out:
+        return Outcome.TIMEOUT, (
+            f"ran past the {timeout_s:g} s limit; its process group was ended "
+            f"(SIGTERM, then SIGKILL)"
+        )
+    if child.signal is not None:
+        try:
+            name = signals.Signals(child.signal).name
+        except ValueError:
+            name = f"signal {child.signal}"
+        if child.signal == signals.SIGKILL and any(m in child.stderr_tail for m in OOM_MARKERS):
+            return Outcome.CRASHED, f"out of memory: killed by {name}"
+        return Outcome.CRASHED, f"killed by {name} without a Python exception"
+    if any(m in child.stderr_tail for m in OOM_MARKERS):
+        return Outcome.CRASHED, f"out of memory: exit status {child.exit_code} without a result"
+    if child.result_problem:
+        return Outcome.CRASHED, (
+            f"exit status {child.exit_code}; the run's result file was refused: "
+            f"{child.result_problem}"
+        )
+    return Outcome.CRASHED, f"exit status {child.exit_code} without a result"
+
+
+def _base(job: Job) -> dict[str, Any]:
+    return {
+        "entry": job.entry.id,
+        "variant": job.variant.name,
+        "kind": job.variant.kind,
+        "cell": job.cell.id,
+        "env": job.cell.env.id,
+        "device": job.cell.device,
+        "precision": job.cell.precision,
+        "trial": job.trial,
+    }
+
+
+def _from_result(res: dict[str, Any], env_versions: dict[str, str]) -> dict[str, Any]:
+    """The record fields a child's result file gives, as they are (validate_record judges
+    them): its warnings go under checks["_warnings"], its versions over the probe's."""
+    fields = {k: res[k] for k in ("outcome", "reason", "exception", "checks", "run_s") if k in res}
+    checks = fields.get("checks")
+    if checks is None:
+        fields["checks"] = checks = {}
+    if res.get("warnings") and isinstance(checks, dict):
+        fields["checks"] = {**checks, "_warnings": res["warnings"]}
+    found = res.get("versions")
+    if found is None:
+        fields["versions"] = dict(env_versions)
+    elif isinstance(found, dict):
+        fields["versions"] = {**env_versions, **found}
+    else:
+        fields["versions"] = found  # refused below, naming the field
+    if fields.get("exception") is None:
+        fields.pop("exception", None)
+    return fields
+
+
+def record_of(
+    job: Job,
+    child: ChildResult,
+    timeout_s: float,
+    provenance: dict[str, str],
+    started_at: str,
+    env_versions: dict[str, str],
+    isolation: str = "process",
+) -> Record:
+    """The run's record, every field through validate_record. A result file that breaks a
+    rule does not end the run: the job is ``crashed`` with the rule in its reason."""
+    common: dict[str, Any] = {
+        **_base(job),
+        "duration_s": child.duration_s,
+        "exit_code": child.exit_code,
+        "signal": child.signal,
+        "stdout_tail": child.stdout_tail,
+        "stderr_tail": child.stderr_tail,
+        "provenance": provenance,
+        "started_at": started_at,
+        "isolation": isolation,
+    }
+    res = child.result
+    if res is not None:
+        try:
+            return validate_record({**common, **_from_result(res, env_versions)})
+        except RecordRefused as exc:
+            outcome = Outcome.CRASHED
+            reason = f"the run's result file was refused: {exc}"
+    else:
+        outcome, reason = fallback(child, timeout_s)
+    return validate_record(
+        {**common, "outcome": outcome.value, "reason": reason, "versions": dict(env_versions)}
+    )
+
+
+def run_job(
+    job: Job,
+    built: BuiltEnv,
+    *,
+    timeout_s: float,
+    memory_limit_mb: int,
+    provenance: dict[str, str],
+    groups: ProcessGroups | None = None,
+    worker: WarmWorker | None = None,
+) -> Record:
+    """Run one job: forked from ``worker`` (isolation "fork") unless the variant asks for
+    a fresh interpreter or the worker refuses to fork, else in a fresh interpreter."""
+    started_at = now()
+    payload = job_file(job, memory_limit_mb)
+    child: ChildResult | None = None
+    isolation = "process"
+    if worker is not None and job.variant.isolation != "process" and worker.refusal is None:
+        ran = worker.run(payload, timeout_s, job.id)
+        if isinstance(ran, Refused):
+            started_at = now()
+        else:
+            child, isolation = ran, "fork"
+    if child is None:
+        child = run_isolated(
+            [str(built.python), *(["-I"] if built.isolated else []), str(CHILD)],
+            payload,
+            timeout_s,
+            groups=groups,
+        )
+    return record_of(job, child, timeout_s, provenance, started_at, built.versions(), isolation)
+
+
+def env_failed_record(
+    job: Job, reason: str, provenance: dict[str, str], isolation: str = "process"
+) -> Record:
+    return validate_record(
+        {
+            **_base(job),
+            "outcome": Outcome.ENV_FAILED.value,
+            "reason": reason,
+            "versions": {
+                "python_requested": job.cell.env.python,
+                "torch_requested": job.cell.env.torch,
+                "lightning_requested": job.cell.env.lightning,
+            },
+            "provenance": provenance,
+            "started_at": now(),
+            "isolation": isolation,
+        }
+    )
+
+
+def decided_record(
+    job: Job,
+    outcome: Outcome,
+    reason: str,
+    built: BuiltEnv,
+    provenance: dict[str, str],
+    isolation: str = "process",
+) -> Record:
+    """A cell decided before running (harness/envs/capabilities.py): skipped or unsupported."""
+    return validate_record(
+        {
+            **_base(job),
+            "outcome": outcome.value,
+            "reason": reason,
+            "versions": built.versions(),
+            "provenance": provenance,
+            "started_at": now(),
+            "isolation": isolation,
+        }
+    )

@@ -1,0 +1,248 @@
+"""What each entry rendered to, kept so that a report renders only the entries whose
+inputs changed.
+
+What an entry renders to (its page and PNG, its line in its data file, its row and section
+of index.html, its part of compat.json, the blocks written back into its document) depends
+only on:
+
+- its records as the report reads them (the store's newest per key and machine): a digest
+  of every column of every record, computed by the engine;
+- its definition (the parsed entry.yaml, its paths, the variants read from repro.py): a
+  digest of the Entry's repr;
+- the name of the data file that holds its line (CELL_FILE_ENTRIES entries a file, in id
+  order), which its section of index.html names;
+- the code that renders: every harness/**/*.py, and the versions of the libraries that
+  compute or draw (DuckDB, NumPy, Pillow) and of Python.
+
+The key of an entry is a digest of all of these. results/.cache/render/<key>.json holds
+its page's and PNG's names and SHA-256, its counts and the blocks written back into its
+document; <key>.bin its texts (index.html's row and section, compat.json's part, the data
+file's line). An entry is taken from the cache only when its page and PNG still hold
+exactly the bytes it rendered; anything else (a file edited or removed, a cache file
+missing, unreadable or malformed) renders it again. The data files and the whole files are
+put together from every entry's texts on every report and written where their bytes
+differ. Deleting results/.cache is always safe: the next report renders everything.
+``report --check`` reads the cache and writes nothing; ``report --no-cache`` neither reads
+nor writes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import platform
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from harness.atomic import write_atomically
+from harness.envs.provenance import source_digest
+from harness.report.render.html import HtmlPart
+from harness.spec.entries import Entry
+from harness.store.columnar import RecordTable
+
+__all__ = [
+    "CACHE_DIR",
+    "CachedEntry",
+    "RenderCache",
+    "entry_key",
+    "code_fingerprint",
+    "entry_definition",
+    "record_digests",
+]
+
+CACHE_DIR = Path(".cache") / "render"  # under results/
+_FORMAT = 2
+_LIBRARIES = ("duckdb", "numpy", "pillow")
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """A digest of the code that aggregates and renders: every harness/**/*.py (name and
+    bytes), the libraries' versions and Python's."""
+    h = hashlib.sha256(f"format {_FORMAT}\0python {platform.python_version()}\0".encode())
+    for name in _LIBRARIES:
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            version = "absent"
+        h.update(f"{name} {version}\0".encode())
+    h.update(source_digest().encode())
+    return h.hexdigest()
+
+
+def entry_definition(entry: Entry | None) -> str:
+    """A digest of everything the report reads from an entry's definition (none: '')."""
+    return "" if entry is None else hashlib.sha256(repr(entry).encode("utf-8")).hexdigest()
+
+
+def record_digests(table: RecordTable) -> dict[str, str]:
+    """Per entry, a digest of its records: every column of each (as JSON, so that no two
+    different records write the same text), in the table's order. ``rid`` itself is left
+    out: it numbers the records of all entries, so it changes when another entry gains one."""
+    con = table.con
+    columns = [row[0] for row in con.execute("DESCRIBE records").fetchall() if row[0] != "rid"]
+    return dict(
+        con.execute(
+            "SELECT entry, md5(string_agg(h, '' ORDER BY rid)) FROM (SELECT entry, rid, "
+            f"md5(to_json(row({', '.join(chr(34) + c + chr(34) for c in columns)}))) AS h FROM records) GROUP BY entry"
+        ).fetchall()
+    )
+
+
+def entry_key(eid: str, records: str, definition: str, data_file: str) -> str:
+    """The key of an entry: its id, the digests of its records and of its definition, and
+    the name of the data file that holds its line."""
+    text = json.dumps([code_fingerprint(), eid, records, definition, data_file])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedEntry:
+    """What one entry rendered to."""
+
+    html: HtmlPart  # its row and section of index.html
+    json: bytes  # its part of compat.json
+    cell_data: str  # its line in its data file
+    verdicts: tuple[str, ...]  # its verdicts, one word each
+    pages: tuple[tuple[str, str], ...]  # (path under results/, SHA-256): its page and PNG
+    documents: tuple[tuple[str, Mapping[str, str]], ...]  # (document, its blocks' texts)
+
+
+def _pairs(value: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in value
+    ):
+        raise ValueError("not a list of pairs of strings")
+    return tuple((a, b) for a, b in value)
+
+
+_PARTS = 4  # the .bin's texts: row, section, JSON, data line
+
+
+def _decode(meta: Any, blob: bytes) -> CachedEntry:
+    """The entry of a cache file's two parts; ValueError (or TypeError, KeyError) where
+    they are not what this module writes."""
+    if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+        raise ValueError("not a render cache file of this format")
+    html = meta["html"]
+    sizes = meta["sizes"]
+    if not (
+        isinstance(sizes, list)
+        and len(sizes) == _PARTS
+        and all(type(n) is int and n >= 0 for n in sizes)
+    ):
+        raise ValueError("sizes")
+    if sum(sizes) != len(blob):
+        raise ValueError("the .bin file is not as long as its parts")
+    ends = [sum(sizes[: i + 1]) for i in range(_PARTS)]
+    parts = [blob[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    counts = (html["entries"], html["runs"], *html["verdicts"])
+    if not all(type(n) is int and n >= 0 for n in counts):
+        raise ValueError("counts")
+    slices = html["slices"]
+    verdicts = meta["verdicts"]
+    if not (isinstance(slices, list) and all(isinstance(s, str) for s in slices)):
+        raise ValueError("slices")
+    if not (isinstance(verdicts, list) and all(isinstance(v, str) for v in verdicts)):
+        raise ValueError("verdicts")
+    documents = []
+    for item in meta["documents"]:
+        path, blocks = item
+        if not (
+            isinstance(path, str)
+            and isinstance(blocks, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in blocks.items())
+        ):
+            raise ValueError("documents")
+        documents.append((path, blocks))
+    return CachedEntry(
+        html=HtmlPart(
+            entries=html["entries"],
+            runs=html["runs"],
+            verdicts=tuple(html["verdicts"]),
+            slices=frozenset(slices),
+            contents=parts[0].decode("utf-8"),
+            sections=parts[1].decode("utf-8"),
+        ),
+        json=parts[2],
+        cell_data=parts[3].decode("utf-8"),
+        verdicts=tuple(verdicts),
+        pages=_pairs(meta["pages"]),
+        documents=tuple(documents),
+    )
+
+
+class RenderCache:
+    """The cache of one results folder (results/.cache/render)."""
+
+    def __init__(self, results: Path) -> None:
+        self.results = results
+        self.dir = results / CACHE_DIR
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        return self.dir / f"{key}.json", self.dir / f"{key}.bin"
+
+    def get(self, key: str) -> CachedEntry | None:
+        """The entry stored under ``key`` whose page and PNG still hold the bytes it was
+        rendered to; else None."""
+        meta_path, bin_path = self._paths(key)
+        try:
+            cached = _decode(json.loads(meta_path.read_bytes()), bin_path.read_bytes())
+        except (OSError, ValueError, TypeError, KeyError, RecursionError):
+            return None
+        for name, digest in cached.pages:
+            path = self.results / name
+            if Path(name).is_absolute() or ".." in Path(name).parts:
+                return None  # a cache file that names something outside results/
+            try:
+                if sha256(path.read_bytes()) != digest:
+                    return None
+            except OSError:
+                return None
+        return cached
+
+    def put(self, key: str, cached: CachedEntry) -> None:
+        """Store ``cached`` (a cache that cannot be written is only slower next time)."""
+        h = cached.html
+        parts = (
+            h.contents.encode("utf-8"),
+            h.sections.encode("utf-8"),
+            cached.json,
+            cached.cell_data.encode("utf-8"),
+        )
+        meta = {
+            "format": _FORMAT,
+            "html": {
+                "entries": h.entries,
+                "runs": h.runs,
+                "verdicts": list(h.verdicts),
+                "slices": sorted(h.slices),
+            },
+            "sizes": [len(p) for p in parts],
+            "verdicts": list(cached.verdicts),
+            "pages": [list(p) for p in cached.pages],
+            "documents": [[path, dict(blocks)] for path, blocks in cached.documents],
+        }
+        meta_path, bin_path = self._paths(key)
+        with contextlib.suppress(OSError):
+            self.dir.mkdir(parents=True, exist_ok=True)
+            # the .bin first: a .json whose .bin is missing or short is not taken
+            write_atomically(bin_path, b"".join(parts))
+            write_atomically(meta_path, json.dumps(meta).encode("utf-8"))
+
+    def prune(self, keep: set[str]) -> None:
+        """Remove every cached entry but those of ``keep``."""
+        with contextlib.suppress(OSError):
+            for path in self.dir.iterdir():
+                if path.suffix in (".json", ".bin") and path.stem not in keep:
+                    with contextlib.suppress(OSError):
+                        path.unlink()

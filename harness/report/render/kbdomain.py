@@ -1,0 +1,352 @@
+"""One knowledge-base domain at a glance: what its claims came to, worst first.
+
+Input: the domain's triage (harness/spec/triage.py), the aggregated verdicts of its entries
+(the dicts compat.json holds) and the message-existence answers (results/msgsearch.json).
+Output: a Markdown page (results/domains/<name>.md) and an HTML section for the front page
+of index.html. Pure functions; report.py decides where the text goes. Every figure comes
+from a verdict the aggregation made from runs that happened: an entry with no records shows
+as "not measured yet", never as a pass.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.report.render import entry_slug
+from harness.spec.triage import Triage
+
+__all__ = [
+    "CLAIM_KINDS",
+    "VERDICTS",
+    "ClaimRow",
+    "DomainSummary",
+    "EntryRow",
+    "claim_kind",
+    "domain_name",
+    "render_domain_html",
+    "render_domain_markdown",
+    "summarize_domain",
+]
+
+CLAIM_KINDS = ("documented message", "version table", "fix rate", "workaround", "dead end")
+VERDICTS = ("confirmed", "contradicted", "inconclusive", "not measurable")
+_PCT = re.compile(r"(\d+(?:\.\d+)?)%")
+_CI = re.compile(r"CI (\d+(?:\.\d+)?)[–-](\d+(?:\.\d+)?)%")
+
+
+def claim_kind(claim: str) -> str:
+    """The kind of a verdict's claim, from the words the aggregation writes."""
+    text = claim.lower()
+    for kind in CLAIM_KINDS:
+        if text.startswith(kind):
+            return kind
+    if text.startswith("solution") or text.startswith("example fix"):
+        return "workaround"
+    return "other"
+
+
+def _verdict_name(v: str) -> str:
+    return "inconclusive" if v.startswith("inconclusive") else v
+
+
+def _gap(claimed: str, measured: str) -> float:
+    """How far the claimed rate lies outside the measured 95% interval, in points (0..100);
+    100 for a documented message or version row that never reproduced."""
+    c = _PCT.search(claimed)
+    ci = _CI.search(measured)
+    if c and ci:
+        rate, lo, hi = float(c.group(1)), float(ci.group(1)), float(ci.group(2))
+        return max(lo - rate, rate - hi, 0.0)
+    return 100.0
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    entry: str  # our entry id
+    kb_id: str
+    kind: str  # one of CLAIM_KINDS (or "other")
+    claim: str
+    subject: str
+    claimed: str
+    measured: str
+    verdict: str  # one of VERDICTS
+    why: str
+    seen_instead: str
+    n: int
+    gap: float  # points between the claim and the measured interval (contradicted claims)
+
+
+@dataclass(frozen=True)
+class EntryRow:
+    entry: str
+    kb_id: str
+    url: str
+    message: str
+    scriptable: str
+    why: str
+    measured: bool  # the aggregation has runs of it
+    runs: int
+    message_found: str  # e.g. "all in 3 of 12 environments (torch 1.10.2–1.12.1)" or "not searched"
+    message_found_anywhere: bool | None  # None: not searched
+
+
+@dataclass(frozen=True)
+class DomainSummary:
+    name: str
+    repository: str
+    source_path: str
+    entries: tuple[EntryRow, ...]
+    claims: tuple[ClaimRow, ...]
+    unmeasured: tuple[tuple[str, str, str], ...]  # (entry, claim ref, why) no variant can measure
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """claim kind -> verdict -> how many claims."""
+        out = {k: dict.fromkeys(VERDICTS, 0) for k in CLAIM_KINDS}
+        for c in self.claims:
+            if c.kind in out and c.verdict in out[c.kind]:
+                out[c.kind][c.verdict] += 1
+        for _entry, ref, _why in self.unmeasured:
+            kind = claim_kind(ref)
+            if kind in out:
+                out[kind]["not measurable"] += 1
+        return out
+
+    def most_wrong(self) -> list[ClaimRow]:
+        wrong = [c for c in self.claims if c.verdict == "contradicted"]
+        return sorted(wrong, key=lambda c: (-c.gap, -c.n, c.entry, c.claim, c.subject))
+
+
+def domain_name(triage: Triage) -> str:
+    """e.g. 'deadends-pytorch' for repros/deadends/pytorch/triage.yaml."""
+    return "-".join(triage.path.parent.parts[-2:])
+
+
+def _versions(envs: Mapping[str, Any], answer: str) -> str:
+    torch = sorted(
+        {
+            e.get("versions", {}).get("torch", "?").split("+")[0]
+            for e in envs.values()
+            if e.get("found") == answer
+        },
+        key=lambda v: tuple(int(x) if x.isdigit() else 0 for x in v.split(".")),
+    )
+    if not torch:
+        return ""
+    return torch[0] if len(torch) == 1 else f"{torch[0]}–{torch[-1]}"
+
+
+def _message_found(result: Mapping[str, Any] | None) -> tuple[str, bool | None]:
+    if not result or not result.get("envs"):
+        return "not searched", None
+    envs = result["envs"]
+    n = len(envs)
+    parts = []
+    for answer in ("all", "some", "none"):
+        k = sum(1 for e in envs.values() if e.get("found") == answer)
+        if k:
+            text = f"{answer} in {k} of {n} environments"
+            v = _versions(envs, answer)
+            parts.append(f"{text} (torch {v})" if v else text)
+    anywhere = any(e.get("found") in ("all", "some") for e in envs.values())
+    return "; ".join(parts), anywhere
+
+
+def summarize_domain(
+    triage: Triage,
+    aggregates: Mapping[str, Mapping[str, Any]],
+    msgsearch: Mapping[str, Any],
+) -> DomainSummary:
+    """``aggregates``: entry id -> that entry's dict in compat.json; ``msgsearch``: the
+    results/msgsearch.json document (or {})."""
+    found = msgsearch.get("entries", {}) if msgsearch else {}
+    entries = []
+    claims = []
+    unmeasured = []
+    for row in triage.entries:
+        eid = triage.entry_id(row)
+        agg = aggregates.get(eid) if row.entry else None
+        runs = int(agg.get("runs", 0)) if agg else 0
+        text, anywhere = _message_found(found.get(eid))
+        entries.append(
+            EntryRow(
+                entry=eid,
+                kb_id=row.kb_id,
+                url=row.url,
+                message=row.message,
+                scriptable=row.scriptable,
+                why=row.why,
+                measured=runs > 0,
+                runs=runs,
+                message_found=text,
+                message_found_anywhere=anywhere,
+            )
+        )
+        for u in row.unmeasured:
+            unmeasured.append((eid, u.ref, u.why))
+        if not agg or runs == 0:
+            continue
+        for v in agg.get("verdicts", ()):
+            verdict = _verdict_name(str(v.get("verdict", "")))
+            claims.append(
+                ClaimRow(
+                    entry=eid,
+                    kb_id=row.kb_id,
+                    kind=claim_kind(str(v.get("claim", ""))),
+                    claim=str(v.get("claim", "")),
+                    subject=str(v.get("subject", "")),
+                    claimed=str(v.get("claimed", "")),
+                    measured=str(v.get("measured", "")),
+                    verdict=verdict,
+                    why=str(v.get("why", "")),
+                    seen_instead=str(v.get("seen_instead", "")),
+                    n=int(v.get("n") or 0),
+                    gap=_gap(str(v.get("claimed", "")), str(v.get("measured", "")))
+                    if verdict == "contradicted"
+                    else 0.0,
+                )
+            )
+    return DomainSummary(
+        name=domain_name(triage),
+        repository=triage.repository,
+        source_path=triage.source_path,
+        entries=tuple(entries),
+        claims=tuple(claims),
+        unmeasured=tuple(unmeasured),
+    )
+
+
+# -- Markdown ------------------------------------------------------------------------------
+
+
+def _md(text: str, limit: int = 0) -> str:
+    text = " ".join(str(text).split())
+    if limit and len(text) > limit:  # the entry's page has the whole text, one click away
+        text = text[: limit - 1] + "…"
+    return text.replace("|", "\\|")
+
+
+def _md_link(entry: str, base: str) -> str:
+    return f"[{entry}]({base}compat/{entry_slug(entry)}.md)"
+
+
+def render_domain_markdown(s: DomainSummary, base: str = "../") -> str:
+    """``base``: the path from the page to results/ (the compat pages live there)."""
+    scripted = [e for e in s.entries if e.scriptable != "no"]
+    measured = [e for e in s.entries if e.measured]
+    out = [
+        f"# Domain {s.name}: what its claims came to",
+        "",
+        f"Source: {s.repository}, `{s.source_path}` ({len(s.entries)} entries). Generated by "
+        "`python -m harness report` from the committed records, the triage file and "
+        "results/msgsearch.json; every figure links to the entry's compatibility page.",
+        "",
+        "| Entries | Reproducible by a script | Of which CUDA only | With measured runs | Message found in some installed release |",
+        "| --- | --- | --- | --- | --- |",
+        f"| {len(s.entries)} | {len(scripted)} | {sum(e.scriptable == 'cuda' for e in s.entries)} "
+        f"| {len(measured)} | {sum(bool(e.message_found_anywhere) for e in s.entries)} of "
+        f"{sum(e.message_found_anywhere is not None for e in s.entries)} searched |",
+        "",
+        "## Claims by verdict",
+        "",
+        "| Claim kind | " + " | ".join(VERDICTS) + " |",
+        "| --- |" + " --- |" * len(VERDICTS),
+    ]
+    counts = s.counts()
+    for kind in CLAIM_KINDS:
+        out.append(f"| {kind} | " + " | ".join(str(counts[kind][v]) for v in VERDICTS) + " |")
+    out.append(
+        "| all | "
+        + " | ".join(str(sum(counts[k][v] for k in CLAIM_KINDS)) for v in VERDICTS)
+        + " |"
+    )
+    out += [
+        "",
+        "Claims of entries that no script can reproduce are not counted here (see the triage "
+        "below); claims that no variant can measure are counted as not measurable.",
+        "",
+        "## The most wrong claims first",
+        "",
+    ]
+    wrong = s.most_wrong()
+    if wrong:
+        out += [
+            "| Entry | Claim | Claimed | Measured | Seen instead |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for c in wrong:
+            claim = c.claim + (f" ({c.subject})" if c.subject else "")
+            out.append(
+                f"| {_md_link(c.entry, base)} | {_md(claim)} | {_md(c.claimed)} | "
+                f"{_md(c.measured)} | {_md(c.seen_instead, 160) or '–'} |"
+            )
+    else:
+        out.append("No claim is contradicted by the records so far.")
+    out += [
+        "",
+        "## Entries",
+        "",
+        "| Entry | Scriptable | Runs | Verdicts (confirmed / contradicted / inconclusive / not measurable) | Documented message found in the installed torch/lightning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for e in s.entries:
+        mine = [c for c in s.claims if c.entry == e.entry]
+        tally = " / ".join(str(sum(c.verdict == v for c in mine)) for v in VERDICTS)
+        link = _md_link(e.entry, base) if e.measured else f"[{e.entry}]({e.url})"
+        out.append(
+            f"| {link} | {e.scriptable} | {e.runs if e.measured else 'not measured yet' if e.scriptable != 'no' else '–'} "
+            f"| {tally if e.measured else '–'} | {_md(e.message_found)} |"
+        )
+    out += ["", "## Not reproducible by a script", ""]
+    for e in s.entries:
+        if e.scriptable == "no":
+            out.append(f"- [{e.kb_id}]({e.url}): {_md(e.why)}")
+    if s.unmeasured:
+        out += ["", "## Claims no variant can measure", ""]
+        for entry, ref, why in s.unmeasured:
+            out.append(f"- {entry}, {ref}: {_md(why)}")
+    return "\n".join(out) + "\n"
+
+
+# -- HTML (a section of index.html's front page) ---------------------------------------------
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def render_domain_html(s: DomainSummary, page: str) -> str:
+    """``page``: the Markdown page's path relative to index.html."""
+    counts = s.counts()
+    out = [
+        f'<section class="domain" id="domain-{_e(s.name)}"><h2>Domain {_e(s.name)}</h2>',
+        f"<p>{len(s.entries)} entries from {_e(s.repository)}; "
+        f"{sum(e.scriptable != 'no' for e in s.entries)} reproducible by a script, "
+        f"{sum(e.measured for e in s.entries)} with measured runs. "
+        f'<a href="{_e(page)}">The whole summary</a>.</p>',
+        "<table><thead><tr><th>Claim kind</th>"
+        + "".join(f"<th>{_e(v)}</th>" for v in VERDICTS)
+        + "</tr></thead><tbody>",
+    ]
+    for kind in CLAIM_KINDS:
+        out.append(
+            f"<tr><td>{_e(kind)}</td>"
+            + "".join(f"<td>{counts[kind][v]}</td>" for v in VERDICTS)
+            + "</tr>"
+        )
+    out.append("</tbody></table>")
+    wrong = s.most_wrong()[:10]
+    if wrong:
+        out.append("<h3>The most wrong claims</h3><ol>")
+        for c in wrong:
+            claim = c.claim + (f" ({c.subject})" if c.subject else "")
+            out.append(
+                f'<li><a href="#e-{_e(entry_slug(c.entry))}">{_e(c.entry)}</a>: {_e(claim)}: '
+                f"claimed {_e(c.claimed)}, measured {_e(c.measured)}</li>"
+            )
+        out.append("</ol>")
+    out.append("</section>")
+    return "".join(out)

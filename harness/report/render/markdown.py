@@ -1,0 +1,489 @@
+"""Aggregates -> Markdown: one compatibility page per entry, and the blocks that write-back
+puts into an entry's document. Every run-derived text goes through ``md()``."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Sequence
+
+from harness.aggregate import (
+    CellValue,
+    EntryAggregate,
+    EnvInfo,
+    ReproRange,
+    VariantAggregate,
+    documented_failure_text,
+    pct,
+    slice_id,
+)
+from harness.report.render import GLYPH, LABEL, STATUSES, entry_slug
+from harness.report.render.grid import AxisRange, Grid, GridCell, axis_ranges, make_grid
+
+__all__ = [
+    "md",
+    "render_entry",
+    "measured_versions_block",
+    "measured_rates_block",
+    "verification_block",
+    "cell_text",
+    "legend",
+]
+
+# Entity-encode everything Markdown or HTML could act on; a table cell can then hold any
+# text. Pipes as &#124; cannot split a GFM table cell (the split happens before entities).
+_MD_TABLE = str.maketrans(
+    {
+        "&": "&amp;",
+        "<": "&lt;",
+        ">": "&gt;",
+        "|": "&#124;",
+        "`": "&#96;",
+        "\\": "&#92;",
+        "*": "&#42;",
+        "[": "&#91;",
+        "]": "&#93;",
+        "~": "&#126;",
+        "#": "&#35;",
+        "$": "&#36;",
+        "\r": "",
+        "\n": "<br>",
+        "\t": " ",
+    }
+)
+
+
+_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def md(text: object) -> str:
+    """Run-derived text, safe anywhere in a Markdown line or table cell."""
+    # the same few texts (env ids, versions, messages, names) recur across tables and
+    # entries: escape each distinct string once
+    return _md_str(text if type(text) is str else str(text))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _md_str(text: str) -> str:
+    out = text.translate(_MD_TABLE)
+    if "_" in out:  # only an underscore at a word edge can start or end emphasis
+        out = _EDGE_UNDERSCORE.sub("&#95;", out)
+    return out
+
+
+def _row(cells: Iterable[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    return [_row(header), _row("---" for _ in header), *(_row(r) for r in rows)]
+
+
+def cell_text(value: CellValue | None) -> str:
+    if value is None:
+        return ""
+    if len(value.counts) == 1:  # one outcome (the common case): its glyph
+        return GLYPH[value.status]
+    glyph = GLYPH[value.status]
+    if value.status == "flaky":
+        return "~ " + " ".join(f"{GLYPH[o]}{c}" for o, c in value.counts)
+    if value.trials > 1 and len(value.counts) > 1:
+        return glyph + " (" + " ".join(f"{GLYPH[o]}{c}" for o, c in value.counts) + ")"
+    return glyph
+
+
+DISAGREE = "‼"  # marks a cell whose machines saw different outcomes
+
+
+def legend() -> str:
+    return " · ".join(f"{GLYPH[s]} {LABEL[s]}" for s in STATUSES) + (
+        " (a flaky cell shows its trials per outcome, e.g. `~ ✖2 ✔1`; a cell measured on "
+        f"several machines shows each machine's outcome, e.g. `✖/✔`, and {DISAGREE} where "
+        'they disagree: see "Machines disagree")'
+    )
+
+
+def machine_cell_text(agg: EntryAggregate, key: tuple[str, str, str, str]) -> str:
+    """A cell as shown in a table: per machine where several measured it."""
+    values = agg.by_machine.get(key)
+    if values is None:
+        return cell_text(agg.cells.get(key))
+    text = "/".join(cell_text(v) for _, v in values)
+    return text + (f" {DISAGREE}" if key in agg.disagree else "")
+
+
+def _seen_by(value: CellValue) -> str:
+    return ", ".join(f"{LABEL[o]} ×{c}" for o, c in value.counts)
+
+
+def disagreement_table(agg: EntryAggregate) -> list[str]:
+    """The cells whose machines saw different outcomes, and what each machine saw."""
+    rows = [
+        [
+            md(k[0]),
+            md(k[1]),
+            md(f"{k[2]}-{k[3]}"),
+            "; ".join(f"{md(m)}: {_seen_by(v)}" for m, v in agg.by_machine[k]),
+        ]
+        for k in sorted(agg.disagree)
+    ]
+    if not rows:
+        return []
+    return [
+        "",
+        "## Machines disagree",
+        "",
+        "Cells measured on several machines whose applicable runs ended differently:",
+        "",
+        *_table(["Variant", "Environment", "Device-precision", "What each machine saw"], rows),
+    ]
+
+
+def _env_header(e: EnvInfo) -> str:
+    parts = [f"torch {md(e.torch)}" if e.torch else md(e.id)]
+    if e.lightning:
+        parts.append(f"L {md(e.lightning)}")
+    if e.python:
+        parts.append(f"py {md(e.python)}")
+    return "<br>".join(parts)
+
+
+def _envs(envs: Sequence[str], limit: int = 8) -> str:
+    shown = ", ".join(md(e) for e in envs[:limit])
+    if len(envs) > limit:
+        shown += f", … and {len(envs) - limit} more"
+    return shown
+
+
+def _claim(v: VariantAggregate) -> str:
+    parts = []
+    if v.claim_ref:
+        parts.append(md(v.claim_ref))
+    if v.claimed_rate is not None:
+        parts.append(pct(v.claimed_rate))
+    if v.reading:
+        parts.append(f"{md(v.reading)} reading")
+    if v.fails_as:
+        parts.append("documented failure: " + md(documented_failure_text(v.fails_as)))
+    return ", ".join(parts) or "–"
+
+
+def _range_cells(r: ReproRange) -> list[str]:
+    return [
+        md(r.first) if r.first else "never",
+        md(r.last) if r.last else "never",
+        md(r.newest) if r.newest else "–",
+        "–" if r.in_newest is None else ("yes" if r.in_newest else "no"),
+        _envs(r.gaps) or "–",
+    ]
+
+
+def _public_version(text: str) -> str:
+    return text.split("+", 1)[0]  # "2.4.1+cu121" -> "2.4.1": the release a user looks up
+
+
+def variant_precisions(agg: EntryAggregate, variant: str, device: str) -> list[str]:
+    """The precisions of ``device`` that ``variant`` ran in anywhere, in the entry's order."""
+    return [
+        p
+        for d, p in agg.slices
+        if d == device and any((variant, e.id, d, p) in agg.cells for e in agg.envs)
+    ]
+
+
+def variant_grid(agg: EntryAggregate, variant: str, device: str) -> Grid:
+    """One variant on one device: torch rows x lightning columns; a cell holds the glyph of
+    each precision the variant ran in, in the entry's order ("_" where not run there)."""
+    precisions = variant_precisions(agg, variant, device)
+    cells = []
+    for e in agg.envs:
+        texts = [machine_cell_text(agg, (variant, e.id, device, p)) for p in precisions]
+        if not any(texts):
+            continue
+        statuses = {
+            agg.cells[(variant, e.id, device, p)].status
+            for p in precisions
+            if (variant, e.id, device, p) in agg.cells
+        }
+        cells.append(
+            GridCell(
+                _public_version(e.torch),
+                _public_version(e.lightning),
+                statuses.pop() if len(statuses) == 1 else "mixed",
+                " ".join(t or "_" for t in texts),
+            )
+        )
+    return make_grid(cells)
+
+
+def slice_grid(agg: EntryAggregate, variant: str, device: str, precision: str) -> Grid:
+    key = (device, precision)
+    return make_grid(
+        GridCell(
+            _public_version(e.torch),
+            _public_version(e.lightning),
+            agg.cells[(variant, e.id, *key)].status,
+            cell_text(agg.cells[(variant, e.id, *key)]),
+        )
+        for e in agg.envs
+        if (variant, e.id, *key) in agg.cells
+    )
+
+
+def grid_table(grid: Grid) -> list[str]:
+    header = ["torch ↓ lightning →", *(md(lit) for lit in grid.lightnings)]
+    rows = [[md(t), *(grid.text(t, lit) for lit in grid.lightnings)] for t in grid.torches]
+    return _table(header, rows)
+
+
+def outcome_tables(
+    agg: EntryAggregate, variants: Sequence[VariantAggregate] | None = None
+) -> list[str]:
+    """Per device, per variant: the torch x lightning grid (the layout of Lightning's own
+    compatibility table), each cell the outcome per precision of that device."""
+    variants = agg.variants if variants is None else variants
+    lines: list[str] = []
+    for device in dict.fromkeys(d for d, _ in agg.slices):
+        for v in variants:
+            grid = variant_grid(agg, v.name, device)
+            if not grid.torches:
+                continue
+            precisions = " ".join(variant_precisions(agg, v.name, device))
+            lines += ["", f"### {md(v.name)} ({md(v.kind)}) on {md(device)}: {precisions}", ""]
+            lines += grid_table(grid)
+    return lines
+
+
+def _axis_text(r: AxisRange) -> str:
+    if r.first is None:
+        return "never"
+    span = md(r.first) if r.first == r.last else f"{md(r.first)} to {md(r.last)}"
+    return span + ("" if r.contiguous else " (not in between: see the grid)")
+
+
+def axis_tables(agg: EntryAggregate) -> list[str]:
+    """Where each baseline reproduces along each axis: per torch, the first and last
+    lightning; per lightning, the first and last torch (introduced / fixed)."""
+    lines: list[str] = []
+    for v in agg.variants:
+        if v.kind != "baseline":
+            continue
+        for d, p in agg.slices:
+            grid = slice_grid(agg, v.name, d, p)
+            per_torch, per_lightning = axis_ranges(grid, "reproduced")
+            if not any(r.hits for r in per_torch):
+                continue
+            lines += ["", f"### {md(v.name)} on {md(d)}-{md(p)}", ""]
+            lines += _table(
+                ["torch", "lightning measured", "reproduces with lightning"],
+                [[md(r.fixed), str(len(r.measured)), _axis_text(r)] for r in per_torch],
+            )
+            lines.append("")
+            lines += _table(
+                ["lightning", "torch measured", "reproduces with torch"],
+                [[md(r.fixed), str(len(r.measured)), _axis_text(r)] for r in per_lightning],
+            )
+    return lines or ["The documented error reproduced in no cell."]
+
+
+def range_table(agg: EntryAggregate) -> list[str]:
+    rows = []
+    for v in agg.variants:
+        for r in v.ranges:
+            rows.append([md(v.name), "any" if r.slice == "*" else md(r.slice), *_range_cells(r)])
+    if not rows:
+        return ["No baseline runs."]
+    return _table(
+        [
+            "Baseline",
+            "Device-precision",
+            "First reproduced (introduced)",
+            "Last reproduced",
+            "Newest measured",
+            "Reproduces in newest",
+            "Not reproduced between",
+        ],
+        rows,
+    )
+
+
+def rates_table(agg: EntryAggregate) -> list[str]:
+    header = [
+        "Variant",
+        "Kind",
+        "Claim",
+        "Metric",
+        "Overall (k/n, 95% CI)",
+        *(slice_id(s) for s in agg.slices),
+    ]
+    rows = [
+        [
+            md(v.name),
+            md(v.kind),
+            _claim(v),
+            md(v.metric),
+            v.overall.text(),
+            *(r.text() for _, r in v.by_slice),
+        ]
+        for v in agg.variants
+    ]
+    return _table(header, rows)
+
+
+def verdicts_table(agg: EntryAggregate) -> list[str]:
+    rows = [
+        [
+            md(v.claim),
+            md(v.subject) or "–",
+            md(v.claimed),
+            md(v.measured),
+            f"**{md(v.label)}**",
+            md(v.why),
+            md(v.seen_instead) or "–",
+        ]
+        for v in agg.verdicts
+    ]
+    return _table(
+        ["Claim", "Subject", "Claimed", "Measured", "Verdict", "Why", "Seen instead"], rows
+    )
+
+
+def render_entry(agg: EntryAggregate) -> str:
+    lines = [f"# {md(agg.title)}", ""]
+    if agg.title != agg.id:
+        lines += [f"Entry: {md(agg.id)}", ""]
+    if agg.signature_type:
+        # the message as text; the pattern that matches it is in the entry's entry.yaml
+        lines += [
+            f"Documented signature: {md(agg.signature_type)}: {md(agg.signature_text)}",
+            "",
+        ]
+    lines += [
+        f"Measured on {agg.n_runs} runs ({agg.n_counted} applicable), newest run "
+        f"{md(agg.newest[:10]) or '–'}, harness {md(', '.join(agg.harness_versions)) or '–'}.",
+        "",
+        f"![heatmap]({entry_slug(agg.id)}.png)",
+        "",
+        "## Outcomes",
+        "",
+        "Legend: " + legend() + ". Empty: not run. Each cell lists the device's precisions "
+        "in the order the heading names; `_`: that precision was not run there.",
+    ]
+    lines += outcome_tables(agg)
+    lines += disagreement_table(agg)
+    lines += [
+        "",
+        "## Rates",
+        "",
+        "Reproduction: reproduced / applicable runs. Success (workaround) and failure (dead end): "
+        "in cells where a baseline reproduces. Not applicable (never counted): unsupported, "
+        "skipped, env_failed.",
+        "",
+    ]
+    lines += rates_table(agg)
+    lines += ["", "## Where the documented error reproduces", ""]
+    lines += range_table(agg)
+    lines += ["", "## Along each axis: torch x lightning", ""]
+    lines += axis_tables(agg)
+    lines += ["", "## Claimed vs measured", ""]
+    lines += verdicts_table(agg)
+    lines += ["", "## Messages seen", ""]
+    any_msg = False
+    for v in agg.variants:
+        if not v.messages:
+            continue
+        any_msg = True
+        lines += [f"### {md(v.name)}", ""]
+        lines += _table(
+            ["Count", "Outcomes", "Type", "Message", "Environments"],
+            (
+                [str(m.count), md(", ".join(m.outcomes)), md(m.type), md(m.message), _envs(m.envs)]
+                for m in v.messages
+            ),
+        )
+        lines.append("")
+    if not any_msg:
+        lines += ["No exceptions were raised.", ""]
+    lines += ["## Not counted (unsupported, skipped, env_failed)", ""]
+    nc_rows = [
+        [md(v.name), md(n.outcome), md(n.reason) or "–", str(n.count), _envs(n.envs)]
+        for v in agg.variants
+        for n in v.not_counted
+    ]
+    lines += (
+        _table(["Variant", "Outcome", "Reason", "Count", "Environments"], nc_rows)
+        if nc_rows
+        else ["None."]
+    )
+    lines += ["", "## Environments", ""]
+    lines += _table(
+        ["Environment", "torch", "lightning", "python"],
+        ([md(e.id), md(e.torch), md(e.lightning), md(e.python)] for e in agg.envs),
+    )
+    lines += ["", "## Machines", ""]
+    lines += _table(
+        [
+            "Machine",
+            "Host",
+            "OS",
+            "CPU",
+            "GPU",
+            "Driver",
+            "CUDA",
+            "Harness",
+            "Git rev",
+            "Runs",
+            "First run",
+            "Last run",
+        ],
+        (
+            [
+                md(m.name),
+                md(m.host),
+                md(m.os),
+                md(m.cpu),
+                md(m.gpu),
+                md(m.driver),
+                md(m.cuda),
+                md(m.harness_version),
+                md(m.git_rev),
+                str(m.runs),
+                md(m.first),
+                md(m.last),
+            ]
+            for m in agg.machines
+        ),
+    )
+    lines.append("")
+    return "\n".join(lines)
+
+
+# -- write-back blocks (the text between an entry document's markers) --------------------
+
+
+def measured_versions_block(agg: EntryAggregate) -> str:
+    baselines = [v for v in agg.variants if v.kind == "baseline"]
+    if not agg.n_runs:
+        return "Not measured yet."
+    lines = range_table(agg)
+    lines += ["", "Baseline outcomes, torch x lightning (" + legend() + "):"]
+    lines += outcome_tables(agg, baselines)
+    return "\n".join(lines)
+
+
+def measured_rates_block(agg: EntryAggregate) -> str:
+    if not agg.n_runs:
+        return "Not measured yet."
+    return "\n".join(rates_table(agg) + ["", *verdicts_table(agg)])
+
+
+def verification_block(agg: EntryAggregate) -> str:
+    if not agg.n_runs:
+        return "Verification: not measured yet."
+    revs = sorted({m.git_rev for m in agg.machines if m.git_rev})
+    rev = f" (git {md(', '.join(revs))})" if revs else ""
+    date = md(agg.newest[:10]) if agg.newest else "date unknown"
+    return (
+        f"Verification: measured on {agg.n_runs} runs ({agg.n_counted} applicable), {date}, "
+        f"harness {md(', '.join(agg.harness_versions)) or 'unknown'}{rev}."
+    )

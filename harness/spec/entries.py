@@ -1,0 +1,581 @@
+"""repros/<id>/entry.yaml -> frozen Entry records: signature, claims and variants.
+
+An entry directory holds:
+  entry.yaml   what the harness needs, parsed once from the document (this module's input)
+  source.md    the knowledge-base document, verbatim; never edited
+  document.md  the entry's own document; write-back fills its marked blocks
+  repro.py     the reproducer (torch, lightning and repros/reprokit.py only)
+
+docs/entry-format.md describes every key. The variants of entry.yaml and the ``VARIANTS``
+literal of repro.py must name the same variants (read statically, see declared.py); a
+variant listed in repro.py's ``NOT_WRITTEN`` is loaded with ``written=False`` and never
+planned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from packaging.version import Version
+
+from harness.domain import (
+    DEVICES,
+    FIXED_STATUSES,
+    KINDS,
+    PRECISIONS,
+    PRESENT_STATUSES,
+    parse_claim_spec,
+)
+from harness.outcomes import Outcome
+from harness.spec.declared import DeclaredError, read_declared
+from harness.spec.yaml_values import Lines, YamlReader, check_keys, compose_file, plain
+
+__all__ = [
+    "ORIGIN_KEYS",
+    "Claims",
+    "Entry",
+    "EntryError",
+    "FailsAs",
+    "Signature",
+    "Variant",
+    "VersionClaim",
+    "load_entries",
+    "load_entry",
+]
+
+ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)*$")
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+# facts about the knowledge-base document an entry was made from (`harness new` writes them)
+ORIGIN_KEYS = {
+    "format": "markdown | scraped | deadends-json",
+    "id": "the document's own id",
+    "url": "where the document lives",
+    "domain": "e.g. pytorch",
+    "category": "e.g. runtime_error",
+    "runtime": "the runtime the document names, e.g. pytorch",
+    "version_range": "the document's runtime version range, e.g. '>=2.0'",
+    "os": "the operating system the document names",
+    "first_seen": "date",
+    "last_confirmed": "date",
+    "resolvable": "the document's resolvable verdict",
+    "confidence": "the document's confidence, 0..1",
+    "review_status": "e.g. auto_generated",
+    "generated_by": "the generator the document names",
+    "evidence_count": "how many sources the document counts",
+    "thrown_at": "source location the document gives",
+    "related": "other messages the document lists as related",
+    "schema_version": "the document's schema version",
+    "message": "the error message as the document writes it (signature.message is a regex)",
+    "regex": "the document's own pattern for the message, kept as a fact (deadends.dev's "
+    "error.regex); it is not what the harness matches",
+}
+
+
+class EntryError(Exception):
+    def __init__(self, path: str | os.PathLike[str], line: int | None, message: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.message = message
+        where = f"{self.path}:{line}" if line else self.path
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Signature:
+    type: str  # exception class name, plain or dotted
+    message: str  # regular expression, searched in str(exception)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"type": self.type, "message": self.message}
+
+
+@dataclass(frozen=True)
+class VersionClaim:
+    spec: str  # e.g. "torch>=1.10"
+    status: str  # e.g. "active"
+    introduced: str | None = None
+    deprecated: str | None = None
+
+
+@dataclass(frozen=True)
+class Claims:
+    verification: str | None = None  # e.g. "ai_generated"
+    fix_rate: float | None = None  # 0..1
+    version_table: tuple[VersionClaim, ...] = ()
+    conditions: tuple[str, ...] = ()  # conditions the document names, as text
+
+
+@dataclass(frozen=True)
+class FailsAs:
+    """How a dead end fails as the document says when the failure is silent (no exception):
+    the run ends ``wrong_result`` with at least one of these postconditions failed
+    (entry.yaml ``fails_as``; the counting rule is in docs/verdicts.md)."""
+
+    outcome: str  # "wrong_result", the only outcome a silent failure has
+    postconditions: tuple[str, ...]  # names run() returns; any one failing is the failure
+    line: int | None = dataclasses.field(default=None, compare=False)
+
+
+# the outcomes a declared silent failure may have (a failure that raises is a `signature`)
+FAILS_AS_OUTCOMES = (Outcome.WRONG_RESULT.value,)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    kind: str  # one of KINDS
+    description: str
+    devices: tuple[str, ...] = DEVICES
+    precisions: tuple[str, ...] = PRECISIONS
+    # the variant's own expected error, beside the documented one: an error the document
+    # lists as related, or the failure a dead end is said to end in. A run that raises it
+    # is recorded as "related", never as "reproduced" (DESIGN.md, "Documented vs related")
+    signature: Signature | None = None
+    # a dead end's documented failure when it is silent: which postconditions failing is the
+    # failure the document describes (counted as failing as documented, like `signature`)
+    fails_as: FailsAs | None = None
+    claim_ref: str | None = None  # "workaround 1", "dead end 2", "solution 3"
+    claimed_rate: float | None = None  # success rate (workaround) or failure rate (dead end)
+    reading: str | None = None  # "literal" or "sensible" where the document is ambiguous
+    # "process": always a fresh interpreter (never forked from a warm worker); None: the run's
+    isolation: str | None = None
+    line: int | None = None
+    written: bool = True  # False while repro.py lists it in NOT_WRITTEN: never planned
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    dir: Path
+    title: str
+    signature: Signature
+    claims: Claims
+    variants: tuple[Variant, ...]
+    source: Path  # verbatim original
+    document: Path  # write-back target
+    repro: Path
+    origin: Mapping[str, Any] = dataclasses.field(default_factory=dict, hash=False, compare=False)
+    # whether repro.py imports lightning (read statically, harness/spec/declared.py). One that
+    # does not runs once per torch release of a profile, not once per lightning: see
+    # plan.make_plan
+    uses_lightning: bool = True
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(f"{self.id} has no variant {name!r}")
+
+
+# -- YAML with line numbers -------------------------------------------------------------
+
+
+def _reader(path: Path) -> YamlReader:
+    return YamlReader(str(path), EntryError)
+
+
+def _load_yaml(path: Path) -> Lines:
+    read = _reader(path)
+    node = compose_file(str(path), EntryError, "entry.yaml")
+    if not isinstance(node, yaml.MappingNode):
+        read.fail(1, "entry.yaml must be a mapping of fields")
+    return plain(node, read)
+
+
+def _check_keys(data: Lines, allowed: set[str], required: set[str], path: Path, what: str) -> None:
+    check_keys(data, allowed, required, what, _reader(path))
+
+
+def _rate(value: Any, path: Path, line: int, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise EntryError(path, line, f"{what} must be a fraction between 0 and 1, got {value!r}")
+    return float(value)
+
+
+def _signature(data: Any, path: Path, line: int, what: str) -> Signature:
+    if not isinstance(data, Mapping):
+        raise EntryError(path, line, f"{what} must be a mapping with 'type' and 'message'")
+    _check_keys(data, {"type", "message"}, {"type", "message"}, path, what)  # type: ignore[arg-type]
+    try:
+        re.compile(str(data["message"]))
+    except re.error as exc:
+        raise EntryError(
+            path,
+            data.key_lines["message"],
+            f"{what}.message is not a valid regular expression: {exc}",
+        ) from exc  # type: ignore[attr-defined]
+    return Signature(type=str(data["type"]), message=str(data["message"]))
+
+
+def _axis(data: Lines, key: str, allowed: tuple[str, ...], path: Path) -> tuple[str, ...]:
+    if key not in data:
+        return allowed
+    values = data[key]
+    line = data.key_lines[key]
+    if not isinstance(values, list) or not values:
+        raise EntryError(path, line, f"{key} must be a non-empty list drawn from {list(allowed)}")
+    for v in values:
+        if v not in allowed:
+            raise EntryError(path, line, f"unknown {key[:-1]} {v!r}; allowed: {list(allowed)}")
+    return tuple(values)
+
+
+def _variant(data: Any, path: Path, line: int) -> Variant:
+    if not isinstance(data, Lines):
+        raise EntryError(path, line, "each variant must be a mapping")
+    allowed = {
+        "name",
+        "kind",
+        "description",
+        "devices",
+        "precisions",
+        "signature",
+        "claim",
+        "reading",
+        "isolation",
+        "fails_as",
+    }
+    _check_keys(data, allowed, {"name", "kind", "description"}, path, "variant")
+    name = str(data["name"])
+    if not NAME_PATTERN.match(name):
+        raise EntryError(
+            path, data.key_lines["name"], f"variant name {name!r} must match {NAME_PATTERN.pattern}"
+        )
+    kind = data["kind"]
+    if kind not in KINDS:
+        raise EntryError(
+            path, data.key_lines["kind"], f"unknown variant kind {kind!r}; allowed: {list(KINDS)}"
+        )
+    claim_ref = None
+    claimed_rate = None
+    if "claim" in data:
+        claim = data["claim"]
+        cline = data.key_lines["claim"]
+        if not isinstance(claim, Lines):
+            raise EntryError(path, cline, "claim must be a mapping with 'ref' and optional 'rate'")
+        _check_keys(claim, {"ref", "rate"}, {"ref"}, path, "claim")
+        claim_ref = str(claim["ref"])
+        claimed_rate = _rate(claim.get("rate"), path, cline, "claim.rate")
+        if claimed_rate is not None and kind in ("baseline", "control"):
+            raise EntryError(
+                path,
+                claim.key_lines["rate"],
+                f"a {kind} carries no claimed rate: a document's rates are about its "
+                "workarounds (success) and dead ends (failure); the baseline's reproduction "
+                "and a control's passing are measured, not claimed",
+            )
+    reading = data.get("reading")
+    if reading not in (None, "literal", "sensible"):
+        raise EntryError(path, data.key_lines["reading"], "reading must be 'literal' or 'sensible'")
+    isolation = data.get("isolation")
+    if isolation not in (None, "process"):
+        raise EntryError(
+            path,
+            data.key_lines["isolation"],
+            f"isolation must be 'process' (a fresh interpreter for this variant), got "
+            f"{isolation!r}; without it the variant runs under the run's --isolation",
+        )
+    signature = None
+    if "signature" in data:
+        signature = _signature(
+            data["signature"], path, data.key_lines["signature"], "variant signature"
+        )
+        if kind == "control":
+            raise EntryError(
+                path,
+                data.key_lines["signature"],
+                "a control must pass everywhere; it cannot expect an error (signature)",
+            )
+    fails_as = None
+    if "fails_as" in data:
+        fails_as = _fails_as(data["fails_as"], path, data.key_lines["fails_as"], kind)
+    return Variant(
+        name=name,
+        kind=kind,
+        description=str(data["description"]).strip(),
+        devices=_axis(data, "devices", DEVICES, path),
+        precisions=_axis(data, "precisions", PRECISIONS, path),
+        signature=signature,
+        fails_as=fails_as,
+        claim_ref=claim_ref,
+        claimed_rate=claimed_rate,
+        reading=reading,
+        isolation=isolation,
+        line=data.line,
+    )
+
+
+def _fails_as(data: Any, path: Path, line: int, kind: str) -> FailsAs:
+    """``fails_as: {outcome: wrong_result, postconditions: [name, ...]}`` on a dead end."""
+    shape = "fails_as must be a mapping {outcome: wrong_result, postconditions: [name, ...]}"
+    if kind != "dead_end":
+        raise EntryError(
+            path,
+            line,
+            f"fails_as declares how a dead end fails as documented; a {kind} is judged on "
+            + ("reproducing the documented error" if kind == "baseline" else "passing"),
+        )
+    if not isinstance(data, Lines):
+        raise EntryError(path, line, shape)
+    _check_keys(
+        data, {"outcome", "postconditions"}, {"outcome", "postconditions"}, path, "fails_as"
+    )
+    outcome = data["outcome"]
+    if outcome not in FAILS_AS_OUTCOMES:
+        raise EntryError(
+            path,
+            data.key_lines["outcome"],
+            f"fails_as.outcome must be one of {list(FAILS_AS_OUTCOMES)} (a run that ends "
+            f"without an exception and a postcondition failed), got {outcome!r}; a dead end "
+            "documented to raise declares that error as its signature",
+        )
+    names = data["postconditions"]
+    pline = data.key_lines["postconditions"]
+    if not isinstance(names, list) or not names:
+        raise EntryError(path, pline, "fails_as.postconditions must be a non-empty list of names")
+    seen: set[str] = set()
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise EntryError(path, pline, f"fails_as.postconditions: {name!r} is not a name")
+        if name in seen:
+            raise EntryError(path, pline, f"fails_as.postconditions: {name!r} twice")
+        seen.add(name)
+    return FailsAs(outcome=str(outcome), postconditions=tuple(names), line=pline)
+
+
+def _claims(data: Any, path: Path, line: int) -> Claims:
+    if data is None:
+        return Claims()
+    if not isinstance(data, Lines):
+        raise EntryError(path, line, "claims must be a mapping")
+    _check_keys(
+        data, {"verification", "fix_rate", "version_table", "conditions"}, set(), path, "claims"
+    )
+    rows = []
+    for row in data.get("version_table") or []:
+        if not isinstance(row, Lines):
+            raise EntryError(
+                path, data.key_lines["version_table"], "each version_table row must be a mapping"
+            )
+        _check_keys(
+            row,
+            {"spec", "status", "introduced", "deprecated"},
+            {"spec", "status"},
+            path,
+            "version_table row",
+        )
+        rows.append(_version_claim(row, path))
+    return Claims(
+        verification=None if data.get("verification") is None else str(data["verification"]),
+        fix_rate=_rate(
+            data.get("fix_rate"), path, data.key_lines.get("fix_rate", line), "fix_rate"
+        ),
+        version_table=tuple(rows),
+        conditions=tuple(str(c) for c in data.get("conditions") or ()),
+    )
+
+
+def _version_claim(row: Lines, path: Path) -> VersionClaim:
+    spec = str(row["spec"])
+    try:
+        parse_claim_spec(spec)
+    except ValueError as exc:
+        raise EntryError(path, row.key_lines["spec"], f"version_table spec {exc}") from exc
+    status = str(row["status"]).strip().lower()
+    statuses = sorted(PRESENT_STATUSES | FIXED_STATUSES)
+    if status not in statuses:
+        raise EntryError(
+            path,
+            row.key_lines["status"],
+            f"version_table status {row['status']!r} says neither that the error occurs nor "
+            f"that it is fixed; use one of {statuses}",
+        )
+    bounds: dict[str, str | None] = {}
+    for bound in ("introduced", "deprecated"):
+        raw = row.get(bound)
+        if raw is None:
+            bounds[bound] = None
+            continue
+        try:
+            Version(str(raw))
+        except ValueError:  # InvalidVersion, or more digits than int() converts
+            raise EntryError(
+                path,
+                row.key_lines[bound],
+                f"version_table {bound} {raw!r} is not a version (write null when unknown)",
+            ) from None
+        bounds[bound] = str(raw)
+    return VersionClaim(spec=spec, status=status, **bounds)
+
+
+def load_entry(
+    entry_dir: str | os.PathLike[str], root: str | os.PathLike[str] | None = None
+) -> Entry:
+    """Load and validate one entry directory. ``root`` is the repros/ folder (for the id check)."""
+    entry_dir = Path(entry_dir)
+    path = entry_dir / "entry.yaml"
+    data = _load_yaml(path)
+    allowed = {
+        "id",
+        "title",
+        "signature",
+        "claims",
+        "variants",
+        "source",
+        "document",
+        "repro",
+        "origin",
+    }
+    _check_keys(data, allowed, {"id", "signature", "variants"}, path, "entry")
+    entry_id = str(data["id"])
+    if not ID_PATTERN.match(entry_id) or ".." in entry_id.split("/"):
+        raise EntryError(
+            path, data.key_lines["id"], f"entry id {entry_id!r} must match {ID_PATTERN.pattern}"
+        )
+    if root is not None:
+        expected = entry_dir.resolve().relative_to(Path(root).resolve()).as_posix()
+        if expected != entry_id:
+            raise EntryError(
+                path,
+                data.key_lines["id"],
+                f"entry id {entry_id!r} must equal its folder {expected!r}",
+            )
+    variants_data = data["variants"]
+    if not isinstance(variants_data, list) or not variants_data:
+        raise EntryError(path, data.key_lines["variants"], "variants must be a non-empty list")
+    variants = []
+    seen: dict[str, int | None] = {}
+    for raw in variants_data:
+        v = _variant(raw, path, data.key_lines["variants"])
+        if v.name in seen:
+            raise EntryError(
+                path, v.line, f"duplicate variant name {v.name!r} (first at line {seen[v.name]})"
+            )
+        seen[v.name] = v.line
+        variants.append(v)
+    if not any(v.kind == "baseline" for v in variants):
+        raise EntryError(
+            path, data.key_lines["variants"], "an entry needs at least one baseline variant"
+        )
+    files = {}
+    for key, default in (
+        ("source", "source.md"),
+        ("document", "document.md"),
+        ("repro", "repro.py"),
+    ):
+        name = str(data.get(key, default))
+        target = (entry_dir / name).resolve()
+        if entry_dir.resolve() not in target.parents:
+            raise EntryError(
+                path,
+                data.key_lines.get(key, data.line),
+                f"{key} {name!r} must stay inside {entry_dir}",
+            )
+        if not target.is_file():
+            raise EntryError(
+                path, data.key_lines.get(key, data.line), f"{key} file {name!r} does not exist"
+            )
+        files[key] = target
+    signature = _signature(data["signature"], path, data.key_lines["signature"], "signature")
+    for v in variants:
+        if v.signature == signature:
+            raise EntryError(
+                path,
+                v.line,
+                f"variant {v.name!r}: its signature is the documented one; a variant's "
+                "signature names its own (related) expected error, so leave it out",
+            )
+    variants, lightning = _check_declared(variants, files["repro"], path)
+    return Entry(
+        id=entry_id,
+        dir=entry_dir,
+        title=str(data.get("title", entry_id)),
+        signature=signature,
+        claims=_claims(data.get("claims"), path, data.key_lines.get("claims", data.line)),
+        variants=tuple(variants),
+        source=files["source"],
+        document=files["document"],
+        repro=files["repro"],
+        origin=_origin(data.get("origin"), path, data.key_lines.get("origin", data.line)),
+        uses_lightning=lightning,
+    )
+
+
+def _origin(data: Any, path: Path, line: int) -> dict[str, Any]:
+    if data is None:
+        return {}
+    if not isinstance(data, Lines):
+        raise EntryError(path, line, "origin must be a mapping of facts about the document")
+    _check_keys(data, set(ORIGIN_KEYS), set(), path, "origin")
+    for key, value in data.items():
+        if isinstance(value, (dict, Lines)):
+            raise EntryError(path, data.key_lines[key], f"origin.{key} must be a value or a list")
+    return dict(data)
+
+
+def _check_declared(variants: list[Variant], repro: Path, path: Path) -> tuple[list[Variant], bool]:
+    """entry.yaml's variants and repro.py's VARIANTS name the same set; mark unwritten ones.
+    Also: whether the reproducer uses lightning (declared.uses_lightning)."""
+    try:
+        declared = read_declared(repro)
+    except DeclaredError as exc:
+        raise EntryError(exc.path, exc.line, exc.message) from exc
+    for v in variants:
+        if v.name not in declared.variants:
+            raise EntryError(
+                path,
+                v.line,
+                f"variant {v.name!r} is not implemented by {repro.name}: its VARIANTS "
+                f"(line {declared.variants_line}) has {sorted(declared.variants)}",
+            )
+    for v in variants:
+        if v.fails_as is None:
+            continue
+        for name in v.fails_as.postconditions:
+            if not declared.can_report(name):
+                near = difflib.get_close_matches(name, sorted(declared.literals), n=3)
+                raise EntryError(
+                    path,
+                    v.fails_as.line,
+                    f"variant {v.name!r}: fails_as names postcondition {name!r}, which "
+                    f"{repro.name} never writes (no such string literal, and no f-string or "
+                    f"'literal' + ... it builds names from fits it)"
+                    + (f"; did you mean {', '.join(map(repr, near))}?" if near else ""),
+                )
+    names = {v.name for v in variants}
+    for name, line in declared.variants.items():
+        if name not in names:
+            raise EntryError(
+                repro,
+                line,
+                f"VARIANTS names {name!r}, which {path.name} does not declare; add it to "
+                f"entry.yaml's variants or remove it here",
+            )
+    return [
+        dataclasses.replace(v, written=False) if v.name in declared.not_written else v
+        for v in variants
+    ], declared.uses_lightning
+
+
+def load_entries(root: str | os.PathLike[str]) -> tuple[Entry, ...]:
+    """Every entry under ``root`` (repros/), sorted by id. Fails on the first invalid one."""
+    root = Path(root)
+    entries = [load_entry(p.parent, root) for p in sorted(root.rglob("entry.yaml"))]
+    ids: dict[str, Path] = {}
+    for e in entries:
+        if e.id in ids:
+            raise EntryError(
+                e.dir / "entry.yaml", None, f"entry id {e.id!r} also used by {ids[e.id]}"
+            )
+        ids[e.id] = e.dir
+    return tuple(sorted(entries, key=lambda e: e.id))

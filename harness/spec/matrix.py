@@ -1,0 +1,656 @@
+"""matrix.yaml -> validated axes, rules and profiles -> cells.
+
+Loading validates everything and names the offending line; expanding is a pure function
+over the loaded data (no I/O), so the whole module is tested without any environment.
+
+The YAML is read as a node tree (``yaml.compose`` with the safe loader): nothing is
+constructed from tags, and every value keeps the line it came from.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from harness.domain import DEVICES, PRECISIONS, cell_id, env_id
+from harness.spec.yaml_values import YamlReader, compose_file, line_of
+
+__all__ = [
+    "AXES",
+    "FORMAT_VERSION",
+    "VERSION_AXES",
+    "Cell",
+    "Environment",
+    "EnvironmentRow",
+    "Excluded",
+    "Expansion",
+    "Matrix",
+    "MatrixError",
+    "Profile",
+    "Rule",
+    "describe",
+    "load_matrix",
+    "version_key",
+]
+
+FORMAT_VERSION = 1
+AXES = ("python", "torch", "lightning", "device", "precision")
+VERSION_AXES = ("python", "torch", "lightning")
+
+_DEFAULT_TRIALS = 1
+_DEFAULT_TIMEOUT_S = 300.0
+_DEFAULT_MEMORY_LIMIT_MB = 8192
+_SPECIFIER_START = "<>=!~"
+
+
+class MatrixError(Exception):
+    """An invalid matrix file: ``str()`` is ``path:line: what is wrong (and what to do)``."""
+
+    def __init__(self, path: str, line: int | None, message: str) -> None:
+        self.path = path
+        self.line = line
+        self.message = message
+        where = path if line is None else f"{path}:{line}"
+        super().__init__(f"{where}: {message}")
+
+
+# --- ordering ---------------------------------------------------------------------------
+# Versions sort as versions ("1.9" < "1.10"), not as strings; devices and precisions in
+# the order of DEVICES and PRECISIONS. An unparseable value (only possible when a record
+# is built by hand, never from a loaded matrix) sorts after every version, by its text.
+
+
+def version_key(text: str) -> tuple[int, Version | str]:
+    try:
+        return (0, Version(text))
+    except ValueError:  # InvalidVersion, or more digits than int() converts
+        return (1, text)
+
+
+def _choice_key(text: str, order: tuple[str, ...]) -> tuple[int, str]:
+    return (order.index(text), "") if text in order else (len(order), text)
+
+
+@functools.total_ordering
+@dataclass(frozen=True)
+class Environment:
+    """One virtualenv: an interpreter, a torch, a lightning and the pins old releases need."""
+
+    python: str  # "3.10" (major.minor)
+    torch: str  # "1.12.1", an exact release
+    lightning: str  # "2.1.4", an exact release
+    pins: tuple[str, ...] = ()  # extra requirement strings, e.g. ("numpy<2",)
+    find_links: tuple[str, ...] = ()  # local wheel folders, used where they exist
+    # an interpreter that already has this torch and lightning (nothing is installed);
+    # "" for an environment the harness builds
+    interpreter: str = ""
+
+    @property
+    def id(self) -> str:
+        return env_id(self.python, self.torch, self.lightning)
+
+    def requirements(self) -> tuple[str, ...]:
+        return (f"torch=={self.torch}", f"lightning=={self.lightning}", *self.pins)
+
+    def _key(self) -> tuple[object, ...]:
+        return (
+            version_key(self.torch),
+            version_key(self.python),
+            version_key(self.lightning),
+            self.pins,
+            self.find_links,
+            self.interpreter,
+        )
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Environment):
+            return NotImplemented
+        return self._key() < other._key()
+
+
+@functools.total_ordering
+@dataclass(frozen=True)
+class Cell:
+    """One environment on one device at one precision."""
+
+    env: Environment
+    device: str  # "cpu" | "cuda"
+    precision: str  # "fp32" | "fp16" | "bf16"
+
+    @property
+    def id(self) -> str:
+        return cell_id(self.env.id, self.device, self.precision)
+
+    def value(self, axis: str) -> str:
+        """This cell's value on one of AXES."""
+        if axis == "device":
+            return self.device
+        if axis == "precision":
+            return self.precision
+        if axis in VERSION_AXES:
+            return str(getattr(self.env, axis))
+        raise KeyError(f"unknown axis {axis!r}; axes are {', '.join(AXES)}")
+
+    def _key(self) -> tuple[object, ...]:
+        return (
+            self.env._key(),
+            _choice_key(self.device, DEVICES),
+            _choice_key(self.precision, PRECISIONS),
+        )
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Cell):
+            return NotImplemented
+        return self._key() < other._key()
+
+
+@dataclass(frozen=True)
+class Excluded:
+    cell: Cell
+    reason: str  # the rule's reason text
+    where: str  # "matrix.yaml:42", the rule that excluded the cell
+
+
+@dataclass(frozen=True)
+class Expansion:
+    profile: str
+    cells: tuple[Cell, ...]  # sorted
+    excluded: tuple[Excluded, ...]  # sorted by cell
+    trials: int
+
+    @property
+    def environments(self) -> tuple[Environment, ...]:
+        return tuple(sorted({cell.env for cell in self.cells}))
+
+
+@dataclass(frozen=True)
+class EnvironmentRow:
+    """One entry of ``environments:``: a torch release and the pythons/lightnings that fit it."""
+
+    torch: str
+    python: tuple[str, ...]
+    lightning: tuple[str, ...]
+    pins: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    why: str = ""
+    interpreter: str = ""  # an existing interpreter (one python, one lightning): see Environment
+    line: int | None = field(default=None, compare=False)
+
+    def environments(self) -> tuple[Environment, ...]:
+        return tuple(
+            sorted(
+                Environment(py, self.torch, lit, self.pins, self.find_links, self.interpreter)
+                for py, lit in itertools.product(self.python, self.lightning)
+            )
+        )
+
+
+@functools.lru_cache(maxsize=1024)
+def _pattern_matches(axis: str, pattern: str, value: str) -> bool:
+    if axis not in VERSION_AXES:
+        return pattern == value
+    if pattern[0] in _SPECIFIER_START:
+        return SpecifierSet(pattern).contains(Version(value), prereleases=True)
+    return Version(pattern) == Version(value)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An ``exclude:`` rule: a cell matching every named axis is excluded, for ``reason``.
+
+    Per axis, a rule lists one or more patterns, any of which may match: a device or
+    precision name, or for python/torch/lightning an exact version ("1.10.2") or a
+    PEP 440 specifier ("<1.11", ">=3.10", "==1.10.*").
+    """
+
+    conditions: tuple[tuple[str, tuple[str, ...]], ...]
+    reason: str
+    line: int | None = field(default=None, compare=False)
+
+    def matches(self, cell: Cell) -> bool:
+        return all(
+            any(_pattern_matches(axis, pattern, cell.value(axis)) for pattern in patterns)
+            for axis, patterns in self.conditions
+        )
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named selection of axis values; an axis it does not name is selected whole."""
+
+    name: str
+    description: str
+    selections: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: MappingProxyType({}), hash=False
+    )
+    trials: int | None = None  # overrides the matrix default when set
+    line: int | None = field(default=None, compare=False)
+
+    def selects(self, cell: Cell) -> bool:
+        return all(cell.value(axis) in values for axis, values in self.selections.items())
+
+
+@dataclass(frozen=True)
+class Matrix:
+    path: str
+    default_profile: str
+    profiles: Mapping[str, Profile] = field(hash=False)
+    timeout_s: float
+    memory_limit_mb: int
+    trials: int
+    rows: tuple[EnvironmentRow, ...] = ()
+    devices: tuple[str, ...] = DEVICES
+    precisions: tuple[str, ...] = PRECISIONS
+    rules: tuple[Rule, ...] = ()
+
+    @property
+    def axes(self) -> Mapping[str, tuple[str, ...]]:
+        """Every axis and its values, in report order."""
+        envs = [env for row in self.rows for env in row.environments()]
+        values: dict[str, tuple[str, ...]] = {
+            axis: tuple(sorted({str(getattr(env, axis)) for env in envs}, key=version_key))
+            for axis in VERSION_AXES
+        }
+        values["device"] = self.devices
+        values["precision"] = self.precisions
+        return MappingProxyType(values)
+
+    def candidates(self) -> tuple[Cell, ...]:
+        """Every cell the rows, devices and precisions make, before any rule: sorted."""
+        return tuple(
+            sorted(
+                Cell(env, device, precision)
+                for row in self.rows
+                for env in row.environments()
+                for device in self.devices
+                for precision in self.precisions
+            )
+        )
+
+    def where(self, rule: Rule) -> str:
+        """Where a rule is written, as reports show it: "matrix.yaml:42"."""
+        name = os.path.basename(self.path)
+        return name if rule.line is None else f"{name}:{rule.line}"
+
+    def excluding_rule(self, cell: Cell) -> Rule | None:
+        """The first rule that excludes ``cell``, if any."""
+        return next((rule for rule in self.rules if rule.matches(cell)), None)
+
+    def expand(self, profile: str | None = None) -> Expansion:
+        name = self.default_profile if profile is None else profile
+        chosen = self.profiles.get(name)
+        if chosen is None:
+            raise MatrixError(
+                self.path,
+                None,
+                f"unknown profile {name!r}; profiles: {', '.join(sorted(self.profiles))}",
+            )
+        cells: list[Cell] = []
+        excluded: list[Excluded] = []
+        for cell in self.candidates():
+            if not chosen.selects(cell):
+                continue
+            rule = self.excluding_rule(cell)
+            if rule is None:
+                cells.append(cell)
+            else:
+                excluded.append(Excluded(cell, rule.reason, self.where(rule)))
+        trials = self.trials if chosen.trials is None else chosen.trials
+        return Expansion(name, tuple(cells), tuple(excluded), trials)
+
+    def expand_for(self, env: Environment, profile: str | None = None) -> Expansion:
+        """A profile's cells in one environment that is not a row (``run --python``).
+
+        The interpreter is what was asked for, so the profile's python, torch and lightning
+        selections do not apply; its devices and precisions do, and so do the exclude rules.
+        """
+        full = self.expand(profile)  # validates the profile name
+        chosen = self.profiles[full.profile]
+        only_cells = Profile(
+            chosen.name,
+            chosen.description,
+            MappingProxyType({a: v for a, v in chosen.selections.items() if a not in VERSION_AXES}),
+        )
+        cells: list[Cell] = []
+        excluded: list[Excluded] = []
+        for device, precision in itertools.product(self.devices, self.precisions):
+            cell = Cell(env, device, precision)
+            if not only_cells.selects(cell):
+                continue
+            rule = self.excluding_rule(cell)
+            if rule is None:
+                cells.append(cell)
+            else:
+                excluded.append(Excluded(cell, rule.reason, self.where(rule)))
+        return Expansion(full.profile, tuple(cells), tuple(excluded), full.trials)
+
+
+def describe(expansion: Expansion) -> list[str]:
+    """Plain lines for ``--list``: each environment and its cells, then every excluded cell."""
+    envs = expansion.environments
+    lines = [
+        f"profile {expansion.profile}: {len(expansion.cells)} cells in {len(envs)} "
+        f"environments, {expansion.trials} trial(s) each; "
+        f"{len(expansion.excluded)} cells excluded by rule"
+    ]
+    for env in envs:
+        cells = [cell for cell in expansion.cells if cell.env == env]
+        lines.append(env.id)
+        lines.append(f"  requires: {' '.join(env.requirements())}")
+        if env.find_links:
+            lines.append(f"  find-links: {' '.join(env.find_links)}")
+        lines.append(f"  cells: {' '.join(f'{c.device}-{c.precision}' for c in cells)}")
+    if expansion.excluded:
+        lines.append("excluded:")
+        lines.extend(f"  {ex.cell.id}: {ex.reason} ({ex.where})" for ex in expansion.excluded)
+    return lines
+
+
+# --- loading ------------------------------------------------------------------------------
+
+
+def _join(items: Iterable[str]) -> str:
+    return ", ".join(items)
+
+
+def _lines(rules: Iterable[Rule | None]) -> str:
+    return _join(str(n) for n in sorted({r.line for r in rules if r and r.line is not None}))
+
+
+_TOP_KEYS = (
+    "version",
+    "defaults",
+    "devices",
+    "precisions",
+    "environments",
+    "exclude",
+    "profiles",
+    "default_profile",
+)
+_TOP_REQUIRED = ("version", "devices", "precisions", "environments", "profiles", "default_profile")
+_DEFAULTS_KEYS = ("trials", "timeout_s", "memory_limit_mb")
+_ROW_KEYS = ("torch", "python", "lightning", "pins", "find_links", "why", "interpreter")
+_ROW_REQUIRED = ("torch", "python", "lightning")
+_RULE_KEYS = (*AXES, "reason")
+_PROFILE_KEYS = ("description", *AXES, "trials")
+
+
+def load_matrix(path: str | os.PathLike[str]) -> Matrix:
+    """Load and validate a matrix file; raises MatrixError naming the line at fault."""
+    where = os.fspath(path)
+    read = YamlReader(where, MatrixError)
+    root = compose_file(where, MatrixError, "the matrix file")
+    top = read.mapping(root, "the matrix file", _TOP_KEYS, _TOP_REQUIRED)
+
+    version = read.integer(top["version"], "version")
+    if version != FORMAT_VERSION:
+        read.fail(
+            top["version"],
+            f"matrix format version {version} is not understood by this harness "
+            f"(it reads version {FORMAT_VERSION})",
+        )
+
+    trials, timeout_s = _DEFAULT_TRIALS, _DEFAULT_TIMEOUT_S
+    memory_limit_mb = _DEFAULT_MEMORY_LIMIT_MB
+    if "defaults" in top:
+        defaults = read.mapping(top["defaults"], "defaults", _DEFAULTS_KEYS)
+        if "trials" in defaults:
+            trials = int(read.ranged(defaults["trials"], "defaults.trials", "trials"))
+        if "timeout_s" in defaults:
+            timeout_s = float(read.ranged(defaults["timeout_s"], "defaults.timeout_s", "timeout_s"))
+        if "memory_limit_mb" in defaults:
+            memory_limit_mb = int(
+                read.ranged(
+                    defaults["memory_limit_mb"], "defaults.memory_limit_mb", "memory_limit_mb"
+                )
+            )
+
+    devices = _choices(read, top["devices"], "devices", DEVICES)
+    precisions = _choices(read, top["precisions"], "precisions", PRECISIONS)
+    rows = _rows(read, top["environments"])
+    matrix = Matrix(
+        path=where,
+        default_profile="",
+        profiles=MappingProxyType({}),
+        timeout_s=timeout_s,
+        memory_limit_mb=memory_limit_mb,
+        trials=trials,
+        rows=rows,
+        devices=devices,
+        precisions=precisions,
+    )
+    rules = _rules(read, top.get("exclude"), matrix)
+    profiles = _profiles(read, top["profiles"], matrix)
+    default_node = top["default_profile"]
+    default_profile = read.string(default_node, "default_profile")
+    if default_profile not in profiles:
+        read.fail(
+            default_node,
+            f"default_profile {default_profile!r} is not a profile; name one of: {_join(profiles)}",
+        )
+    matrix = Matrix(
+        path=where,
+        default_profile=default_profile,
+        profiles=MappingProxyType(profiles),
+        timeout_s=timeout_s,
+        memory_limit_mb=memory_limit_mb,
+        trials=trials,
+        rows=rows,
+        devices=devices,
+        precisions=precisions,
+        rules=rules,
+    )
+    for profile in profiles.values():
+        _check_not_empty(read, matrix, profile)
+    return matrix
+
+
+def _choices(
+    read: YamlReader, node: yaml.Node, what: str, known: tuple[str, ...]
+) -> tuple[str, ...]:
+    if not isinstance(node, yaml.SequenceNode):
+        read.fail(node, f"{what} must be a list, e.g. [{known[0]}]")
+    values = read.strings(node, what)
+    for value, item in values:
+        if value not in known:
+            read.fail(item, f"unknown {what[:-1]} {value!r} in {what}; known: {_join(known)}")
+    return tuple(sorted((value for value, _ in values), key=known.index))
+
+
+def _rows(read: YamlReader, node: yaml.Node) -> tuple[EnvironmentRow, ...]:
+    items = read.sequence(node, "environments")
+    if not items:
+        read.fail(node, "environments is empty; list at least one torch release")
+    rows: list[EnvironmentRow] = []
+    seen: dict[tuple[Version, Version, Version], int] = {}
+    for item in items:
+        keys = read.mapping(item, "an environments row", _ROW_KEYS, _ROW_REQUIRED)
+        torch = read.version(keys["torch"], "torch", "1.12.1")
+        pythons = [(read.python(n, "python"), n) for _, n in read.strings(keys["python"], "python")]
+        lightnings = [
+            (read.version(n, "lightning", "2.1.4"), n)
+            for _, n in read.strings(keys["lightning"], "lightning")
+        ]
+        pins: tuple[str, ...] = ()
+        if "pins" in keys:
+            pins = tuple(_pin(read, n) for _, n in read.strings(keys["pins"], "pins"))
+        find_links: tuple[str, ...] = ()
+        if "find_links" in keys:
+            find_links = tuple(v for v, _ in read.strings(keys["find_links"], "find_links"))
+        why = read.string(keys["why"], "why") if "why" in keys else ""
+        interpreter = ""
+        if "interpreter" in keys:
+            interpreter = read.string(keys["interpreter"], "interpreter")
+            if len(pythons) != 1 or len(lightnings) != 1:
+                read.fail(
+                    keys["interpreter"],
+                    "a row with an interpreter is one environment: list one python and one "
+                    "lightning (those the interpreter has)",
+                )
+            for key in ("pins", "find_links"):
+                if key in keys:
+                    read.fail(
+                        keys[key],
+                        f"{key} installs packages; nothing is installed into an existing "
+                        "interpreter: remove it, or remove interpreter to have uv build it",
+                    )
+        for (python, _), (lightning, _) in itertools.product(pythons, lightnings):
+            key = (Version(python), Version(torch), Version(lightning))
+            if key in seen:
+                env = Environment(python, torch, lightning)
+                read.fail(
+                    item,
+                    f"duplicate environment {env.id}: the row at line {seen[key]} already "
+                    "makes it; merge the two rows or remove one",
+                )
+            seen[key] = line_of(item)
+        rows.append(
+            EnvironmentRow(
+                torch=torch,
+                python=tuple(p for p, _ in pythons),
+                lightning=tuple(lit for lit, _ in lightnings),
+                pins=pins,
+                find_links=find_links,
+                why=why,
+                interpreter=interpreter,
+                line=line_of(item),
+            )
+        )
+    return tuple(rows)
+
+
+def _pin(read: YamlReader, node: yaml.Node) -> str:
+    text = read.string(node, "each pin")
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as exc:
+        read.fail(node, f'pin {text!r} is not a requirement string ({exc}); e.g. "numpy<2"')
+    if canonicalize_name(requirement.name) in ("torch", "lightning"):
+        read.fail(
+            node,
+            f"pin {text!r} pins {requirement.name}; set it with the row's "
+            f"{requirement.name} key instead",
+        )
+    return text
+
+
+def _patterns(read: YamlReader, node: yaml.Node, axis: str, matrix: Matrix) -> tuple[str, ...]:
+    patterns: list[str] = []
+    for value, item in read.strings(node, axis):
+        if axis in VERSION_AXES:
+            try:
+                if value[0] in _SPECIFIER_START:
+                    SpecifierSet(value)
+                else:
+                    Version(value)
+            except ValueError:  # InvalidSpecifier, InvalidVersion, too many digits
+                read.fail(
+                    item,
+                    f"{axis} {value!r} is neither a version nor a PEP 440 specifier; "
+                    'write e.g. "1.10.2", "<1.11", ">=3.10" or "==1.10.*"',
+                )
+        else:
+            known = matrix.devices if axis == "device" else matrix.precisions
+            if value not in known:
+                read.fail(item, f"unknown {axis} {value!r}; {axis}s in this matrix: {_join(known)}")
+        patterns.append(value)
+    return tuple(patterns)
+
+
+def _rules(read: YamlReader, node: yaml.Node | None, matrix: Matrix) -> tuple[Rule, ...]:
+    if node is None:
+        return ()
+    candidates = matrix.candidates()
+    rules: list[Rule] = []
+    for item in read.sequence(node, "exclude"):
+        keys = read.mapping(item, "an exclude rule", _RULE_KEYS)
+        if "reason" not in keys:
+            read.fail(item, "exclude rule has no reason; say why these cells cannot exist")
+        reason = read.string(keys["reason"], "reason")
+        conditions = tuple(
+            (axis, _patterns(read, keys[axis], axis, matrix)) for axis in AXES if axis in keys
+        )
+        if not conditions:
+            read.fail(item, f"exclude rule names no axis; name at least one of: {_join(AXES)}")
+        rule = Rule(conditions, reason, line_of(item))
+        matched = [cell for cell in candidates if rule.matches(cell)]
+        if not matched:
+            read.fail(item, "exclude matches nothing: remove it or fix it")
+        earlier = [next((r for r in rules if r.matches(cell)), None) for cell in matched]
+        if all(earlier):
+            lines = _lines(earlier)
+            read.fail(
+                item,
+                f"exclude rule excludes nothing that the rule(s) on line(s) {lines} do not "
+                "already exclude: remove it or fix it",
+            )
+        rules.append(rule)
+    return tuple(rules)
+
+
+def _profiles(read: YamlReader, node: yaml.Node, matrix: Matrix) -> dict[str, Profile]:
+    if not isinstance(node, yaml.MappingNode) or not node.value:
+        read.fail(node, "profiles must map at least one profile name to its selections")
+    axes = matrix.axes
+    profiles: dict[str, Profile] = {}
+    for key_node, value_node in node.value:
+        name = read.string(key_node, "a profile name")
+        if name in profiles:
+            read.fail(key_node, f"profile {name!r} is defined twice; keep one")
+        what = f"profile {name!r}"
+        keys = read.mapping(value_node, what, _PROFILE_KEYS, ("description",))
+        description = read.string(keys["description"], f"{what} description")
+        trials = (
+            int(read.ranged(keys["trials"], f"{what} trials", "trials"))
+            if "trials" in keys
+            else None
+        )
+        selections: dict[str, tuple[str, ...]] = {}
+        for axis in AXES:
+            if axis not in keys:
+                continue
+            values = read.strings(keys[axis], f"{what} {axis}")
+            for value, item in values:
+                if value not in axes[axis]:
+                    read.fail(
+                        item,
+                        f"{what} selects {axis} {value!r}, which is not on the {axis} axis; "
+                        f"{axis} values: {_join(axes[axis])}",
+                    )
+            selections[axis] = tuple(value for value, _ in values)
+        profiles[name] = Profile(
+            name=name,
+            description=description,
+            selections=MappingProxyType(selections),
+            trials=trials,
+            line=line_of(key_node),
+        )
+    return profiles
+
+
+def _check_not_empty(read: YamlReader, matrix: Matrix, profile: Profile) -> None:
+    selected = [cell for cell in matrix.candidates() if profile.selects(cell)]
+    if not selected:
+        named = " and ".join(f"{axis} {'/'.join(v)}" for axis, v in profile.selections.items())
+        read.fail(
+            profile.line,
+            f"profile {profile.name!r} selects no cell: no cell has {named}; change its selections",
+        )
+    blocking = [matrix.excluding_rule(cell) for cell in selected]
+    if all(blocking):
+        lines = _lines(blocking)
+        read.fail(
+            profile.line,
+            f"profile {profile.name!r} selects no cell: the exclude rule(s) on line(s) {lines} "
+            f"exclude all {len(selected)} cells it selects; widen the profile or narrow the rules",
+        )

@@ -1,0 +1,457 @@
+"""The result store: a folder of JSON-lines files, one per machine, append-only.
+
+Every record is appended as one line the moment it exists (flushed and fsynced, under an
+exclusive lock), so an interrupted run loses nothing that completed and two runs on one
+machine never interleave lines. Loading keeps every complete record, warns about a
+truncated last line (a crash mid-write), names file:line for a corrupt line elsewhere,
+migrates older schemas step by step and refuses newer ones.
+
+Identity: a record belongs to the machine that ran it (``Record.machine_key``: the name
+and id the store stamps on append). ``latest`` keeps, per key and per machine, the record
+that started last; which file a record sits in plays no part. ``merge`` brings other
+machines' files in under a lock on the whole store: identical records once, a record of
+the same run with other content flagged and kept out, each imported record marked with
+the file it came from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import errno
+import fcntl
+import functools
+import json
+import os
+import re
+import socket
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.envs.provenance import machine_id
+from harness.outcomes import Outcome
+from harness.store.records import SCHEMA, MachineKey, Record, RecordKey
+from harness.store.validate import RecordRefused, safe_text, validate_record
+
+__all__ = [
+    "LoadResult",
+    "MAX_LINE_BYTES",
+    "MergeResult",
+    "Refused",
+    "Store",
+    "StoreError",
+    "latest",
+    "machine_name",
+    "migrate",
+    "parse_bytes",
+    "read_line",
+]
+
+SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+MAX_LINE_BYTES = 1 << 20  # a record line longer than this is refused unread (R1)
+QUARANTINE = "quarantine"  # beside records/: a copy of every line kept out, with the reason
+
+
+class StoreError(Exception):
+    pass
+
+
+def _v1_to_v2(d: dict[str, Any]) -> dict[str, Any]:
+    # schema 1 (harness 0.0.x) named the outcome "status", kept one "tail" of output and
+    # had no variant kind; the kind is recovered from the variant name's prefix.
+    d = dict(d)
+    d["outcome"] = d.pop("status")
+    d["stderr_tail"] = d.pop("tail", "")
+    name = d.get("variant", "")
+    d.setdefault(
+        "kind",
+        next(
+            (
+                k
+                for k in ("baseline", "workaround", "dead_end", "control")
+                if name.replace("-", "_").startswith(k)
+            ),
+            "baseline",
+        ),
+    )
+    d["schema"] = 2
+    return d
+
+
+def _v2_to_v3(d: dict[str, Any]) -> dict[str, Any]:
+    # schema 2 recorded a variant's own signature (a related error) as "reproduced" too.
+    # The record alone cannot tell which signature matched (it does not carry the entry's
+    # signatures): the report re-reads such a record against the entry it belongs to
+    # (harness.aggregate, "reclassify"), so nothing changes here but the version.
+    d = dict(d)
+    d["schema"] = 3
+    return d
+
+
+def _v3_to_v4(d: dict[str, Any], source: Path | None) -> dict[str, Any]:
+    # schemas up to 3 had no machine in the record: the machine was the record file's name
+    # (the --machine name or the host name; merge kept the name). Its id was never recorded.
+    d = dict(d)
+    provenance = d.get("provenance")
+    host = provenance.get("host", "") if isinstance(provenance, dict) else ""
+    d["machine"] = machine_name(source.stem if source is not None else str(host))
+    d["machine_id"] = ""
+    d["imported_from"] = ""
+    d["schema"] = 4
+    return d
+
+
+Migration = Callable[[dict[str, Any], "Path | None"], dict[str, Any]]
+MIGRATIONS: dict[int, Migration] = {
+    1: lambda d, source: _v1_to_v2(d),
+    2: lambda d, source: _v2_to_v3(d),
+    3: _v3_to_v4,
+}
+
+
+def machine_name(text: str) -> str:
+    """A machine name as it names a record file: letters, digits, _ . - only."""
+    return SAFE_NAME.sub("_", text) or "machine"
+
+
+def migrate(d: dict[str, Any], source: Path | None = None) -> dict[str, Any]:
+    """Bring a stored dict up to SCHEMA, one step at a time (``source``: the file it is in)."""
+    version = d.get("schema")
+    if not isinstance(version, int):
+        raise ValueError("record has no integer 'schema' field")
+    if version > SCHEMA:
+        raise ValueError(
+            f"record schema {version} is newer than this harness understands ({SCHEMA}); "
+            "upgrade the harness"
+        )
+    while version < SCHEMA:
+        d = MIGRATIONS[version](d, source)
+        version = d["schema"]
+    return d
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A line kept out of the store's records: where, why, and its bytes."""
+
+    path: Path
+    line: int
+    reason: str
+    raw: bytes
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass
+class LoadResult:
+    records: list[Record] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # "file:line: what" for each line kept out
+    refused: list[Refused] = field(default_factory=list)  # the same lines, for quarantine
+
+
+@dataclass
+class MergeResult:
+    added: int = 0
+    duplicates: int = 0  # records already stored, identical: not added again
+    # records of a stored run (same key, machine and start) whose content differs: kept
+    # out, each named in ``warnings`` with file:line and the fields that differ
+    conflicts: int = 0
+    warnings: list[str] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)  # lines of the sources kept out
+
+
+def _line_record(line: bytes, path: Path | None = None) -> Record:
+    """One stored line -> its Record (migrated, validated, text made safe); raises
+    ValueError (RecordRefused names the field) for anything else."""
+    if len(line) > MAX_LINE_BYTES:
+        raise ValueError(f"line is {len(line)} bytes long (at most {MAX_LINE_BYTES})")
+    try:
+        d = json.loads(line.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"not a JSON object but a JSON {type(d).__name__}")
+    return validate_record(migrate(d, path))
+
+
+def _parse_file(path: Path, result: LoadResult) -> None:
+    for _, record in _parse_lines(path, result):
+        result.records.append(record)
+
+
+def parse_bytes(raw: bytes, path: Path, result: LoadResult, label: str | None = None) -> None:
+    """The records of a record file's bytes (e.g. ``git show REV:path``), into ``result``;
+    ``path`` names the file (its name is the machine of old records), ``label`` the place
+    warnings name (default: ``path``)."""
+    for _, record in _parse_raw(raw, path, result, label or str(path)):
+        result.records.append(record)
+
+
+def _parse_lines(path: Path, result: LoadResult) -> Iterator[tuple[int, Record]]:
+    """(line number, record) of each complete record of ``path``; the others are kept out
+    (``result.warnings`` and ``result.refused`` name them)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    yield from _parse_raw(raw, path, result, str(path))
+
+
+def _parse_raw(
+    raw: bytes, path: Path, result: LoadResult, where: str
+) -> Iterator[tuple[int, Record]]:
+    lines = raw.split(b"\n")
+    complete_end = raw.endswith(b"\n")
+    for number, line in enumerate(lines, start=1):
+        record = read_line(
+            line, number, number == len(lines) and not complete_end, path, where, result
+        )
+        if record is not None:
+            yield number, record
+
+
+def read_line(
+    line: bytes, number: int, cut_short: bool, path: Path, where: str, result: LoadResult
+) -> Record | None:
+    """Line ``number`` of a record file as the store reads it: its Record, or None for a
+    blank line or one kept out (named in ``result.warnings`` and ``result.refused``).
+    ``cut_short``: the last line of a file that does not end with a newline."""
+    if not line.strip():
+        return None
+    try:
+        return _line_record(line, path)
+    except Exception as exc:  # noqa: BLE001 - whatever a line holds, it is named, never raised
+        what = safe_text(str(exc), 300)
+        if isinstance(exc, RecordRefused):
+            message = f"refused record kept out: {what}"
+        elif cut_short:
+            message = "truncated last line kept out (a run was interrupted mid-write): " + what
+        elif isinstance(exc, json.JSONDecodeError) and (
+            exc.msg.startswith("Unterminated") or exc.pos >= len(line.rstrip()) - 1
+        ):
+            # JSON that simply stops: a write cut short, later appends went on after it
+            message = "truncated line kept out (an earlier run was interrupted mid-write): " + what
+        else:
+            message = f"corrupt record kept out: {what}"
+        result.warnings.append(f"{where}:{number}: {message}")
+        result.refused.append(Refused(path, number, message, line))
+        return None
+
+
+def _line(record: Record) -> str:
+    # allow_nan=False: a NaN or infinity would be JSON no strict reader loads
+    return json.dumps(record.to_dict(), allow_nan=False) + "\n"
+
+
+_EPOCH = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+
+
+def _started(r: Record) -> dt.datetime:
+    try:
+        t = dt.datetime.fromisoformat(r.started_at)
+    except ValueError:
+        return _EPOCH  # no (or no readable) start time: older than any that has one
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+def _content(r: Record) -> str:
+    """What a record says, without where it was imported from: equal for the same run."""
+    d = r.to_dict()
+    d.pop("imported_from", None)
+    return json.dumps(d, sort_keys=True)
+
+
+def latest(records: Iterable[Record]) -> list[Record]:
+    """Per key and per machine, the record that started last: what a rerun replaced.
+
+    Records of different machines are all kept (one per key per machine; the machine is
+    ``Record.machine_key``). Which file a record came from, and in which order the files
+    were read, plays no part: a tie in start time (to the second) goes to the larger
+    content, the same whatever the order. Sorted by key, then machine.
+    """
+    best: dict[tuple[RecordKey, MachineKey], tuple[dt.datetime, Record]] = {}
+    for r in records:
+        ident = (r.key, r.machine_key)
+        t = _started(r)
+        held = best.get(ident)
+        if held is None or t > held[0] or (t == held[0] and _content(r) > _content(held[1])):
+            best[ident] = (t, r)
+    return sorted((r for _, r in best.values()), key=lambda r: (r.key, r.machine_key))
+
+
+class Store:
+    """results/records/*.jsonl; this machine appends to records/<machine name>.jsonl.
+
+    ``machine`` is the name (``--machine``; default the host name). The machine's id is
+    made on first use (provenance.machine_id) and stamped, with the name, on every record
+    this store appends.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], machine: str | None = None) -> None:
+        self.root = Path(root)
+        self.name = machine_name(machine or socket.gethostname())
+        self.path = self.root / f"{self.name}.jsonl"
+
+    @functools.cached_property
+    def machine(self) -> MachineKey:
+        return MachineKey(self.name, machine_id(self.root))
+
+    def files(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return sorted(self.root.glob("*.jsonl"))
+
+    def load(self) -> LoadResult:
+        result = LoadResult()
+        for path in self.files():
+            _parse_file(path, result)
+        return result
+
+    @property
+    def quarantine_dir(self) -> Path:
+        return self.root.parent / QUARANTINE
+
+    def quarantine(self, refused: Iterable[Refused]) -> list[str]:
+        """Copy each refused line, with where it was and why, to quarantine/<file>.jsonl
+        (once: a line already there is not added again). The store itself is append-only
+        and keeps the line. Returns warnings for what could not be written."""
+        by_file: dict[str, list[Refused]] = {}
+        for r in refused:
+            by_file.setdefault(SAFE_NAME.sub("_", r.path.name), []).append(r)
+        problems = []
+        for name, items in by_file.items():
+            target = self.quarantine_dir / name
+            try:
+                seen = set()
+                if target.is_file():
+                    for known in target.read_bytes().splitlines():
+                        with contextlib.suppress(ValueError, RecursionError):
+                            d = json.loads(known)
+                            seen.add((d.get("source"), d.get("line")))
+                lines = []
+                for r in items:
+                    text = safe_text(r.raw.decode("utf-8", "replace"), MAX_LINE_BYTES)
+                    source = r.where
+                    if (source, text) in seen:
+                        continue
+                    seen.add((source, text))
+                    entry = {"source": source, "reason": r.reason, "line": text}
+                    lines.append(json.dumps(entry, ensure_ascii=False) + "\n")
+                if lines:
+                    self._append_lines(lines, target)
+            except (OSError, StoreError) as exc:
+                problems.append(f"{target}: cannot quarantine {len(items)} line(s): {exc}")
+        return problems
+
+    def done_keys(self, records: Iterable[Record] | None = None) -> set[RecordKey]:
+        """Keys this machine has stored (``--resume``): another machine's records do not
+        count, nor an ``env_failed`` one (it measured nothing: the environment may build
+        once the index answers or the disk has room, so a resume tries it again)."""
+        me = self.machine
+        pool = self.load().records if records is None else records
+        return {r.key for r in pool if r.machine_key == me and r.outcome is not Outcome.ENV_FAILED}
+
+    def append(self, record: Record) -> None:
+        """Store a record of this machine's run, stamped with this machine's name and id."""
+        me = self.machine
+        record = dataclasses.replace(record, machine=me.name, machine_id=me.id, imported_from="")
+        self._append_lines([_line(record)], self.path)
+
+    def _append_lines(self, lines: list[str], path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = "".join(lines).encode("utf-8")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                size = os.fstat(fd).st_size
+                if size:
+                    # a previous writer died mid-line: start ours on a fresh line so the
+                    # truncated one stays alone (and is reported) instead of eating ours
+                    with open(path, "rb") as f:
+                        f.seek(size - 1)
+                        if f.read(1) != b"\n":
+                            data = b"\n" + data
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+                os.fsync(fd)
+            except OSError as exc:
+                # leave no half line behind us: cut the file back to where we started
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise StoreError(
+                        f"{path}: disk full while appending a record; the store is intact up to "
+                        "the last complete record. Free space and rerun with --resume."
+                    ) from exc
+                raise StoreError(f"{path}: cannot append record: {exc}") from exc
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The whole store, exclusively: two merges into one store run one after the other."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / ".merge.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def merge(self, sources: Iterable[str | os.PathLike[str]]) -> MergeResult:
+        """Add the records of other machines' files (or folders of them), once each.
+
+        A record is the same run as a stored one when key, machine (name and id) and start
+        time agree: identical content is a duplicate (skipped), other content a conflict
+        (kept out and named). New records go to the file of the machine that ran them,
+        marked with the name of the file they came from (``imported_from``).
+        """
+        result = MergeResult()
+        with self._locked():
+            stored: dict[tuple[RecordKey, MachineKey, str], tuple[str, Record]] = {}
+            for r in self.load().records:
+                stored.setdefault((r.key, r.machine_key, r.started_at), (_content(r), r))
+            for source in sources:
+                src = Path(source)
+                files = sorted(src.glob("*.jsonl")) if src.is_dir() else [src]
+                for path in files:
+                    loaded = LoadResult()
+                    fresh: dict[str, list[str]] = {}
+                    for number, r in _parse_lines(path, loaded):
+                        ident = (r.key, r.machine_key, r.started_at)
+                        content = _content(r)
+                        held = stored.get(ident)
+                        if held is not None:
+                            if held[0] == content:
+                                result.duplicates += 1
+                            else:
+                                result.conflicts += 1
+                                result.warnings.append(
+                                    f"{path}:{number}: conflicts with the stored record of the "
+                                    f"same run ({r.key.id} on {r.machine_key} started "
+                                    f"{r.started_at or '?'}): {_differences(held[1], r)} "
+                                    "differ; the stored one is kept"
+                                )
+                            continue
+                        r = dataclasses.replace(r, imported_from=r.imported_from or path.name)
+                        stored[ident] = (content, r)
+                        fresh.setdefault(r.machine, []).append(_line(r))
+                    result.warnings.extend(loaded.warnings)
+                    result.refused.extend(loaded.refused)
+                    for machine, lines in fresh.items():
+                        self._append_lines(lines, self.root / f"{machine_name(machine)}.jsonl")
+                        result.added += len(lines)
+        return result
+
+
+def _differences(a: Record, b: Record) -> str:
+    da, db = a.to_dict(), b.to_dict()
+    names = [k for k in da if k != "imported_from" and da.get(k) != db.get(k)]
+    return ", ".join(names) or "nothing"

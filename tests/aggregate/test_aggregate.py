@@ -1,0 +1,711 @@
+"""Aggregates on hand-built record sets whose answers are known."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from harness.aggregate import (
+    CONFIRMED,
+    CONTRADICTED,
+    FLAKY,
+    INCONCLUSIVE,
+    NOT_MEASURABLE,
+    Rate,
+    aggregate,
+    aggregate_entry,
+    cell_value,
+    env_info,
+    failed_silently_as_documented,
+    judge_rate,
+    wilson,
+)
+from harness.outcomes import Outcome
+from harness.report.render.markdown import render_entry
+from harness.spec.entries import Claims, Entry, FailsAs, Signature, Variant, VersionClaim
+from harness.store.records import ExceptionInfo, Record
+
+R, OK, OTHER = Outcome.REPRODUCED, Outcome.OK, Outcome.OTHER_ERROR
+REL = Outcome.RELATED
+UNS, SKIP, ENVF = Outcome.UNSUPPORTED, Outcome.SKIPPED, Outcome.ENV_FAILED
+
+E1 = "py3.9-torch1.10.2-lightning1.9.5"
+E2 = "py3.10-torch1.12.1-lightning2.1.4"
+E3 = "py3.11-torch2.5.1-lightning2.4.0"
+TORCH = {E1: "1.10.2+cpu", E2: "1.12.1+cu102", E3: "2.5.1"}
+LIGHTNING = {E1: "1.9.5", E2: "2.1.4", E3: "2.4.0"}
+KIND = {
+    "base": "baseline",
+    "wa": "workaround",
+    "wa2": "workaround",
+    "de": "dead_end",
+    "ctl": "control",
+}
+MSG = "Attempting to unscale FP16 gradients."
+
+
+def rec(
+    variant: str,
+    env: str,
+    outcome: Outcome,
+    *,
+    trial: int = 0,
+    device: str = "cpu",
+    precision: str = "fp16",
+    message: str | None = None,
+    reason: str = "",
+    entry: str = "pytorch/demo",
+    day: int = 1,
+) -> Record:
+    exc = None
+    if outcome in (R, OTHER, REL) or message:
+        exc = ExceptionInfo(
+            "RuntimeError" if outcome in (R, REL) else "ValueError",
+            message or (MSG if outcome is R else "other thing"),
+            "x.py:1 in f",
+        )
+    return Record(
+        entry=entry,
+        variant=variant,
+        kind=KIND[variant],
+        cell=f"{env}-{device}-{precision}",
+        env=env,
+        device=device,
+        precision=precision,
+        trial=trial,
+        outcome=outcome,
+        reason=reason,
+        exception=exc,
+        versions={"python": env[2:6].rstrip("-"), "torch": TORCH[env], "lightning": LIGHTNING[env]},
+        provenance={"host": "box", "harness_version": "0.1.0", "git_rev": "abc123"},
+        started_at=f"2024-05-{day:02d}T10:00:00Z",
+    )
+
+
+def make_entry(
+    *,
+    fix_rate: float | None = None,
+    table: tuple[VersionClaim, ...] = (),
+    wa_rate: float | None = None,
+    de_rate: float | None = None,
+    doc: Path | None = None,
+    entry_id: str = "pytorch/demo",
+) -> Entry:
+    here = doc or Path("/nonexistent/document.md")
+    return Entry(
+        id=entry_id,
+        dir=here.parent,
+        title="Demo error",
+        signature=Signature("ValueError", "Attempting to unscale"),
+        claims=Claims(verification="ai_generated", fix_rate=fix_rate, version_table=table),
+        variants=(
+            Variant("base", "baseline", "the error"),
+            Variant(
+                "wa", "workaround", "workaround 1", claim_ref="workaround 1", claimed_rate=wa_rate
+            ),
+            Variant("de", "dead_end", "dead end 1", claim_ref="dead end 1", claimed_rate=de_rate),
+            Variant("ctl", "control", "sanity"),
+        ),
+        source=here,
+        document=here,
+        repro=here,
+    )
+
+
+def verdict(agg, claim_prefix: str):
+    [v] = [v for v in agg.verdicts if v.claim.startswith(claim_prefix)]
+    return v
+
+
+# -- Wilson and the rate rule ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("k", "n", "low", "high"),
+    [
+        (5, 10, 0.236593, 0.763407),
+        (0, 10, 0.0, 0.277533),
+        (10, 10, 0.722467, 1.0),
+        (1, 10, 0.017876, 0.404150),
+        (81, 263, 0.255289, 0.366210),  # Wilson (1927) example as quoted in the literature
+    ],
+)
+def test_wilson_known_values(k, n, low, high):
+    lo, hi = wilson(k, n)
+    assert lo == pytest.approx(low, abs=1e-6)
+    assert hi == pytest.approx(high, abs=1e-6)
+
+
+def test_wilson_empty_and_invalid():
+    assert wilson(0, 0) is None
+    assert Rate.of(0, 0).text() == "0/0 (no applicable runs)"
+    with pytest.raises(ValueError):
+        wilson(3, 2)
+
+
+def test_judge_rate_rule():
+    r = Rate.of(9, 10)  # [0.596, 0.982]
+    # inside the interval, but so are rates far from it: the interval does not decide
+    assert judge_rate(0.88, r, "")[0] == INCONCLUSIVE
+    assert judge_rate(0.88, Rate.of(90, 100), "")[0] == CONFIRMED  # [0.826, 0.945]
+    assert judge_rate(0.5, r, "")[0] == CONTRADICTED
+    assert "below" in judge_rate(0.5, r, "")[1]
+    # what a rate above the claim means is said only on that side
+    assert judge_rate(0.5, r, "", higher="worse than documented")[1].endswith(
+        ": worse than documented"
+    )
+    assert "worse" not in judge_rate(0.99, r, "", higher="worse than documented")[1]
+    assert judge_rate(0.99, r, "")[0] == CONTRADICTED
+    assert judge_rate(0.5, Rate.of(0, 0), "because") == (NOT_MEASURABLE, "because")
+
+
+def test_an_unrated_claim_is_that_it_works_in_most_runs():
+    assert judge_rate(None, Rate.of(8, 8), "")[0] == CONFIRMED  # [0.676, 1]
+    verdict_, why = judge_rate(None, Rate.of(0, 8), "")
+    assert verdict_ == CONTRADICTED and "works in most runs" in why
+    assert judge_rate(None, Rate.of(2, 2), "")[0] == INCONCLUSIVE  # [0.342, 1] spans 50%
+    assert "fails" in judge_rate(None, Rate.of(0, 8), "", "fails")[1]
+
+
+# -- cells ----------------------------------------------------------------------------------
+
+
+def test_cell_flaky_when_counted_trials_disagree():
+    v = cell_value([R, OK, R])
+    assert v.status == FLAKY
+    assert dict(v.counts) == {"reproduced": 2, "ok": 1}
+
+
+def test_cell_not_counted_trials_do_not_make_it_flaky():
+    assert cell_value([R, UNS]).status == "reproduced"
+    assert cell_value([UNS, SKIP]).status == "unsupported"  # tie: first in outcome order
+    assert cell_value([SKIP, SKIP, UNS]).status == "skipped"
+
+
+# -- environments ---------------------------------------------------------------------------
+
+
+def test_env_order_by_version_not_text():
+    envs = [
+        "py3.10-torch1.9.0-lightning1.5.0",
+        "py3.10-torch1.10.0-lightning1.5.0",
+        "py3.10-torch1.10.0-lightning1.10.0",
+        "py3.10-torch2.0.0-lightning1.5.0",
+    ]
+    infos = [
+        env_info(e, {"torch": e.split("torch")[1].split("-")[0] + "+cu117"}) for e in reversed(envs)
+    ]
+    assert [i.id for i in sorted(infos, key=lambda i: i.sort_key)] == envs
+    assert infos[0].torch == "2.0.0+cu117"  # the local label is kept for display
+
+
+def test_env_versions_from_id_when_records_carry_none():
+    e = env_info("py3.8-torch1.10.2-lightning1.9.5")
+    assert (e.python, e.torch, e.lightning) == ("3.8", "1.10.2", "1.9.5")
+
+
+# -- one entry, known answers ----------------------------------------------------------------
+
+
+def scenario() -> list[Record]:
+    return [
+        # baseline: reproduces in E1 (twice) and E2 (flaky), never in E3
+        rec("base", E1, R),
+        rec("base", E1, R, trial=1),
+        rec("base", E2, R),
+        rec("base", E2, OK, trial=1),
+        rec("base", E3, OTHER, message="new message"),
+        rec("base", E3, OTHER, trial=1, message="new message"),
+        # workaround: ok in E1 and E2 (reproducing cells); fails in E3, which does not count
+        rec("wa", E1, OK),
+        rec("wa", E1, OK, trial=1),
+        rec("wa", E2, OK),
+        rec("wa", E2, OTHER, trial=1),
+        rec("wa", E3, OTHER),
+        rec("wa", E3, OTHER, trial=1),
+        # dead end: fails in E1, ok in E2, unsupported in E3
+        rec("de", E1, OTHER),
+        rec("de", E1, R, trial=1),
+        rec("de", E2, OK),
+        rec("de", E2, UNS, trial=1, reason="no API"),
+        rec("de", E3, UNS, reason="no API"),
+        # control: ok everywhere but one env could not be built
+        rec("ctl", E1, OK),
+        rec("ctl", E2, OK),
+        rec("ctl", E3, ENVF, reason="no wheel for py3.11"),
+    ]
+
+
+def test_rates_and_counts():
+    agg = aggregate_entry(make_entry(), scenario())
+    base, wa, de, ctl = (agg.variant(n) for n in ("base", "wa", "de", "ctl"))
+    assert (base.overall.k, base.overall.n) == (3, 6)
+    assert (wa.overall.k, wa.overall.n) == (3, 4)  # E3 is not a reproducing cell
+    # failed as documented (reproduced) over applicable runs in E1, E2; the OTHER in E1
+    # is a failure for another reason: named, never counted as the dead end's failure
+    assert (de.overall.k, de.overall.n) == (1, 3)
+    assert (de.failed_otherwise, de.ok.k) == (1, 1)
+    assert (ctl.overall.k, ctl.overall.n) == (2, 2)  # env_failed never counts
+    assert ctl.not_counted[0].outcome == "env_failed"
+    assert ctl.not_counted[0].reason == "no wheel for py3.11"
+    assert [(n.reason, n.count) for n in de.not_counted] == [("no API", 2)]
+    assert agg.cells[("base", E2, "cpu", "fp16")].status == FLAKY
+    assert dict(agg.cells[("base", E2, "cpu", "fp16")].counts) == {"reproduced": 1, "ok": 1}
+    assert [e.id for e in agg.envs] == [E1, E2, E3]
+    assert base.overall.low == pytest.approx(wilson(3, 6)[0])
+
+
+def test_range_first_last_newest():
+    agg = aggregate_entry(make_entry(), scenario())
+    [overall, cpu16] = agg.variant("base").ranges
+    assert overall.slice == "*" and cpu16.slice == "cpu-fp16"
+    assert (overall.first, overall.last, overall.newest, overall.in_newest) == (E1, E2, E3, False)
+    assert overall.gaps == ()
+
+
+def test_range_gap_and_slices():
+    records = [
+        rec("base", E1, R),
+        rec("base", E2, OK),
+        rec("base", E3, R),
+        rec("base", E1, OK, device="cuda", precision="bf16"),
+        rec("base", E3, UNS, device="cuda", precision="bf16"),
+    ]
+    agg = aggregate_entry(make_entry(), records)
+    ranges = {r.slice: r for r in agg.variant("base").ranges}
+    assert ranges["*"].gaps == (E2,)
+    assert ranges["*"].in_newest is True
+    assert ranges["cuda-bf16"].first is None
+    assert ranges["cuda-bf16"].newest == E1  # E3 was unsupported: not measured
+    assert list(agg.slices) == [("cpu", "fp16"), ("cuda", "bf16")]
+    by_slice = dict(agg.variant("base").by_slice)
+    assert (by_slice["cuda-bf16"].k, by_slice["cuda-bf16"].n) == (0, 1)
+
+
+def test_verdicts_claimed_vs_measured():
+    table = (
+        VersionClaim("torch>=1.10", "active"),  # E3 does not reproduce -> contradicted
+        VersionClaim("torch<2.0", "active"),  # E1, E2 reproduce -> confirmed
+        VersionClaim("torch>=3.0", "active"),  # nothing measured -> not measurable
+        VersionClaim("torch>=2.0", "fixed"),  # E3 does not reproduce -> confirmed
+        VersionClaim(
+            "torch>=1.0", "active", introduced="1.11"
+        ),  # reproduces in 1.10 -> contradicted
+    )
+    entry = make_entry(fix_rate=0.88, table=table, wa_rate=0.9, de_rate=0.95)
+    agg = aggregate_entry(entry, scenario())
+    assert verdict(agg, "documented message").verdict == CONFIRMED
+    fix = verdict(agg, "fix rate")
+    # 3/4: 0.88 lies in [0.30, 0.95], as do rates far from it
+    assert fix.verdict == INCONCLUSIVE and fix.label == "inconclusive (n=4)"
+    assert "best workaround 'wa'" in fix.why and "pooled" in fix.why
+    rows = [v for v in agg.verdicts if v.claim.startswith("version table")]
+    assert [v.verdict for v in rows] == [
+        INCONCLUSIVE,  # E3: 0/2 cannot tell that it does not reproduce
+        CONFIRMED,
+        NOT_MEASURABLE,
+        INCONCLUSIVE,
+        CONTRADICTED,
+    ]
+    assert f"{E3} (0/2)" in rows[0].why
+    assert "before introduced 1.11" in rows[4].why
+    assert verdict(agg, "workaround 1").verdict == INCONCLUSIVE  # 0.9 in [0.30, 0.95]
+    de = verdict(agg, "dead end 1")
+    assert de.verdict == CONTRADICTED and de.measured.startswith("1/3")
+    assert "for another reason in 1/3" in de.why
+    assert de.seen_instead == "ValueError: other thing (×1)"
+
+
+def test_version_rows_decided_by_enough_runs():
+    table = (VersionClaim("torch>=1.10", "active"), VersionClaim("torch>=2.0", "fixed"))
+    records = [rec("base", E1, R)] + [
+        rec("base", E3, OTHER, trial=t, message="new message") for t in range(4)
+    ]
+    agg = aggregate_entry(make_entry(table=table), records)
+    active, fixed = (v for v in agg.verdicts if v.claim.startswith("version table"))
+    assert active.verdict == CONTRADICTED  # E3: 0/4, interval [0, 0.49]
+    assert E3 in active.why and active.seen_instead == "ValueError: new message (×4)"
+    assert fixed.verdict == CONFIRMED
+
+
+def test_no_reproduction_makes_rates_not_measurable_and_names_messages():
+    records = [
+        rec("base", E1, OTHER, message="seen A"),
+        rec("base", E2, OTHER, message="seen B"),
+        rec("base", E3, OTHER, message="seen B"),
+        rec("base", E2, OTHER, trial=1, message="seen B"),
+        rec("base", E3, OTHER, trial=1, message="seen B"),
+        rec("wa", E1, OK),
+        rec("de", E1, OTHER),
+    ]
+    agg = aggregate_entry(make_entry(fix_rate=0.5, wa_rate=0.9, de_rate=0.6), records)
+    msg = verdict(agg, "documented message")
+    assert msg.verdict == CONTRADICTED
+    assert msg.why.index("seen B") < msg.why.index("seen A")  # most frequent first
+    assert msg.seen_instead.startswith("ValueError: seen B (×4)")
+    wa = verdict(agg, "workaround 1")
+    assert wa.verdict == NOT_MEASURABLE and "never reproduced" in wa.why
+    assert "where it ran, it was ok in 1/1 applicable runs" in wa.why  # shown, not judged
+    de = verdict(agg, "dead end 1")
+    assert (
+        "where it ran, it was failing as documented in 0/1 applicable runs "
+        "(ValueError: other thing (×1))" in de.why
+    )
+    assert verdict(agg, "fix rate").verdict == NOT_MEASURABLE
+
+
+def test_unsupported_only():
+    records = [rec("base", e, UNS, reason="no torch.amp") for e in (E1, E2, E3)] + [
+        rec("wa", E1, UNS)
+    ]
+    agg = aggregate_entry(
+        make_entry(wa_rate=0.9, table=(VersionClaim("torch>=1.10", "active"),)), records
+    )
+    assert verdict(agg, "documented message").verdict == NOT_MEASURABLE
+    assert "unsupported" in verdict(agg, "documented message").why
+    assert "no baseline run was applicable" in verdict(agg, "workaround 1").why
+    assert verdict(agg, "version table").verdict == NOT_MEASURABLE
+    assert agg.variant("base").overall.n == 0
+    assert agg.variant("base").not_counted[0].count == 3
+
+
+def test_env_failed_everywhere():
+    records = [
+        rec(v, e, ENVF, reason="resolution failed") for v in ("base", "wa") for e in (E1, E2)
+    ]
+    agg = aggregate_entry(make_entry(wa_rate=0.9), records)
+    assert agg.n_runs == 4 and agg.n_counted == 0
+    assert verdict(agg, "documented message").verdict == NOT_MEASURABLE
+    assert all(v.overall.n == 0 for v in agg.variants)
+
+
+def test_variant_without_runs_and_unknown_entry():
+    aggs = aggregate([rec("base", E1, R, entry="other/entry")], [make_entry()])
+    assert [a.id for a in aggs.entries] == ["other/entry", "pytorch/demo"]
+    other, demo = aggs.entries
+    assert other.title == "other/entry" and other.document is None
+    assert demo.n_runs == 0 and demo.variant("wa").overall.n == 0
+
+
+def test_order_of_records_does_not_matter():
+    records = scenario() + [rec("base", E1, R, trial=2, day=3)]
+    shuffled = list(records)
+    random.Random(4).shuffle(shuffled)
+    a = aggregate(records, [make_entry(fix_rate=0.9)]).to_dict()
+    b = aggregate(shuffled, [make_entry(fix_rate=0.9)]).to_dict()
+    assert a == b
+    assert a["schema"] == 1
+    assert a["entries"][0]["newest"] == "2024-05-03T10:00:00Z"
+
+
+def test_a_workaround_that_changes_the_precision_is_counted_where_the_baseline_reproduces() -> None:
+    # the baseline runs (and reproduces) in fp16 only; the workaround is "switch to bf16"
+    entry = make_entry()
+    entry = Entry(
+        **{
+            **entry.__dict__,
+            "variants": (
+                Variant("base", "baseline", "the error", precisions=("fp16",)),
+                Variant(
+                    "wa",
+                    "workaround",
+                    "use bf16",
+                    precisions=("bf16",),
+                    claim_ref="workaround 1",
+                    claimed_rate=0.9,
+                ),
+                Variant(
+                    "wa2",
+                    "workaround",
+                    "same precision",
+                    precisions=("fp16",),
+                    claim_ref="workaround 2",
+                ),
+                Variant("ctl", "control", "sanity"),
+            ),
+        }
+    )
+    records = [
+        rec("base", E2, R),
+        rec("base", E3, R),
+        rec("base", E1, OK),
+        rec("wa", E2, OK, precision="bf16"),
+        rec("wa", E3, OTHER, precision="bf16"),
+        rec("wa", E1, OK, precision="bf16"),  # E1: the baseline did not reproduce: not counted
+        rec("wa2", E2, OK),
+        rec("wa2", E1, OK),  # same precision as the baseline: cell rule
+    ]
+    agg = aggregate_entry(entry, records)
+    wa = next(v for v in agg.variants if v.name == "wa")
+    wa2 = next(v for v in agg.variants if v.name == "wa2")
+    assert (wa.overall.k, wa.overall.n) == (1, 2)
+    assert (wa2.overall.k, wa2.overall.n) == (1, 1)
+
+
+# -- documented vs related -------------------------------------------------------------------
+
+RELATED_SIG = Signature("RuntimeError", "The current optimizer, \\w+, does not allow")
+
+
+def entry_with_related() -> Entry:
+    entry = make_entry()
+    return Entry(
+        **{
+            **entry.__dict__,
+            "signature": Signature("RuntimeError", "Attempting to unscale"),
+            "variants": (
+                Variant("base", "baseline", "the documented error"),
+                Variant("trainer", "baseline", "the related error", signature=RELATED_SIG),
+                Variant("de", "dead_end", "fails", claim_ref="dead end 1", claimed_rate=0.9),
+                Variant("wa", "workaround", "works", claim_ref="solution 1", claimed_rate=0.9),
+            ),
+        }
+    )
+
+
+def test_the_documented_message_counts_only_the_documented_error() -> None:
+    related = "The current optimizer, AdamW, does not allow for gradient clipping"
+    records = [
+        rec("base", E1, R),
+        rec("base", E2, R),
+        rec("base", E3, OK),
+        Record(**{**rec("base", E1, REL, message=related).__dict__, "variant": "trainer"}),
+        Record(**{**rec("base", E2, REL, message=related).__dict__, "variant": "trainer"}),
+    ]
+    agg = aggregate_entry(entry_with_related(), records)
+    msg = verdict(agg, "documented message")
+    assert msg.verdict == CONFIRMED
+    assert msg.measured == (
+        "documented error in 2/5 applicable baseline runs, "
+        "the variant's related error in 2/5 (trainer)"
+    )
+    trainer = agg.variant("trainer")
+    assert (trainer.overall.k, trainer.related.k, trainer.overall.n) == (0, 2, 2)
+    # the related error makes no reproducing cell and no measured range of the documented one
+    assert trainer.ranges[0].first is None
+
+
+def test_schema_2_records_of_a_variant_with_its_own_signature_are_re_read() -> None:
+    # schema 2 recorded the variant's own signature as "reproduced": re-read against the entry
+    related = "The current optimizer, AdamW, does not allow for gradient clipping"
+    old = Record(**{**rec("base", E1, R, message=related).__dict__, "variant": "trainer"})
+    documented = Record(**{**rec("base", E2, R).__dict__, "variant": "trainer"})
+    agg = aggregate_entry(entry_with_related(), [old, documented])
+    assert agg.cells[("trainer", E1, "cpu", "fp16")].status == "related"
+    assert agg.cells[("trainer", E2, "cpu", "fp16")].status == "reproduced"
+    # a signature added to entry.yaml after the run: its other_error is re-read as related
+    later = Record(
+        **{**rec("base", E3, REL, message=related).__dict__, "variant": "trainer", "outcome": OTHER}
+    )
+    other = Record(**{**rec("base", E1, OTHER, message="else").__dict__, "variant": "trainer"})
+    agg = aggregate_entry(entry_with_related(), [later, other])
+    assert agg.cells[("trainer", E3, "cpu", "fp16")].status == "related"
+    assert agg.cells[("trainer", E1, "cpu", "fp16")].status == "other_error"
+
+
+def test_a_dead_end_failing_for_another_reason_is_not_a_confirmation() -> None:
+    records = [
+        rec("base", E1, R),
+        rec("base", E2, R),
+        rec("de", E1, OTHER, message="AssertionError at step"),
+        rec("de", E2, OTHER, message="AssertionError at step"),
+        rec("de", E1, OTHER, trial=1, message="AssertionError at step"),
+        rec("de", E2, OTHER, trial=1, message="AssertionError at step"),
+    ]
+    agg = aggregate_entry(entry_with_related(), records)
+    de = verdict(agg, "dead end 1")
+    assert de.verdict == CONTRADICTED
+    assert de.measured.startswith("0/4")
+    assert "for another reason in 4/4" in de.why
+    assert de.seen_instead == "ValueError: AssertionError at step (×4)"
+
+
+def test_a_document_type_that_differs_is_named() -> None:
+    records = [
+        rec("base", E1, OTHER, trial=t, message="Attempting to unscale FP16 gradients.")
+        for t in range(4)
+    ]
+    agg = aggregate_entry(entry_with_related(), records)
+    msg = verdict(agg, "documented message")
+    assert msg.verdict == CONTRADICTED
+    assert msg.why.startswith("the documented message was raised as ValueError, not RuntimeError")
+
+
+def test_a_documented_message_never_seen_in_few_runs_is_inconclusive() -> None:
+    agg = aggregate_entry(make_entry(), [rec("base", E1, OTHER), rec("base", E2, OK)])
+    msg = verdict(agg, "documented message")
+    assert msg.verdict == INCONCLUSIVE and msg.label == "inconclusive (n=2)"
+
+
+def test_failed_workarounds_name_what_happened_instead() -> None:
+    records = [rec("base", E1, R), rec("base", E2, R)] + [
+        rec("wa", e, Outcome.WRONG_RESULT, trial=t, reason="postcondition failed: clipped")
+        for e in (E1, E2)
+        for t in range(3)
+    ]
+    agg = aggregate_entry(make_entry(wa_rate=0.9), records)
+    wa = verdict(agg, "workaround 1")
+    assert wa.verdict == CONTRADICTED
+    assert wa.seen_instead == "wrong_result: postcondition failed: clipped (×6)"
+
+
+# -- a dead end's silent documented failure (entry.yaml fails_as) ---------------------------
+
+WRONG = Outcome.WRONG_RESULT
+
+
+def silent_entry(de_rate: float | None = 0.75) -> Entry:
+    entry = make_entry()
+    de = Variant(
+        "de",
+        "dead_end",
+        "strict=False",
+        claim_ref="dead end 1",
+        claimed_rate=de_rate,
+        fails_as=FailsAs("wrong_result", ("weights_loaded",)),
+    )
+    return Entry(**{**entry.__dict__, "variants": (entry.variants[0], de)})
+
+
+def wrong(env: str, trial: int, failed: tuple[str, ...], passed: tuple[str, ...] = ()) -> Record:
+    checks = {n: {"ok": False, "detail": f"{n} is wrong"} for n in failed}
+    checks |= {n: {"ok": True, "detail": "fine"} for n in passed}
+    checks["_warnings"] = ["UserWarning: something"]  # a record's warnings are no postcondition
+    reason = "postcondition failed: " + "; ".join(f"{n}: {n} is wrong" for n in failed)
+    r = rec("de", env, WRONG, trial=trial, reason=reason)
+    return Record(**{**r.__dict__, "checks": checks})
+
+
+def test_a_silent_dead_end_that_fails_as_documented_confirms_its_claim() -> None:
+    records = [rec("base", E1, R), rec("base", E2, R)] + [
+        wrong(e, t, ("weights_loaded", "same_outputs")) for e in (E1, E2) for t in range(2)
+    ]
+    agg = aggregate_entry(silent_entry(de_rate=None), records)
+    de = agg.variant("de")
+    assert (de.overall.k, de.overall.n, de.silent.k, de.failed_otherwise) == (4, 4, 4, 0)
+    assert de.fails_as == ("weights_loaded",)
+    assert all(f.as_documented for f in de.failures)
+    v = verdict(agg, "dead end 1")
+    assert v.verdict == CONFIRMED  # no rate: "it fails as documented", 4/4
+    assert v.claimed == (
+        "it fails as documented (no rate); documented failure: postcondition weights_loaded fails"
+    )
+    assert "failed as documented in 4/4 (postcondition weights_loaded fails in 4)" in v.why
+    assert "for another reason in 0/4" in v.why
+    assert v.seen_instead == ""
+    # the cells still show what happened: the runs ended wrong_result
+    assert agg.cells[("de", E1, "cpu", "fp16")].status == "wrong_result"
+    # the entry's page says what the documented failure is, beside the claim
+    page = render_entry(agg)
+    assert (
+        "| de | dead_end | dead end 1, documented failure: postcondition weights_loaded fails |"
+        in page
+    )
+
+
+def test_a_wrong_result_on_another_postcondition_is_still_seen_instead() -> None:
+    records = [rec("base", E1, R), rec("base", E2, R)]
+    records += [wrong(e, 0, ("weights_loaded",)) for e in (E1, E2)]
+    # the declared postcondition held; another failed: a failure for another reason
+    records += [wrong(e, 1, ("loss_finite",), passed=("weights_loaded",)) for e in (E1, E2)]
+    records += [rec("de", E1, OK, trial=2)]
+    agg = aggregate_entry(silent_entry(de_rate=0.4), records)
+    de = agg.variant("de")
+    assert (de.overall.k, de.overall.n, de.silent.k, de.failed_otherwise, de.ok.k) == (
+        2,
+        5,
+        2,
+        2,
+        1,
+    )
+    v = verdict(agg, "dead end 1")
+    assert "failed as documented in 2/5 (postcondition weights_loaded fails in 2)" in v.why
+    assert "for another reason in 2/5" in v.why
+    assert (
+        v.seen_instead
+        == "wrong_result: postcondition failed: loss_finite: loss_finite is wrong (×2)"
+    )
+
+
+def test_without_fails_as_a_silent_failure_is_a_failure_for_another_reason() -> None:
+    records = [rec("base", E1, R), rec("base", E2, R)] + [
+        wrong(e, t, ("weights_loaded",)) for e in (E1, E2) for t in range(2)
+    ]
+    entry = silent_entry()
+    plain = Entry(
+        **{
+            **entry.__dict__,
+            "variants": (
+                entry.variants[0],
+                Variant("de", "dead_end", "x", claim_ref="dead end 1", claimed_rate=0.75),
+            ),
+        }
+    )
+    agg = aggregate_entry(plain, records)
+    de = agg.variant("de")
+    assert (de.overall.k, de.silent.k, de.failed_otherwise) == (0, 0, 4)
+    assert verdict(agg, "dead end 1").verdict == CONTRADICTED
+    assert "documented failure" not in verdict(agg, "dead end 1").claimed
+
+
+def test_failed_silently_as_documented_reads_one_record() -> None:
+    names = ("a", "b")
+    assert failed_silently_as_documented(names, "wrong_result", {"b": {"ok": False}})
+    assert not failed_silently_as_documented(names, "wrong_result", {"b": {"ok": True}})
+    assert not failed_silently_as_documented(names, "wrong_result", {"c": {"ok": False}})
+    assert not failed_silently_as_documented(names, "ok", {"a": {"ok": False}})
+    assert not failed_silently_as_documented(names, "other_error", {"a": {"ok": False}})
+    assert not failed_silently_as_documented((), "wrong_result", {"a": {"ok": False}})
+    assert not failed_silently_as_documented(names, "wrong_result", {"a": ["not a check"]})
+
+
+# -- several machines ---------------------------------------------------------------------
+
+
+def on(record: Record, machine: str, machine_id: str = "") -> Record:
+    return Record(**{**record.__dict__, "machine": machine, "machine_id": machine_id or machine})
+
+
+def test_a_cell_measured_on_two_machines_shows_both_and_flags_disagreement() -> None:
+    records = [
+        on(rec("base", E1, R), "gpu-box"),
+        on(rec("base", E1, OK), "laptop"),
+        on(rec("base", E2, R), "gpu-box"),
+        on(rec("base", E2, R), "laptop"),
+        on(rec("base", E3, R), "gpu-box"),
+        on(rec("base", E3, SKIP, reason="no CUDA"), "laptop"),
+    ]
+    agg = aggregate_entry(make_entry(), records)
+    k1, k2, k3 = ((("base", e, "cpu", "fp16")) for e in (E1, E2, E3))
+    assert [(m, v.status) for m, v in agg.by_machine[k1]] == [
+        ("gpu-box", "reproduced"),
+        ("laptop", "ok"),
+    ]
+    assert agg.disagree == {k1}  # E2 agrees; E3's laptop could not measure: no disagreement
+    assert set(agg.by_machine) == {k1, k2, k3}
+    assert [m.name for m in agg.machines] == ["gpu-box", "laptop"]
+
+
+def test_two_machines_of_one_name_are_told_apart_by_id() -> None:
+    records = [on(rec("base", E1, R), "ci", "aaaa1111"), on(rec("base", E1, OK), "ci", "bbbb2222")]
+    agg = aggregate_entry(make_entry(), records)
+    [(m1, _), (m2, _)] = agg.by_machine[("base", E1, "cpu", "fp16")]
+    assert (m1, m2) == ("ci (aaaa1111)", "ci (bbbb2222)")
+
+
+def test_one_message_quoting_the_reproducer_is_one_message_whichever_checkout_ran_it():
+    quoted = 'Unknown builtin op in "{}/repros/pytorch/demo/repro.py", line 12'
+    runs = [
+        rec("wa", E1, OTHER, message=quoted.format("/work/wt/kbrun")),
+        rec("wa", E1, OTHER, trial=1, message=quoted.format("/work/wt/kbrun2")),
+        rec("wa", E1, OTHER, trial=2, message=quoted.format("/home/someone/harness")),
+        rec("wa", E1, OTHER, trial=3, message="in /opt/lib/site-packages/torch/jit.py"),
+    ]
+    [agg] = aggregate(runs).entries
+    [wa] = [v for v in agg.variants if v.name == "wa"]
+    assert sorted((m.message, m.count) for m in wa.messages) == [
+        ('Unknown builtin op in "repros/pytorch/demo/repro.py", line 12', 3),
+        ("in /opt/lib/site-packages/torch/jit.py", 1),  # not a reproducer's path: as it was
+    ]

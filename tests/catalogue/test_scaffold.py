@@ -1,0 +1,182 @@
+"""`harness new` and `harness check`: the three document formats, malformed documents, the
+seed documents scaffolded back into the claims their hand-written entries hold, and 4-part
+deadends ids through loader, plan, report file names and write-back."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.__main__ import main
+from harness.catalogue.scaffold import DocumentError, parse_document, write_scaffold
+from harness.spec.entries import load_entries, load_entry
+from tests.paths import REPO, RESOURCES
+
+DOCS = RESOURCES / "documents"
+RECORD = DOCS / "deadends-record.json"
+GRAD = REPO / "repros" / "pytorch" / "grad-scale-unscale-error"
+CLIP = REPO / "repros" / "lightning" / "gradient-clipping-optimizer-handles-unscaling"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "repros").mkdir()
+    shutil.copy(REPO / "repros" / "reprokit.py", tmp_path / "repros")
+    shutil.copy(REPO / "matrix.yaml", tmp_path)
+    return tmp_path
+
+
+def _claims(entry) -> set[tuple[str, float | None]]:
+    return {(v.claim_ref, v.claimed_rate) for v in entry.variants if v.claim_ref}
+
+
+@pytest.mark.parametrize("hand", [GRAD, CLIP], ids=["markdown", "scraped"])
+def test_a_seed_document_scaffolds_the_claims_of_its_hand_written_entry(
+    project: Path, hand: Path
+) -> None:
+    written = load_entry(hand, REPO / "repros")
+    scaffold = parse_document((hand / "source.md").read_text(), hand / "source.md")
+    folder, _ = write_scaffold(scaffold, project / "repros", written.id)
+    new = load_entry(folder, project / "repros")
+    assert new.signature == written.signature
+    assert new.claims.verification == written.claims.verification
+    assert new.claims.fix_rate == written.claims.fix_rate
+    assert new.claims.version_table == written.claims.version_table
+    assert _claims(new) == _claims(written)
+    assert (folder / "source.md").read_text() == (hand / "source.md").read_text()  # verbatim
+    assert not any(v.written for v in new.variants)
+
+
+def test_the_json_form_keeps_facts_and_copies_no_prose(project: Path) -> None:
+    assert main(["--repo", str(project), "new", str(RECORD)]) == 0
+    folder = project / "repros" / "deadends" / "pytorch" / "fixture-widget-error" / "pt2-linux"
+    entry = load_entries(project / "repros")[0]
+    assert entry.id == "deadends/pytorch/fixture-widget-error/pt2-linux" and entry.dir == folder
+    assert entry.signature.type == "RuntimeError"
+    assert entry.signature.message == "(widget.*frobnication|frobnicat.*failed)"
+    assert entry.claims.fix_rate == 0.8 and entry.claims.verification == "auto_generated"
+    assert [(r.spec, r.status) for r in entry.claims.version_table] == [("torch>=2.1", "active")]
+    assert _claims(entry) == {
+        ("workaround 1", 0.9),
+        ("workaround 2", 0.5),
+        ("dead end 1", 0.6),
+        ("dead end 2", 0.75),
+    }
+    assert entry.origin["url"] == "https://deadends.dev/pytorch/fixture-widget-error/pt2-linux"
+    assert entry.origin["review_status"] == "auto_generated" and entry.origin["confidence"] == 0.7
+    assert entry.origin["related"] == ["pytorch/other-error/pt2-linux"]
+    for path in folder.iterdir():
+        assert "FIXTURE-PROSE" not in path.read_text(), path
+    assert entry.origin["url"] in (folder / "document.md").read_text()
+    assert all(v.description.startswith("TODO") for v in entry.variants)
+
+
+def test_new_refuses_to_overwrite(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--repo", str(project), "new", str(RECORD)]) == 0
+    assert main(["--repo", str(project), "new", str(RECORD)]) == 2
+    assert "never overwrites" in capsys.readouterr().out
+
+
+def test_a_scaffold_checks_clean_with_its_to_dos_and_plans_no_job(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.execute.plan import make_plan
+    from harness.spec.matrix import load_matrix
+
+    main(["--repo", str(project), "new", str(RECORD)])
+    capsys.readouterr()
+    assert main(["--repo", str(project), "check", "deadends/*"]) == 0
+    out = capsys.readouterr().out
+    assert "ok     deadends/pytorch/fixture-widget-error/pt2-linux: 0/6 variants written" in out
+    assert "to do:" in out and "entry.yaml:" in out
+    plan = make_plan(
+        load_matrix(project / "matrix.yaml").expand("smoke"), load_entries(project / "repros")
+    )
+    assert not plan.jobs and plan.not_applicable
+    assert main(["--repo", str(project), "check", "nothing/*"]) == 2
+
+
+def test_check_names_a_broken_entry_and_goes_on(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["--repo", str(project), "new", str(RECORD)])
+    shutil.copytree(GRAD, project / "repros" / "pytorch" / "grad-scale-unscale-error")
+    repro = project / "repros" / "pytorch" / "grad-scale-unscale-error" / "repro.py"
+    repro.write_text(
+        repro.read_text().replace('"control-all-params-used":', '"control-all-params-usd":')
+    )
+    capsys.readouterr()
+    assert main(["--repo", str(project), "check"]) == 2
+    out = capsys.readouterr().out
+    assert "FAILED pytorch/grad-scale-unscale-error" in out
+    lines = (repro.parent / "entry.yaml").read_text().splitlines()
+    line = next(n for n, t in enumerate(lines, 1) if "name: control-all-params-used" in t)
+    assert (
+        f"entry.yaml:{line}: variant 'control-all-params-used' is not implemented by repro.py"
+    ) in out
+    assert "ok     deadends/pytorch/fixture-widget-error/pt2-linux" in out
+
+
+def test_a_four_part_id_reports_and_writes_back(project: Path) -> None:
+    main(["--repo", str(project), "new", str(RECORD)])
+    assert main(["--repo", str(project), "report"]) == 0
+    stem = "deadends__pytorch__fixture-widget-error__pt2-linux"
+    assert (project / "results" / "compat" / f"{stem}.md").is_file()
+    document = (
+        project
+        / "repros"
+        / "deadends"
+        / "pytorch"
+        / "fixture-widget-error"
+        / "pt2-linux"
+        / "document.md"
+    )
+    assert "<!-- harness:verification:begin -->\nVerification:" in document.read_text()
+    assert main(["--repo", str(project), "report", "--check"]) == 0
+
+
+def _record(**changes: object) -> str:
+    data = json.loads(RECORD.read_text())
+    for dotted, value in changes.items():
+        target = data
+        *parents, last = dotted.split("__")
+        for p in parents:
+            target = target[p]
+        if value is None:
+            del target[last]
+        else:
+            target[last] = value
+    return json.dumps(data)
+
+
+SEED_MD = (GRAD / "source.md").read_text()
+SEED_SCRAPED = (CLIP / "source.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (SEED_MD.replace("## Workarounds", "## Fixes"), "no '## Workarounds' section"),
+        (SEED_MD.replace("- **ID:**", "- **Id-ish:**"), "no '- **ID:** <domain>/<slug>' bullet"),
+        (SEED_MD.replace("**Fix Rate:** 88%", "**Fix Rate:** most"), "is not a percentage"),
+        (
+            SEED_MD.replace("| torch>=1.10 | active | — | — |", "| torch>=1.10 | active |"),
+            "a Version Compatibility row needs 4 cells",
+        ),
+        (SEED_SCRAPED.replace("\nSolutions\n", "\nFixes\n"), "no 'Solutions' section"),
+        (SEED_SCRAPED.replace("\nError message\n", "\nMessage\n"), "no 'Error message' section"),
+        ("{not json", "not valid JSON"),
+        (_record(verdict__fix_success_rate=None), "no 'verdict.fix_success_rate' field"),
+        (_record(error__regex="(unclosed"), "'error.regex' is not a valid regular expression"),
+        (_record(workarounds=[{"action": "x", "success_rate": 1.5}]), "must be a fraction"),
+        (_record(id="Bad Id"), "is not '<domain>/<slug>/<env>'"),
+        ("Some page\nwithout a format\n", "unknown document format"),
+    ],
+)
+def test_a_malformed_document_names_what_is_missing(text: str, message: str) -> None:
+    with pytest.raises(DocumentError) as info:
+        parse_document(text, "doc.txt")
+    assert message in str(info.value) and str(info.value).startswith("doc.txt")

@@ -1,0 +1,158 @@
+"""The command line on the real repository: list, report --check, bad arguments."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.paths import REPO
+
+
+def harness(*args: str, repo: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "--repo", str(repo), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=REPO,
+    )
+
+
+def test_list_shows_environments_exclusions_and_jobs() -> None:
+    out = harness("list", "--profile", "full")
+    assert out.returncode == 0, out.stderr
+    assert "py3.9-torch1.10.2-lightning1.9.5" in out.stdout
+    assert "torch 1.10 publishes wheels for Python <= 3.9 only" in out.stdout
+    assert "matrix.yaml:" in out.stdout
+    assert "jobs in profile 'full'" in out.stdout
+
+
+def test_bad_shard_and_unknown_profile_are_named() -> None:
+    out = harness("run", "--shard", "3/2")
+    assert out.returncode == 2 and "--shard K/N needs 1 <= K <= N" in out.stdout
+    out = harness("list", "--trials", "0")
+    assert out.returncode == 2 and "--trials: must be from 1 to 100, got 0" in out.stderr
+    out = harness("list", "--profile", "cpu", "--trials", "3")
+    assert "jobs in profile 'cpu' (3 trial(s) each)" in out.stdout
+    out = harness("list", "--profile", "nightly-typo")
+    assert out.returncode == 2 and "nightly-typo" in out.stdout and "matrix.yaml" in out.stdout
+
+
+def test_report_check_passes_on_the_committed_results_and_fails_when_stale(tmp_path: Path) -> None:
+    copy_project(tmp_path)
+    ok = harness("report", "--check", repo=tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    page = next((tmp_path / "results" / "compat").glob("*.md"))
+    page.write_text(page.read_text() + "hand edit\n")
+    stale = harness("report", "--check", repo=tmp_path)
+    assert stale.returncode == 1
+    assert f"stale: {page}" in stale.stdout
+    assert harness("report", repo=tmp_path).returncode == 0  # re-rendering repairs it
+    assert harness("report", "--check", repo=tmp_path).returncode == 0
+
+
+def test_report_keeps_its_caches_and_no_cache_neither_reads_nor_writes_them(
+    tmp_path: Path,
+) -> None:
+    copy_project(tmp_path)
+    cache = tmp_path / "results" / ".cache"
+    fresh = harness("report", "--no-cache", repo=tmp_path)
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    assert not cache.exists()
+    cached = harness("report", repo=tmp_path)
+    assert cached.returncode == 0, cached.stdout + cached.stderr
+    assert {p.name for p in cache.iterdir()} == {"render", "snapshot"}
+    # the same summary either way (the figures and verdicts come from the same records)
+    assert fresh.stdout.splitlines()[-1] == cached.stdout.splitlines()[-1]
+    # a page edited by hand: the cached block is not taken, the page is rendered again
+    page = next((tmp_path / "results" / "compat").glob("*.md"))
+    good = page.read_bytes()
+    page.write_text("hand edit\n")
+    assert harness("report", repo=tmp_path).returncode == 0
+    assert page.read_bytes() == good
+
+
+def copy_project(to: Path) -> None:
+    for name in ("matrix.yaml", "repros", "results"):
+        src = REPO / name
+        if src.is_dir():
+            # (not this checkout's caches: results/.cache)
+            shutil.copytree(src, to / name, ignore=shutil.ignore_patterns("__pycache__", ".cache"))
+        else:
+            shutil.copy(src, to / name)
+
+
+def test_a_newer_record_of_another_machine_is_in_the_report(tmp_path: Path) -> None:
+    """Issue 9's reproduction: one record of vm.jsonl copied into ci-cpu-1.jsonl with another
+    outcome, host and a newer start. It used to vanish (the file named last won, keyed
+    without the machine); now both machines' records are in the report."""
+    import json
+
+    copy_project(tmp_path)
+    records = tmp_path / "results" / "records"
+    before = harness("report", repo=tmp_path)
+    n = int(before.stdout.split("report: ")[1].split(" records")[0])
+    d = json.loads((records / "vm.jsonl").read_text().splitlines()[5])
+    d["outcome"] = "crashed" if d["outcome"] != "crashed" else "timeout"
+    d["reason"] = "measured on the CI runner"
+    d["provenance"] = {**d["provenance"], "host": "ci-runner-host"}
+    d["started_at"] = "2027-01-01T00:00:00+00:00"
+    d["machine"], d["machine_id"] = "ci-cpu-1", ""  # a schema-4 record names its machine
+    (records / "ci-cpu-1.jsonl").write_text(json.dumps(d) + "\n")
+    out = harness("report", repo=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"report: {n + 1} records" in out.stdout
+    compat = json.loads((tmp_path / "results" / "compat.json").read_text())
+    text = json.dumps(compat)
+    assert "ci-runner-host" in text and "2027-01-01T00:00:00+00:00" in text
+    cells = "".join(p.read_text() for p in (tmp_path / "results" / "cells").glob("*.js"))
+    assert "measured on the CI runner" in cells and "ci-runner-host" in cells
+    page = (tmp_path / "results" / "compat" / (d["entry"].replace("/", "__") + ".md")).read_text()
+    assert "ci-runner-host" in page
+
+
+def test_merge_brings_another_machines_records_into_the_report(tmp_path: Path) -> None:
+    copy_project(tmp_path)
+    # another machine measured one more trial of one cell: its own file, its own provenance
+    import json
+
+    line = (REPO / "results" / "records" / "vm.jsonl").read_text().splitlines()[-1]
+    d = json.loads(line)
+    d["trial"] = 7
+    d["provenance"] = {**d["provenance"], "host": "gpu-box-7", "gpu": "NVIDIA H200"}
+    other = tmp_path / "gpu-box-7.jsonl"
+    other.write_text(json.dumps(d) + "\n")
+    merged = harness("merge", str(other), repo=tmp_path)
+    assert merged.returncode == 0 and "1 records added" in merged.stdout
+    again = harness("merge", str(other), repo=tmp_path)
+    assert "0 records added, 1 already present" in again.stdout
+    assert harness("report", repo=tmp_path).returncode == 0
+    page = (tmp_path / "results" / "compat" / (d["entry"].replace("/", "__") + ".md")).read_text()
+    assert "gpu-box-7" in page and "NVIDIA H200" in page
+
+
+def test_merge_names_a_conflicting_reimport_and_exits_1(tmp_path: Path) -> None:
+    import json
+
+    copy_project(tmp_path)
+    d = json.loads((REPO / "results" / "records" / "vm.jsonl").read_text().splitlines()[0])
+    d.update(schema=4, machine="gpu-box-7", machine_id="0123456789ab", imported_from="")
+    d["provenance"] = {**d["provenance"], "host": "gpu-box-7"}
+    first = tmp_path / "gpu-box-7.jsonl"
+    first.write_text(json.dumps(d) + "\n")
+    assert harness("merge", str(first), repo=tmp_path).returncode == 0
+    d["reason"] = "edited after the run"
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    (edited / "gpu-box-7.jsonl").write_text(json.dumps(d) + "\n")
+    out = harness("merge", str(edited), repo=tmp_path)
+    assert out.returncode == 1, out.stdout
+    assert (
+        f"{edited / 'gpu-box-7.jsonl'}:1: conflicts with the stored record of the same run"
+        in out.stdout
+    )
+    assert "reason differ; the stored one is kept" in out.stdout
+    assert "0 records added, 0 already present, 1 conflicting" in out.stdout

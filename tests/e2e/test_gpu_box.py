@@ -1,0 +1,91 @@
+"""scripts/gpu-box.sh, run here on the CPU: in a copy of the project, on this interpreter
+with a stand-in for torch (every CUDA cell is skipped, with the reason), and on a real torch
+where the test interpreter has one (nox -s tests): the CPU-only build is the reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.envs.backends import STANDIN_VAR
+from tests.paths import REPO
+
+SCRIPT = "scripts/gpu-box.sh"
+
+
+def copy_project(root: Path) -> Path:
+    for name in ("harness", "scripts", "repros"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "matrix.yaml", root / "matrix.yaml")
+    return root
+
+
+def gpu_box(root: Path, out: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k not in (STANDIN_VAR, "PYTHONPATH")}
+    return subprocess.run(
+        ["bash", str(root / SCRIPT), str(out)],
+        cwd=root,
+        env={**base, "PYTHON": sys.executable, "GPU_BOX_MACHINE": "box", **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def records(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_gpu_box_with_a_standin_skips_every_cuda_cell_and_leaves_one_file(
+    tmp_path: Path,
+) -> None:
+    root = copy_project(tmp_path / "box")
+    out = gpu_box(root, tmp_path / "out", **{STANDIN_VAR: "packaging=={torch}"})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "== gpu-box" in out.stdout and "bring back results/records/box.jsonl" in out.stdout
+    files = sorted((root / "results" / "records").glob("*.jsonl"))
+    assert [f.name for f in files] == ["box.jsonl"]
+    assert (tmp_path / "out" / "box.jsonl").read_bytes() == files[0].read_bytes()
+    stored = records(files[0])
+    # the gpu-nightly profile: CUDA cells only, three trials each, the two seed entries
+    assert stored and {r["device"] for r in stored} == {"cuda"}
+    assert {r["trial"] for r in stored} == {0, 1, 2}
+    assert {str(r["entry"]).split("/")[0] for r in stored} == {"pytorch", "lightning"}
+    assert {r["outcome"] for r in stored} == {"skipped"}
+    assert {r["reason"] for r in stored} == {
+        "no CUDA here: torch was not imported (a stand-in environment)"
+    }
+    assert f"{len(stored)} x no CUDA here" in out.stdout
+    again = gpu_box(root, tmp_path / "out", **{STANDIN_VAR: "packaging=={torch}"})
+    assert again.returncode == 0 and "0 to run" in again.stdout  # a second call resumes
+    assert len(records(files[0])) == len(stored)
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_gpu_box_on_a_real_cpu_torch_says_why_cuda_cells_are_skipped(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="needs torch in the test interpreter (nox -s tests)")
+    pytest.importorskip("lightning", reason="needs lightning in the test interpreter")
+    import torch
+
+    root = copy_project(tmp_path / "box")
+    out = gpu_box(root, tmp_path / "out", GPU_BOX_ENTRIES="pytorch/*")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    stored = records(root / "results" / "records" / "box.jsonl")
+    assert stored and {r["outcome"] for r in stored} == {"skipped"}
+    reasons = {str(r["reason"]) for r in stored}
+    if torch.version.cuda is None:
+        assert reasons == {
+            f"no CUDA here: torch {torch.__version__} is a CPU-only build "
+            "(torch.version.cuda is None)"
+        }
+    else:
+        assert all(r.startswith("no CUDA device here") for r in reasons)
+    assert {r["versions"]["torch"] for r in stored} == {torch.__version__}  # type: ignore[index]

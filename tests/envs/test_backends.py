@@ -1,0 +1,195 @@
+"""Real environments built with uv around a small real package (six) at two versions."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.envs.backends import (
+    MARKER,
+    EnvFailed,
+    EnvSpec,
+    UvBackend,
+    find_interpreter,
+    prune_environments,
+)
+from harness.spec.matrix import Environment
+from tests.paths import REPO
+
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+ENV = Environment(python=PY, torch="0", lightning="0")  # the label the records would carry
+
+
+def spec(version: str, name: str = "six-env") -> EnvSpec:
+    return EnvSpec(name, PY, (f"six=={version}",), imports=(("six",),))
+
+
+@pytest.mark.slow
+def test_two_versions_build_reuse_and_rebuild(tmp_path: Path) -> None:
+    backend = UvBackend(tmp_path)
+    first = backend.ensure_spec(spec("1.16.0"), ENV)
+    assert not first.reused
+    assert first.installed["six"] == "1.16.0"
+    assert first.probe["six"] == "1.16.0"
+    meta = json.loads((tmp_path / "six-env" / MARKER).read_text())
+    assert meta["installed"]["six"] == "1.16.0"
+
+    again = backend.ensure_spec(spec("1.16.0"), ENV)
+    assert again.reused  # same fingerprint, healthy: reused as it is
+
+    other = backend.ensure_spec(spec("1.15.0"), ENV)  # another pin: a new fingerprint
+    assert not other.reused
+    assert other.probe["six"] == "1.15.0"
+
+    side = backend.ensure_spec(spec("1.16.0", name="six-new"), ENV)  # both versions side by side
+    assert side.probe["six"] == "1.16.0" and other.probe["six"] == "1.15.0"
+
+
+@pytest.mark.slow
+def test_half_built_environment_is_rebuilt_never_used(tmp_path: Path) -> None:
+    backend = UvBackend(tmp_path)
+    built = backend.ensure_spec(spec("1.16.0"), ENV)
+    # an install killed half way: the package is gone but the folder remains
+    site = next((tmp_path / "six-env").glob("lib/python*/site-packages"))
+    (site / "six.py").unlink()
+    rebuilt = backend.ensure_spec(spec("1.16.0"), ENV)
+    assert not rebuilt.reused
+    assert rebuilt.probe["six"] == "1.16.0"
+    # a folder without its completion marker (killed before the end) is never reused
+    (tmp_path / "six-env" / MARKER).unlink()
+    assert not backend.ensure_spec(spec("1.16.0"), ENV).reused
+    assert built.path == rebuilt.path
+
+
+@pytest.mark.slow
+def test_uninstallable_version_fails_with_installer_reason_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    backend = UvBackend(tmp_path)
+    with pytest.raises(EnvFailed) as info:
+        backend.ensure_spec(spec("99.99.99"), ENV)
+    assert "six==99.99.99" in str(info.value)
+    assert "no version" in str(info.value).lower() or "unsatisfiable" in str(info.value).lower()
+    assert not (tmp_path / "six-env").exists()
+
+
+def test_missing_interpreter_is_named() -> None:
+    with pytest.raises(EnvFailed, match=r"no Python 3\.99 interpreter found"):
+        find_interpreter("3.99")
+
+
+def test_wrong_interpreter_is_not_taken(tmp_path: Path) -> None:
+    fake = tmp_path / "python3.7"
+    fake.symlink_to(sys.executable)  # answers with this interpreter's version, not 3.7
+    with pytest.raises(EnvFailed):
+        find_interpreter("3.7", [fake])
+    assert find_interpreter(PY, [fake]) == fake
+
+
+def test_missing_uv_is_env_failed(tmp_path: Path) -> None:
+    backend = UvBackend(tmp_path, uv=str(tmp_path / "no-uv"))
+    with pytest.raises(EnvFailed, match="uv not found"):
+        backend.ensure_spec(spec("1.16.0"), ENV)
+
+
+@pytest.mark.slow
+def test_health_check_names_the_module_that_does_not_import(tmp_path: Path) -> None:
+    backend = UvBackend(tmp_path)
+    broken = EnvSpec("broken", PY, ("six==1.16.0",), imports=(("six",), ("no_such_module_x",)))
+    with pytest.raises(EnvFailed, match="no_such_module_x do not import"):
+        backend.ensure_spec(broken, ENV)
+    assert not (tmp_path / "broken").exists()
+
+
+def test_uv_is_available() -> None:
+    assert shutil.which("uv") or Path(sys.executable).with_name("uv").exists()
+
+
+def test_prune_removes_only_harness_environments_not_kept(tmp_path: Path) -> None:
+    def env_folder(name: str, marker: bool = True) -> Path:
+        folder = tmp_path / name
+        (folder / "bin").mkdir(parents=True)
+        (folder / "bin" / "python").write_bytes(b"x" * 8192)
+        if marker:
+            (folder / MARKER).write_text("{}")
+        return folder
+
+    kept = env_folder("py3.11-torch2.13.0-lightning2.6.6")
+    gone = env_folder("py3.11-torch2.2.2-lightning2.5.6")
+    half = env_folder("py3.11-torch2.0.1-lightning2.3.3", marker=False)
+    (tmp_path / f"{half.name}.lock").write_text("")  # a half-built folder beside its lock
+    foreign = env_folder("my-own-venv", marker=False)  # not built by the harness: untouched
+    shared = tmp_path / "cache-file"
+    shared.write_bytes(b"y" * 65536)
+    os.link(shared, gone / "bin" / "hardlinked")  # a file hardlinked from uv's cache
+
+    planned = prune_environments(tmp_path, [kept.name], dry_run=True)
+    assert sorted(p.name for p in planned) == sorted([gone.name, half.name])
+    assert gone.is_dir() and half.is_dir()  # a dry run removes nothing
+    # the hardlinked file belongs to the cache too: only the folder's own blocks count
+    assert 8192 <= next(p for p in planned if p.name == gone.name).bytes < 65536
+
+    removed = prune_environments(tmp_path, [kept.name])
+    assert sorted(p.name for p in removed) == sorted([gone.name, half.name])
+    assert not gone.exists() and not half.exists()
+    assert not (tmp_path / f"{half.name}.lock").exists()
+    assert kept.is_dir() and foreign.is_dir() and shared.read_bytes() == b"y" * 65536
+
+
+@pytest.mark.slow
+def test_the_warm_worker_is_the_health_check_and_the_same_report(tmp_path: Path) -> None:
+    from harness.envs.backends import CHILD, run_probe
+    from harness.execute.warm import WarmProber
+
+    backend = UvBackend(tmp_path)
+    plain = backend.ensure_spec(spec("1.16.0"), ENV)  # the health check in a process of its own
+    prober = WarmProber(CHILD, None, "six-env")
+    warm = backend.ensure_spec(spec("1.16.0"), ENV, prober)
+    try:
+        assert warm.reused and prober.worker is not None and prober.worker.alive
+        assert warm.probe == plain.probe == run_probe(warm.python, (("six",),)).seen
+        # a broken environment fails the worker's check as it fails the plain one: rebuilt,
+        # and the rebuilt environment gets a new worker
+        first = prober.worker
+        site = next((tmp_path / "six-env").glob("lib/python*/site-packages"))
+        (site / "six.py").unlink()
+        rebuilt = backend.ensure_spec(spec("1.16.0"), ENV, prober)
+        assert not rebuilt.reused and rebuilt.probe["six"] == "1.16.0"
+        assert not first.alive and prober.worker is not None and prober.worker.alive
+    finally:
+        prober.discard()
+
+
+def test_envs_prune_cli_keeps_what_the_matrix_names(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = REPO
+    shutil.copy(repo / "matrix.yaml", tmp_path / "matrix.yaml")
+    envs = tmp_path / "envs"
+    for name in ("py3.11-torch2.13.0-lightning2.6.6", "py3.11-torch2.4.0-lightning2.5.6"):
+        (envs / name).mkdir(parents=True)
+        (envs / name / MARKER).write_text("{}")
+
+    def prune(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "harness", "--repo", str(tmp_path), "envs", "prune"]
+            + ["--envs-dir", str(envs), *args],
+            capture_output=True,
+            text=True,
+            cwd=repo,
+            check=False,
+        )
+
+    dry = prune("--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "would remove" in dry.stdout and "torch2.4.0" in dry.stdout
+    assert "torch2.13.0" not in dry.stdout.split("environment(s)")[0]
+    assert (envs / "py3.11-torch2.4.0-lightning2.5.6").is_dir()
+    done = prune()
+    assert done.returncode == 0 and "1 environment(s)" in done.stdout
+    assert sorted(p.name for p in envs.iterdir()) == ["py3.11-torch2.13.0-lightning2.6.6"]

@@ -1,0 +1,316 @@
+"""Renderers: hostile run text stays text; the same records give the same bytes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from html.parser import HTMLParser
+from types import SimpleNamespace
+
+import pytest
+
+from harness.aggregate import aggregate
+from harness.outcomes import Outcome
+from harness.report import outputs as report
+from harness.report.outputs import render_all
+from harness.report.render import STATUSES, html
+from harness.report.render.html import cell_file_name, cell_files, render_cell_data, render_html
+from harness.report.render.jsonout import render_json
+from harness.report.render.markdown import md, render_entry
+from harness.report.render.plots import render_png
+from harness.spec.entries import Claims, Entry, Signature, Variant
+from harness.store.records import ExceptionInfo, Record
+
+HOSTILE = "<script>document.title='pwned'</script> | `tick` </script><img src=x onerror=alert(1)> [l](javascript:x)\nline2 _em_"
+ENVS = ["py3.10-torch1.12.1-lightning2.1.4", "py3.11-torch2.5.1-lightning2.4.0"]
+
+
+def records() -> list[Record]:
+    out = []
+    for env in ENVS:
+        torch = env.split("torch")[1].split("-")[0]
+        for variant, kind, outcome in (
+            ("base", "baseline", Outcome.REPRODUCED),
+            ("wa", "workaround", Outcome.OTHER_ERROR),
+            ("ctl", "control", Outcome.OK),
+        ):
+            for trial in range(2):
+                exc = None
+                if outcome is not Outcome.OK:
+                    exc = ExceptionInfo("RuntimeError", HOSTILE, "<frame>|x.py:1", "tb")
+                out.append(
+                    Record(
+                        entry="pytorch/hostile",
+                        variant=variant,
+                        kind=kind,
+                        cell=f"{env}-cpu-fp16",
+                        env=env,
+                        device="cpu",
+                        precision="fp16",
+                        trial=trial,
+                        outcome=outcome,
+                        exception=exc,
+                        reason=HOSTILE if outcome is Outcome.OTHER_ERROR else "",
+                        versions={
+                            "python": "3.10",
+                            "torch": torch + "+cu102",
+                            "lightning": "2.1.4",
+                        },
+                        provenance={
+                            "host": "<b>host</b>",
+                            "harness_version": "0.1.0",
+                            "git_rev": "abc",
+                        },
+                        started_at="2024-05-01T00:00:00Z",
+                    )
+                )
+    out.append(
+        Record(
+            entry="pytorch/hostile",
+            variant="wa",
+            kind="workaround",
+            cell=f"{ENVS[0]}-cuda-bf16",
+            env=ENVS[0],
+            device="cuda",
+            precision="bf16",
+            trial=0,
+            outcome=Outcome.SKIPPED,
+            reason="no CUDA | here",
+        )
+    )
+    return out
+
+
+def entry(tmp_path) -> Entry:
+    doc = tmp_path / "document.md"
+    doc.write_text(
+        "".join(
+            f"<!-- harness:{b}:begin --><!-- harness:{b}:end -->\n"
+            for b in ("measured-versions", "measured-rates", "verification")
+        ),
+        encoding="utf-8",
+    )
+    return Entry(
+        id="pytorch/hostile",
+        dir=tmp_path,
+        title="Hostile <title> | test",
+        signature=Signature("RuntimeError", "<script>"),
+        claims=Claims(fix_rate=0.9),
+        variants=(
+            Variant("base", "baseline", "b"),
+            Variant("wa", "workaround", "w", claim_ref="workaround 1", claimed_rate=0.8),
+            Variant("ctl", "control", "c"),
+        ),
+        source=doc,
+        document=doc,
+        repro=doc,
+    )
+
+
+def test_md_escape():
+    assert md("a|b`c<d>\\e\r\nf") == "a&#124;b&#96;c&lt;d&gt;&#92;e<br>f"
+    assert md("snake_case_name") == "snake_case_name"
+    assert md("_em_") == "&#95;em&#95;"
+    assert md("[x](y)") == "&#91;x&#93;(y)"
+
+
+def test_markdown_keeps_hostile_text_as_text(tmp_path):
+    [agg] = aggregate(records(), [entry(tmp_path)]).entries
+    text = render_entry(agg)
+    assert "<script" not in text and "<img" not in text and "<b>" not in text
+    assert (
+        "&lt;script&gt;document.title=&#39;pwned&#39;" not in text
+    )  # quotes need no escaping in md
+    assert "&lt;script&gt;document.title='pwned'&lt;/script&gt; &#124; &#96;tick&#96;" in text
+    # every table row has the same number of cells as its header: no pipe leaked
+    for block in re.findall(r"(?:^\|.*\|$\n?)+", text, flags=re.M):
+        rows = block.strip("\n").split("\n")
+        widths = {len(re.findall(r"(?<!\\)\|", r)) for r in rows}
+        assert len(widths) == 1, rows
+    assert "no CUDA &#124; here" in text
+    assert "**contradicted**" in text  # the workaround never worked: 0/4 against 80%
+
+
+def test_html_escapes_markup_and_script_data(tmp_path):
+    aggs = aggregate(records(), [entry(tmp_path)])
+    page = render_html(aggs)
+    assert page.count("<script") == 1  # the page's own script, nothing else
+    assert page.count("</script>") == 1
+    assert "<img" not in page and "<b>host" not in page
+    assert (
+        "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in page
+    )  # in the verdicts table
+    assert "innerHTML" not in page and "http" not in page.replace(
+        "http-equiv", ""
+    )  # self-contained
+    # the cell details are in the entry's data file, which the page loads with <script src>
+    [agg] = aggs.entries
+    script = render_cell_data(agg)
+    assert cell_file_name(0) == "cells/0000.js" and cell_files([agg]) == [("cells/0000.js", script)]
+    assert 'data-cells="cells/0000.js"' in page
+    prefix = 'harnessCells("pytorch__hostile",'
+    assert script.startswith(prefix) and script.endswith(");\n")
+    data_text = script[len(prefix) : -3]
+    assert "<" not in data_text and ">" not in data_text
+    data = json.loads(data_text)
+    assert HOSTILE in data["strings"]
+    assert data["shape"] == [2, 3, 2]  # (cpu-fp16, cuda-bf16) x (base, wa, ctl) x environments
+    cells = data["cells"]
+    assert [STATUSES[s] if s is not None else None for s in cells["status"][:2]] == [
+        "reproduced",
+        "reproduced",
+    ]
+    assert (
+        cells["trials"][:2] == [2, 2]
+        and sum(cells["trials"]) == len(data["trials"]["outcome"]) == 13
+    )
+    assert "<b>host</b>" in data["strings"][data["trials"]["machine"][0]]
+    exc = data["exceptions"][data["trials"]["exception"][0]]
+    assert [data["strings"][i] for i in exc] == ["RuntimeError", HOSTILE, "<frame>|x.py:1"]
+
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+
+    parser = Tags()
+    parser.feed(page)
+    assert "img" not in parser.tags and parser.tags.count("script") == 1
+
+
+def test_json_schema_and_content(tmp_path):
+    data = json.loads(render_json(aggregate(records(), [entry(tmp_path)])))
+    assert data["schema"] == 1 and data["records"] == 13
+    [e] = data["entries"]
+    assert [x["id"] for x in e["environments"]] == ENVS
+    assert e["cells"]["base"]["cpu-fp16"] == {
+        "status": ["reproduced", "reproduced"],
+        "counts": {ENVS[0]: {"reproduced": 2}, ENVS[1]: {"reproduced": 2}},
+    }
+    assert e["cells"]["base"]["cuda-bf16"]["status"] == [None, None]
+    wa = next(v for v in e["variants"] if v["name"] == "wa")
+    assert (
+        wa["overall"]["k"] == 0
+        and wa["overall"]["n"] == 4
+        and wa["not_counted"][0]["reason"] == "no CUDA | here"
+    )
+
+
+def test_json_put_together_from_entries_is_what_json_dumps_gives(tmp_path):
+    recs = records() + [dataclasses.replace(r, entry="pytorch/other") for r in records()]
+    aggs = aggregate(recs, [entry(tmp_path)])
+    assert (
+        render_json(aggs)
+        == json.dumps(aggs.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
+    )
+
+
+def test_shards_are_runs_of_entries_with_about_as_many_records_each():
+    aggs = [SimpleNamespace(n_runs=3 if n < 320 else 1) for n in range(643)]
+    items = list(enumerate(aggs))
+    shards = report._shards(items, 2)  # type: ignore[arg-type]
+    # 1,283 records: the cut nearest half, after 214 entries of 3 (642 records)
+    assert [part[0][0] for part in shards] == [0, 214]
+    assert [item for part in shards for item in part] == items
+    assert report._shards(items, 1) == [items]  # type: ignore[arg-type]
+    assert report._shards(items[:1], 4) == [items[:1]]  # type: ignore[arg-type]
+    assert len(report._shards(items, 4)) == 4  # type: ignore[arg-type]
+    assert report._shards([], 4) == []
+
+
+def test_png_is_a_png_and_deterministic(tmp_path):
+    [agg] = aggregate(records(), [entry(tmp_path)]).entries
+    png = render_png(agg)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and png == render_png(agg)
+
+
+def test_render_all_is_byte_identical_on_rerun(tmp_path):
+    e = entry(tmp_path)
+    first = render_all(records(), [e], tmp_path / "a")
+    blobs = {p.relative_to(tmp_path / "a"): p.read_bytes() for p in first.outputs}
+    second = render_all(list(reversed(records())), [e], tmp_path / "b")
+    assert {p.relative_to(tmp_path / "b"): p.read_bytes() for p in second.outputs} == blobs
+    assert sorted(str(p) for p in blobs) == [
+        "cells/0000.js",
+        "compat.json",
+        "compat/pytorch__hostile.md",
+        "compat/pytorch__hostile.png",
+        "index.html",
+    ]
+    assert first.verdicts == {"confirmed": 1, "contradicted": 2}
+
+
+def test_render_all_in_a_forked_child_gives_the_same_files_and_summary(tmp_path, monkeypatch):
+    if not report._use_fork(2, 2):
+        pytest.skip("fork unavailable here (platform, or other threads alive)")
+    # one entry per data file, so that two entries make two shards
+    monkeypatch.setattr(html, "CELL_FILE_ENTRIES", 1)
+    children = []
+    start = report._Child.__init__
+
+    def spy(self, *args):
+        start(self, *args)
+        children.append(self.proc.pid)
+
+    monkeypatch.setattr(report._Child, "__init__", spy)
+    recs = records() + [dataclasses.replace(r, entry="pytorch/other") for r in records()]
+    serial = render_all(recs, [], tmp_path / "a", workers=1)
+    assert not children
+    forked = render_all(recs, [], tmp_path / "b", workers=2)
+    assert len(children) == 1
+    rel = lambda s, root: [p.relative_to(root) for p in s]  # noqa: E731
+    assert rel(forked.outputs, tmp_path / "b") == rel(serial.outputs, tmp_path / "a")
+    assert rel(forked.written, tmp_path / "b") == rel(serial.written, tmp_path / "a")
+    assert [p.read_bytes() for p in forked.outputs] == [p.read_bytes() for p in serial.outputs]
+    assert forked.verdicts == serial.verdicts
+    again = render_all(recs, [], tmp_path / "b", workers=2, check=True)
+    assert again.up_to_date and not again.written
+
+
+def test_markdown_shows_each_machine_of_a_cell_and_where_they_disagree(tmp_path):
+    from dataclasses import replace
+
+    from harness.report.render.markdown import render_entry as render
+
+    base = records()
+    rs = [replace(base[0], machine="gpu-box", machine_id="g1")]
+    rs.append(
+        replace(base[0], machine="laptop", machine_id="l1", outcome=Outcome.OK, exception=None)
+    )
+    [agg] = aggregate(rs, [entry(tmp_path)]).entries
+    text = render(agg)
+    assert "✖/✔ ‼" in text
+    assert "## Machines disagree" in text
+    assert "gpu-box: reproduced ×1; laptop: ok ×1" in text
+
+
+def test_entry_page_shows_the_torch_by_lightning_grid_and_the_ranges_along_each_axis() -> None:
+    agg = aggregate(records()).entries[0]
+    page = render_entry(agg)
+    # ENVS: torch 1.12.1 with lightning 2.1.4, torch 2.5.1 with lightning 2.4.0 (the records
+    # say lightning 2.1.4 was installed in both: the installed version is what the grid shows)
+    grid = page.split("### base (baseline) on cpu: fp16", 1)[1].split("###", 1)[0]
+    rows = [ln for ln in grid.splitlines() if ln.startswith("| ")]
+    assert rows[0] == "| torch ↓ lightning → | 2.1.4 |"
+    assert rows[2:] == ["| 1.12.1 | ✖ |", "| 2.5.1 | ✖ |"]  # local labels (+cu102) dropped
+    axis = page.split("## Along each axis: torch x lightning", 1)[1]
+    assert "| 2.1.4 | 2 | 1.12.1 to 2.5.1 |" in axis  # per lightning: first and last torch
+    assert "| 1.12.1 | 1 | 2.1.4 |" in axis  # per torch: where along lightning
+
+
+def test_grid_leaves_a_pair_that_was_not_run_empty() -> None:
+    recs = [
+        dataclasses.replace(r, versions={**r.versions, "lightning": "2.4.0"})
+        if r.env == ENVS[1]
+        else r
+        for r in records()
+    ]
+    page = render_entry(aggregate(recs).entries[0])
+    grid = page.split("### base (baseline) on cpu: fp16", 1)[1].split("###", 1)[0]
+    rows = [ln for ln in grid.splitlines() if ln.startswith("| ")]
+    assert rows[0] == "| torch ↓ lightning → | 2.1.4 | 2.4.0 |"
+    assert rows[2:] == ["| 1.12.1 | ✖ |  |", "| 2.5.1 |  | ✖ |"]

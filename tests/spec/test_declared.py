@@ -1,0 +1,50 @@
+"""Reading a reproducer's source (harness/spec/declared.py): parse_source survives CPython
+3.11's shared AST depth count (python/cpython#106905) and nothing else."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from harness.spec import declared
+from harness.spec.declared import parse_source
+
+MISMATCH = "AST constructor recursion depth mismatch (before=165, after=35)"
+
+
+def failing(times: int, message: str):
+    real = ast.parse
+    calls = []
+
+    def parse(*args, **kwargs):
+        calls.append(args)
+        if len(calls) <= times:
+            raise SystemError(message)
+        return real(*args, **kwargs)
+
+    return parse, calls
+
+
+def test_a_depth_mismatch_is_parsed_again(monkeypatch) -> None:
+    parse, calls = failing(2, MISMATCH)
+    monkeypatch.setattr(declared.ast, "parse", parse)
+    tree = parse_source("VARIANTS = {'a': 'b'}\n", "repro.py")
+    assert isinstance(tree.body[0], ast.Assign) and len(calls) == 3
+
+
+def test_a_mismatch_that_stays_and_other_system_errors_are_raised(monkeypatch) -> None:
+    parse, _ = failing(3, MISMATCH)
+    monkeypatch.setattr(declared.ast, "parse", parse)
+    with pytest.raises(SystemError, match="mismatch"):
+        parse_source("x = 1\n", "repro.py")
+    parse, calls = failing(1, "something else")
+    monkeypatch.setattr(declared.ast, "parse", parse)
+    with pytest.raises(SystemError, match="something else"):
+        parse_source("x = 1\n", "repro.py")
+    assert len(calls) == 1
+
+
+def test_options_reach_the_parser() -> None:
+    with pytest.raises(SyntaxError):  # the walrus operator is Python 3.8
+        parse_source("(y := 1)\n", "repro.py", feature_version=(3, 7))

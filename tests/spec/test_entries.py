@@ -1,0 +1,298 @@
+"""Entry files: the real seeds load; every malformed entry fails with file:line and what to change."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.spec.entries import EntryError, load_entries, load_entry
+from tests.paths import REPO
+
+GOOD = """\
+id: demo/err
+signature: {type: RuntimeError, message: "boom"}
+variants:
+  - {name: baseline, kind: baseline, description: "raises"}
+  - {name: control, kind: control, description: "works"}
+"""
+
+
+REPRO = 'VARIANTS = {"baseline": "raises", "control": "works"}\n'
+
+
+def make(tmp_path: Path, text: str, entry_id: str = "demo/err", repro: str = REPRO) -> Path:
+    d = tmp_path / entry_id
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "entry.yaml").write_text(textwrap.dedent(text))
+    for name in ("source.md", "document.md"):
+        (d / name).write_text("x\n")
+    (d / "repro.py").write_text(repro)
+    return d
+
+
+def test_the_seed_entries_load() -> None:
+    entries = load_entries(REPO / "repros")
+    ids = [e.id for e in entries]
+    assert "pytorch/grad-scale-unscale-error" in ids
+    assert "lightning/gradient-clipping-optimizer-handles-unscaling" in ids
+    for e in entries:
+        kinds = {v.kind for v in e.variants}
+        assert {"baseline", "control"} <= kinds
+        assert e.source.read_text() and e.repro.is_file()
+
+
+def test_good_entry(tmp_path: Path) -> None:
+    e = load_entry(make(tmp_path, GOOD), tmp_path)
+    assert e.id == "demo/err" and [v.name for v in e.variants] == ["baseline", "control"]
+    assert e.variant("control").precisions == ("fp32", "fp16", "bf16")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (
+            GOOD.replace('signature: {type: RuntimeError, message: "boom"}\n', ""),
+            1,
+            "lacks required key(s): signature",
+        ),
+        (GOOD.replace("kind: control", "kind: fix"), 5, "unknown variant kind 'fix'"),
+        (
+            GOOD.replace("name: control", "name: baseline"),
+            5,
+            "duplicate variant name 'baseline' (first at line 4)",
+        ),
+        (GOOD.replace('message: "boom"', 'message: "boom("'), 2, "not a valid regular expression"),
+        (GOOD.replace("id: demo/err", "id: demo/other"), 1, "must equal its folder 'demo/err'"),
+        (GOOD.replace("id: demo/err", "id: ../../x"), 1, "must match"),
+        (GOOD + "colour: red\n", 6, "unknown key 'colour'"),
+        (
+            GOOD.replace('description: "works"', 'description: "works", precisions: [fp8]'),
+            5,
+            "unknown precision 'fp8'",
+        ),
+        (
+            GOOD.replace(
+                "variants:\n", "variants:\n  - !!python/object/apply:os.system [echo hi]\n"
+            ),
+            4,
+            "YAML tag 'tag:yaml.org,2002:python/object/apply:os.system' is not allowed",
+        ),
+        (GOOD.replace("kind: baseline", "kind: workaround"), 3, "at least one baseline"),
+        ("id: [unclosed\n", 2, "not valid YAML"),
+        (
+            GOOD + "claims:\n  version_table:\n    - {spec: 'tensorflow>=2', status: active}\n",
+            8,
+            "names 'tensorflow'",
+        ),
+        (
+            GOOD + "claims:\n  version_table:\n    - {spec: 'torch>=>2', status: active}\n",
+            8,
+            "version_table spec 'torch>=>2'",
+        ),
+        (
+            GOOD + "claims:\n  version_table:\n    - {spec: 'torch>=2', status: maybe}\n",
+            8,
+            "status 'maybe' says neither",
+        ),
+        (
+            GOOD + "claims:\n  version_table:\n    - {spec: torch, status: active, "
+            "introduced: soon}\n",
+            8,
+            "introduced 'soon' is not a version",
+        ),
+        (
+            GOOD.replace(
+                'kind: baseline, description: "raises"',
+                'kind: baseline, description: "raises", claim: {ref: "x", rate: 0.5}',
+            ),
+            4,
+            "a baseline carries no claimed rate",
+        ),
+        (
+            GOOD.replace(
+                'description: "works"',
+                'description: "works", signature: {type: ValueError, message: "x"}',
+            ),
+            5,
+            "a control must pass everywhere",
+        ),
+        (
+            GOOD.replace(
+                'kind: baseline, description: "raises"',
+                'kind: baseline, description: "raises", '
+                'signature: {type: RuntimeError, message: "boom"}',
+            ),
+            4,
+            "its signature is the documented one",
+        ),
+    ],
+)
+def test_malformed_entries_are_named(tmp_path: Path, text: str, line: int, message: str) -> None:
+    d = make(tmp_path, text)
+    with pytest.raises(EntryError) as info:
+        load_entry(d, tmp_path)
+    assert info.value.line == line, str(info.value)
+    assert message in info.value.message
+    assert str(info.value).startswith(f"{d / 'entry.yaml'}:{line}: ")
+
+
+def test_missing_files_and_escapes_are_refused(tmp_path: Path) -> None:
+    d = make(tmp_path, GOOD)
+    (d / "repro.py").unlink()
+    with pytest.raises(EntryError, match="repro file 'repro.py' does not exist"):
+        load_entry(d, tmp_path)
+    d2 = make(tmp_path, "repro: ../../../etc/passwd\n" + GOOD, entry_id="demo/esc")
+    (d2 / "entry.yaml").write_text((d2 / "entry.yaml").read_text().replace("demo/err", "demo/esc"))
+    with pytest.raises(EntryError, match="must stay inside"):
+        load_entry(d2, tmp_path)
+
+
+# -- entry.yaml and repro.py name the same variants (read with ast: no torch) -------------
+
+
+def test_a_variant_repro_py_lacks_is_named_at_its_entry_line(tmp_path: Path) -> None:
+    d = make(tmp_path, GOOD, repro='VARIANTS = {"baseline": "raises"}\n')
+    with pytest.raises(EntryError) as info:
+        load_entry(d, tmp_path)
+    assert str(info.value).startswith(f"{d / 'entry.yaml'}:5: variant 'control' is not implemented")
+
+
+def test_a_variant_entry_yaml_lacks_is_named_at_its_repro_line(tmp_path: Path) -> None:
+    repro = 'import torch\nVARIANTS = {\n    "baseline": "raises",\n    "control": "",\n    "contrl": "typo",\n}\n'
+    d = make(tmp_path, GOOD, repro=repro)
+    with pytest.raises(EntryError) as info:
+        load_entry(d, tmp_path)
+    assert str(info.value).startswith(f"{d / 'repro.py'}:5: VARIANTS names 'contrl'")
+
+
+@pytest.mark.parametrize(
+    ("repro", "line", "message"),
+    [
+        ("x = 1\n", None, "no module-level VARIANTS literal"),
+        ("VARIANTS = dict(baseline='')\n", 1, "must be a literal"),
+        ('VARIANTS = {"baseline": "", NAME: ""}\n', 1, "every name must be a string literal"),
+        ('VARIANTS = ["baseline", "control",\n "baseline"]\n', 2, "'baseline' twice"),
+        ('VARIANTS = ["baseline", "control"]\nNOT_WRITTEN = ["other"]\n', 2, "not in VARIANTS"),
+        ("VARIANTS = {\n", 1, "not valid Python"),
+    ],
+)
+def test_a_malformed_variants_literal_is_named(
+    tmp_path: Path, repro: str, line: int | None, message: str
+) -> None:
+    d = make(tmp_path, GOOD, repro=repro)
+    with pytest.raises(EntryError) as info:
+        load_entry(d, tmp_path)
+    assert info.value.path == str(d / "repro.py") and info.value.line == line, str(info.value)
+    assert message in info.value.message
+
+
+def test_not_written_variants_load_and_are_never_planned(tmp_path: Path) -> None:
+    from harness.execute.plan import make_plan
+    from harness.spec.matrix import Cell, Environment, Expansion
+
+    repro = 'VARIANTS = {"baseline": "", "control": ""}\nNOT_WRITTEN: list = ["baseline"]\n'
+    entry = load_entry(make(tmp_path, GOOD, repro=repro), tmp_path)
+    assert [v.written for v in entry.variants] == [False, True]
+    cell = Cell(Environment("3.11", "2.13.0", "2.6.6"), "cpu", "fp32")
+    plan = make_plan(Expansion("p", (cell,), (), 1), [entry])
+    assert [j.variant.name for j in plan.jobs] == ["control"]
+    assert [(n.variant, n.reason) for n in plan.not_applicable] == [
+        ("baseline", "not written yet (repro.py lists it in NOT_WRITTEN)")
+    ]
+
+
+def test_origin_facts_are_checked(tmp_path: Path) -> None:
+    d = make(tmp_path, GOOD + "origin: {format: deadends-json, url: 'https://x', colour: red}\n")
+    with pytest.raises(EntryError, match="unknown key 'colour' in origin"):
+        load_entry(d, tmp_path)
+    d = make(tmp_path, GOOD + "origin: {format: deadends-json, confidence: 0.8}\n", "demo/ok")
+    (d / "entry.yaml").write_text((d / "entry.yaml").read_text().replace("demo/err", "demo/ok"))
+    assert load_entry(d, tmp_path).origin == {"format": "deadends-json", "confidence": 0.8}
+
+
+# -- fails_as: a dead end's silent documented failure ------------------------------------
+
+SILENT = """\
+id: demo/err
+signature: {type: RuntimeError, message: "boom"}
+variants:
+  - {name: baseline, kind: baseline, description: "raises"}
+  - name: deadend1
+    kind: dead_end
+    description: "strict=False"
+    fails_as:
+      outcome: wrong_result
+      postconditions: [weights_loaded]
+  - {name: control, kind: control, description: "works"}
+"""
+SILENT_REPRO = (
+    'VARIANTS = {"baseline": "", "deadend1": "", "control": ""}\n'
+    "def run(variant, device, precision):\n"
+    '    checks = {"weights_loaded": {"ok": False, "detail": ""}}\n'
+    '    for name in ("first", "second"):\n'
+    '        checks["grad_" + name] = {"ok": True, "detail": ""}\n'
+    '        checks[f"moved_{name}_weight"] = {"ok": True, "detail": ""}\n'
+    "    return checks\n"
+)
+
+
+def test_fails_as_loads_with_the_postconditions_repro_py_writes(tmp_path: Path) -> None:
+    entry = load_entry(make(tmp_path, SILENT, repro=SILENT_REPRO), tmp_path)
+    fails_as = entry.variant("deadend1").fails_as
+    assert fails_as is not None
+    assert (fails_as.outcome, fails_as.postconditions, fails_as.line) == (
+        "wrong_result",
+        ("weights_loaded",),
+        10,
+    )
+    assert entry.variant("baseline").fails_as is None
+    # names built as "literal" + ... and as f-strings are names repro.py can report
+    text = SILENT.replace("[weights_loaded]", "[grad_first, moved_second_weight]")
+    d = make(tmp_path, text.replace("demo/err", "demo/built"), "demo/built", SILENT_REPRO)
+    fails_as = load_entry(d, tmp_path).variant("deadend1").fails_as
+    assert fails_as is not None and fails_as.postconditions == ("grad_first", "moved_second_weight")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "message"),
+    [
+        ("[weights_loaded]", "[weights_lodaed]", 10, "never writes"),
+        ("[weights_loaded]", "[weights_lodaed]", 10, "did you mean 'weights_loaded'"),
+        ("[weights_loaded]", "[moved_weight]", 10, "'moved_weight', which repro.py never"),
+        (
+            "outcome: wrong_result",
+            "outcome: other_error",
+            9,
+            "declares that error as its signature",
+        ),
+        ("outcome: wrong_result", "outcome: wrong", 9, "must be one of ['wrong_result']"),
+        ("[weights_loaded]", "[]", 10, "a non-empty list of names"),
+        ("[weights_loaded]", "weights_loaded", 10, "a non-empty list of names"),
+        ("[weights_loaded]", "[weights_loaded, weights_loaded]", 10, "'weights_loaded' twice"),
+        ("      outcome: wrong_result\n", "", 9, "lacks required key(s): outcome"),
+        (
+            "      outcome: wrong_result\n",
+            "      outcome: wrong_result\n      rate: 1\n",
+            10,
+            "unknown key 'rate'",
+        ),
+        ("kind: dead_end", "kind: workaround", 8, "a workaround is judged on passing"),
+        (
+            "    fails_as:\n      outcome: wrong_result\n      postconditions: [weights_loaded]\n",
+            "    fails_as: weights_loaded\n",
+            8,
+            "fails_as must be a mapping",
+        ),
+    ],
+)
+def test_a_malformed_fails_as_is_named(
+    tmp_path: Path, old: str, new: str, line: int, message: str
+) -> None:
+    assert old in SILENT
+    d = make(tmp_path, SILENT.replace(old, new), repro=SILENT_REPRO)
+    with pytest.raises(EntryError) as info:
+        load_entry(d, tmp_path)
+    assert (info.value.path, info.value.line) == (str(d / "entry.yaml"), line), str(info.value)
+    assert message in info.value.message

@@ -1,0 +1,133 @@
+"""harness/spec/triage.py: the triage file of a knowledge-base domain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.spec.triage import TriageError, find_triages, load_triage
+from tests.paths import REPO
+
+GOOD = """\
+source:
+  repository: someone/kb
+  path: data/pytorch/
+  id_prefix: kb/
+entries:
+  - kb_id: pytorch/b/env
+    url: https://kb.example/pytorch/b/env
+    message: "RuntimeError: b happened (pid 12)"
+    owner: me
+    scriptable: no
+    entry: null
+    why: needs two GPUs
+  - kb_id: pytorch/a/env
+    url: https://kb.example/pytorch/a/env
+    message: a happened
+    owner: me
+    scriptable: cpu
+    entry: kb/pytorch/a/env
+    why: >
+      a two-line
+      reason
+    unmeasured:
+      - {ref: "dead end 1", why: "a purchase"}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "triage.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_loads_sorted_with_reasons(tmp_path: Path) -> None:
+    triage = load_triage(write(tmp_path, GOOD))
+    assert [t.kb_id for t in triage.entries] == ["pytorch/a/env", "pytorch/b/env"]
+    a, b = triage.entries
+    assert a.why == "a two-line reason" and a.reproducible and a.entry == "kb/pytorch/a/env"
+    assert a.unmeasured[0].ref == "dead end 1"
+    assert not b.reproducible and b.entry is None
+    assert triage.by_entry() == {"kb/pytorch/a/env": a}
+    assert (
+        triage.entry_id(b) == "kb/pytorch/b/env"
+        and b.message == "RuntimeError: b happened (pid 12)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "at", "words"),
+    [
+        ("scriptable: no", "scriptable: maybe", "scriptable: maybe", "scriptable must be one of"),
+        (
+            "entry: kb/pytorch/a/env",
+            "entry: null",
+            "entry: null\n    why: >",
+            "names its repros/ entry id",
+        ),
+        ("entry: null", "entry: kb/x", "entry: kb/x", "entry: null"),
+        (
+            "pytorch/b/env\n",
+            "pytorch/a/env\n",
+            "- kb_id: pytorch/a/env\n    url: https://kb.example/pytorch/a",
+            "also at line",
+        ),
+        (
+            "    owner: me\n    scriptable: cpu",
+            "    owner: me\n    colour: red\n    scriptable: cpu",
+            "colour: red",
+            "unknown key 'colour'",
+        ),
+        (
+            '      - {ref: "dead end 1", why: "a purchase"}',
+            '      - {ref: "dead end 1"}',
+            '{ref: "dead end 1"}',
+            "missing required key(s) ['why']",
+        ),
+    ],
+)
+def test_errors_name_the_line(tmp_path: Path, old: str, new: str, at: str, words: str) -> None:
+    assert old in GOOD
+    text = GOOD.replace(old, new, 1)
+    line = text[: text.index(at)].count("\n") + 1  # the line where `at` starts
+    path = write(tmp_path, text)
+    with pytest.raises(TriageError) as info:
+        load_triage(path)
+    assert info.value.line == line, str(info.value)
+    assert words in info.value.message
+    assert str(info.value).startswith(f"{path}:{line}: ")
+
+
+def test_not_yaml_names_the_line(tmp_path: Path) -> None:
+    with pytest.raises(TriageError, match=r"triage.yaml:3: not valid YAML"):
+        load_triage(write(tmp_path, "source:\n  a: b\n c: [\n"))
+
+
+def test_the_repository_triage_is_valid() -> None:
+    triages = find_triages(REPO / "repros")
+    assert triages, "no triage file under repros/"
+    for triage in triages:
+        assert triage.entries
+        for row in triage.entries:
+            assert row.why and row.url.startswith("https://")
+
+
+def test_imported_entries_match_their_triage_row() -> None:
+    """Each written entry of a triaged domain: its documented signature is made from the
+    document's message by the one rule (msgsearch.message_regex), and its origin is the row's."""
+    from harness.catalogue.msgsearch import message_regex
+    from harness.spec.entries import load_entry
+
+    checked = 0
+    for triage in find_triages(REPO / "repros"):
+        for row in triage.entries:
+            folder = REPO / "repros" / triage.entry_id(row)
+            if row.entry is None or not (folder / "entry.yaml").is_file():
+                continue
+            entry = load_entry(folder, REPO / "repros")
+            assert entry.origin["message"] == row.message, row.kb_id
+            assert entry.origin["id"] == row.kb_id
+            assert entry.signature.message == message_regex(row.message), row.kb_id
+            checked += 1
+    assert checked

@@ -1,0 +1,552 @@
+"""The store read by the engine (harness/store/columnar.py) gives what the store's own reader
+gives: the same newest records, the same file:line warnings, the same lines kept out.
+
+The property is checked on generated stores: several files of valid records, records with
+a field replaced by something hostile or borderline (for the engine's predicate: Unicode,
+escapes, control characters, long texts, numbers of every JSON type), older schemas,
+duplicate keys, trailing commas, truncated and garbage lines, invalid UTF-8, and start
+times that tie in several spellings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.store import snapshot
+from harness.store.columnar import RecordTable, load_latest
+from harness.store.jsonl import Store, latest
+from harness.store.records import SCHEMA
+from harness.store.snapshot import cache_dir, fingerprint
+
+EXAMPLES = int(os.environ.get("COLUMNAR_EXAMPLES", "60"))
+
+STAMPS = [
+    "",
+    "2026-11-30T01:02:03+00:00",
+    "2026-11-30T01:02:03.000000+00:00",
+    "2026-11-30T01:02:03.000+00:00",
+    "2026-11-30T01:02:03.5+00:00",
+    "2026-11-30T01:02:03.500000+00:00",
+    "2026-11-30T02:02:03+01:00",
+    "2026-11-30T01:02:03Z",
+    "2026-11-30T01:02:04+00:00",
+    "2026-11-30T01:02:03",
+    "2026-02-30T01:02:03+00:00",
+    "0999-01-01T00:00:00+00:00",
+    "2026-11-30 01:02:03+00:00",
+    "2026-11-30T24:00:00+00:00",
+]
+ODD_TEXT = st.sampled_from(
+    [
+        "é",
+        "\u2028",
+        "\x85",
+        "\x7f",
+        "\t",
+        "\n",
+        "\x00",
+        "\ud800",
+        "😀",
+        "a b",
+        "\\u0000",
+        ",}",
+        "'",
+        "x" * 20_001,
+        "y" * 1_001,
+        "z" * 201,
+        '"',
+        "\\",
+        "\r",
+        "\b",
+        "\f",
+        "/",
+        'a "quoted"\n\tline\\',
+    ]
+)
+TEXT = st.one_of(
+    st.sampled_from(["", "a", "RuntimeError", "line one\nline two"]),
+    ODD_TEXT,
+    st.text(max_size=6),
+)
+VALUE = st.one_of(
+    TEXT,
+    st.none(),
+    st.booleans(),
+    st.sampled_from([0, 1, -1, 4, 255, 256, 10_000, 10_001, 2**31, 2**32, 2**64, 1.0, 0.5, -0.0]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.lists(TEXT, max_size=2),
+    st.dictionaries(TEXT, st.one_of(TEXT, st.booleans()), max_size=2),
+)
+
+
+@st.composite
+def record(draw: st.DrawFn) -> dict[str, Any]:
+    outcome = draw(st.sampled_from(["reproduced", "ok", "other_error", "unsupported"]))
+    env = draw(
+        st.sampled_from(["py3.11-torch2.4.1-lightning2.5.6", "py3.10-torch1.12.1-lightning2.1.4"])
+    )
+    d: dict[str, Any] = {
+        "schema": SCHEMA,
+        "entry": draw(st.sampled_from(["pytorch/a", "pytorch/b"])),
+        "variant": draw(st.sampled_from(["baseline", "workaround-1"])),
+        "kind": "baseline",
+        "cell": env + "-cpu-fp32",
+        "env": env,
+        "device": "cpu",
+        "precision": "fp32",
+        "trial": draw(st.integers(0, 1)),
+        "outcome": outcome,
+        "reason": draw(TEXT) if outcome == "unsupported" else "",
+        "exception": (
+            {
+                "type": "RuntimeError",
+                "message": draw(TEXT),
+                "frame": "repro.py:3 in run",
+                "traceback": "Traceback\n",
+            }
+            if outcome in ("reproduced", "other_error")
+            else None
+        ),
+        "checks": {"finite": {"ok": True, "detail": "loss 0.1"}, "_warnings": ["w"]},
+        "duration_s": draw(st.sampled_from([0.5, 1, 1.0, 0.1, 2.675])),
+        "exit_code": 0,
+        "signal": None,
+        "stdout_tail": "",
+        "stderr_tail": "",
+        "versions": {"python": "3.11.4", "torch": "2.4.1+cpu"},
+        "provenance": {"host": "box", "os": "Linux"},
+        "started_at": draw(st.sampled_from(STAMPS)),
+        "machine": draw(st.sampled_from(["box", "other"])),
+        "machine_id": draw(st.sampled_from(["0123456789ab", ""])),
+        "imported_from": draw(st.sampled_from(["", "x.jsonl"])),
+        "isolation": "fork",
+        "run_s": draw(st.sampled_from([0.25, 0, 0.0])),
+    }
+    for _ in range(draw(st.integers(0, 2))):
+        name = draw(
+            st.sampled_from(
+                [*d, "exception.type", "checks.finite", "checks._warnings", "versions.torch"]
+            )
+        )
+        value = draw(VALUE)
+        if "." in name:  # a nested value
+            outer, inner = name.split(".")
+            if isinstance(d.get(outer), dict):
+                d[outer] = {**d[outer], inner: value}
+        else:
+            d[name] = value
+    if draw(st.integers(0, 3)) == 0:  # text in a check, as a warning or a detail
+        d["checks"] = {
+            "finite": {"ok": False, "detail": draw(TEXT)},
+            "_warnings": draw(st.lists(TEXT, max_size=2)),
+        }
+    if draw(st.integers(0, 7)) == 0:
+        d.pop(draw(st.sampled_from(sorted(d))))
+    if draw(st.integers(0, 7)) == 0:
+        d[draw(st.sampled_from(["extra", "schema"]))] = draw(VALUE)
+    if draw(st.integers(0, 5)) == 0:  # an older schema: migrated by the store
+        d["schema"] = draw(st.sampled_from([1, 2, 3]))
+        for name in ("machine", "machine_id", "imported_from"):
+            d.pop(name, None)
+        if d["schema"] == 1:
+            d["status"] = d.pop("outcome", "ok")
+    return d
+
+
+@st.composite
+def line(draw: st.DrawFn) -> bytes:
+    text = json.dumps(draw(record()), allow_nan=True, ensure_ascii=draw(st.booleans()))
+    how = draw(st.integers(0, 14))
+    if how == 0:  # a duplicate key: Python keeps the last, the engine must not take it
+        text = '{"trial": 7, ' + text[1:]
+    elif how == 1:
+        text = text[:-1] + ", }"  # a trailing comma (DuckDB's parser forgives it)
+    elif how == 2:
+        text = text[: draw(st.integers(0, len(text)))]  # cut short
+    elif how == 3:
+        text = text.replace(": ", ":").replace(", ", ",")  # compact
+    elif how == 4:
+        text = " " + text + "\r"
+    elif how == 7:  # a duplicate key in a nested object
+        text = text.replace('"python": ', '"python": "0", "python": ', 1)
+        text = text.replace('"type": ', '"type": "X", "type": ', 1)
+    elif how == 8:
+        text = text.replace("}", ",\t}", 1)  # a trailing comma before a tab
+    elif how == 9:
+        text = text.replace('"ok": true', '"ok": true, "ok": false', 1)
+    data = text.encode("utf-8", "surrogatepass")
+    if how == 5:
+        return draw(st.binary(max_size=30))
+    if how == 6:
+        return b""
+    return data
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.lists(st.lists(line(), max_size=10), min_size=1, max_size=3), st.booleans())
+def test_the_engine_reads_a_store_as_the_store_does(files: list[list[bytes]], end: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "records"
+        root.mkdir()
+        for i, lines in enumerate(files):
+            (root / f"m{i}.jsonl").write_bytes(b"\n".join(lines) + (b"\n" if end else b""))
+        store = Store(root)
+        loaded = store.load()
+        got = load_latest(store)
+        assert got.records() == latest(loaded.records)
+        assert got.warnings == loaded.warnings
+        assert got.refused == loaded.refused
+        assert len(got) == len(got.records())
+
+
+def test_the_engine_takes_ordinary_records_itself(tmp_path: Path) -> None:
+    """Records as runs write them are read by the engine, not by Python (else the
+    property above would hold because everything went the slow way)."""
+    rnd = random.Random(0)
+    root = tmp_path / "records"
+    root.mkdir()
+    lines = []
+    for i in range(200):
+        d = {
+            "schema": SCHEMA,
+            "entry": f"pytorch/e{i % 7}",
+            "variant": "baseline",
+            "kind": "baseline",
+            "cell": "py3.11-torch2.4.1-lightning2.5.6-cpu-fp32",
+            "env": "py3.11-torch2.4.1-lightning2.5.6",
+            "device": "cpu",
+            "precision": "fp32",
+            "trial": i,
+            "outcome": "reproduced",
+            "reason": "",
+            "exception": {
+                "type": "RuntimeError",
+                "message": "boom é",
+                "frame": "f:1 in run",
+                "traceback": "Traceback (most recent call last):\n  ...\n",
+            },
+            "checks": {
+                "finite": {"ok": True, "detail": 'loss 0.5 "finite"'},
+                "_warnings": ["w", "UserWarning: one\n\tand two\\"],
+            },
+            "duration_s": round(rnd.random() * 3, 3),
+            "exit_code": 0,
+            "signal": None,
+            "stdout_tail": "",
+            "stderr_tail": "",
+            "versions": {"python": "3.11.4", "torch": "2.4.1+cpu"},
+            "provenance": {"host": "box"},
+            "started_at": f"2026-11-30T01:02:{i % 60:02d}+00:00",
+            "machine": "box",
+            "machine_id": "0123456789ab",
+            "imported_from": "",
+            "isolation": "fork",
+            "run_s": 0.25,
+        }
+        lines.append(json.dumps(d))
+    lines.append('{"schema": 4, "entry": "cut')
+    (root / "box.jsonl").write_text("\n".join(lines) + "\n")
+    got = load_latest(Store(root))
+    assert got.python_lines == 1  # no line read by Python but the cut one
+    assert len(got.warnings) == 1 and ":201: truncated line" in got.warnings[0]
+    assert got.records() == latest(Store(root).load().records)
+
+
+# --- snapshots (harness/store/snapshot.py): a load that starts from them gives a full read's
+# result whatever happened to the record files or to the snapshots since
+
+SNAPSHOT_EXAMPLES = int(os.environ.get("SNAPSHOT_EXAMPLES", "25"))
+FILES = 3
+CORRUPTIONS = ["garbage", "truncate", "delete", "flip", "swap", "link", "empty"]
+OP = st.one_of(
+    # lines appended (onto a last line without a newline, if there is one: it is completed)
+    st.tuples(
+        st.just("append"),
+        st.integers(0, FILES - 1),
+        st.lists(line(), min_size=1, max_size=4),
+        st.booleans(),
+    ),
+    # a line written in two steps: its first bytes now, the rest with "complete"
+    st.tuples(st.just("cut"), st.integers(0, FILES - 1), line(), st.integers(1, 40)),
+    st.tuples(st.just("complete"), st.integers(0, FILES - 1)),
+    # bytes of a file changed in place, or the file cut short
+    st.tuples(
+        st.just("edit"),
+        st.integers(0, FILES - 1),
+        st.floats(0, 1),
+        st.binary(min_size=1, max_size=3),
+    ),
+    st.tuples(st.just("truncate"), st.integers(0, FILES - 1), st.floats(0, 1)),
+    st.tuples(st.just("remove"), st.integers(0, FILES - 1)),
+    # a snapshot file (manifest or segment) damaged
+    st.tuples(st.just("corrupt"), st.integers(0, 50), st.sampled_from(CORRUPTIONS)),
+)
+
+
+def _same_as_a_full_read(store: Store, cache: Path, *, update: bool = True) -> RecordTable:
+    full = store.load()
+    got = load_latest(store, cache, update=update)
+    assert got.records() == latest(full.records)
+    assert got.warnings == full.warnings
+    assert got.refused == full.refused
+    assert len(got) == len(got.records())
+    return got
+
+
+def _corrupt(cache: Path, k: int, how: str) -> None:
+    files = sorted(p for p in cache.iterdir() if p.is_file()) if cache.is_dir() else []
+    if not files:
+        return
+    target = files[k % len(files)]
+    data = target.read_bytes()
+    if how == "garbage":
+        target.write_bytes(bytes(random.Random(k).randrange(256) for _ in range(64)))
+    elif how == "truncate":
+        target.write_bytes(data[: len(data) // 2])
+    elif how == "delete":
+        target.unlink()
+    elif how == "flip" and data:
+        at = len(data) // 2
+        target.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :])
+    elif how == "swap":  # another snapshot file's bytes in its place
+        target.write_bytes(files[(k + 1) % len(files)].read_bytes())
+    elif how == "link":
+        target.unlink()
+        target.symlink_to(files[(k + 1) % len(files)])
+    elif how == "empty":
+        target.write_bytes(b"")
+
+
+@settings(
+    max_examples=SNAPSHOT_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    st.lists(st.lists(line(), max_size=8), min_size=1, max_size=FILES),
+    st.booleans(),
+    st.lists(OP, max_size=5),
+)
+def test_a_load_from_snapshots_gives_a_full_reads_result(
+    files: list[list[bytes]], end: bool, ops: list[tuple[Any, ...]]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "results" / "records"
+        root.mkdir(parents=True)
+        cache = cache_dir(root)
+        for i, lines in enumerate(files):
+            (root / f"m{i}.jsonl").write_bytes(b"\n".join(lines) + (b"\n" if end else b""))
+        store = Store(root)
+        _same_as_a_full_read(store, cache)
+        pending: dict[int, bytes] = {}
+        for op in ops:
+            path = root / f"m{op[1]}.jsonl"
+            if op[0] == "append":
+                with open(path, "ab") as f:
+                    f.write(b"\n".join(op[2]) + (b"\n" if op[3] else b""))
+            elif op[0] == "cut":
+                with open(path, "ab") as f:
+                    f.write(op[2][: op[3]])
+                pending[op[1]] = op[2][op[3] :]
+            elif op[0] == "complete":
+                with open(path, "ab") as f:
+                    f.write(pending.pop(op[1], b"") + b"\n")
+            elif op[0] == "edit" and path.exists() and path.stat().st_size:
+                data = path.read_bytes()
+                at = int(op[2] * (len(data) - 1))
+                with open(path, "r+b") as f:  # in place, as an editor that keeps the file
+                    f.seek(at)
+                    f.write(op[3][: len(data) - at])
+            elif op[0] == "truncate" and path.exists():
+                os.truncate(path, int(op[2] * path.stat().st_size))
+            elif op[0] == "remove":
+                path.unlink(missing_ok=True)
+            elif op[0] == "corrupt":
+                _corrupt(cache, op[1], op[2])
+            _same_as_a_full_read(store, cache)
+        _same_as_a_full_read(store, cache)  # nothing changed since the last load
+
+
+def _ordinary(i: int, started: str = "2026-11-30T01:02:03+00:00") -> str:
+    return json.dumps(
+        {
+            "schema": SCHEMA,
+            "entry": f"pytorch/e{i % 7}",
+            "variant": "baseline",
+            "kind": "baseline",
+            "cell": "py3.11-torch2.4.1-lightning2.5.6-cpu-fp32",
+            "env": "py3.11-torch2.4.1-lightning2.5.6",
+            "device": "cpu",
+            "precision": "fp32",
+            "trial": i,
+            "outcome": "ok",
+            "reason": "",
+            "exception": None,
+            "checks": {},
+            "duration_s": 0.5,
+            "exit_code": 0,
+            "signal": None,
+            "stdout_tail": "",
+            "stderr_tail": "",
+            "versions": {"python": "3.11.4"},
+            "provenance": {"host": "box"},
+            "started_at": started,
+            "machine": "box",
+            "machine_id": "0123456789ab",
+            "imported_from": "",
+            "isolation": "fork",
+            "run_s": 0.25,
+        }
+    )
+
+
+def test_a_load_reads_only_the_lines_after_the_snapshot(tmp_path: Path) -> None:
+    root = tmp_path / "results" / "records"
+    root.mkdir(parents=True)
+    cache = cache_dir(root)
+    path = root / "box.jsonl"
+    # an old-schema line and a blank one: read by Python, from the snapshot too
+    old = json.loads(_ordinary(99))
+    old["schema"] = 3
+    path.write_text("\n".join([*(_ordinary(i) for i in range(50)), json.dumps(old), ""]) + "\n")
+    store = Store(root)
+    first = _same_as_a_full_read(store, cache)
+    assert first.snapshot_lines == 0 and first.python_lines == 1
+    again = _same_as_a_full_read(store, cache)
+    assert again.snapshot_lines == 52 and again.python_lines == 1
+    # a newer record of key 3, a new key, and a line still being written
+    with open(path, "a") as f:
+        f.write(_ordinary(3, "2026-12-01T00:00:00+00:00") + "\n" + _ordinary(50) + "\n" + '{"sch')
+    grown = _same_as_a_full_read(store, cache)
+    assert grown.snapshot_lines == 52 and len(grown) == 52 and len(grown.warnings) == 1
+    assert f"{path}:55: truncated last line" in grown.warnings[0]
+    latest_again = _same_as_a_full_read(store, cache)
+    assert latest_again.snapshot_lines == 54  # up to the last newline, never the cut line
+    manifest = json.loads((cache / "box.jsonl.json").read_text())
+    assert manifest["lines"] == 54 and manifest["bytes"] == path.read_bytes().rindex(b"\n") + 1
+
+
+def test_report_check_writes_no_snapshot(tmp_path: Path) -> None:
+    root = tmp_path / "results" / "records"
+    root.mkdir(parents=True)
+    (root / "box.jsonl").write_text(_ordinary(1) + "\n")
+    cache = cache_dir(root)
+    _same_as_a_full_read(Store(root), cache, update=False)
+    assert not cache.exists()
+    _same_as_a_full_read(Store(root), cache)
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in cache.iterdir())
+    with open(root / "box.jsonl", "a") as f:
+        f.write(_ordinary(2) + "\n")
+    assert _same_as_a_full_read(Store(root), cache, update=False).snapshot_lines == 1
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in cache.iterdir()) == before
+
+
+def test_a_snapshot_of_other_code_is_not_used(tmp_path: Path) -> None:
+    root = tmp_path / "results" / "records"
+    root.mkdir(parents=True)
+    (root / "box.jsonl").write_text(_ordinary(1) + "\n")
+    cache = cache_dir(root)
+    _same_as_a_full_read(Store(root), cache)
+    manifest = cache / "box.jsonl.json"
+    d = json.loads(manifest.read_text())
+    d["fingerprint"] = "0" * 64
+    manifest.write_text(json.dumps(d))
+    assert _same_as_a_full_read(Store(root), cache).snapshot_lines == 0  # read in full
+    assert json.loads(manifest.read_text())["fingerprint"] == fingerprint()  # and renewed
+    assert _same_as_a_full_read(Store(root), cache).snapshot_lines == 1
+
+
+def test_snapshots_of_removed_files_are_cleaned_up(tmp_path: Path, monkeypatch: Any) -> None:
+    root = tmp_path / "results" / "records"
+    root.mkdir(parents=True)
+    for name in ("a", "b"):
+        (root / f"{name}.jsonl").write_text(_ordinary(1) + "\n")
+    cache = cache_dir(root)
+    _same_as_a_full_read(Store(root), cache)
+    with open(root / "a.jsonl", "a") as f:
+        f.write(_ordinary(2) + "\n")
+    _same_as_a_full_read(Store(root), cache)  # a second segment of a.jsonl, merged in
+    (root / "b.jsonl").rename(root / "c.jsonl")
+    _same_as_a_full_read(Store(root), cache)
+    names = {p.name.split(".")[0] for p in cache.iterdir()}
+    assert names == {"a", "b", "c"}  # b's files are young: perhaps a concurrent report's
+    monkeypatch.setattr(snapshot, "GRACE_S", -1.0)
+    _same_as_a_full_read(Store(root), cache)
+    kept = sorted(p.name for p in cache.iterdir())
+    assert [n.split(".")[0] for n in kept] == ["a"] * 3 + ["c"] * 3, kept
+
+
+def test_concurrent_loads_leave_usable_snapshots(tmp_path: Path) -> None:
+    root = tmp_path / "results" / "records"
+    root.mkdir(parents=True)
+    (root / "box.jsonl").write_text("".join(_ordinary(i) + "\n" for i in range(300)))
+    cache = cache_dir(root)
+    store = Store(root)
+    expected = latest(store.load().records)
+    for round_ in range(3):
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            tables = list(pool.map(lambda _: load_latest(store, cache), range(3)))
+        assert all(t.records() == expected for t in tables)
+        with open(root / "box.jsonl", "a") as f:
+            f.write(_ordinary(300 + round_) + "\n")
+        expected = latest(store.load().records)
+    assert _same_as_a_full_read(store, cache).snapshot_lines > 300
+
+
+def test_segments_merge_as_a_binary_counter_carries() -> None:
+    segments: list[snapshot.Segment] = []
+    first = 0
+    for _ in range(1000):  # a large first segment, then one row a load
+        rows = 100_000 if not segments else 1
+        keep, start, size = snapshot.plan_segments(segments, first, rows, rows, 0)
+        seg = snapshot.Segment(start, first + rows - start, 1, "g", size, "0", "o", 0, "0")
+        segments = [*keep, seg]
+        first += rows
+        assert len(segments) <= 12
+    assert segments[0].good_rows == 100_000 and sum(s.lines for s in segments) == first
+
+
+def test_a_manifest_naming_files_outside_its_folder_is_not_followed(tmp_path: Path) -> None:
+    root = tmp_path / "results" / "records"
+    root.mkdir(parents=True)
+    record_file = root / "box.jsonl"
+    record_file.write_text(_ordinary(1) + "\n")
+    cache = cache_dir(root)
+    _same_as_a_full_read(Store(root), cache)
+    manifest = cache / "box.jsonl.json"
+    d = json.loads(manifest.read_text())
+    d["segments"][0]["good"] = "../../records/box.jsonl"
+    manifest.write_text(json.dumps(d))
+    before = record_file.read_bytes()
+    assert _same_as_a_full_read(Store(root), cache).snapshot_lines == 0
+    assert record_file.read_bytes() == before
+    assert _same_as_a_full_read(Store(root), cache).snapshot_lines == 1  # renewed
+
+
+def test_equal_records_of_one_run_are_taken_in_the_store_order(tmp_path: Path) -> None:
+    """Two lines of one run that say the same (but for the file they were imported from):
+    store.latest keeps the first; the engine's line comes first, Python reads the second
+    (a duplicate key)."""
+    root = tmp_path / "results" / "records"
+    root.mkdir(parents=True)
+    first = json.loads(_ordinary(1))
+    first["imported_from"] = "y.jsonl"
+    second = dict(first, imported_from="x.jsonl")
+    (root / "box.jsonl").write_text(
+        json.dumps(first) + "\n" + '{"trial": 1, ' + json.dumps(second)[1:] + "\n"
+    )
+    got = _same_as_a_full_read(Store(root), cache_dir(root))
+    assert [r.imported_from for r in got.records()] == ["y.jsonl"]
