@@ -7,7 +7,7 @@ syntax newer than 3.7 (tests/test_reprokit.py parses it with feature_version=(3,
 A reproducer finds it by walking up from its own folder (see any repros/*/*/repro.py);
 `python -m harness export ENTRY --variant V` inlines it into one standalone script.
 
-The contract with the harness (docs/entry-format.md has all of it):
+The contract with the harness (docs/reference/entry-yaml.md has all of it):
 - ``VARIANTS``, a module-level dict literal in repro.py, names every variant it implements;
   ``NOT_WRITTEN``, a list literal, names those whose code is still to be written. The host
   reads both with ``ast`` (no torch) and checks them against entry.yaml.

@@ -1,5 +1,5 @@
 """Records -> aggregates: the runs of each entry grouped into cells, counted per variant
-under the counting rules of docs/verdicts.md, measured version ranges, machines.
+under the counting rules of docs/reference/outcomes-and-verdicts.md, measured version ranges, machines.
 
 The grouping and counting are done by the columnar engine (DuckDB) over a table of records
 (harness/store/columnar.py: the store's newest records as the report reads them, or any records

@@ -1,5 +1,5 @@
 """Claimed vs measured: the verdict rules, one function per kind of claim. Every rule is
-stated in docs/verdicts.md; this module is where each is applied."""
+stated in docs/reference/outcomes-and-verdicts.md; this module is where each is applied."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ __all__ = [
     "verdicts",
 ]
 
-MARGIN = 0.10  # a stated rate is read as "about c": c ± MARGIN (docs/verdicts.md)
+# a stated rate is read as "about c": c ± MARGIN (docs/reference/outcomes-and-verdicts.md)
+MARGIN = 0.10
 _NOT_COUNTED_VALUES = frozenset(o.value for o in NOT_COUNTED)
 _REPRODUCED_VALUE = Outcome.REPRODUCED.value
 _WRONG_RESULT_VALUE = Outcome.WRONG_RESULT.value
@@ -51,7 +52,7 @@ def failed_silently_as_documented(
     """Whether one run of a dead end that declares its documented failure as silent
     (entry.yaml ``fails_as``: ``postconditions``) failed as documented: it ended
     ``wrong_result`` and at least one of those postconditions failed. A wrong_result on
-    other postconditions only is a failure for another reason (docs/verdicts.md).
+    other postconditions only is a failure for another reason (docs/reference/outcomes-and-verdicts.md).
     ``outcome`` is the outcome's value; ``checks`` the record's postconditions."""
     if outcome != _WRONG_RESULT_VALUE or not postconditions:
         return False
@@ -142,7 +143,7 @@ _EXPECTED = {
 
 
 def verdicts(entry: Entry | None, agg: EntryAggregate) -> tuple[Verdict, ...]:
-    """Every claim of the entry, judged against its aggregate (docs/verdicts.md)."""
+    """Every claim of the entry, judged against its aggregate (docs/reference/outcomes-and-verdicts.md)."""
     out: list[Verdict] = []
     baselines = [v for v in agg.variants if v.kind == "baseline"]
     workarounds = [v for v in agg.variants if v.kind == "workaround"]

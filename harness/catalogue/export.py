@@ -98,7 +98,7 @@ def export_script(entry: Entry, variant: str, kit: Path) -> str:
     if begin is None or end is None or end < begin:
         raise ExportError(
             f"{entry.repro}: no '{BEGIN}' ... '{END}' block around the reprokit import "
-            "(docs/entry-format.md, the reproducer convention)"
+            "(docs/reference/entry-yaml.md, the reproducer convention)"
         )
     tail = "\n".join(lines[end + 1 :])
     precision = "fp16" if "fp16" in v.precisions else v.precisions[0]

@@ -1,6 +1,6 @@
 """`harness new DOC`: an error document -> a scaffolded entry folder repros/<id>/.
 
-Three document formats (docs/entry-format.md, /work/shared/KB-FORMATS.md):
+Three document formats (docs/reference/entry-yaml.md, /work/shared/KB-FORMATS.md):
   markdown       "# Type: message", **ID:** bullets, ## Version Compatibility, ## Workarounds,
                  ## Dead Ends
   scraped        "<org>/<repo> · error · <Type>", Error message, Solutions, Example fix,
@@ -487,7 +487,7 @@ def _q(value: Any) -> str:
 def render_entry_yaml(s: Scaffold, entry_id: str) -> str:
     out = [
         f"# scaffolded by `python -m harness new` from a {s.format} document; see",
-        "# docs/entry-format.md for every key. Write repro.py, then `python -m harness check`.",
+        "# docs/reference/entry-yaml.md for every key. Write repro.py, then `python -m harness check`.",
         f"id: {entry_id}",
         f"title: {_q(s.title)}",
         "source: source.md",

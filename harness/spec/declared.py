@@ -2,7 +2,7 @@
 
 A reproducer names the variants it implements in a module-level dict literal ``VARIANTS``
 (name -> one-line description) and those still to be written in a list literal
-``NOT_WRITTEN`` (see docs/entry-format.md). The host checks both against entry.yaml when an
+``NOT_WRITTEN`` (see docs/reference/entry-yaml.md). The host checks both against entry.yaml when an
 entry loads, so that a typo is an error with file:line, never a result.
 
 It also collects the postcondition names the reproducer can report, as far as a static

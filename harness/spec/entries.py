@@ -6,7 +6,7 @@ An entry directory holds:
   document.md  the entry's own document; write-back fills its marked blocks
   repro.py     the reproducer (torch, lightning and repros/reprokit.py only)
 
-docs/entry-format.md describes every key. The variants of entry.yaml and the ``VARIANTS``
+docs/reference/entry-yaml.md describes every key. The variants of entry.yaml and the ``VARIANTS``
 literal of repro.py must name the same variants (read statically, see declared.py); a
 variant listed in repro.py's ``NOT_WRITTEN`` is loaded with ``written=False`` and never
 planned.
@@ -117,7 +117,7 @@ class Claims:
 class FailsAs:
     """How a dead end fails as the document says when the failure is silent (no exception):
     the run ends ``wrong_result`` with at least one of these postconditions failed
-    (entry.yaml ``fails_as``; the counting rule is in docs/verdicts.md)."""
+    (entry.yaml ``fails_as``; the counting rule is in docs/reference/outcomes-and-verdicts.md)."""
 
     outcome: str  # "wrong_result", the only outcome a silent failure has
     postconditions: tuple[str, ...]  # names run() returns; any one failing is the failure

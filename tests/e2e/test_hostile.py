@@ -1,6 +1,6 @@
 """Issue 11: a hostile reproducer, record, file or process cannot stop the harness. Each
 test reproduces one of the issue's examples through the real CLI (or the real process)
-and failed before the fix; the README's reliability table and docs/reliability.md name
+and failed before the fix; docs/reliability.md names
 them."""
 
 from __future__ import annotations

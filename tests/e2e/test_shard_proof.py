@@ -76,7 +76,7 @@ def test_three_shards_merged_equal_the_whole_run(project: Path, tmp_path: Path) 
         env=env,
         check=False,
     )
-    print(out.stdout)  # the measured figures, for the README
+    print(out.stdout)  # the measured figures, for docs/how-to/ci-and-merge.md
     assert out.returncode == 0, out.stdout + out.stderr
     # 3 environments x (5 fp32 + 6 fp16 variants) x 2 trials
     assert "whole run: 66 records" in out.stdout
