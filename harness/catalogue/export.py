@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from harness.errors import InputError
 from harness.spec.declared import parse_source
 from harness.spec.entries import Entry
 
@@ -21,8 +22,8 @@ BEGIN = "# reprokit:begin"
 END = "# reprokit:end"
 
 
-class ExportError(Exception):
-    pass
+class ExportError(InputError):
+    """The variant cannot be exported (unknown, not written, its run() not found)."""
 
 
 def _kit_body(kit: Path) -> str:

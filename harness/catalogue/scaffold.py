@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.report.writeback import BLOCKS
 
 __all__ = [
@@ -43,14 +44,11 @@ _SPECIAL = set("\\.^$*+?{}[]|()")
 _SLUG_RE = re.compile(r"[^a-z0-9]+")
 
 
-class DocumentError(Exception):
+class DocumentError(HarnessError):
     """A document `new` cannot read: names the file and the section it could not find."""
 
     def __init__(self, path: str | Path, message: str, line: int | None = None) -> None:
-        self.path = str(path)
-        self.line = line
-        where = f"{path}:{line}" if line else str(path)
-        super().__init__(f"{where}: {message}")
+        super().__init__(path, line, message)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.errors import InputError
 from harness.outcomes import Outcome
 from harness.spec.entries import Entry
 from harness.store.jsonl import LoadResult, Store, latest, parse_bytes
@@ -50,7 +51,7 @@ __all__ = [
 RECORDS = "results/records"
 
 
-class DiffError(Exception):
+class DiffError(InputError):
     """A side cannot be read: str() says which and why."""
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from harness.aggregate import EntryAggregate
 from harness.atomic import write_atomically
+from harness.errors import HarnessError
 from harness.report.render.markdown import (
     measured_rates_block,
     measured_versions_block,
@@ -43,12 +44,8 @@ BLOCKS = ("measured-versions", "measured-rates", "verification")
 _MARKER = re.compile(r"<!--\s*harness:([A-Za-z0-9_-]+):(begin|end)\s*-->")
 
 
-class WritebackError(Exception):
-    def __init__(self, path: str | os.PathLike[str], line: int | None, message: str) -> None:
-        self.path = str(path)
-        self.line = line
-        self.message = message
-        super().__init__(f"{self.path}:{line}: {message}" if line else f"{self.path}: {message}")
+class WritebackError(HarnessError):
+    """An entry document whose marked blocks cannot be filled."""
 
 
 @dataclass(frozen=True)

@@ -20,15 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError
+
 __all__ = ["Declared", "DeclaredError", "parse_source", "read_declared"]
 
 
-class DeclaredError(Exception):
-    def __init__(self, path: str | os.PathLike[str], line: int | None, message: str) -> None:
-        self.path = str(path)
-        self.line = line
-        self.message = message
-        super().__init__(f"{self.path}:{line}: {message}" if line else f"{self.path}: {message}")
+class DeclaredError(HarnessError):
+    """What a repro.py declares (VARIANTS, NOT_WRITTEN) cannot be read."""
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from harness.domain import (
     PRESENT_STATUSES,
     parse_claim_spec,
 )
+from harness.errors import HarnessError
 from harness.outcomes import Outcome
 from harness.spec.declared import DeclaredError, read_declared
 from harness.spec.yaml_values import Lines, YamlReader, check_keys, compose_file, plain
@@ -79,13 +80,8 @@ ORIGIN_KEYS = {
 }
 
 
-class EntryError(Exception):
-    def __init__(self, path: str | os.PathLike[str], line: int | None, message: str) -> None:
-        self.path = str(path)
-        self.line = line
-        self.message = message
-        where = f"{self.path}:{line}" if line else self.path
-        super().__init__(f"{where}: {message}")
+class EntryError(HarnessError):
+    """An invalid entry (entry.yaml, or what its repro.py declares)."""
 
 
 @dataclass(frozen=True)

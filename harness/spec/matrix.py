@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from harness.domain import DEVICES, PRECISIONS, cell_id, env_id
+from harness.errors import HarnessError
 from harness.spec.yaml_values import YamlReader, compose_file, line_of
 
 __all__ = [
@@ -53,15 +54,8 @@ _DEFAULT_MEMORY_LIMIT_MB = 8192
 _SPECIFIER_START = "<>=!~"
 
 
-class MatrixError(Exception):
+class MatrixError(HarnessError):
     """An invalid matrix file: ``str()`` is ``path:line: what is wrong (and what to do)``."""
-
-    def __init__(self, path: str, line: int | None, message: str) -> None:
-        self.path = path
-        self.line = line
-        self.message = message
-        where = path if line is None else f"{path}:{line}"
-        super().__init__(f"{where}: {message}")
 
 
 # --- ordering ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from harness.errors import HarnessError
 from harness.spec.yaml_nodes import YamlProblem, compose_plain, read_yaml_text
 
 __all__ = [
@@ -31,12 +32,8 @@ SCRIPTABLE = ("cpu", "cuda", "no")
 TRIAGE_FILE = "triage.yaml"
 
 
-class TriageError(Exception):
-    def __init__(self, path: str | os.PathLike[str], line: int | None, message: str) -> None:
-        self.path = str(path)
-        self.line = line
-        self.message = message
-        super().__init__(f"{self.path}:{line}: {message}" if line else f"{self.path}: {message}")
+class TriageError(HarnessError):
+    """An invalid triage file."""
 
 
 @dataclass(frozen=True)

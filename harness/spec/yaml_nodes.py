@@ -17,6 +17,8 @@ import os
 
 import yaml
 
+from harness.errors import HarnessError
+
 __all__ = [
     "MAX_ALIASES",
     "MAX_BYTES",
@@ -38,11 +40,11 @@ PLAIN_TAGS = frozenset(
 )
 
 
-class YamlProblem(Exception):
+class YamlProblem(HarnessError):
+    """Text that is not plain YAML; the reader of a file adds its path (EntryError, ...)."""
+
     def __init__(self, line: int | None, message: str) -> None:
-        super().__init__(message)
-        self.line = line  # 1-based, None when the parser gave no position
-        self.message = message
+        super().__init__(None, line, message)  # line: 1-based, None when the parser gave none
 
 
 def read_yaml_text(path: str | os.PathLike[str]) -> str:
