@@ -28,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 from rich.console import Console
 
 from harness.config import Config
+from harness.errors import InputError
 from harness.spec.entries import Entry, Variant
 from harness.spec.matrix import Cell, Environment, Matrix
 
@@ -47,8 +48,8 @@ PYPI_JSON = "https://pypi.org/pypi/{name}/json"
 CACHE_S = 24 * 3600
 
 
-class BisectError(Exception):
-    pass
+class BisectError(InputError):
+    """The bisection cannot start or go on (a bad range, no releases, no boundary)."""
 
 
 def parse_range(text: str) -> tuple[Version, Version]:
@@ -323,39 +324,31 @@ class BisectRequest:
 
 
 def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
-    """The command: load, list releases, search, print every step and the result."""
-    from rich.markup import escape
-
+    """The command: load, list releases, search, print every step and the result. Bad input
+    is raised (BisectError, MatrixError, EntryError): the command line says it and exits 2."""
     from harness.envs.backends import MARKER, STANDIN_VAR, EnvFailed, UvBackend
     from harness.envs.capabilities import CudaFacts, precheck
     from harness.envs.provenance import cuda_provenance, machine_provenance
     from harness.execute.plan import Job
     from harness.execute.runner import decided_record, env_failed_record, run_job
-    from harness.spec.entries import EntryError, load_entry
-    from harness.spec.matrix import MatrixError, load_matrix
+    from harness.spec.entries import load_entry
+    from harness.spec.matrix import load_matrix
     from harness.store.jsonl import Store, latest
 
-    def fail(message: str) -> int:
-        console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
-        return 2
-
-    try:
-        matrix = load_matrix(cfg.matrix_path)
-        folder = cfg.repros_dir / request.entry
-        if not (folder / "entry.yaml").is_file():
-            return fail(f"no entry {request.entry!r} ({folder}/entry.yaml)")
-        entry = load_entry(folder, cfg.repros_dir)
-        lo, hi = parse_range(request.range)
-    except (MatrixError, EntryError, BisectError) as exc:
-        return fail(str(exc))
+    matrix = load_matrix(cfg.matrix_path)
+    folder = cfg.repros_dir / request.entry
+    if not (folder / "entry.yaml").is_file():
+        raise BisectError(f"no entry {request.entry!r} ({folder}/entry.yaml)")
+    entry = load_entry(folder, cfg.repros_dir)
+    lo, hi = parse_range(request.range)
     try:
         variant = entry.variant(request.variant)
     except KeyError:
-        return fail(f"{entry.id} has no variant {request.variant!r}")
+        raise BisectError(f"{entry.id} has no variant {request.variant!r}") from None
     if not variant.written:
-        return fail(f"{entry.id}::{variant.name} is not written yet (NOT_WRITTEN)")
+        raise BisectError(f"{entry.id}::{variant.name} is not written yet (NOT_WRITTEN)")
     if request.device not in variant.devices or request.precision not in variant.precisions:
-        return fail(
+        raise BisectError(
             f"{variant.name} runs on {', '.join(variant.devices)} at "
             f"{', '.join(variant.precisions)} only"
         )
@@ -371,16 +364,12 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
         )
 
     envs_dir = cfg.envs_dir
-    try:
-        versions, source = list_releases(
-            request.axis, lo, hi, lambda v: env_of(v).python, envs_dir / ".index-cache"
-        )
-    except BisectError as exc:
-        return fail(str(exc))
+    versions, source = list_releases(
+        request.axis, lo, hi, lambda v: env_of(v).python, envs_dir / ".index-cache"
+    )
     console.print(
         f"{request.axis} releases in {request.range} with a wheel for the interpreter: "
         f"{len(versions)} ({', '.join(versions)}) from {source}",
-        highlight=False,
         markup=False,
     )
     cell_of = {v: Cell(env_of(v), request.device, request.precision) for v in versions}
@@ -434,29 +423,23 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
             f"step {count}: {request.axis} {step.version} ({step.env.id}, "
             f"{request.device}-{request.precision}) -> {step.outcome} [{step.how}]"
             + (f" {step.detail}" if step.detail else ""),
-            highlight=False,
             markup=False,
         )
 
-    try:
-        result = bisect(request.axis, versions, env_of, stored, is_built, measure, report)
-    except BisectError as exc:
-        return fail(str(exc))
+    result = bisect(request.axis, versions, env_of, stored, is_built, measure, report)
     if result.boundary:
         a, b = result.boundary
         console.print(
             f"the outcome of {entry.id}::{variant.name} on {request.device}-{request.precision} "
             f"changes between {request.axis} {a} ({result.known[a]}) and {b} ({result.known[b]})",
-            highlight=False,
             markup=False,
         )
     for note in result.notes:
-        console.print(f"note: {note}", highlight=False, markup=False)
+        console.print(f"note: {note}", markup=False)
     runs = sum(1 for s in result.steps if s.how != "stored record")
     console.print(
         f"{len(result.steps)} steps: {len(result.steps) - runs} from stored records, {runs} "
         f"runs; environments built: {', '.join(built_ids) or 'none'}; records in {store.path}",
-        highlight=False,
         markup=False,
     )
     return 0

@@ -143,7 +143,7 @@ def show_fan_out(state: RunState) -> int:
         sys.stdout.write(github_matrix_json(plan) + "\n")
     else:
         for line in describe_fan_out(plan):
-            state.console.print(line, markup=False, highlight=False)
+            state.console.print(line, markup=False)
     return 0
 
 

@@ -1,5 +1,6 @@
 """The steps of a run, in order. Each takes the state and returns it; an int stops the run
-with that exit code (0 done, 2 bad input, 130 interrupted).
+with that exit code (0 done, 1 runs left unrecorded, 130 interrupted). Bad input is raised as a
+HarnessError (harness/errors.py), which the command line turns into exit 2.
 
     load_inputs -> plan_jobs -> list_or_continue -> drop_done -> run_matrix -> render
 """
@@ -34,11 +35,12 @@ from harness.envs.backends import (
 )
 from harness.envs.capabilities import CudaFacts, precheck
 from harness.envs.provenance import cuda_provenance, machine_provenance
+from harness.errors import InputError
 from harness.execute.plan import Job, Plan, explain_no_job, make_plan
 from harness.execute.proc import FULL_ERRNOS, DiskFull, ProcessGroups, end_own_children
 from harness.execute.runner import decided_record, env_failed_record, run_job
 from harness.execute.warm import FORK_AVAILABLE, WarmProber, WarmWorker, WorkerFailed
-from harness.spec.entries import Entry, EntryError, load_entries
+from harness.spec.entries import Entry, load_entries
 from harness.spec.matrix import Environment, Expansion, Matrix, MatrixError, load_matrix
 from harness.store.jsonl import Store, StoreError
 from harness.store.records import Record
@@ -70,22 +72,15 @@ Step = Callable[[RunState], "RunState | int"]
 
 def load_inputs(state: RunState) -> RunState | int:
     cfg = state.config
-    try:
-        matrix = state.matrix = load_matrix(cfg.matrix_path)
-        state.expansion = matrix.expand(cfg.profile)
-        if cfg.trials is not None:
-            state.expansion = dataclasses.replace(state.expansion, trials=cfg.trials)
-        state.entries = load_entries(cfg.repros_dir)
-    except (MatrixError, EntryError) as exc:
-        state.console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
-        return 2
+    matrix = state.matrix = load_matrix(cfg.matrix_path)
+    state.expansion = matrix.expand(cfg.profile)
+    if cfg.trials is not None:
+        state.expansion = dataclasses.replace(state.expansion, trials=cfg.trials)
+    state.entries = load_entries(cfg.repros_dir)
     if not state.entries:
-        state.console.print(f"[bold red]error:[/] no entries found under {cfg.repros_dir}")
-        return 2
+        raise InputError(f"no entries found under {cfg.repros_dir}")
     if cfg.python is not None:
-        status = _existing_interpreter(state, matrix)
-        if status:
-            return status
+        _existing_interpreter(state, matrix)
     if cfg.timeout_s is None:
         cfg.timeout_s = matrix.timeout_s
     if cfg.memory_limit_mb is None:
@@ -93,15 +88,12 @@ def load_inputs(state: RunState) -> RunState | int:
     return state
 
 
-def _existing_interpreter(state: RunState, matrix: Matrix) -> int:
+def _existing_interpreter(state: RunState, matrix: Matrix) -> None:
     """run --python: the profile's cells in the one environment that interpreter is."""
     python = state.config.python
     assert python is not None
     if not os.path.isfile(python) or not os.access(python, os.X_OK):
-        state.console.print(
-            f"[bold red]error:[/] --python {python}: no such executable file", highlight=False
-        )
-        return 2
+        raise InputError(f"--python {python}: no such executable file")
     found = state.existing.inspect(python)
     seen = found.seen
     state.console.print(
@@ -111,20 +103,12 @@ def _existing_interpreter(state: RunState, matrix: Matrix) -> int:
         f"{'available' if seen.get('cuda_available') == 'True' else 'not available'} "
         f"-> environment {found.env.id}",
         markup=False,
-        highlight=False,
     )
     if found.problem:
-        state.console.print(
-            f"[red]env_failed[/] {found.env.id}: {escape(found.problem)}", highlight=False
-        )
-    try:
-        state.expansion = matrix.expand_for(found.env, state.config.profile)
-    except MatrixError as exc:
-        state.console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        return 2
+        state.console.print(f"[red]env_failed[/] {found.env.id}: {escape(found.problem)}")
+    state.expansion = matrix.expand_for(found.env, state.config.profile)
     if state.config.trials is not None:
         state.expansion = dataclasses.replace(state.expansion, trials=state.config.trials)
-    return 0
 
 
 def plan_jobs(state: RunState) -> RunState | int:
@@ -171,10 +155,7 @@ def plan_jobs(state: RunState) -> RunState | int:
         other_profiles=others,
         not_applicable=state.plan.not_applicable,
     )
-    state.console.print(
-        f"[bold red]error:[/] no job selected: {escape(why)}", highlight=False, soft_wrap=True
-    )
-    return 2
+    raise InputError(f"no job selected: {why}")
 
 
 def list_or_continue(state: RunState) -> RunState | int:
@@ -184,7 +165,7 @@ def list_or_continue(state: RunState) -> RunState | int:
     from harness.spec.matrix import describe
 
     for line in describe(state.expansion):
-        state.console.print(line, markup=False, highlight=False)
+        state.console.print(line, markup=False)
     per_env = collections.Counter(j.cell.env.id for j in state.plan.jobs)
     state.console.print(
         f"\n{len(state.plan.jobs)} jobs in profile {state.expansion.profile!r}"
@@ -214,7 +195,7 @@ def drop_done(state: RunState) -> RunState | int:
     state.store = Store(state.config.records_dir, state.config.machine)
     loaded = state.store.load()
     for warning in (*loaded.warnings, *state.store.quarantine(loaded.refused)):
-        state.console.print(f"[yellow]warning:[/] {escape(str(warning))}", highlight=False)
+        state.console.print(f"[yellow]warning:[/] {escape(str(warning))}")
     if state.config.resume:
         # per machine: what another machine ran is not done here
         done = state.store.done_keys(loaded.records)
@@ -377,11 +358,10 @@ def run_matrix(state: RunState) -> RunState | int:
                 f"[{done}/{total}, {status()}] {job.id} -> {record.outcome.value}"
                 f"{' (' + record.reason[:80] + ')' if record.reason else ''}",
                 markup=False,
-                highlight=False,
             )
 
     def say(text: str) -> None:
-        console.print(text, markup=False, highlight=False)
+        console.print(text, markup=False)
 
     def prepared(run: EnvRun, result: Prepared) -> None:
         run.prepared, run.preparing = True, False
@@ -393,7 +373,6 @@ def run_matrix(state: RunState) -> RunState | int:
             console.print(
                 f"[red]env_failed[/] {run.env.id}: "
                 f"{escape(result.failure.splitlines()[0]) if result.failure else ''}",
-                highlight=False,
             )
             while run.jobs:
                 job = run.jobs.popleft()
@@ -496,7 +475,6 @@ def run_matrix(state: RunState) -> RunState | int:
         console.print(
             f"\n[bold yellow]interrupted[/]: {done} of {total} records stored; "
             "rerun with --resume to finish",
-            highlight=False,
         )
         return 130
     except (StoreError, DiskFull) as exc:
@@ -504,7 +482,6 @@ def run_matrix(state: RunState) -> RunState | int:
         _stop_workers(runs)
         console.print(
             f"[bold red]error:[/] {escape(str(exc))}; {done} of {total} records stored",
-            highlight=False,
         )
         return 1
     finally:
@@ -512,14 +489,11 @@ def run_matrix(state: RunState) -> RunState | int:
         _stop_workers(runs)
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, previous)
-    console.print(
-        f"done: {done} records ({_summary(state.counts)}) in {state.store.path}", highlight=False
-    )
+    console.print(f"done: {done} records ({_summary(state.counts)}) in {state.store.path}")
     if state.unrecorded:
         console.print(
             f"[bold red]error:[/] {len(state.unrecorded)} job(s) left without a record by a "
             "harness error (above); rerun with --resume",
-            highlight=False,
         )
         return 1
     return state
@@ -589,7 +563,6 @@ def _unrecorded(state: RunState, job: Job, exc: BaseException) -> None:
     state.console.print(
         f"[bold red]harness error[/] on {escape(job.id)}: {escape(type(exc).__name__)}: "
         f"{escape(str(exc)[:300])}; no record stored (--resume runs it again)",
-        highlight=False,
     )
 
 
@@ -628,11 +601,7 @@ def render_reports(
     from harness.store.columnar import load_latest
     from harness.store.snapshot import cache_dir
 
-    try:
-        entries = load_entries(cfg.repros_dir)
-    except EntryError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-        return 2
+    entries = load_entries(cfg.repros_dir)
     store = Store(cfg.records_dir)
     # a rerun of a job appends a newer record under the same key: per machine, it replaces
     # the older one; the records of other machines stay (read by the columnar engine: what
@@ -642,7 +611,7 @@ def render_reports(
     # --check writes nothing, not even the quarantine; the warnings still name every line
     problems = [] if check else store.quarantine(loaded.refused)
     for warning in (*loaded.warnings, *problems):
-        console.print(f"[yellow]warning:[/] {escape(str(warning))}", highlight=False)
+        console.print(f"[yellow]warning:[/] {escape(str(warning))}")
     prelude = ""
     if since is not None:
         from harness.ci.diff import (
@@ -657,8 +626,7 @@ def render_reports(
         try:
             old = load_side(since, cfg.repo, entries=entries)
         except DiffError as exc:
-            console.print(f"[bold red]error:[/] --since: {escape(str(exc))}", highlight=False)
-            return 2
+            raise InputError(f"--since: {exc}") from exc
         now = Side("now", tuple(as_reported(loaded.records(), entries)))
         prelude = html_changes(diff_records(old, now), since)
     try:
@@ -672,23 +640,22 @@ def render_reports(
             cache=cache,
         )
     except WritebackError as exc:  # an entry document without its marked blocks
-        console.print(
-            f"[bold red]error:[/] {escape(str(exc))}; the records are stored: fix the document and run "
+        raise WritebackError(
+            exc.path,
+            exc.line,
+            f"{exc.problem}; the records are stored: fix the document and run "
             "`python -m harness report`",
-            highlight=False,
-        )
-        return 2
+        ) from exc
     verdicts = ", ".join(f"{k} {v}" for k, v in sorted(summary.verdicts.items()))
     console.print(
         f"report: {len(loaded)} records -> {len(summary.outputs)} outputs under "
         f"{cfg.results_dir} ({len(summary.written)} rewritten), "
         f"{len(summary.documents_updated)} entry documents updated; verdicts: {verdicts}",
-        highlight=False,
     )
     if check and not summary.up_to_date:
         for path in (*summary.stale_outputs, *summary.stale_documents):
-            console.print(f"[bold red]stale:[/] {escape(str(path))}", highlight=False)
-        console.print("run `nox -s report` and commit the result", highlight=False)
+            console.print(f"[bold red]stale:[/] {escape(str(path))}")
+        console.print("run `nox -s report` and commit the result")
         return 1
     return 0
 

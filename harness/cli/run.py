@@ -1,0 +1,86 @@
+"""`python -m harness run`: build or reuse the environments and run the matrix."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.cli.command import Command
+from harness.cli.options import machine_name, ranged
+from harness.cli.selection import add_selection, run_pipeline, selection_config
+
+__all__ = ["RunCommand"]
+
+
+class RunCommand(Command):
+    name = "run"
+    help = "build/reuse environments and run the matrix"
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        add_selection(parser)
+        parser.add_argument(
+            "--resume", action="store_true", help="skip jobs whose records are stored"
+        )
+        parser.add_argument(
+            "--list", action="store_true", help="show cells, exclusions and jobs; run nothing"
+        )
+        parser.add_argument(
+            "-j",
+            "--jobs",
+            type=ranged("jobs", int),
+            default=None,
+            help="parallel children (default: CPUs)",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=ranged("timeout_s", float),
+            default=None,
+            help="seconds per run (default: matrix.yaml)",
+        )
+        parser.add_argument(
+            "--memory-limit-mb",
+            type=ranged("memory_limit_mb", int),
+            default=None,
+            help="per child (default: matrix.yaml)",
+        )
+        parser.add_argument(
+            "--machine",
+            type=machine_name,
+            default=None,
+            help="record file name (default: host name)",
+        )
+        parser.add_argument(
+            "--envs-dir", default=None, help="where environments live (default: .envs)"
+        )
+        parser.add_argument("--no-report", action="store_true", help="store records only")
+        parser.add_argument(
+            "--keep-going",
+            action="store_true",
+            help="on a full disk, record env_failed (with the reason) for what cannot run and "
+            "go on with the rest, instead of stopping; --resume retries env_failed jobs",
+        )
+        parser.add_argument(
+            "--isolation",
+            choices=("fork", "process"),
+            default=None,
+            help="fork: a warm worker per environment imports torch once and forks a child "
+            "per job; process: a fresh interpreter per job (default: fork where available)",
+        )
+
+    @staticmethod
+    def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
+        cfg = selection_config(args, repo, list_only=args.list)
+        cfg.resume = args.resume
+        cfg.no_report = args.no_report
+        cfg.machine = args.machine
+        cfg.envs_root = args.envs_dir
+        cfg.timeout_s = args.timeout
+        cfg.memory_limit_mb = args.memory_limit_mb
+        cfg.isolation = args.isolation
+        cfg.keep_going = args.keep_going
+        if args.jobs is not None:
+            cfg.jobs = args.jobs
+        return run_pipeline(cfg, console)
