@@ -7,6 +7,7 @@ import argparse
 import fnmatch
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -48,7 +49,6 @@ class MsgSearchCommand(Command):
             load_results,
             merge_results,
             search_env,
-            site_packages,
             write_results,
         )
 
@@ -59,18 +59,9 @@ class MsgSearchCommand(Command):
             )
             if not messages:
                 raise InputError(f"no documented message matches {list(args.entry)}")
-        root = Path(args.envs_dir or os.environ.get("HARNESS_ENVS_DIR") or repo / ".envs")
-        envs = sorted(
-            p
-            for p in (root.iterdir() if root.is_dir() else ())
-            if p.is_dir()
-            and site_packages(p) is not None
-            and (not args.env or any(fnmatch.fnmatchcase(p.name, g) for g in args.env))
+        envs = _built_envs(
+            Path(args.envs_dir or os.environ.get("HARNESS_ENVS_DIR") or repo / ".envs"), args.env
         )
-        if not envs:
-            raise InputError(
-                f"no environment under {root}" + (f" matches {list(args.env)}" if args.env else "")
-            )
         parts = sorted({p for m in messages for p in m.parts})
         cache: dict[tuple[int, int], set[bytes]] = {}
         searches = []
@@ -98,3 +89,21 @@ class MsgSearchCommand(Command):
             console.print(f"{m.entry.ljust(width)}  {summary}")
         console.print(f"wrote {path}")
         return 0
+
+
+def _built_envs(root: Path, globs: Sequence[str]) -> list[Path]:
+    """The environments under ``root`` that have a site-packages and match ``globs``."""
+    from harness.catalogue.msgsearch import site_packages
+
+    envs = sorted(
+        p
+        for p in (root.iterdir() if root.is_dir() else ())
+        if p.is_dir()
+        and site_packages(p) is not None
+        and (not globs or any(fnmatch.fnmatchcase(p.name, g) for g in globs))
+    )
+    if not envs:
+        raise InputError(
+            f"no environment under {root}" + (f" matches {list(globs)}" if globs else "")
+        )
+    return envs

@@ -1,0 +1,79 @@
+"""The table of commands: every subcommand the parser offers is one Command of
+harness.cli.COMMANDS, in a module of its own, and each answers --help."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+import harness.cli
+from harness.cli import COMMANDS, build_parser, main
+from harness.cli.command import Command
+from tests.paths import REPO
+
+# the command line as users know it (README, docs/reference/cli.md, noxfile.py, CI)
+NAMES = (
+    "run",
+    "list",
+    "plan",
+    "report",
+    "diff",
+    "tox-ini",
+    "msgsearch",
+    "merge",
+    "new",
+    "check",
+    "export",
+    "bisect",
+    "envs",
+)
+
+
+def subcommands() -> list[str]:
+    (sub,) = (a for a in build_parser()._actions if a.dest == "command")
+    return list(sub.choices)
+
+
+def test_the_table_is_every_command_in_help_order() -> None:
+    assert tuple(c.name for c in COMMANDS) == NAMES
+    assert subcommands() == list(NAMES)
+
+
+def test_every_command_class_in_harness_cli_is_in_the_table_each_in_its_own_module() -> None:
+    found: dict[str, type[Command]] = {}
+    for info in pkgutil.iter_modules(harness.cli.__path__):
+        module = importlib.import_module(f"harness.cli.{info.name}")
+        for _, value in inspect.getmembers(module, inspect.isclass):
+            if issubclass(value, Command) and value is not Command:
+                found[value.__qualname__] = value
+    assert sorted(found) == sorted(c.__qualname__ for c in COMMANDS)
+    modules = [c.__module__ for c in COMMANDS]
+    assert len(set(modules)) == len(modules)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_command_answers_help(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([name, "--help"])
+    assert done.value.code == 0
+    assert f"usage: harness {name}" in capsys.readouterr().out
+
+
+def test_python_m_harness_and_the_installed_script_call_the_same_main() -> None:
+    from harness.__main__ import main as module_main
+
+    assert module_main is main
+    tomllib = pytest.importorskip("tomllib")
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, name = scripts["harness"].partition(":")
+    assert getattr(importlib.import_module(module), name) is main
+
+
+def test_a_bad_option_is_argparse_s_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--jobs", "0"])
+    assert done.value.code == 2
+    assert "argument -j/--jobs: must be from 1 to 256, got 0" in capsys.readouterr().err
