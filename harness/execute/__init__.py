@@ -1,2 +1,2 @@
-"""The run: the pipeline steps, jobs and shards, the runner, the warm worker and process groups.
-May import spec/, envs/, store/ and the top level (report/ only to report at the end)."""
+"""The run: steps, jobs and shards, scheduler, environment preparer, progress, runner, warm
+worker and process groups. May import spec/, envs/, store/, the top level (report/ at the end)."""

@@ -13,33 +13,32 @@ import dataclasses
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.config import Config
 from harness.envs.backends import (
-    CHILD,
     STANDIN_VAR,
-    BuiltEnv,
     EnvBackend,
-    EnvFailed,
     ExistingBackend,
     MatrixBackend,
     UvBackend,
 )
 from harness.envs.capabilities import CudaFacts, precheck
-from harness.envs.provenance import cuda_provenance, machine_provenance
+from harness.envs.provenance import machine_provenance
 from harness.errors import InputError
 from harness.execute.plan import Job, Plan, explain_no_job, make_plan
+from harness.execute.prepare import Prepared, Preparer
 from harness.execute.proc import FULL_ERRNOS, DiskFull, ProcessGroups, end_own_children
+from harness.execute.progress import RunProgress
 from harness.execute.runner import decided_record, env_failed_record, run_job
-from harness.execute.warm import FORK_AVAILABLE, WarmProber, WarmWorker, WorkerFailed
+from harness.execute.scheduler import Prepare, Run, Scheduler
+from harness.execute.warm import FORK_AVAILABLE
 from harness.spec.entries import Entry, load_entries
 from harness.spec.matrix import Environment, Expansion, Matrix, MatrixError, load_matrix
 from harness.store.jsonl import Store, StoreError
@@ -58,13 +57,11 @@ class RunState:
     plan: Plan | None = None
     todo: list[Job] = field(default_factory=list)
     store: Store | None = None
-    counts: collections.Counter[str] = field(default_factory=collections.Counter)
     backend: EnvBackend | None = None
     existing: ExistingBackend = field(
         default_factory=lambda: ExistingBackend(os.environ.get(STANDIN_VAR))
     )
     groups: ProcessGroups = field(default_factory=ProcessGroups)
-    unrecorded: list[Job] = field(default_factory=list)  # jobs the harness itself failed on
 
 
 Step = Callable[[RunState], "RunState | int"]
@@ -210,7 +207,6 @@ def drop_done(state: RunState) -> RunState | int:
     return state
 
 
-FAILED = ("crashed", "timeout", "env_failed")  # runs that measured nothing about the variant
 # what an installer or a file system says when the disk has no room (uv: "os error 28")
 _DISK_FULL_TEXT = ("no space left on device", "os error 28", "disk quota exceeded")
 
@@ -221,349 +217,196 @@ def disk_full_text(text: str) -> bool:
     return any(t in low for t in _DISK_FULL_TEXT)
 
 
-def _summary(counts: collections.Counter[str]) -> str:
-    return " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-
-
-@dataclass
-class EnvRun:
-    """One environment's share of the run: its jobs, and what preparing it gave."""
-
-    env: Environment
-    jobs: collections.deque[Job]
-    prepared: bool = False
-    preparing: bool = False
-    built: BuiltEnv | None = None
-    worker: WarmWorker | None = None
-    provenance: dict[str, str] = field(default_factory=dict)  # the machine's, with CUDA's
-    running: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def finished(self) -> bool:
-        return self.prepared and not self.jobs and not self.running
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """What preparing an environment gave: built (or failed) and its warm worker."""
-
-    built: BuiltEnv | None
-    failure: str = ""
-    worker: WarmWorker | None = None
-    note: str = ""
-
-
 def _isolation_of(cfg: Config) -> str:
     return cfg.isolation if cfg.isolation else ("fork" if FORK_AVAILABLE else "process")
 
 
-def _prepare(
-    backend: EnvBackend, env: Environment, isolation: str, groups: ProcessGroups
-) -> Prepared:
-    """Build or health-check ``env`` and start its warm worker (runs in a slot of its own).
-    With isolation "fork" the worker's imports are the health check (one import)."""
-    prober = WarmProber(CHILD, groups, env.id) if isolation == "fork" else None
-    try:
-        built = backend.ensure(env, prober)
-    except EnvFailed as exc:
-        if prober is not None:
-            prober.discard()
-        return Prepared(None, str(exc))
-    if prober is None:
-        return Prepared(built)
-    if prober.worker is None and not prober.failure:  # checked another way: start one now
-        worker = WarmWorker(built.python, CHILD, built.imports, groups, env.id, built.isolated)
-        try:
-            found = worker.start()
-        except WorkerFailed as exc:
-            lines = str(exc).strip().splitlines()
-            prober.failure = lines[-1] if lines else "no reason given"
-        else:
-            if found.missing:
-                worker.stop()
-                prober.failure = "; ".join(f"{k}: {v}" for k, v in found.missing.items())
-            else:
-                prober.worker = worker
-    worker = prober.worker
-    if worker is None:
-        return Prepared(
-            built, note=f"warm worker did not start ({prober.failure}): fresh interpreters"
-        )
-    return Prepared(built, worker=worker, note=f"warm worker imported in {worker.import_s:.1f} s")
-
-
-def _worker_for(run: EnvRun, groups: ProcessGroups) -> WarmWorker | None:
-    """The environment's warm worker, started anew when the last one died or hung."""
-    with run.lock:
-        worker = run.worker
-        if worker is None or worker.alive:
-            return worker
-        assert run.built is not None
-        worker.stop()
-        built = run.built
-        fresh = WarmWorker(built.python, CHILD, built.imports, groups, run.env.id, built.isolated)
-        try:
-            healthy = not fresh.start().missing
-        except WorkerFailed:
-            healthy = False
-        if not healthy:
-            fresh.stop()
-            run.worker = None  # the rest of this environment runs in fresh interpreters
-            return None
-        run.worker = fresh
-        return fresh
-
-
 def run_matrix(state: RunState) -> RunState | int:
-    cfg = state.config
+    """Run the jobs to do, reacting to what finishes (an environment prepared, a job ran)
+    until the scheduler has nothing left. Ctrl-C or SIGTERM: every child ended, 130. A store
+    or disk that cannot take a record: 1 (--keep-going records env_failed for the disk and
+    goes on). A job the harness failed on has no record: the rest runs, then 1."""
     assert state.store is not None
-    backend = state.backend or MatrixBackend(
-        UvBackend(cfg.envs_dir, standin=os.environ.get(STANDIN_VAR)), state.existing
-    )
-    machine = machine_provenance(cfg.repo)
-    isolation = _isolation_of(cfg)
-    by_env: dict[Environment, list[Job]] = collections.defaultdict(list)
-    for job in state.todo:
-        by_env[job.cell.env].append(job)
-    runs = [EnvRun(env, collections.deque(jobs)) for env, jobs in by_env.items()]
-    total = len(state.todo)
-    console = state.console
-    interactive = console.is_terminal
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=not interactive,
-    )
-    task = progress.add_task("starting", total=total)
-    done = 0
-    preparing: list[str] = []
+    run = _MatrixRun(state)
+    with _term_as_interrupt():
+        try:
+            with run.show:
+                while not run.sched.finished:
+                    run.start_work()
+                    run.react(timeout=0.5)
+        except KeyboardInterrupt:
+            run.stop()
+            end_own_children()  # an install or health check in a preparing slot
+            run.show.interrupted()
+            return 130
+        except (StoreError, DiskFull) as exc:
+            run.stop()
+            run.show.stopped(exc)
+            return 1
+        finally:
+            run.close()
+    run.show.finished(state.store.path)
+    return 1 if run.sched.unrecorded else state
 
-    def status() -> str:
-        failed = sum(state.counts[k] for k in FAILED)
-        busy = f" | preparing {', '.join(preparing)}" if preparing else ""
-        return f"{total - done} left, {failed} failed | {_summary(state.counts)}{busy}"
 
-    def store(record: Record, job: Job) -> None:
-        nonlocal done
-        state.store.append(record)  # type: ignore[union-attr]
-        done += 1
-        state.counts[record.outcome.value] += 1
-        progress.update(task, advance=1, description=f"{job.cell.id} | {status()}")
-        if not interactive:
-            console.print(
-                f"[{done}/{total}, {status()}] {job.id} -> {record.outcome.value}"
-                f"{' (' + record.reason[:80] + ')' if record.reason else ''}",
-                markup=False,
-            )
-
-    def say(text: str) -> None:
-        console.print(text, markup=False)
-
-    def prepared(run: EnvRun, result: Prepared) -> None:
-        run.prepared, run.preparing = True, False
-        preparing.remove(run.env.id)
-        run.built, run.worker = result.built, result.worker
-        say(f"environment {run.env.id}: {len(run.jobs)} jobs")
-        built = result.built
-        if built is None:
-            console.print(
-                f"[red]env_failed[/] {run.env.id}: "
-                f"{escape(result.failure.splitlines()[0]) if result.failure else ''}",
-            )
-            while run.jobs:
-                job = run.jobs.popleft()
-                store(env_failed_record(job, result.failure, machine, isolation), job)
-            if not cfg.keep_going and disk_full_text(result.failure):
-                # the next environments would fail the same way
-                raise DiskFull(cfg.envs_dir, "where environments are built")
-            return
-        run.provenance = provenance = cuda_provenance(machine, built.probe)
-        say(
-            f"  {_how(built)} in {built.seconds:.1f} s: "
-            f"torch {built.probe.get('torch')}, lightning "
-            f"{built.probe.get('lightning', built.probe.get('pytorch_lightning'))}"
-            f"{'; ' + result.note if result.note else ''}"
-        )
-        runnable: collections.deque[Job] = collections.deque()
-        facts = CudaFacts.from_probe(built.probe)
-        for job in run.jobs:
-            decided = precheck(job.cell.device, job.cell.precision, facts)
-            if decided is None:
-                runnable.append(job)
-            else:
-                outcome, why = decided
-                store(decided_record(job, outcome, why, built, provenance, isolation), job)
-        run.jobs = runnable
-
-    def run_one(run: EnvRun, job: Job) -> Record:
-        assert run.built is not None and cfg.timeout_s is not None
-        assert cfg.memory_limit_mb is not None
-        return run_job(
-            job,
-            run.built,
-            timeout_s=cfg.timeout_s,
-            memory_limit_mb=cfg.memory_limit_mb,
-            provenance=run.provenance,
-            groups=state.groups,
-            worker=_worker_for(run, state.groups),
-        )
-
-    previous = signal.getsignal(signal.SIGTERM)
+@contextlib.contextmanager
+def _term_as_interrupt() -> Iterator[None]:
+    """A preempted run (SIGTERM) stops as Ctrl-C does: children ended, 130."""
 
     def on_term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # a preempted run stops like Ctrl-C: children ended, 130
+        raise KeyboardInterrupt
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_term)
-    slots = max(1, cfg.jobs)
-    pool = ThreadPoolExecutor(max_workers=slots)
-    pending: dict[Future[object], tuple[EnvRun, Job | None]] = {}
-    refusals_told: set[str] = set()
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread
+        return
+    previous = signal.signal(signal.SIGTERM, on_term)
     try:
-        with progress:
-            while any(not r.finished for r in runs):
-                while len(pending) < slots:
-                    picked = _next_work(runs, slots)
-                    if picked is None:
-                        break
-                    run, job = picked
-                    if job is None:
-                        run.preparing = True
-                        preparing.append(run.env.id)
-                        progress.update(task, description=status())
-                        future = pool.submit(_prepare, backend, run.env, isolation, state.groups)
-                    else:
-                        run.running += 1
-                        future = pool.submit(run_one, run, job)
-                    pending[future] = (run, job)
-                finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    run, job = pending.pop(future)
-                    if job is None:
-                        prepared(run, future.result())  # type: ignore[arg-type]
-                    else:
-                        run.running -= 1
-                        try:
-                            record = _record_or_none(future, job, state)
-                        except DiskFull as exc:
-                            if not cfg.keep_going:
-                                raise
-                            record = env_failed_record(
-                                job, f"{exc} (kept going: --keep-going)", machine, isolation
-                            )
-                        if record is not None:
-                            store(record, job)
-                        worker = run.worker
-                        if (
-                            worker is not None
-                            and worker.refusal
-                            and run.env.id not in refusals_told
-                        ):
-                            refusals_told.add(run.env.id)
-                            say(f"  {run.env.id}: {worker.refusal}; fresh interpreters from here")
-                    if run.finished and run.worker is not None:
-                        run.worker.stop()
-                        run.worker = None
-    except KeyboardInterrupt:
-        state.groups.kill_all()
-        _stop_workers(runs)
-        end_own_children()  # an install or health check in a preparing slot
-        console.print(
-            f"\n[bold yellow]interrupted[/]: {done} of {total} records stored; "
-            "rerun with --resume to finish",
-        )
-        return 130
-    except (StoreError, DiskFull) as exc:
-        state.groups.kill_all()
-        _stop_workers(runs)
-        console.print(
-            f"[bold red]error:[/] {escape(str(exc))}; {done} of {total} records stored",
-        )
-        return 1
+        yield
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-        _stop_workers(runs)
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, previous)
-    console.print(f"done: {done} records ({_summary(state.counts)}) in {state.store.path}")
-    if state.unrecorded:
-        console.print(
-            f"[bold red]error:[/] {len(state.unrecorded)} job(s) left without a record by a "
-            "harness error (above); rerun with --resume",
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _MatrixRun:
+    """What run_matrix wires: the scheduler says what a free slot does, the preparer builds
+    environments, the runner runs jobs (a thread of the pool per slot, each waiting on its
+    child), the store keeps each record as it comes, the progress tells it. Only the run
+    loop's thread calls these methods."""
+
+    def __init__(self, state: RunState) -> None:
+        cfg = self.cfg = state.config
+        assert state.store is not None
+        self.store = state.store
+        self.groups = state.groups
+        backend = state.backend or MatrixBackend(
+            UvBackend(cfg.envs_dir, standin=os.environ.get(STANDIN_VAR)), state.existing
         )
-        return 1
-    return state
+        self.machine = machine_provenance(cfg.repo)
+        self.isolation = _isolation_of(cfg)
+        self.sched: Scheduler[Environment, Job] = Scheduler(state.todo, max(1, cfg.jobs))
+        self.envs = Preparer(backend, self.isolation, state.groups, self.machine)
+        self.show = RunProgress(state.console, self.sched)
+        self.pool = ThreadPoolExecutor(max_workers=self.sched.slots)
+        self.pending: dict[Future[Any], Prepare[Environment] | Run[Environment, Job]] = {}
+        self.refusals_told: set[str] = set()
 
+    def start_work(self) -> None:
+        """Fill the free slots with what the scheduler says comes next."""
+        while (work := self.sched.next_work()) is not None:
+            if isinstance(work, Prepare):
+                self.show.preparing()
+                future = self.pool.submit(self.envs.prepare, work.env)
+            else:
+                future = self.pool.submit(self._run, work.env, work.job)
+            self.pending[future] = work
 
-def _record_or_none(future: Future[object], job: Job, state: RunState) -> Record | None:
-    """A job's record; a full disk stops the run (DiskFull); any other harness error on
-    one job is named and leaves it without a record (the run goes on, then exits 1, and
-    --resume runs it again)."""
-    try:
-        record = future.result()
-    except DiskFull:
-        raise
-    except OSError as exc:
-        if exc.errno in FULL_ERRNOS:
-            raise DiskFull(exc.filename or "the run folders' TMPDIR") from exc
-        _unrecorded(state, job, exc)
-        return None
-    except Exception as exc:  # noqa: BLE001 - a harness fault on one job ends no run
-        _unrecorded(state, job, exc)
-        return None
-    assert isinstance(record, Record)
-    return record
+    def react(self, timeout: float) -> None:
+        """Handle what finished within ``timeout``: environments prepared, jobs that ran."""
+        finished, _ = wait(list(self.pending), timeout=timeout, return_when=FIRST_COMPLETED)
+        for future in finished:
+            work = self.pending.pop(future)
+            if isinstance(work, Prepare):
+                self.prepared(work.env, future.result())
+            else:
+                self.ran(work.env, work.job, future)
+            if self.sched.env_finished(work.env):
+                self.envs.close(work.env)
 
+    def prepared(self, env: Environment, result: Prepared) -> None:
+        """An environment is ready (its jobs run next, those its facts decide are recorded
+        now), or failed (each of its jobs is env_failed; a full disk stops the run)."""
+        jobs = self.sched.prepared(env, failed=result.built is None)
+        self.show.env_prepared(env, len(jobs))
+        if result.built is None:
+            self.show.env_failed(env, result.failure)
+            for job in jobs:
+                self._store(
+                    job, env_failed_record(job, result.failure, self.machine, self.isolation)
+                )
+            if not self.cfg.keep_going and disk_full_text(result.failure):
+                # the next environments would fail the same way
+                raise DiskFull(self.cfg.envs_dir, "where environments are built")
+            return
+        ready = self.envs.accept(env, result)
+        self.show.env_built(ready.built, result.note)
+        facts = CudaFacts.from_probe(ready.built.probe)
+        decided = [
+            (job, found)
+            for job in jobs
+            if (found := precheck(job.cell.device, job.cell.precision, facts)) is not None
+        ]
+        self.sched.withdraw(env, (job for job, _ in decided))
+        for job, (outcome, why) in decided:
+            record = decided_record(
+                job, outcome, why, ready.built, ready.provenance, self.isolation
+            )
+            self._store(job, record)
 
-def _how(built: BuiltEnv) -> str:
-    if not built.isolated:
-        return "existing interpreter, probed"
-    return "reused" if built.reused else "built"
+    def ran(self, env: Environment, job: Job, future: Future[Any]) -> None:
+        """A job ended: store its record (a full disk stops the run unless --keep-going)."""
+        try:
+            record = self._record_or_none(future, job)
+        except DiskFull as exc:
+            if not self.cfg.keep_going:
+                raise
+            record = env_failed_record(
+                job, f"{exc} (kept going: --keep-going)", self.machine, self.isolation
+            )
+        if record is None:
+            self.sched.lost(job)
+        else:
+            self._store(job, record)
+        worker = self.envs.ready(env).worker
+        if worker is not None and worker.refusal and env.id not in self.refusals_told:
+            self.refusals_told.add(env.id)
+            self.show.refused(env, worker.refusal)
 
+    def stop(self) -> None:
+        """Interrupted or cut: nothing more starts, every child and worker is ended."""
+        self.sched.stop()
+        self.groups.kill_all()
+        self.envs.close_all()
 
-LOOKAHEAD = 2  # with one slot: environments prepared (or being prepared) and not finished
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.envs.close_all()
 
+    def _run(self, env: Environment, job: Job) -> Record:
+        """In a slot's thread: one job, forked from the environment's warm worker or fresh."""
+        assert self.cfg.timeout_s is not None and self.cfg.memory_limit_mb is not None
+        ready = self.envs.ready(env)
+        return run_job(
+            job,
+            ready.built,
+            timeout_s=self.cfg.timeout_s,
+            memory_limit_mb=self.cfg.memory_limit_mb,
+            provenance=ready.provenance,
+            groups=self.groups,
+            worker=self.envs.worker_for(env),
+        )
 
-def _next_work(runs: list[EnvRun], slots: int = 1) -> tuple[EnvRun, Job | None] | None:
-    """What a free slot does next: prepare the next environment, else the next job of the
-    earliest prepared one. Pure bookkeeping over ``runs``; (run, None) means "prepare run".
+    def _store(self, job: Job, record: Record) -> None:
+        self.store.append(record)
+        self.sched.recorded(job, record.outcome.value)
+        self.show.recorded(job, record)
 
-    Preparing (a build, or a health check that is the warm worker's one import) comes first,
-    so that it overlaps the runs of the environment before it. Up to ``slots`` environments
-    are prepared at once (where environments hold few jobs, a run is a row of imports: one
-    at a time would leave the other slots waiting), with at most LOOKAHEAD + slots - 1
-    environments open (prepared or preparing, not finished: each holds a warm worker)."""
-    open_envs = [r for r in runs if (r.prepared or r.preparing) and not r.finished]
-    preparing = sum(1 for r in runs if r.preparing)
-    if preparing < max(1, slots) and len(open_envs) < LOOKAHEAD + max(1, slots) - 1:
-        for r in runs:
-            if not r.prepared and not r.preparing:
-                return r, None
-    for r in runs:
-        if r.prepared and r.jobs:
-            return r, r.jobs.popleft()
-    return None
-
-
-def _stop_workers(runs: list[EnvRun]) -> None:
-    for r in runs:
-        if r.worker is not None:
-            r.worker.stop()
-            r.worker = None
-
-
-def _unrecorded(state: RunState, job: Job, exc: BaseException) -> None:
-    """A job the harness itself failed on: no record (nothing was measured), named, and
-    the run goes on; it ends non-zero and --resume runs the job again."""
-    state.unrecorded.append(job)
-    state.console.print(
-        f"[bold red]harness error[/] on {escape(job.id)}: {escape(type(exc).__name__)}: "
-        f"{escape(str(exc)[:300])}; no record stored (--resume runs it again)",
-    )
+    def _record_or_none(self, future: Future[Any], job: Job) -> Record | None:
+        """A job's record; a full disk stops the run (DiskFull); any other harness error on
+        one job is named and leaves it without a record (the run goes on, then exits 1, and
+        --resume runs it again)."""
+        try:
+            record = future.result()
+        except DiskFull:
+            raise
+        except OSError as exc:
+            if exc.errno in FULL_ERRNOS:
+                raise DiskFull(exc.filename or "the run folders' TMPDIR") from exc
+            self.show.harness_error(job, exc)
+            return None
+        except Exception as exc:  # noqa: BLE001 - a harness fault on one job ends no run
+            self.show.harness_error(job, exc)
+            return None
+        assert isinstance(record, Record)
+        return record
 
 
 def render(state: RunState) -> RunState | int:

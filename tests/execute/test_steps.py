@@ -1,66 +1,195 @@
-"""What a free slot of a run does next (harness.execute.steps._next_work): environments are
-prepared ahead of their jobs, up to one per slot at once, with a bounded number open."""
+"""The run step (harness.execute.steps.run_matrix) wiring the scheduler, the preparer, the
+runner, the store and the progress, in this process: a backend that hands out this
+interpreter (or fails), the tiny reproducer in real children. What a free slot does next
+is the scheduler's, tested in test_scheduler.py; the CLI's runs are in tests/e2e."""
 
 from __future__ import annotations
 
-import collections
+import io
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
 
-from harness.execute.steps import LOOKAHEAD, EnvRun, _next_work
-from harness.spec.matrix import Environment
+import pytest
+from rich.console import Console
+
+from harness.config import Config
+from harness.envs.backends import BuiltEnv, EnvFailed, Prober
+from harness.execute import steps
+from harness.execute.plan import Job
+from harness.execute.steps import RunState, run_matrix
+from harness.spec.entries import Entry
+from harness.spec.matrix import Cell, Environment
+from harness.store.jsonl import Store
+
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+GOOD = Environment(PY, "1.0.0", "0")
+BAD = Environment(PY, "99.0.0", "0")
+MISSING = Environment(PY, "2.0.0", "0")  # "built" with an interpreter that is not there
 
 
-def _runs(n: int, jobs: int = 3) -> list[EnvRun]:
-    return [
-        EnvRun(Environment("3.11", f"2.{i}.0", "2.6.6"), collections.deque(range(jobs)))  # type: ignore[arg-type]
-        for i in range(n)
+class Backend:
+    """This interpreter for GOOD, an interpreter that does not exist for MISSING, and the
+    installer's failure for BAD; ``interrupt`` names an environment whose build is where
+    Ctrl-C lands."""
+
+    def __init__(self, interrupt: Environment | None = None) -> None:
+        self.asked: list[str] = []
+        self.interrupt = interrupt
+
+    def ensure(self, env: Environment, prober: Prober | None = None) -> BuiltEnv:
+        self.asked.append(env.id)
+        if env == self.interrupt:
+            raise KeyboardInterrupt
+        if env == BAD:
+            raise EnvFailed("uv pip install six==99.0.0 failed:\nno such version")
+        python = Path(sys.executable) if env == GOOD else Path("/nonexistent/python")
+        return BuiltEnv(env, Path(sys.prefix), python, imports=(("json",),))
+
+
+def state_for(
+    tmp_path: Path, entry: Entry, envs: list[Environment], isolation: str, **cfg: object
+) -> tuple[RunState, io.StringIO]:
+    todo = [
+        Job(entry, entry.variant(name), Cell(env, device, "fp32"), 0)
+        for env in envs
+        for device, names in (("cpu", ("documented", "ok")), ("cuda", ("documented",)))
+        for name in names
     ]
+    out = io.StringIO()
+    config = Config(repo=tmp_path, jobs=1, isolation=isolation, timeout_s=60, memory_limit_mb=0)
+    for key, value in cfg.items():
+        setattr(config, key, value)
+    state = RunState(
+        config=config,
+        console=Console(file=out, width=300, highlight=False, soft_wrap=True),
+        todo=todo,
+    )
+    state.store = Store(tmp_path / "records", "m")
+    return state, out
 
 
-def _take(runs: list[EnvRun], slots: int) -> list[tuple[int, object]]:
-    """Fill ``slots`` free slots: (index of the environment, job or None for prepare)."""
-    taken = []
-    for _ in range(slots):
-        picked = _next_work(runs, slots)
-        if picked is None:
-            break
-        run, job = picked
-        if job is None:
-            run.preparing = True
-        else:
-            run.running += 1
-        taken.append((runs.index(run), job))
-    return taken
+def stored(tmp_path: Path) -> dict[str, str]:
+    lines = (tmp_path / "records" / "m.jsonl").read_text().splitlines()
+    return {
+        f"{r['variant']}@{r['env']}-{r['device']}": r["outcome"] for r in map(json.loads, lines)
+    }
 
 
-def _prepared(run: EnvRun) -> None:
-    run.preparing, run.prepared = False, True
+def own_children() -> list[int]:
+    """This process's children that still run (not zombies)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            text = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        if fields[1] == str(os.getpid()) and fields[0] not in ("Z", "X"):
+            found.append(int(pid))
+    return found
 
 
-def test_one_slot_prepares_one_environment_at_a_time() -> None:
-    runs = _runs(3)
-    assert _take(runs, 1) == [(0, None)]
-    assert _next_work(runs, 1) is None  # the slot is busy; nothing else can start
-    _prepared(runs[0])
-    # the next environment's preparation comes first: it overlaps environment 0's jobs
-    assert _next_work(runs, 1) == (runs[1], None)
+@pytest.mark.parametrize("isolation", ["fork", "process"])
+def test_every_job_gets_its_record_and_a_line_as_it_comes(
+    tmp_path: Path, tiny_entry: Entry, isolation: str
+) -> None:
+    state, out = state_for(tmp_path, tiny_entry, [GOOD, BAD], isolation)
+    backend = state.backend = Backend()
+    assert run_matrix(state) is state
+    assert backend.asked == [GOOD.id, BAD.id]  # in the order of the jobs, each once
+    assert stored(tmp_path) == {
+        f"documented@{GOOD.id}-cuda": "skipped",  # decided by the probe: no CUDA here
+        f"documented@{GOOD.id}-cpu": "reproduced",
+        f"ok@{GOOD.id}-cpu": "ok",
+        f"documented@{BAD.id}-cpu": "env_failed",
+        f"ok@{BAD.id}-cpu": "env_failed",
+        f"documented@{BAD.id}-cuda": "env_failed",
+    }
+    text = out.getvalue()
+    assert f"environment {GOOD.id}: 3 jobs\n" in text
+    assert f"env_failed {BAD.id}: uv pip install six==99.0.0 failed:\n" in text
+    # one line per record, numbered, with the status the progress bar shows on a terminal
+    assert (
+        f"[5/6, 1 left, 3 failed | env_failed=3 reproduced=1 skipped=1] "
+        f"tiny/faults::documented@{GOOD.id}-cpu-fp32#0 -> reproduced\n"
+    ) in text
+    assert "[6/6, 0 left, 3 failed | env_failed=3 ok=1 reproduced=1 skipped=1] " in text
+    assert text.endswith(
+        f"done: 6 records (env_failed=3 ok=1 reproduced=1 skipped=1) in {state.store.path}\n"
+    )
+    if isolation == "fork":
+        assert "warm worker imported in" in text
+    assert own_children() == []  # the warm worker stopped with its environment's jobs
 
 
-def test_two_slots_prepare_two_environments_at_once() -> None:
-    runs = _runs(4)
-    assert _take(runs, 2) == [(0, None), (1, None)]
-    _prepared(runs[0])
-    # two preparing at most; three open at most (LOOKAHEAD + slots - 1)
-    assert LOOKAHEAD + 1 == 3
-    picked = _next_work(runs, 2)
-    assert picked is not None and picked[0] is runs[2] and picked[1] is None
-    runs[2].preparing = True
-    picked = _next_work(runs, 2)  # three open: the next slot runs a job of environment 0
-    assert picked is not None and picked[0] is runs[0] and picked[1] == 0
+def test_a_harness_error_on_a_job_leaves_it_unrecorded_and_the_run_ends_1(
+    tmp_path: Path, tiny_entry: Entry
+) -> None:
+    state, out = state_for(tmp_path, tiny_entry, [MISSING, GOOD], "process")
+    state.backend = Backend()
+    assert run_matrix(state) == 1
+    # the jobs that could not start have no record (--resume runs them); the rest ran
+    assert set(stored(tmp_path)) == {
+        f"documented@{MISSING.id}-cuda",  # decided before running: it needs no interpreter
+        f"documented@{GOOD.id}-cpu",
+        f"ok@{GOOD.id}-cpu",
+        f"documented@{GOOD.id}-cuda",
+    }
+    text = out.getvalue()
+    assert f"harness error on tiny/faults::ok@{MISSING.id}-cpu-fp32#0: FileNotFoundError" in text
+    assert "done: 4 records" in text
+    assert "2 job(s) left without a record by a harness error (above); rerun with --resume" in text
 
 
-def test_jobs_run_when_every_environment_is_open() -> None:
-    runs = _runs(1, jobs=2)
-    assert _take(runs, 2) == [(0, None)]  # one environment: one preparation, then nothing
-    _prepared(runs[0])
-    assert _take(runs, 2) == [(0, 0), (0, 1)]
-    assert _next_work(runs, 2) is None
+def test_ctrl_c_ends_the_run_with_130_and_counts_what_was_stored(
+    tmp_path: Path, tiny_entry: Entry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ended: list[bool] = []
+    # the real one signals every child of this process: the test runner's too
+    monkeypatch.setattr(steps, "end_own_children", lambda: ended.append(True))
+    state, out = state_for(tmp_path, tiny_entry, [GOOD, BAD], "fork")
+    state.backend = Backend(interrupt=BAD)  # while GOOD's jobs wait for their slot
+    assert run_matrix(state) == 130
+    assert ended == [True]
+    assert stored(tmp_path) == {f"documented@{GOOD.id}-cuda": "skipped"}
+    assert "interrupted: 1 of 6 records stored; rerun with --resume to finish" in out.getvalue()
+    assert state.groups.stopping  # a child started from here on is ended at once
+    assert own_children() == []  # GOOD's warm worker too
+
+
+def test_a_full_disk_after_a_job_stops_the_run_unless_keep_going(
+    tmp_path: Path, tiny_entry: Entry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(*args: object, **kwargs: object) -> object:
+        raise OSError(28, "No space left on device", "/tmp/harness-run-x")
+
+    monkeypatch.setattr(steps, "run_job", full)  # what run_isolated raises on a full disk
+    state, out = state_for(tmp_path, tiny_entry, [GOOD], "process")
+    state.backend = Backend()
+    assert run_matrix(state) == 1
+    assert stored(tmp_path) == {f"documented@{GOOD.id}-cuda": "skipped"}
+    told = " ".join(out.getvalue().split())
+    assert "no space left on the disk of /tmp/harness-run-x" in told
+    assert "; 1 of 3 records stored" in told
+
+    kept, out = state_for(tmp_path / "kept", tiny_entry, [GOOD], "process", keep_going=True)
+    kept.backend = Backend()
+    assert run_matrix(kept) is kept
+    assert stored(tmp_path / "kept") == {
+        f"documented@{GOOD.id}-cuda": "skipped",
+        f"documented@{GOOD.id}-cpu": "env_failed",
+        f"ok@{GOOD.id}-cpu": "env_failed",
+    }
+    assert "(kept going: --keep-going)" in (tmp_path / "kept" / "records" / "m.jsonl").read_text()
+
+
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_handler_is_put_back() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), steps._term_as_interrupt():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # not reached: the handler raises
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -1,0 +1,133 @@
+"""What a run shows as it goes: on a terminal a rich progress bar whose description is the
+run's status; elsewhere (CI logs, pipes) one line per stored record. The counts are the
+scheduler's (harness/execute/scheduler.py); this module only words them."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+from types import TracebackType
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from harness.envs.backends import BuiltEnv
+from harness.execute.plan import Job
+from harness.execute.scheduler import Scheduler
+from harness.spec.matrix import Environment
+from harness.store.records import Record
+
+__all__ = ["RunProgress", "summary"]
+
+
+def summary(counts: collections.Counter[str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+
+
+def _how(built: BuiltEnv) -> str:
+    if not built.isolated:
+        return "existing interpreter, probed"
+    return "reused" if built.reused else "built"
+
+
+class RunProgress:
+    """The run's console: a context manager around the progress bar (disabled off a
+    terminal), and one method per thing the run tells."""
+
+    def __init__(self, console: Console, sched: Scheduler[Environment, Job]) -> None:
+        self.console = console
+        self.sched = sched
+        self.interactive = console.is_terminal
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not self.interactive,
+        )
+        self._task = self._bar.add_task("starting", total=sched.total)
+
+    def __enter__(self) -> RunProgress:
+        self._bar.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._bar.__exit__(kind, exc, tb)
+
+    def status(self) -> str:
+        s = self.sched
+        busy = f" | preparing {', '.join(e.id for e in s.preparing)}" if s.preparing else ""
+        return f"{s.left} left, {s.failed} failed | {summary(s.counts)}{busy}"
+
+    def say(self, text: str) -> None:
+        self.console.print(text, markup=False)
+
+    # -- events of the run -----------------------------------------------------------------
+
+    def preparing(self) -> None:
+        self._bar.update(self._task, description=self.status())
+
+    def recorded(self, job: Job, record: Record) -> None:
+        """``record`` of ``job`` is stored (and counted by the scheduler)."""
+        self._bar.update(self._task, advance=1, description=f"{job.cell.id} | {self.status()}")
+        if not self.interactive:
+            self.say(
+                f"[{self.sched.done}/{self.sched.total}, {self.status()}] {job.id} -> "
+                f"{record.outcome.value}{' (' + record.reason[:80] + ')' if record.reason else ''}"
+            )
+
+    def env_prepared(self, env: Environment, jobs: int) -> None:
+        self.say(f"environment {env.id}: {jobs} jobs")
+
+    def env_failed(self, env: Environment, failure: str) -> None:
+        self.console.print(
+            f"[red]env_failed[/] {env.id}: {escape(failure.splitlines()[0]) if failure else ''}",
+        )
+
+    def env_built(self, built: BuiltEnv, note: str) -> None:
+        self.say(
+            f"  {_how(built)} in {built.seconds:.1f} s: "
+            f"torch {built.probe.get('torch')}, lightning "
+            f"{built.probe.get('lightning', built.probe.get('pytorch_lightning'))}"
+            f"{'; ' + note if note else ''}"
+        )
+
+    def refused(self, env: Environment, refusal: str) -> None:
+        self.say(f"  {env.id}: {refusal}; fresh interpreters from here")
+
+    def harness_error(self, job: Job, exc: BaseException) -> None:
+        self.console.print(
+            f"[bold red]harness error[/] on {escape(job.id)}: {escape(type(exc).__name__)}: "
+            f"{escape(str(exc)[:300])}; no record stored (--resume runs it again)",
+        )
+
+    # -- how it ended ----------------------------------------------------------------------
+
+    def interrupted(self) -> None:
+        self.console.print(
+            f"\n[bold yellow]interrupted[/]: {self.sched.done} of {self.sched.total} records "
+            "stored; rerun with --resume to finish",
+        )
+
+    def stopped(self, exc: BaseException) -> None:
+        self.console.print(
+            f"[bold red]error:[/] {escape(str(exc))}; {self.sched.done} of {self.sched.total} "
+            "records stored",
+        )
+
+    def finished(self, store: Path) -> None:
+        self.console.print(
+            f"done: {self.sched.done} records ({summary(self.sched.counts)}) in {store}",
+        )
+        if self.sched.unrecorded:
+            self.console.print(
+                f"[bold red]error:[/] {len(self.sched.unrecorded)} job(s) left without a "
+                "record by a harness error (above); rerun with --resume",
+            )
