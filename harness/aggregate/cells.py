@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -400,6 +400,17 @@ def _count_variants(
 ) -> _VariantRows:
     """``roles``: (entry, variant, kind, scope, fails: the postconditions of its silent
     documented failure, NUL-separated)."""
+    _score(con, roles, baselines)
+    return _variant_rows(con)
+
+
+def _score(
+    con: Any, roles: list[tuple[str, str, str, int, str]], baselines: list[tuple[str, str]]
+) -> None:
+    """Table scored: per variant role and cell, the runs counted (n), the hits (k: what the
+    role counts as its success or failure, silent documented failures included), and
+    whether the cell is in the role's scope (where a baseline reproduces, for those
+    restricted to it); table silent: the runs that failed silently as documented."""
     names = ("entry", "variant", "kind", "scope", "fails")
     _unnest_table(
         con,
@@ -450,6 +461,11 @@ def _count_variants(
         "FROM cells JOIN roles USING (entry, variant) "
         "LEFT JOIN cell_silent USING (entry, variant, env, device, precision, fails)"
     )
+
+
+def _variant_rows(con: Any) -> _VariantRows:
+    """What table scored (and runs) give per variant role: totals, per slice, version
+    ranges, failures, messages and the runs not counted."""
     role = "entry, variant, kind, scope, fails"
     totals = {
         tuple(row[:5]): tuple(row[5:])
@@ -511,24 +527,7 @@ def _variant(
     per_slice = {s: [0, 0, 0, 0, 0] for s in slices}
     for d, p, k, n, related, ok, silent in rows.per_slice.get(role, ()):
         per_slice[(d, p)] = [k, n, related, ok, silent]
-    ranges: list[ReproRange] = []
-    if spec.kind == "baseline":
-        measured: dict[Slice, list[str]] = defaultdict(list)
-        reproduced: dict[Slice, list[str]] = defaultdict(list)
-        for d, p, env, hit in rows.ranges.get(role, ()):
-            measured[(d, p)].append(env)
-            if hit:
-                reproduced[(d, p)].append(env)
-        ranges.append(
-            _range(
-                "*",
-                by_env(itertools.chain.from_iterable(measured.values())),
-                by_env(itertools.chain.from_iterable(reproduced.values())),
-            )
-        )
-        for s in slices:
-            if s in measured:
-                ranges.append(_range(slice_id(s), by_env(measured[s]), by_env(reproduced[s])))
+    ranges = _ranges(rows.ranges.get(role, ()), slices, by_env) if spec.kind == "baseline" else []
     name_key = (eid, spec.name)
     msgs = sorted(
         (
@@ -578,6 +577,32 @@ def _variant(
     return va, counted
 
 
+def _ranges(
+    rows: Iterable[tuple[Any, ...]],
+    slices: tuple[Slice, ...],
+    by_env: Callable[[Iterable[str]], tuple[str, ...]],
+) -> list[ReproRange]:
+    """A baseline's first and last reproducing environments, over every slice ("*") and
+    in each slice measured; ``rows``: (device, precision, env, reproduced)."""
+    measured: dict[Slice, list[str]] = defaultdict(list)
+    reproduced: dict[Slice, list[str]] = defaultdict(list)
+    for d, p, env, hit in rows:
+        measured[(d, p)].append(env)
+        if hit:
+            reproduced[(d, p)].append(env)
+    ranges = [
+        _range(
+            "*",
+            by_env(itertools.chain.from_iterable(measured.values())),
+            by_env(itertools.chain.from_iterable(reproduced.values())),
+        )
+    ]
+    for s in slices:
+        if s in measured:
+            ranges.append(_range(slice_id(s), by_env(measured[s]), by_env(reproduced[s])))
+    return ranges
+
+
 def _range(sid: str, measured: tuple[str, ...], reproduced: tuple[str, ...]) -> ReproRange:
     newest = measured[-1] if measured else None
     return ReproRange(
@@ -618,6 +643,38 @@ def _per_machine(
     return by_machine, disagree
 
 
+def _envs(
+    keys: Iterable[tuple[str, str, str, str]], cache: dict[tuple[str, str, str, str], EnvInfo]
+) -> list[EnvInfo]:
+    """An entry's environments, oldest first; ``cache`` keeps each one's EnvInfo across
+    entries."""
+    envs = []
+    for ck in keys:
+        info = cache.get(ck)
+        if info is None:
+            info = cache[ck] = env_info(
+                ck[0], {"python": ck[1], "torch": ck[2], "lightning": ck[3]}
+            )
+        envs.append(info)
+    envs.sort(key=lambda e: e.sort_key)
+    return envs
+
+
+def _machines(
+    rows: Iterable[tuple[Any, ...]], label: Mapping[tuple[str, str], str]
+) -> tuple[Machine, ...]:
+    """An entry's machines, by label (``rows`` as _group counted them)."""
+    return tuple(
+        sorted(
+            (
+                Machine(label[(m[0], m[1])], *m[1:-3], runs=m[-3], first=m[-2], last=m[-1])
+                for m in rows
+            ),
+            key=lambda m: (m.name, m.machine_id, *(getattr(m, f) for f in Machine.FIELDS)),
+        )
+    )
+
+
 def aggregate_table(
     table: RecordTable, entries: Sequence[Entry] = (), *, ids: Sequence[str] | None = None
 ) -> list[EntryAggregate]:
@@ -648,15 +705,7 @@ def aggregate_table(
     out: list[EntryAggregate] = []
     for eid in ids:
         entry = known.get(eid)
-        envs = []
-        for ck in grouped.envs.get(eid, ()):
-            info = env_cache.get(ck)
-            if info is None:
-                info = env_cache[ck] = env_info(
-                    ck[0], {"python": ck[1], "torch": ck[2], "lightning": ck[3]}
-                )
-            envs.append(info)
-        envs.sort(key=lambda e: e.sort_key)
+        envs = _envs(grouped.envs.get(eid, ()), env_cache)
         env_rank = {e.id: i for i, e in enumerate(envs)}
         cell_rows = grouped.cells.get(eid, [])
         cells = {key: value for key, value, _ in cell_rows}
@@ -670,16 +719,7 @@ def aggregate_table(
             if spec.name not in seen:  # (a repeated declared name counts its runs once)
                 seen.add(spec.name)
                 n_counted += counted
-        label = labels[eid]
-        machines = tuple(
-            sorted(
-                (
-                    Machine(label[(m[0], m[1])], *m[1:-3], runs=m[-3], first=m[-2], last=m[-1])
-                    for m in grouped.machines.get(eid, ())
-                ),
-                key=lambda m: (m.name, m.machine_id, *(getattr(m, f) for f in Machine.FIELDS)),
-            )
-        )
+        machines = _machines(grouped.machines.get(eid, ()), labels[eid])
         sig = entry.signature if entry is not None else None
         agg = EntryAggregate(
             id=eid,
@@ -706,10 +746,9 @@ def aggregate_table(
 # -- the trials of each cell, for the page's data files -------------------------------------
 
 
-def _with_trials(con: Any, aggs: list[EntryAggregate]) -> list[EntryAggregate]:
-    """Each aggregate with its trials (``Trials``): the runs of its cells in the page's
-    order (slice, variant row, environment; in a cell by trial, start, outcome, host,
-    duration, then record order), their texts as ids into one shared pool."""
+def _page_order(con: Any, aggs: list[EntryAggregate]) -> None:
+    """Tables page_slices, page_variants, page_envs and page_entries: the position of each
+    slice, variant row, environment and entry on the pages, which order the trials."""
     rank_e: list[str] = []
     rank_s: list[str] = []
     rank_v: list[tuple[str, str, int]] = []
@@ -750,6 +789,16 @@ def _with_trials(con: Any, aggs: list[EntryAggregate]) -> list[EntryAggregate]:
         },
         "entry VARCHAR, env VARCHAR, e BIGINT",
     )
+    _unnest_table(
+        con,
+        "page_entries",
+        {"entry": [a.id for a in aggs], "i": list(range(len(aggs)))},
+        "entry VARCHAR, i BIGINT",
+    )
+
+
+def _text_pool(con: Any) -> Texts:
+    """Tables exceptions, objects and texts, and the pool of texts the trials point into."""
     # the texts, each once: exceptions (type, message, frame), provenance and versions
     # (as the page words them, from each distinct object), reasons, start times
     con.execute(
@@ -769,7 +818,7 @@ def _with_trials(con: Any, aggs: list[EntryAggregate]) -> list[EntryAggregate]:
         "UNION ALL SELECT reason FROM runs UNION ALL SELECT started_at FROM runs) "
         "WHERE text <> '')"
     )
-    pool = _texts(
+    return _texts(
         con.execute("SELECT text FROM texts ORDER BY t").fetchnumpy()["text"],
         con.execute(
             "SELECT coalesce(a.t, 0), coalesce(b.t, 0), coalesce(c.t, 0) FROM exceptions "
@@ -778,12 +827,14 @@ def _with_trials(con: Any, aggs: list[EntryAggregate]) -> list[EntryAggregate]:
         ).fetchall(),
         con.execute("SELECT o, text, is_provenance FROM objects ORDER BY o").fetchall(),
     )
-    _unnest_table(
-        con,
-        "page_entries",
-        {"entry": [a.id for a in aggs], "i": list(range(len(aggs)))},
-        "entry VARCHAR, i BIGINT",
-    )
+
+
+def _with_trials(con: Any, aggs: list[EntryAggregate]) -> list[EntryAggregate]:
+    """Each aggregate with its trials (``Trials``): the runs of its cells in the page's
+    order (slice, variant row, environment; in a cell by trial, start, outcome, host,
+    duration, then record order), their texts as ids into one shared pool."""
+    _page_order(con, aggs)
+    pool = _text_pool(con)
     outcomes = "[" + ", ".join(map(_q, _VALUES)) + "]"
     fetched = con.execute(
         f"SELECT pn.i AS entry, list_position({outcomes}, r.outcome) - 1 AS outcome, "

@@ -603,6 +603,32 @@ def _result(future: Future[Any] | None) -> Any:
 def _load_sources(
     con: duckdb.DuckDBPyConnection, sources: Sequence[_Source], cache: Path | None
 ) -> RecordTable:
+    """The records of ``sources``: the lines DuckDB accepts (and the snapshots'), the rest
+    read by Python, then the newest per key and machine as store.latest chooses it."""
+    raw = _accept_lines(con, sources, cache)
+    result, read_by_python, python_lines = _read_the_rest(con, sources, raw)
+    _find_undecided(con, read_by_python)
+    # the snapshots' record files still start with the bytes they cover (hashed meanwhile),
+    # before any line of them is read again by number
+    stale = {
+        s.path.name
+        for s in sources
+        if s.snap is not None and not ((h := _result(s.prefix)) and h.hexdigest() == s.snap.sha256)
+    }
+    if stale:
+        raise _Stale(stale)
+    _choose_records(con, read_by_python)
+    return RecordTable(
+        con, result.warnings, result.refused, python_lines, sum(s.first for s in sources)
+    )
+
+
+def _accept_lines(
+    con: duckdb.DuckDBPyConnection, sources: Sequence[_Source], cache: Path | None
+) -> dict[int, bytes]:
+    """Table ``lines`` (every line read now), ``good_lines`` (those parsed, checked and
+    typed in one pass) and view ``good`` (those and the snapshots'). Returns the raw bytes
+    of the files that ``_read_texts`` read (by file index)."""
     con.execute("CREATE TEMP TABLE lines (file INTEGER, n BIGINT, line VARCHAR)")
     with tempfile.TemporaryDirectory(prefix="harness-columnar-") as scratch:
         texts = []
@@ -639,8 +665,14 @@ def _load_sources(
             parquet = _list(snapshot.good_parquet(cache, s.snap))
             parts.append(f"SELECT {s.index} AS file, {columns} FROM read_parquet({parquet})")
     con.execute("CREATE TEMP VIEW good AS " + " UNION ALL ".join(parts))
+    return raw
 
-    # every other line, read by Python as Store.load reads it, file by file
+
+def _read_the_rest(
+    con: duckdb.DuckDBPyConnection, sources: Sequence[_Source], raw: dict[int, bytes]
+) -> tuple[LoadResult, list[tuple[int, int, Record]], int]:
+    """Every line DuckDB did not accept, read by Python as Store.load reads it, file by
+    file: (the warnings and refusals, the records as (file, n, record), lines read)."""
     result = LoadResult()
     read_by_python: list[tuple[int, int, Record]] = []  # (file, n, record)
     python_lines = 0
@@ -667,19 +699,27 @@ def _load_sources(
             record = read_line(data, n, n == last, path, str(path), result)
             if record is not None:
                 read_by_python.append((i, n, record))
+    return result, read_by_python, python_lines
 
-    # the newest per key and machine; a tie in start time, or a key with a record read by
-    # Python, is decided by store.latest over the records of that key. Start times compare
-    # as text once the fraction of a second has six digits (all are UTC, written as
-    # _STAMP, with no fraction or one of 3 or 6 digits: 25, 29 or 32 characters; "" is
-    # oldest)
-    ident = ", ".join(_IDENT)
-    t = (
-        "CASE strlen(started_at) WHEN 0 THEN '' "
-        "WHEN 25 THEN substr(started_at, 1, 19) || '000000' "
-        "WHEN 29 THEN substr(started_at, 1, 19) || substr(started_at, 21, 3) || '000' "
-        "ELSE substr(started_at, 1, 19) || substr(started_at, 21, 6) END"
-    )
+
+# a record's start time as text that sorts as the time does: all are UTC, written as _STAMP,
+# with no fraction or one of 3 or 6 digits (25, 29 or 32 characters; "" is oldest), so the
+# fraction is padded to six digits
+_STARTED = (
+    "CASE strlen(started_at) WHEN 0 THEN '' "
+    "WHEN 25 THEN substr(started_at, 1, 19) || '000000' "
+    "WHEN 29 THEN substr(started_at, 1, 19) || substr(started_at, 21, 3) || '000' "
+    "ELSE substr(started_at, 1, 19) || substr(started_at, 21, 6) END"
+)
+
+
+def _find_undecided(
+    con: duckdb.DuckDBPyConnection, read_by_python: list[tuple[int, int, Record]]
+) -> None:
+    """Table ``newest`` (per key and machine: the newest start time, how many records, the
+    line of the newest) and ``undecided``: the keys store.latest decides over the records
+    of the key, where two share the newest start time or one was read by Python."""
+    ident, t = ", ".join(_IDENT), _STARTED
     con.execute(
         f"CREATE TEMP TABLE newest AS SELECT {ident}, max({t}) AS t, count(*) AS c, "
         f"arg_max(file * {_LINES} + n, {t}) AS pick FROM good GROUP BY {ident}"
@@ -701,15 +741,14 @@ def _load_sources(
         f"JOIN newest USING ({ident}) WHERE newest.c > 1 AND {t} = newest.t "
         f"GROUP BY {ident} HAVING count(*) > 1)"
     )
-    # the snapshots' record files still start with the bytes they cover (hashed meanwhile),
-    # before any line of them is read again by number
-    stale = {
-        s.path.name
-        for s in sources
-        if s.snap is not None and not ((h := _result(s.prefix)) and h.hexdigest() == s.snap.sha256)
-    }
-    if stale:
-        raise _Stale(stale)
+
+
+def _choose_records(
+    con: duckdb.DuckDBPyConnection, read_by_python: list[tuple[int, int, Record]]
+) -> None:
+    """Table ``records``: the newest of each key and machine (the undecided ones decided by
+    store.latest here), in the store's order."""
+    ident = ", ".join(_IDENT)
     pool = list(read_by_python)
     keys = {tuple(row) for row in con.execute(f"SELECT {ident} FROM undecided").fetchall()}
     if keys:
@@ -738,9 +777,6 @@ def _load_sources(
     )
     for table in ("newest", "undecided", "decided", "python_keys", "chosen"):
         con.execute(f"DROP TABLE {table}")
-    return RecordTable(
-        con, result.warnings, result.refused, python_lines, sum(s.first for s in sources)
-    )
 
 
 def _same(a: os.stat_result, b: os.stat_result) -> bool:
