@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
@@ -364,6 +364,29 @@ def _baseline_by_env(
     return out
 
 
+def _outside_bounds(
+    row: Any, envs: Iterable[EnvInfo], field_name: str, counts: Mapping[str, Sequence[int]]
+) -> list[str]:
+    """The row's introduced / deprecated bounds that a reproduction falls outside of (each
+    contradicts the row), named with the first environment that shows it."""
+    problems: list[str] = []
+    for bound, below in (("introduced", True), ("deprecated", False)):
+        raw = getattr(row, bound)
+        bv = _public(_version(raw)) if raw else None
+        if bv is None:
+            continue
+        for e in envs:
+            ev = _env_version(e, field_name)
+            if ev is None or not counts.get(e.id, (0, 0))[0]:
+                continue
+            if (below and ev < bv) or (not below and ev >= bv):
+                problems.append(
+                    f"reproduces in {e.id}, {'before' if below else 'at/after'} {bound} {raw}"
+                )
+                break
+    return problems
+
+
 def _version_verdict(row: Any, agg: EntryAggregate, baselines: list[VariantAggregate]) -> Verdict:
     """A version-table row, judged environment by environment: an environment where the
     documented error reproduced shows it present; one where it never did shows it absent
@@ -405,22 +428,7 @@ def _version_verdict(row: Any, agg: EntryAggregate, baselines: list[VariantAggre
             "skipped or env_failed"
         )
         return Verdict(label, row.spec, claimed, measured, NOT_MEASURABLE, why)
-    # introduced / deprecated bounds: a reproduction outside them contradicts the row
-    problems: list[str] = []
-    for bound, below in (("introduced", True), ("deprecated", False)):
-        raw = getattr(row, bound)
-        bv = _public(_version(raw)) if raw else None
-        if bv is None:
-            continue
-        for e in agg.envs:
-            ev = _env_version(e, field_name)
-            if ev is None or not counts.get(e.id, (0, 0))[0]:
-                continue
-            if (below and ev < bv) or (not below and ev >= bv):
-                problems.append(
-                    f"reproduces in {e.id}, {'before' if below else 'at/after'} {bound} {raw}"
-                )
-                break
+    problems = _outside_bounds(row, agg.envs, field_name, counts)
     present = row.status.strip().lower() in PRESENT_STATUSES
     if present and absent:
         problems.insert(0, "does not reproduce in " + ", ".join(e.id for e in absent))

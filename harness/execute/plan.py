@@ -140,6 +140,17 @@ def one_per_torch(envs: Iterable[Environment]) -> list[Environment]:
     return sorted(best.values())
 
 
+def _not_applicable(variant: Variant, cell: Cell) -> str:
+    """Why ``variant`` does not run in ``cell`` ("" where it does)."""
+    if not variant.written:
+        return "not written yet (repro.py lists it in NOT_WRITTEN)"
+    if cell.device not in variant.devices:
+        return f"variant runs on {', '.join(variant.devices)} only"
+    if cell.precision not in variant.precisions:
+        return f"variant is defined for {', '.join(variant.precisions)} only"
+    return ""
+
+
 def make_plan(
     expansion: Expansion,
     entries: Iterable[Entry],
@@ -178,35 +189,9 @@ def make_plan(
                 for variant in entry.variants:
                     if not _match(variant.name, variant_filter):
                         continue
-                    if not variant.written:
-                        skipped.append(
-                            NotApplicable(
-                                entry.id,
-                                variant.name,
-                                cell.id,
-                                "not written yet (repro.py lists it in NOT_WRITTEN)",
-                            )
-                        )
-                        continue
-                    if cell.device not in variant.devices:
-                        skipped.append(
-                            NotApplicable(
-                                entry.id,
-                                variant.name,
-                                cell.id,
-                                f"variant runs on {', '.join(variant.devices)} only",
-                            )
-                        )
-                        continue
-                    if cell.precision not in variant.precisions:
-                        skipped.append(
-                            NotApplicable(
-                                entry.id,
-                                variant.name,
-                                cell.id,
-                                f"variant is defined for {', '.join(variant.precisions)} only",
-                            )
-                        )
+                    why = _not_applicable(variant, cell)
+                    if why:
+                        skipped.append(NotApplicable(entry.id, variant.name, cell.id, why))
                         continue
                     for trial in range(expansion.trials):
                         jobs.append(Job(entry, variant, cell, trial))

@@ -252,24 +252,7 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         raise EntryError(
             path, data.key_lines["kind"], f"unknown variant kind {kind!r}; allowed: {list(KINDS)}"
         )
-    claim_ref = None
-    claimed_rate = None
-    if "claim" in data:
-        claim = data["claim"]
-        cline = data.key_lines["claim"]
-        if not isinstance(claim, Lines):
-            raise EntryError(path, cline, "claim must be a mapping with 'ref' and optional 'rate'")
-        _check_keys(claim, {"ref", "rate"}, {"ref"}, path, "claim")
-        claim_ref = str(claim["ref"])
-        claimed_rate = _rate(claim.get("rate"), path, cline, "claim.rate")
-        if claimed_rate is not None and kind in ("baseline", "control"):
-            raise EntryError(
-                path,
-                claim.key_lines["rate"],
-                f"a {kind} carries no claimed rate: a document's rates are about its "
-                "workarounds (success) and dead ends (failure); the baseline's reproduction "
-                "and a control's passing are measured, not claimed",
-            )
+    claim_ref, claimed_rate = _claim(data, path, kind) if "claim" in data else (None, None)
     reading = data.get("reading")
     if reading not in (None, "literal", "sensible"):
         raise EntryError(path, data.key_lines["reading"], "reading must be 'literal' or 'sensible'")
@@ -309,6 +292,25 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         isolation=isolation,
         line=data.line,
     )
+
+
+def _claim(data: Lines, path: Path, kind: str) -> tuple[str, float | None]:
+    """A variant's ``claim: {ref, rate}``: the document's words it answers, and their rate."""
+    claim = data["claim"]
+    cline = data.key_lines["claim"]
+    if not isinstance(claim, Lines):
+        raise EntryError(path, cline, "claim must be a mapping with 'ref' and optional 'rate'")
+    _check_keys(claim, {"ref", "rate"}, {"ref"}, path, "claim")
+    claimed_rate = _rate(claim.get("rate"), path, cline, "claim.rate")
+    if claimed_rate is not None and kind in ("baseline", "control"):
+        raise EntryError(
+            path,
+            claim.key_lines["rate"],
+            f"a {kind} carries no claimed rate: a document's rates are about its "
+            "workarounds (success) and dead ends (failure); the baseline's reproduction "
+            "and a control's passing are measured, not claimed",
+        )
+    return str(claim["ref"]), claimed_rate
 
 
 def _fails_as(data: Any, path: Path, line: int, kind: str) -> FailsAs:
@@ -433,55 +435,9 @@ def load_entry(
         "origin",
     }
     _check_keys(data, allowed, {"id", "signature", "variants"}, path, "entry")
-    entry_id = str(data["id"])
-    if not ID_PATTERN.match(entry_id) or ".." in entry_id.split("/"):
-        raise EntryError(
-            path, data.key_lines["id"], f"entry id {entry_id!r} must match {ID_PATTERN.pattern}"
-        )
-    if root is not None:
-        expected = entry_dir.resolve().relative_to(Path(root).resolve()).as_posix()
-        if expected != entry_id:
-            raise EntryError(
-                path,
-                data.key_lines["id"],
-                f"entry id {entry_id!r} must equal its folder {expected!r}",
-            )
-    variants_data = data["variants"]
-    if not isinstance(variants_data, list) or not variants_data:
-        raise EntryError(path, data.key_lines["variants"], "variants must be a non-empty list")
-    variants = []
-    seen: dict[str, int | None] = {}
-    for raw in variants_data:
-        v = _variant(raw, path, data.key_lines["variants"])
-        if v.name in seen:
-            raise EntryError(
-                path, v.line, f"duplicate variant name {v.name!r} (first at line {seen[v.name]})"
-            )
-        seen[v.name] = v.line
-        variants.append(v)
-    if not any(v.kind == "baseline" for v in variants):
-        raise EntryError(
-            path, data.key_lines["variants"], "an entry needs at least one baseline variant"
-        )
-    files = {}
-    for key, default in (
-        ("source", "source.md"),
-        ("document", "document.md"),
-        ("repro", "repro.py"),
-    ):
-        name = str(data.get(key, default))
-        target = (entry_dir / name).resolve()
-        if entry_dir.resolve() not in target.parents:
-            raise EntryError(
-                path,
-                data.key_lines.get(key, data.line),
-                f"{key} {name!r} must stay inside {entry_dir}",
-            )
-        if not target.is_file():
-            raise EntryError(
-                path, data.key_lines.get(key, data.line), f"{key} file {name!r} does not exist"
-            )
-        files[key] = target
+    entry_id = _entry_id(data, path, entry_dir, root)
+    variants = _variants(data, path)
+    files = _files(data, path, entry_dir)
     signature = _signature(data["signature"], path, data.key_lines["signature"], "signature")
     for v in variants:
         if v.signature == signature:
@@ -505,6 +461,70 @@ def load_entry(
         origin=_origin(data.get("origin"), path, data.key_lines.get("origin", data.line)),
         uses_lightning=lightning,
     )
+
+
+def _entry_id(data: Any, path: Path, entry_dir: Path, root: str | os.PathLike[str] | None) -> str:
+    """The entry's id: of the id pattern, and its folder's path under ``root``."""
+    entry_id = str(data["id"])
+    if not ID_PATTERN.match(entry_id) or ".." in entry_id.split("/"):
+        raise EntryError(
+            path, data.key_lines["id"], f"entry id {entry_id!r} must match {ID_PATTERN.pattern}"
+        )
+    if root is not None:
+        expected = entry_dir.resolve().relative_to(Path(root).resolve()).as_posix()
+        if expected != entry_id:
+            raise EntryError(
+                path,
+                data.key_lines["id"],
+                f"entry id {entry_id!r} must equal its folder {expected!r}",
+            )
+    return entry_id
+
+
+def _variants(data: Lines, path: Path) -> list[Variant]:
+    """The entry's variants: a non-empty list, names unique, at least one baseline."""
+    variants_data = data["variants"]
+    if not isinstance(variants_data, list) or not variants_data:
+        raise EntryError(path, data.key_lines["variants"], "variants must be a non-empty list")
+    variants = []
+    seen: dict[str, int | None] = {}
+    for raw in variants_data:
+        v = _variant(raw, path, data.key_lines["variants"])
+        if v.name in seen:
+            raise EntryError(
+                path, v.line, f"duplicate variant name {v.name!r} (first at line {seen[v.name]})"
+            )
+        seen[v.name] = v.line
+        variants.append(v)
+    if not any(v.kind == "baseline" for v in variants):
+        raise EntryError(
+            path, data.key_lines["variants"], "an entry needs at least one baseline variant"
+        )
+    return variants
+
+
+def _files(data: Lines, path: Path, entry_dir: Path) -> dict[str, Path]:
+    """The entry's source, document and repro files: each inside its folder, and there."""
+    files = {}
+    for key, default in (
+        ("source", "source.md"),
+        ("document", "document.md"),
+        ("repro", "repro.py"),
+    ):
+        name = str(data.get(key, default))
+        target = (entry_dir / name).resolve()
+        if entry_dir.resolve() not in target.parents:
+            raise EntryError(
+                path,
+                data.key_lines.get(key, data.line),
+                f"{key} {name!r} must stay inside {entry_dir}",
+            )
+        if not target.is_file():
+            raise EntryError(
+                path, data.key_lines.get(key, data.line), f"{key} file {name!r} does not exist"
+            )
+        files[key] = target
+    return files
 
 
 def _origin(data: Any, path: Path, line: int) -> dict[str, Any]:
