@@ -1,11 +1,22 @@
-"""The closed set of outcome kinds of one run, and how they count."""
+"""The closed set of outcome kinds of one run, and how they count; how a run reads against
+the documented message (its grade)."""
 
 from __future__ import annotations
 
 import enum
+import functools
 import re
 
-__all__ = ["Outcome", "NOT_COUNTED", "signature_named"]
+__all__ = [
+    "GRADES",
+    "NOT_COUNTED",
+    "SHOWS",
+    "Grade",
+    "Outcome",
+    "grade",
+    "signature_named",
+    "variable_parts",
+]
 
 
 class Outcome(str, enum.Enum):
@@ -39,3 +50,118 @@ def signature_named(exc_type: str, exc_message: str, sig_type: str, sig_message:
     records written before "related" existed (schema 2)."""
     named = exc_type == sig_type or exc_type.rsplit(".", 1)[-1] == sig_type.rsplit(".", 1)[-1]
     return named and re.search(sig_message, exc_message, re.DOTALL) is not None
+
+
+# -- how a run reads against the documented message: its grade (docs/verdicts.md) ------------
+
+
+class Grade(str, enum.Enum):
+    """How close a run came to the documented message, best first. The outcome says what
+    happened; the grade is how the entry's claim "this message occurs" reads that run."""
+
+    VERBATIM = "verbatim"  # torch's text contains the document's (the documented signature)
+    # the document's fixed parts appear in order, with gaps only where it dropped what torch
+    # formats in: sizes, shapes, numbers, names
+    VARIABLE_PARTS = "variable-parts"
+    # the entry declares torch's own wording of the same error (entry.yaml signature.reworded,
+    # an expert's judgement with its reason), and this run raised it, under the documented type
+    REWORDED = "reworded"
+    OTHER_ERROR = "other-error"  # something else was raised, or the run crashed or timed out
+    NOT_RAISED = "not-raised"  # the run raised nothing (ok, or a postcondition failed)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+GRADES: tuple[Grade, ...] = tuple(Grade)
+# the grades that read as the documented error: a run at one of them "shows" it
+SHOWS = frozenset({Grade.VERBATIM, Grade.VARIABLE_PARTS, Grade.REWORDED})
+_NOT_COUNTED_VALUES = frozenset(o.value for o in NOT_COUNTED)
+_NOTHING_RAISED = frozenset({Outcome.OK.value, Outcome.WRONG_RESULT.value})
+# types a document may name for "any exception": every recorded type derives from them
+_ANY_TYPE = frozenset({"Exception", "BaseException"})
+
+
+def grade(
+    outcome: str,
+    exc_type: str,
+    exc_message: str,
+    signature_type: str,
+    signature_message: str,
+    reworded: str | None = None,
+) -> Grade | None:
+    """The grade of one run against the documented signature (``signature_message`` a
+    regular expression; ``reworded``: the pattern of the entry's declared rewording), or
+    None for a run that is not counted (unsupported, skipped, env_failed). The one rule
+    that decides a grade; docs/verdicts.md says it in words."""
+    if outcome in _NOT_COUNTED_VALUES:
+        return None
+    if outcome == Outcome.REPRODUCED.value:
+        return Grade.VERBATIM
+    if outcome in _NOTHING_RAISED:
+        return Grade.NOT_RAISED
+    if outcome != Outcome.OTHER_ERROR.value or not exc_type or not signature_type:
+        return Grade.OTHER_ERROR  # related, crashed, timeout: not the documented error
+    if not _type_named(exc_type, signature_type):
+        return Grade.OTHER_ERROR
+    if re.search(signature_message, exc_message, re.DOTALL):
+        return Grade.VERBATIM  # a record older than the signature, read against it now
+    if variable_parts(signature_message, exc_message):
+        return Grade.VARIABLE_PARTS
+    if reworded and re.search(reworded, exc_message, re.DOTALL):
+        return Grade.REWORDED
+    return Grade.OTHER_ERROR
+
+
+def _type_named(exc_type: str, sig_type: str) -> bool:
+    return (
+        sig_type in _ANY_TYPE
+        or exc_type == sig_type
+        or exc_type.rsplit(".", 1)[-1] == sig_type.rsplit(".", 1)[-1]
+    )
+
+
+# What torch formats into a message at run time, and a document drops: one such part in a
+# gap between two of the document's words. Plain words are never one (other words are a
+# rewording, not a dropped part), except a class name after its preposition ("for Net").
+_VARIABLE_PART = r"""(?:
+      '[^'\n]{0,200}' | "[^"\n]{0,200}" | `[^`\n]{0,200}`           # quoted names, values
+    | \([^()\n]{0,200}\) | \[[^\[\]\n]{0,200}\] | <[^<>\n]{0,200}>    # sizes, shapes, reprs
+    | [-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?                           # numbers
+    | [A-Za-z_]\w*(?:(?:\.|::)\w+)+                                 # torch.Size, aten::add
+    | (?=[A-Za-z_]*[\d_])[A-Za-z_]\w*                                # layer1, Addmm0, _x
+    | [A-Za-z][a-z]+[A-Z]\w*                                         # AdamW, ReLU, getItem
+    | (?:cuda|cpu|mps|meta|xla)(?::\d+)?                             # devices
+    | (?:for|of|in|at|on|named|called|from|to|with)\s+[A-Z]\w*       # for Net, of Linear
+)"""
+_GAP = rf"\s*(?:{_VARIABLE_PART}[\s,=:]*){{0,8}}"
+_TOKEN = re.compile(r"\w+|[^\w\s…]")
+_MAX_CHARS = 10_000  # a traceback-sized message is read from its start
+
+
+def variable_parts(signature_message: str, exc_message: str) -> bool:
+    """Whether ``exc_message`` holds the documented message's fixed parts in order, with
+    gaps only where the document dropped a variable part (``_VARIABLE_PART``); where the
+    signature itself allows anything (``.*``: '…' in its text) any gap is allowed."""
+    pattern = _variable_parts_pattern(signature_message)
+    return pattern is not None and pattern.search(exc_message[:_MAX_CHARS]) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _variable_parts_pattern(signature_message: str) -> re.Pattern[str] | None:
+    from harness.domain import pattern_text  # domain imports this module: read it late
+
+    segments = []
+    for segment in pattern_text(signature_message).split("…"):
+        tokens = _TOKEN.findall(segment)
+        if tokens:
+            segments.append(_GAP.join(_literal(t) for t in tokens))
+    if not segments:
+        return None
+    return re.compile("(?s:.*?)".join(segments), re.VERBOSE)
+
+
+def _literal(token: str) -> str:
+    # a word matches a whole word: "a" is not the start of "ab"
+    text = re.escape(token).replace(" ", r"\ ")
+    return rf"(?<!\w){text}(?!\w)" if token[0].isalnum() or token[0] == "_" else text

@@ -45,7 +45,15 @@ from harness.aggregate.stats import Rate
 from harness.aggregate.verdicts import failed_silently_as_documented
 from harness.aggregate.verdicts import verdicts as _verdicts
 from harness.domain import DEVICES, PRECISIONS
-from harness.outcomes import NOT_COUNTED, Outcome, signature_named
+from harness.outcomes import (
+    GRADES,
+    NOT_COUNTED,
+    SHOWS,
+    Grade,
+    Outcome,
+    grade,
+    signature_named,
+)
 from harness.store.columnar import RecordTable
 from harness.store.records import Record
 
@@ -63,13 +71,18 @@ __all__ = [
 _VALUES = tuple(o.value for o in OUTCOME_ORDER)
 _VALUE_RANK = {v: i for i, v in enumerate(_VALUES)}
 _NOT_COUNTED_VALUES = tuple(o.value for o in OUTCOME_ORDER if o in NOT_COUNTED)
-# per kind: the outcomes that count as a hit for its metric (among applicable runs)
+# per kind: the cells' counts (n_<name>) that count as a hit for its metric (among
+# applicable runs): outcomes, and "shows" (a run that reads as the documented error)
 _HITS = {
     "baseline": (Outcome.REPRODUCED.value,),
-    # a dead end fails as documented: the documented error, or its own expected one
-    "dead_end": (Outcome.REPRODUCED.value, Outcome.RELATED.value),
+    # a dead end fails as documented: the documented error (read at its grade, the
+    # documented text included), or its own expected one
+    "dead_end": ("shows", Outcome.RELATED.value),
 }
 _HITS_DEFAULT = (Outcome.OK.value,)  # workaround, control, and any unknown kind
+# the runs that read as the documented error (its grade: harness.outcomes.grade); they make
+# a reproducing cell, and a dead end that raises one fails as documented
+_SHOWS = "(" + ", ".join(f"'{g.value}'" for g in sorted(SHOWS)) + ")"
 _RESTRICTED = ("workaround", "dead_end")  # counted only in cells where a baseline reproduces
 
 
@@ -217,13 +230,56 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
                 flips.append(rid)
     _unnest_table(con, "flips", {"rid": flips}, "rid BIGINT")
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE runs AS SELECT rid, entry, variant, kind, env, device, "
+        "CREATE OR REPLACE TEMP TABLE read_runs AS SELECT rid, entry, variant, kind, env, device, "
         "precision, trial, CASE WHEN rid IN (SELECT rid FROM flips) THEN 'related' "
         "ELSE outcome END AS outcome, reason, has_exception, exc_type, "
         f"{_checkout_relative('exc_message')} AS exc_message, "
         f"{_checkout_relative('exc_frame')} AS exc_frame, "
         f"duration_s, versions, provenance, started_at, machine, machine_id, checks FROM records "
         f"WHERE {wanted}"
+    )
+    _graded(con, {e.id: e for e in entries})
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE runs AS SELECT r.*, CASE "
+        f"WHEN r.outcome IN {_in(_NOT_COUNTED_VALUES)} THEN NULL "
+        f"WHEN r.outcome = 'reproduced' THEN {_q(Grade.VERBATIM.value)} "
+        f"WHEN r.outcome IN ('ok', 'wrong_result') THEN {_q(Grade.NOT_RAISED.value)} "
+        f"WHEN r.outcome = 'other_error' AND g.grade IS NOT NULL THEN g.grade "
+        f"ELSE {_q(Grade.OTHER_ERROR.value)} END AS grade FROM read_runs r LEFT JOIN graded g "
+        "ON r.outcome = 'other_error' AND g.entry = r.entry AND g.exc_type = r.exc_type "
+        "AND g.exc_message = r.exc_message"
+    )
+
+
+def _graded(con: Any, entries: Mapping[str, Entry]) -> None:
+    """Table ``graded``: the other_error exceptions of the defined entries that read as the
+    documented error all the same (harness.outcomes.grade: variable-parts, reworded, or the
+    documented text itself), each distinct (type, message) once, graded in Python."""
+    rows: dict[str, list[str]] = {"entry": [], "exc_type": [], "exc_message": [], "grade": []}
+    if entries:
+        _unnest_table(con, "defined", {"entry": list(entries)}, "entry VARCHAR")
+        for eid, exc_type, exc_message in con.execute(
+            "SELECT DISTINCT entry, exc_type, exc_message FROM read_runs SEMI JOIN defined "
+            "USING (entry) WHERE outcome = 'other_error' AND has_exception"
+        ).fetchall():
+            e = entries[eid]
+            reworded = e.reworded.message if e.reworded is not None else None
+            g = grade(
+                "other_error",
+                exc_type,
+                exc_message,
+                e.signature.type,
+                e.signature.message,
+                reworded,
+            )
+            if g is not None and g is not Grade.OTHER_ERROR:
+                for key, value in zip(rows, (eid, exc_type, exc_message, g.value), strict=True):
+                    rows[key].append(value)
+    _unnest_table(
+        con,
+        "graded",
+        rows,
+        "entry VARCHAR, exc_type VARCHAR, exc_message VARCHAR, grade VARCHAR",
     )
 
 
@@ -242,8 +298,8 @@ class _Grouped:
 def _group(con: Any) -> _Grouped:
     con.execute(
         "CREATE OR REPLACE TEMP TABLE cells AS SELECT entry, variant, env, device, precision, "
-        f"count(*) AS trials, {_COUNTS}, count(DISTINCT (machine, machine_id)) AS machines "
-        "FROM runs GROUP BY ALL"
+        f"count(*) AS trials, {_COUNTS}, count(DISTINCT (machine, machine_id)) AS machines, "
+        f"count(*) FILTER (WHERE grade IN {_SHOWS}) AS n_shows FROM runs GROUP BY ALL"
     )
     # each distinct count vector once (cells mostly share a handful)
     signatures = con.execute(
@@ -393,6 +449,8 @@ class _VariantRows:
     failures: dict[tuple[Any, ...], list[tuple[str, str, bool, int]]]
     messages: dict[tuple[str, str], list[tuple[Any, ...]]]  # by (entry, name)
     not_counted: dict[tuple[str, str], list[tuple[Any, ...]]]
+    env_shows: dict[tuple[Any, ...], list[tuple[Any, ...]]]  # baselines: (env, shows, n)
+    grades: dict[tuple[str, str], list[tuple[Any, ...]]]  # baselines, by (entry, name)
 
 
 def _count_variants(
@@ -445,16 +503,17 @@ def _score(
         + "".join(f"WHEN {_q(k)} THEN {_sum('n_' + v for v in _hits(k))} " for k in _HITS)
         + f"ELSE {_sum('n_' + v for v in _HITS_DEFAULT)} END"
     )
+    # a reproducing cell: a baseline's run there shows the documented error at its grade
     con.execute(
         "CREATE OR REPLACE TEMP TABLE reproducing AS SELECT DISTINCT entry, env, device, precision "
-        "FROM cells SEMI JOIN baselines USING (entry, variant) WHERE n_reproduced > 0"
+        "FROM cells SEMI JOIN baselines USING (entry, variant) WHERE n_shows > 0"
     )
     con.execute(
         "CREATE OR REPLACE TEMP TABLE scored AS SELECT roles.entry, roles.variant, roles.kind, "
         "roles.scope, roles.fails, env, device, precision, trials, "
         f"{counted} AS n, {hits} + coalesce(cell_silent.silent, 0) AS k, n_related AS related, "
-        "n_ok AS ok, coalesce(cell_silent.silent, 0) AS silent, "
-        "n_reproduced > 0 AS has_reproduced, "
+        "n_ok AS ok, coalesce(cell_silent.silent, 0) AS silent, n_shows AS shows, "
+        "n_shows > 0 AS has_reproduced, "
         f"(roles.kind NOT IN {_in(_RESTRICTED)} OR (roles.scope = 3 AND (entry, env, device, precision) "
         "IN (SELECT (entry, env, device, precision) FROM reproducing)) OR (roles.scope = 2 AND "
         "(entry, env, device) IN (SELECT (entry, env, device) FROM reproducing))) AS in_scope "
@@ -475,10 +534,22 @@ def _variant_rows(con: Any) -> _VariantRows:
     }
     per_slice: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
-        f"SELECT {role}, device, precision, sum(k), sum(n), sum(related), sum(ok), sum(silent) "
-        "FROM scored WHERE n > 0 AND in_scope GROUP BY ALL"
+        f"SELECT {role}, device, precision, sum(k), sum(n), sum(related), sum(ok), sum(silent), "
+        "sum(shows) FROM scored WHERE n > 0 AND in_scope GROUP BY ALL"
     ).fetchall():
         per_slice[tuple(row[:5])].append(tuple(row[5:]))
+    env_shows: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
+    for row in con.execute(
+        f"SELECT {role}, env, sum(shows), sum(n) FROM scored WHERE n > 0 AND kind = 'baseline' "
+        "GROUP BY ALL"
+    ).fetchall():
+        env_shows[tuple(row[:5])].append(tuple(row[5:]))
+    grades: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
+    for row in con.execute(
+        "SELECT entry, variant, grade, count(*) FROM runs SEMI JOIN baselines "
+        "USING (entry, variant) WHERE grade IS NOT NULL GROUP BY ALL"
+    ).fetchall():
+        grades[(row[0], row[1])].append(tuple(row[2:]))
     ranges: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
         f"SELECT {role}, device, precision, env, has_reproduced FROM scored "
@@ -489,7 +560,9 @@ def _variant_rows(con: Any) -> _VariantRows:
     for row in con.execute(
         "SELECT entry, variant, scored.kind, scored.scope, scored.fails, runs.outcome, "
         "CASE WHEN has_exception THEN exc_type || ': ' || exc_message "
-        "ELSE runs.outcome || ': ' || reason END AS text, silent.rid IS NOT NULL, count(*) "
+        "ELSE runs.outcome || ': ' || reason END AS text, silent.rid IS NOT NULL OR "
+        "(scored.kind = 'dead_end' AND runs.outcome = 'other_error' "
+        f"AND runs.grade IN {_SHOWS}), count(*) "
         "FROM runs JOIN scored USING (entry, variant, env, device, precision) "
         "LEFT JOIN silent ON silent.rid = runs.rid AND silent.fails = scored.fails "
         "WHERE scored.n > 0 AND scored.n <> scored.ok AND in_scope "
@@ -499,7 +572,7 @@ def _variant_rows(con: Any) -> _VariantRows:
     messages: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
         "SELECT entry, variant, exc_type, exc_message, count(*), list(DISTINCT outcome), "
-        "list(DISTINCT env) FROM runs WHERE has_exception GROUP BY ALL"
+        "list(DISTINCT env), list(DISTINCT grade) FROM runs WHERE has_exception GROUP BY ALL"
     ).fetchall():
         messages[(row[0], row[1])].append(row[2:])
     not_counted: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
@@ -508,7 +581,9 @@ def _variant_rows(con: Any) -> _VariantRows:
         f"WHERE outcome IN {_in(_NOT_COUNTED_VALUES)} GROUP BY ALL"
     ).fetchall():
         not_counted[(row[0], row[1])].append(row[2:])
-    return _VariantRows(totals, per_slice, ranges, failures, messages, not_counted)
+    return _VariantRows(
+        totals, per_slice, ranges, failures, messages, not_counted, env_shows, grades
+    )
 
 
 def _variant(
@@ -524,9 +599,9 @@ def _variant(
     def by_env(envs: Iterable[str]) -> tuple[str, ...]:
         return tuple(sorted(set(envs), key=env_rank.__getitem__))
 
-    per_slice = {s: [0, 0, 0, 0, 0] for s in slices}
-    for d, p, k, n, related, ok, silent in rows.per_slice.get(role, ()):
-        per_slice[(d, p)] = [k, n, related, ok, silent]
+    per_slice = {s: [0, 0, 0, 0, 0, 0] for s in slices}
+    for d, p, k, n, related, ok, silent, shows in rows.per_slice.get(role, ()):
+        per_slice[(d, p)] = [k, n, related, ok, silent, shows]
     ranges = _ranges(rows.ranges.get(role, ()), slices, by_env) if spec.kind == "baseline" else []
     name_key = (eid, spec.name)
     msgs = sorted(
@@ -537,8 +612,9 @@ def _variant(
                 count,
                 tuple(sorted(outcomes, key=_VALUE_RANK.__getitem__)),
                 by_env(envs),
+                _best_grade(grades),
             )
-            for t, msg, count, outcomes, envs in rows.messages.get(name_key, ())
+            for t, msg, count, outcomes, envs, grades in rows.messages.get(name_key, ())
         ),
         key=lambda m: (-m.count, m.type, m.message),
     )
@@ -550,9 +626,10 @@ def _variant(
         key=lambda m: (-m.count, m.outcome, m.reason),
     )
     failures = sorted(rows.failures.get(role, ()), key=lambda f: (-f[3], f[0], f[1], f[2]))
-    k_all, n_all, related_all, ok_all, silent_all = (
-        sum(ps[i] for ps in per_slice.values()) for i in range(5)
+    k_all, n_all, related_all, ok_all, silent_all, shows_all = (
+        sum(ps[i] for ps in per_slice.values()) for i in range(6)
     )
+    graded = dict(rows.grades.get(name_key, ())) if spec.kind == "baseline" else {}
     va = VariantAggregate(
         name=spec.name,
         kind=spec.kind,
@@ -573,6 +650,14 @@ def _variant(
         not_counted=tuple(ncs),
         runs=runs,
         anywhere=Rate.of(anywhere, counted),
+        shown=Rate.of(shows_all, n_all) if spec.kind == "baseline" else Rate.of(0, 0),
+        grades=tuple((g.value, graded[g.value]) for g in GRADES if graded.get(g.value)),
+        env_shows=tuple(
+            sorted(
+                ((env, shows, n) for env, shows, n in rows.env_shows.get(role, ())),
+                key=lambda e: env_rank[e[0]],
+            )
+        ),
     )
     return va, counted
 
@@ -601,6 +686,12 @@ def _ranges(
         if s in measured:
             ranges.append(_range(slice_id(s), by_env(measured[s]), by_env(reproduced[s])))
     return ranges
+
+
+def _best_grade(grades: Iterable[str | None]) -> str:
+    """The best of the grades a message was read at ("" when none: not counted)."""
+    ranked = [g for g in GRADES if g.value in set(grades)]
+    return ranked[0].value if ranked else ""
 
 
 def _range(sid: str, measured: tuple[str, ...], reproduced: tuple[str, ...]) -> ReproRange:

@@ -14,18 +14,26 @@ from packaging.version import InvalidVersion, Version
 
 from harness.aggregate.stats import Rate
 from harness.domain import KINDS, parse_env_id, pattern_text
-from harness.outcomes import NOT_COUNTED, Outcome
+from harness.outcomes import GRADES, NOT_COUNTED, Outcome
 
 __all__ = [
+    "ADVICE",
     "CONFIRMED",
     "CONTRADICTED",
+    "FIGURES",
     "FLAKY",
+    "GRADE_ANSWERS",
+    "HOLDS",
     "INCONCLUSIVE",
     "KIND_ORDER",
     "METRIC",
     "NOT_MEASURABLE",
+    "NOT_STATED",
     "OUTCOME_ORDER",
+    "OVERSTATED",
+    "UNDERSTATED",
     "VERDICTS",
+    "WRONG",
     "Aggregates",
     "CellKey",
     "CellValue",
@@ -52,6 +60,16 @@ CONTRADICTED = "contradicted"
 INCONCLUSIVE = "inconclusive"
 NOT_MEASURABLE = "not measurable"
 VERDICTS = (CONFIRMED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE)
+# a rate claim's two answers (docs/verdicts.md): does the advice hold, is the figure right
+HOLDS = "holds"
+WRONG = "wrong"
+ADVICE = (HOLDS, WRONG, INCONCLUSIVE, NOT_MEASURABLE)
+UNDERSTATED = "understated"
+OVERSTATED = "overstated"
+NOT_STATED = "not stated"
+FIGURES = (CONFIRMED, UNDERSTATED, OVERSTATED, INCONCLUSIVE, NOT_STATED, NOT_MEASURABLE)
+# a documented message's grade (harness.outcomes.Grade), or not measurable without a run
+GRADE_ANSWERS = (*(g.value for g in GRADES), NOT_MEASURABLE)
 FLAKY = "flaky"
 
 OUTCOME_ORDER: tuple[Outcome, ...] = tuple(Outcome)
@@ -179,6 +197,9 @@ class MessageSeen:
     count: int
     outcomes: tuple[str, ...]
     envs: tuple[str, ...]
+    # how it reads against the documented message (a Grade's value; "" for a variant whose
+    # runs are not read so: workarounds, controls)
+    grade: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -187,6 +208,7 @@ class MessageSeen:
             "count": self.count,
             "outcomes": list(self.outcomes),
             "envs": list(self.envs),
+            "grade": self.grade or None,
         }
 
 
@@ -289,6 +311,13 @@ class VariantAggregate:
     silent: Rate = field(default_factory=lambda: Rate.of(0, 0))
     # the runs counted in ``overall`` that were not ok, by how they ended, most first
     failures: tuple[Failure, ...] = ()
+    # baselines: the applicable runs that show the documented error at a grade that reads
+    # as it (verbatim, variable-parts, reworded), of all applicable runs; the applicable
+    # runs per grade (in GRADES order); per environment (in version order): (env, runs that
+    # show it, applicable runs)
+    shown: Rate = field(default_factory=lambda: Rate.of(0, 0))
+    grades: tuple[tuple[str, int], ...] = ()
+    env_shows: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def failed_otherwise(self) -> int:
@@ -317,6 +346,9 @@ class VariantAggregate:
             "fails_as": list(self.fails_as),
             "silent": self.silent.to_dict(),
             "failures": [f.to_dict() for f in self.failures],
+            "shown": self.shown.to_dict(),
+            "grades": dict(self.grades),
+            "env_shows": [list(e) for e in self.env_shows],
         }
 
 
@@ -326,14 +358,24 @@ class Verdict:
     subject: str  # the variant or spec it concerns ("" for the entry)
     claimed: str
     measured: str
-    verdict: str  # one of VERDICTS
+    verdict: str  # one of VERDICTS: the one word counts use (docs/verdicts.md)
     why: str
     seen_instead: str = ""  # the most frequent message seen instead, where relevant
     n: int = 0  # applicable runs behind the verdict
+    # a rate claim's two answers: one of ADVICE, one of FIGURES ("" on other claims)
+    advice: str = ""
+    figure: str = ""
+    # the documented message's grade (one of GRADE_ANSWERS) on the message and on the
+    # version rows read at it ("" on rate claims)
+    grade: str = ""
+    words: str = ""  # the verdict as the tables say it ("holds; figure understated: ...")
 
     @property
     def label(self) -> str:
-        """'inconclusive (n=2)'; the other verdicts as they are."""
+        """The verdict in words: ``words`` where the rules wrote them, else 'inconclusive
+        (n=2)' and the other verdicts as they are."""
+        if self.words:
+            return self.words
         return f"{self.verdict} (n={self.n})" if self.verdict == INCONCLUSIVE else self.verdict
 
     def to_dict(self) -> dict[str, Any]:
@@ -343,6 +385,10 @@ class Verdict:
             "claimed": self.claimed,
             "measured": self.measured,
             "verdict": self.verdict,
+            "advice": self.advice or None,
+            "figure": self.figure or None,
+            "grade": self.grade or None,
+            "label": self.label,
             "why": self.why,
             "seen_instead": self.seen_instead,
             "n": self.n,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
@@ -13,8 +14,13 @@ from packaging.version import Version
 from harness.aggregate.model import (
     CONFIRMED,
     CONTRADICTED,
+    HOLDS,
     INCONCLUSIVE,
     NOT_MEASURABLE,
+    NOT_STATED,
+    OVERSTATED,
+    UNDERSTATED,
+    WRONG,
     EntryAggregate,
     EnvInfo,
     MessageSeen,
@@ -25,25 +31,35 @@ from harness.aggregate.model import (
 )
 from harness.aggregate.stats import Rate, pct
 from harness.domain import PRESENT_STATUSES, parse_claim_spec
-from harness.outcomes import NOT_COUNTED, Outcome
+from harness.outcomes import GRADES, NOT_COUNTED, SHOWS, Grade, Outcome
 
 if TYPE_CHECKING:
     from harness.spec.entries import Entry
 
 __all__ = [
+    "ADVICE_RULES",
+    "ENV_TRIALS",
+    "FIGURE_RULES",
     "MARGIN",
+    "RateReading",
     "documented_failure_text",
     "failed_silently_as_documented",
-    "judge_most",
-    "judge_rate",
+    "read_rate",
     "verdicts",
 ]
 
 # a stated rate is read as "about c": c ± MARGIN (docs/reference/outcomes-and-verdicts.md)
 MARGIN = 0.10
+_EPS = 1e-12  # rounding noise: every comparison of the rules goes through _le / _gt
+_MOST = 0.5  # "in most applicable runs"
+# runs of an environment without a sighting of the documented error after which it lacks
+# the error: the trials of the matrix's measuring profiles (matrix.yaml: cpu, full and
+# gpu-nightly run 3). A reproducer is a deterministic script: an environment that raises
+# the error now and then shows it as a flaky cell, and one sighting is a sighting
+ENV_TRIALS = 3
 _NOT_COUNTED_VALUES = frozenset(o.value for o in NOT_COUNTED)
-_REPRODUCED_VALUE = Outcome.REPRODUCED.value
 _WRONG_RESULT_VALUE = Outcome.WRONG_RESULT.value
+_SHOWS_VALUES = frozenset(g.value for g in SHOWS)
 
 
 def failed_silently_as_documented(
@@ -63,49 +79,142 @@ def failed_silently_as_documented(
     return False
 
 
-def judge_rate(
+# -- a rate claim: its advice and its figure, one rule each per case --------------------------
+
+
+def _le(a: float, b: float) -> bool:
+    return a <= b + _EPS
+
+
+def _gt(a: float, b: float) -> bool:
+    return not _le(a, b)
+
+
+# (answer, rule over the 95% interval [low, high]): for every interval exactly one applies
+ADVICE_RULES: tuple[tuple[str, Callable[[float, float], bool]], ...] = (
+    (HOLDS, lambda low, high: _gt(low, _MOST)),  # it works (fails as documented) in most runs
+    (WRONG, lambda low, high: _gt(_MOST, high)),  # ... in few
+    (INCONCLUSIVE, lambda low, high: _le(low, _MOST) and _le(_MOST, high)),
+)
+# (answer, rule over the stated rate c and the interval): for every case exactly one applies
+FIGURE_RULES: tuple[tuple[str, Callable[[float, float, float], bool]], ...] = (
+    # the interval lies within c ± MARGIN: the measured rate is "about c"
+    (CONFIRMED, lambda c, low, high: _le(c - MARGIN, low) and _le(high, c + MARGIN)),
+    # the interval lies above c, reaching beyond the margin: the document is too modest
+    (UNDERSTATED, lambda c, low, high: _gt(low, c) and _gt(high, c + MARGIN)),
+    # ... below c, beyond the margin: the document promises more than the runs show
+    (OVERSTATED, lambda c, low, high: _gt(c, high) and _gt(c - MARGIN, low)),
+    # c lies in the interval, which also holds rates beyond the margin
+    (
+        INCONCLUSIVE,
+        lambda c, low, high: (
+            _le(low, c) and _le(c, high) and (_gt(c - MARGIN, low) or _gt(high, c + MARGIN))
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class RateReading:
+    """A rate claim read against its runs: two answers, the one word counts use, and why."""
+
+    advice: str  # one of ADVICE
+    figure: str  # one of FIGURES
+    verdict: str  # contradicted for wrong advice or an overstated figure (docs/reference/outcomes-and-verdicts.md)
+    why: str
+
+
+def _one(rules: Sequence[tuple[str, Callable[..., bool]]], *args: float) -> str:
+    [answer] = [name for name, rule in rules if rule(*args)]  # the rules are a partition
+    return answer
+
+
+def read_rate(
     claimed: float | None,
     measured: Rate,
-    why_empty: str,
-    implicit: str = "works",
+    *,
+    why_empty: str = "",
+    what: str = "works",
     higher: str = "",
-) -> tuple[str, str]:
-    """The one rule for rate claims: (verdict, reason). A stated rate c is contradicted when
-    c lies outside the measured 95% interval, confirmed when the whole interval lies within
-    c ± MARGIN (the claim read as "about c"), inconclusive otherwise. With no stated rate
-    the claim is the implicit one, "it works" (``implicit``; see ``judge_most``).
-    ``higher``: what a rate above the claim means to a reader (a dead end that fails more
-    often than documented is still to be avoided), said after a contradiction of that side."""
+) -> RateReading:
+    """The one rule for rate claims (docs/reference/outcomes-and-verdicts.md). ``what``: what the advice says the
+    variant does in most runs ("works", "fails as documented"); ``higher``: what a figure
+    below the measured rate means to a reader, said with an understated figure;
+    ``why_empty``: why nothing can be measured, when no run is applicable."""
     if measured.n == 0:
-        return NOT_MEASURABLE, why_empty
+        figure = NOT_STATED if claimed is None else NOT_MEASURABLE
+        return RateReading(NOT_MEASURABLE, figure, NOT_MEASURABLE, why_empty)
+    low, high = measured.low or 0.0, measured.high or 0.0
+    interval = f"the 95% interval {pct(low)[:-1]}–{pct(high)}"
+    advice = _one(ADVICE_RULES, low, high)
+    side = {HOLDS: "lies above 50%", WRONG: "lies below 50%", INCONCLUSIVE: "spans 50%"}
+    why = f"advice {advice}: the claim is that it {what} in most runs; {interval} {side[advice]}"
     if claimed is None:
-        return judge_most(measured, implicit)
-    low, high = measured.low or 0.0, measured.high or 0.0
-    interval = f"the 95% interval {pct(low)[:-1]}–{pct(high)}"
-    if not measured.contains(claimed):
-        side = "above" if claimed > high else "below"
-        meaning = f": {higher}" if higher and side == "below" else ""
-        return CONTRADICTED, f"claimed {pct(claimed)} lies {side} {interval}{meaning}"
-    if claimed - MARGIN - 1e-12 <= low and high <= claimed + MARGIN + 1e-12:
-        return CONFIRMED, f"{interval} lies within claimed {pct(claimed)} ± {pct(MARGIN)}"
-    return INCONCLUSIVE, (
-        f"claimed {pct(claimed)} lies in {interval}, which also holds rates more than "
-        f"{pct(MARGIN)} away from it"
+        figure = NOT_STATED
+        why += "; no rate stated"
+    else:
+        figure = _one(FIGURE_RULES, claimed, low, high)
+        c, around = pct(claimed), f"{pct(claimed)} ± {pct(MARGIN)}"
+        why += (
+            "; figure "
+            + {
+                CONFIRMED: f"{figure}: {interval} lies within claimed {around}",
+                UNDERSTATED: f"{figure}: {interval} lies above claimed {c}, beyond {around}"
+                + (f": {higher}" if higher else ""),
+                OVERSTATED: f"{figure}: {interval} lies below claimed {c}, beyond {around}",
+                INCONCLUSIVE: f"{figure}: claimed {c} lies in {interval}, which also holds rates "
+                f"more than {pct(MARGIN)} away from it",
+            }[figure]
+        )
+    return RateReading(advice, figure, _rate_verdict(advice, figure), why)
+
+
+def _rate_verdict(advice: str, figure: str) -> str:
+    """The one word a count uses: contradicted for wrong advice or an overstated figure;
+    otherwise the advice's answer (holds: confirmed; the figure is said beside it)."""
+    if advice == NOT_MEASURABLE:
+        return NOT_MEASURABLE
+    if advice == WRONG or figure == OVERSTATED:
+        return CONTRADICTED
+    return INCONCLUSIVE if advice == INCONCLUSIVE else CONFIRMED
+
+
+def _rate_words(reading: RateReading, claimed: float | None, measured: Rate) -> str:
+    """'holds; figure understated: 57/57 vs 80% claimed', contradicted ones said first."""
+    if reading.advice == NOT_MEASURABLE:
+        return NOT_MEASURABLE
+    advice = (
+        f"{INCONCLUSIVE} (n={measured.n})" if reading.advice == INCONCLUSIVE else reading.advice
     )
+    words = f"{advice}; figure {reading.figure}: {measured.k}/{measured.n}"
+    if claimed is not None:
+        words += f" vs {pct(claimed)} claimed"
+    return f"{CONTRADICTED}: {words}" if reading.verdict == CONTRADICTED else words
 
 
-def judge_most(measured: Rate, what: str) -> tuple[str, str]:
-    """An implicit claim, "this works" or "this fails", read as "in most applicable runs":
-    confirmed when the whole 95% interval lies above 50%, contradicted when it lies below,
-    inconclusive otherwise."""
-    low, high = measured.low or 0.0, measured.high or 0.0
-    interval = f"the 95% interval {pct(low)[:-1]}–{pct(high)}"
-    claim = f"no rate stated: the claim is that it {what} in most runs"
-    if low > 0.5:
-        return CONFIRMED, f"{claim}; {interval} lies above 50%"
-    if high < 0.5:
-        return CONTRADICTED, f"{claim}; {interval} lies below 50%"
-    return INCONCLUSIVE, f"{claim}; {interval} spans 50%"
+def _rate_verdict_of(
+    claim: str,
+    subject: str,
+    claimed_text: str,
+    claimed: float | None,
+    measured: Rate,
+    reading: RateReading,
+    why: str,
+    seen: str,
+) -> Verdict:
+    return Verdict(
+        claim,
+        subject,
+        claimed_text,
+        measured.text(),
+        reading.verdict,
+        why,
+        seen,
+        measured.n,
+        advice=reading.advice,
+        figure=reading.figure,
+        words=_rate_words(reading, claimed, measured),
+    )
 
 
 def _message_text(m: MessageSeen | None) -> str:
@@ -149,8 +258,9 @@ def verdicts(entry: Entry | None, agg: EntryAggregate) -> tuple[Verdict, ...]:
     workarounds = [v for v in agg.variants if v.kind == "workaround"]
     claims = entry.claims if entry is not None else None
 
-    # the documented message
-    out.append(_message_verdict(agg, baselines))
+    # the documented message, and its grade: how the claims below read the baselines' runs
+    message = _message_verdict(entry, agg, baselines)
+    out.append(message)
 
     # fix rate
     if claims is not None and claims.fix_rate is not None:
@@ -159,7 +269,7 @@ def verdicts(entry: Entry | None, agg: EntryAggregate) -> tuple[Verdict, ...]:
     # version table
     if claims is not None:
         for row in claims.version_table:
-            out.append(_version_verdict(row, agg, baselines))
+            out.append(_version_verdict(row, agg, baselines, message.grade))
 
     # per-variant rates: a stated rate, or the implicit claim of an unrated recommendation
     for v in agg.variants:
@@ -177,29 +287,30 @@ def _fix_rate_verdict(
     measured_w = [w for w in workarounds if w.overall.n]
     pooled = Rate.of(sum(w.overall.k for w in workarounds), sum(w.overall.n for w in workarounds))
     if not workarounds:
-        return Verdict(
-            "fix rate",
-            "",
-            pct(fix_rate),
-            "–",
-            NOT_MEASURABLE,
-            "the entry has no workaround variant",
+        reading = RateReading(
+            NOT_MEASURABLE, NOT_MEASURABLE, NOT_MEASURABLE, "the entry has no workaround variant"
         )
+        verdict = _rate_verdict_of(
+            "fix rate", "", pct(fix_rate), fix_rate, Rate.of(0, 0), reading, reading.why, ""
+        )
+        return Verdict(**{**verdict.__dict__, "measured": "–"})
     if not measured_w:
         why = _why_no_applicable(agg, workarounds[0])
-        return Verdict(
-            "fix rate", "", pct(fix_rate), "0/0 (no applicable runs)", NOT_MEASURABLE, why
+        reading = read_rate(fix_rate, Rate.of(0, 0), why_empty=why)
+        return _rate_verdict_of(
+            "fix rate", "", pct(fix_rate), fix_rate, Rate.of(0, 0), reading, why, ""
         )
     best = max(measured_w, key=lambda w: (w.overall.value, w.overall.n, _neg(w.name)))
-    verdict, why = judge_rate(
-        fix_rate, best.overall, "", higher="it works more often than the document says"
+    reading = read_rate(fix_rate, best.overall, higher="it works more often than the document says")
+    why = (
+        f"basis: best workaround {best.name!r}; {reading.why}; pooled workaround runs ok: "
+        f"{pooled.text()}"
     )
-    why = f"basis: best workaround {best.name!r}; {why}; pooled workaround runs ok: {pooled.text()}"
     seen = ""
-    if verdict != CONFIRMED:
+    if reading.advice != HOLDS or reading.figure not in (CONFIRMED, UNDERSTATED):
         seen = _failures_text(best, _EXPECTED["workaround"])
-    return Verdict(
-        "fix rate", "", pct(fix_rate), best.overall.text(), verdict, why, seen, best.overall.n
+    return _rate_verdict_of(
+        "fix rate", "", pct(fix_rate), fix_rate, best.overall, reading, why, seen
     )
 
 
@@ -215,9 +326,14 @@ def _variant_verdict(agg: EntryAggregate, v: VariantAggregate) -> Verdict:
         if v.kind == "dead_end"
         else ""
     )
-    verdict, why = judge_rate(
-        v.claimed_rate, v.overall, _why_no_applicable(agg, v), implicit, higher
+    reading = read_rate(
+        v.claimed_rate,
+        v.overall,
+        why_empty=_why_no_applicable(agg, v),
+        what=implicit,
+        higher=higher,
     )
+    why = reading.why
     documented = documented_failure_text(v.fails_as)
     if v.kind == "dead_end" and v.overall.n:
         # a failure for another reason is named, never counted as this claim's failure
@@ -233,12 +349,13 @@ def _variant_verdict(agg: EntryAggregate, v: VariantAggregate) -> Verdict:
             + f", ok in {v.ok.k}/{v.overall.n}"
         )
     seen = ""
-    if v.overall.n and (verdict != CONFIRMED or (v.kind == "dead_end" and v.failed_otherwise)):
+    settled = reading.advice == HOLDS and reading.figure in (CONFIRMED, UNDERSTATED, NOT_STATED)
+    if v.overall.n and (not settled or (v.kind == "dead_end" and v.failed_otherwise)):
         seen = _failures_text(v, _EXPECTED.get(v.kind, _EXPECTED["workaround"]))
     claimed = pct(v.claimed_rate) if v.claimed_rate is not None else f"it {implicit} (no rate)"
     if documented:
         claimed += f"; documented failure: {documented}"
-    return Verdict(label, v.name, claimed, v.overall.text(), verdict, why, seen, v.overall.n)
+    return _rate_verdict_of(label, v.name, claimed, v.claimed_rate, v.overall, reading, why, seen)
 
 
 def documented_failure_text(postconditions: tuple[str, ...]) -> str:
@@ -266,12 +383,12 @@ def _neg(s: str) -> tuple[int, ...]:
 
 
 def _messages_instead(baselines: list[VariantAggregate], envs: set[str] | None = None) -> str:
-    """Baseline exceptions other than the documented one (a variant's related error
-    included), most frequent first (top 3)."""
+    """Baseline exceptions that do not read as the documented error (a variant's related
+    error included), most frequent first (top 3)."""
     instead: Counter[tuple[str, str]] = Counter()
     for b in baselines:
         for m in b.messages:
-            if m.outcomes == (Outcome.REPRODUCED.value,):
+            if m.grade in _SHOWS_VALUES:
                 continue
             if envs is not None and not envs.intersection(m.envs):
                 continue
@@ -280,24 +397,47 @@ def _messages_instead(baselines: list[VariantAggregate], envs: set[str] | None =
     return "; ".join(f"{t}: {msg} (×{c})" for (t, msg), c in top[:3])
 
 
-def _message_verdict(agg: EntryAggregate, baselines: list[VariantAggregate]) -> Verdict:
-    """The documented message occurs: one reproduction shows it; none, in enough applicable
-    runs that an error occurring in half of them would have been seen (the 95% interval of
-    0/n lies below 50%), contradicts it; fewer runs are inconclusive."""
+def _example(baselines: list[VariantAggregate], grade: Grade, limit: int = 240) -> str:
+    """The most frequent baseline message read at ``grade``, as 'Type: message'."""
+    seen = [m for b in baselines for m in b.messages if m.grade == grade.value]
+    if not seen:
+        return ""
+    m = max(seen, key=lambda m: (m.count, m.type, m.message))
+    text = " ".join(f"{m.type}: {m.message}".split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _message_verdict(
+    entry: Entry | None, agg: EntryAggregate, baselines: list[VariantAggregate]
+) -> Verdict:
+    """The documented message occurs, read at its grade (harness.outcomes.grade): the best
+    grade any applicable baseline run reached. A run at verbatim, variable-parts or a
+    declared rewording shows the documented error and confirms the claim; none, in enough
+    applicable runs that an error occurring in half of them would have been seen (the 95%
+    interval of 0/n lies below 50%), contradicts it; fewer runs are inconclusive."""
+    claim = "documented message"
     claimed = f"{agg.signature_type}: {agg.signature_text}" if agg.signature_type else "–"
-    k = sum(b.overall.k for b in baselines)
-    n = sum(b.overall.n for b in baselines)
-    seen = _messages_instead(baselines)
     if not baselines:
         return Verdict(
-            "documented message",
+            claim,
             "",
             claimed,
             "–",
             NOT_MEASURABLE,
             "the entry has no baseline variant",
+            grade=NOT_MEASURABLE,
         )
-    measured = f"documented error in {k}/{n} applicable baseline runs"
+    k = sum(b.shown.k for b in baselines)
+    n = sum(b.shown.n for b in baselines)
+    per_grade: Counter[str] = Counter()
+    for b in baselines:
+        per_grade.update(dict(b.grades))
+    ranked = [g for g in GRADES if per_grade[g.value]]
+    best = ranked[0] if ranked else None
+    grade = best.value if best is not None else NOT_MEASURABLE
+    measured = f"shown in {k}/{n} applicable baseline runs"
+    if ranked:
+        measured += " (" + ", ".join(f"{g.value} {per_grade[g.value]}" for g in ranked) + ")"
     related = [b for b in baselines if b.related.k]
     if related:
         measured += (
@@ -305,16 +445,36 @@ def _message_verdict(agg: EntryAggregate, baselines: list[VariantAggregate]) -> 
             + ", ".join(b.name for b in related)
             + ")"
         )
-    if k:
-        why = "the documented signature was raised"
+    seen = _messages_instead(baselines)
+
+    def verdict(verdict_: str, why: str, seen_: str = "") -> Verdict:
+        label = f"{verdict_} (n={n})" if verdict_ == INCONCLUSIVE else verdict_
+        words = f"{label}; grade {grade}: {k}/{n} baseline runs" if n else label
+        return Verdict(
+            claim, "", claimed, measured, verdict_, why, seen_, n, grade=grade, words=words
+        )
+
+    if best in SHOWS:
+        if best is Grade.VERBATIM:
+            why = "the documented signature was raised"
+        elif best is Grade.VARIABLE_PARTS:
+            why = (
+                "torch's message holds the document's words in order, with what the document "
+                "dropped between them (sizes, shapes, numbers, names): " + _example(baselines, best)
+            )
+        else:
+            reason = entry.reworded.why if entry is not None and entry.reworded else ""
+            why = f"declared reworded in entry.yaml: {reason}; torch says: " + _example(
+                baselines, best
+            )
         if related:
             why += "; a variant's own (related) error is counted apart, never as the documented one"
-        return Verdict("documented message", "", claimed, measured, CONFIRMED, why, "", n)
+        return verdict(CONFIRMED, why)
     if not n:
         why = "no baseline run was applicable (all unsupported, skipped or env_failed)"
         if not any(b.runs for b in baselines):
             why = "the baseline has no runs"
-        return Verdict("documented message", "", claimed, measured, NOT_MEASURABLE, why)
+        return Verdict(claim, "", claimed, measured, NOT_MEASURABLE, why, grade=grade)
     why = "never seen" + (
         "; seen instead: " + seen if seen else "; the baseline raised no exception"
     )
@@ -322,10 +482,10 @@ def _message_verdict(agg: EntryAggregate, baselines: list[VariantAggregate]) -> 
     if retyped:
         why = f"the documented message was raised as {retyped}, not {agg.signature_type}; " + why
     high = Rate.of(0, n).high or 0.0
-    if high < 0.5:
-        return Verdict("documented message", "", claimed, measured, CONTRADICTED, why, seen, n)
+    if high < _MOST:
+        return verdict(CONTRADICTED, why, seen)
     why += f"; in {n} runs an error occurring in up to {pct(high)} of runs could stay unseen"
-    return Verdict("documented message", "", claimed, measured, INCONCLUSIVE, why, seen, n)
+    return verdict(INCONCLUSIVE, why, seen)
 
 
 def _documented_message_other_type(agg: EntryAggregate, baselines: list[VariantAggregate]) -> str:
@@ -336,7 +496,7 @@ def _documented_message_other_type(agg: EntryAggregate, baselines: list[VariantA
     pattern = re.compile(agg.signature_message, re.DOTALL)
     for b in baselines:
         for m in b.messages:
-            if Outcome.REPRODUCED.value not in m.outcomes and pattern.search(m.message):
+            if m.grade not in _SHOWS_VALUES and pattern.search(m.message):
                 return m.type
     return ""
 
@@ -345,22 +505,15 @@ def _env_version(env: EnvInfo, field_name: str) -> Version | None:
     return _public(_version(getattr(env, field_name)))
 
 
-def _baseline_by_env(
-    agg: EntryAggregate, baselines: list[VariantAggregate]
-) -> dict[str, list[int]]:
-    """env id -> [documented reproductions, applicable baseline runs], any device/precision."""
-    names = {b.name for b in baselines}
+def _baseline_by_env(baselines: list[VariantAggregate]) -> dict[str, list[int]]:
+    """env id -> [runs showing the documented error at its grade, applicable baseline runs],
+    any device, precision and trial."""
     out: dict[str, list[int]] = {}
-    for (variant, env, _, _), value in agg.cells.items():
-        if variant not in names:
-            continue
-        slot = out.setdefault(env, [0, 0])
-        for o, c in value.counts:
-            if o in _NOT_COUNTED_VALUES:
-                continue
-            slot[1] += c
-            if o == _REPRODUCED_VALUE:
-                slot[0] += c
+    for b in baselines:
+        for env, shows, n in b.env_shows:
+            slot = out.setdefault(env, [0, 0])
+            slot[0] += shows
+            slot[1] += n
     return out
 
 
@@ -387,70 +540,77 @@ def _outside_bounds(
     return problems
 
 
-def _version_verdict(row: Any, agg: EntryAggregate, baselines: list[VariantAggregate]) -> Verdict:
-    """A version-table row, judged environment by environment: an environment where the
-    documented error reproduced shows it present; one where it never did shows it absent
-    only when the 95% interval of 0/n lies below 50%, else that environment is undecided."""
+def _version_verdict(
+    row: Any, agg: EntryAggregate, baselines: list[VariantAggregate], grade: str
+) -> Verdict:
+    """A version-table row, judged on environments at the message's grade: an environment
+    shows the error when one of its applicable baseline runs does; it lacks it when none of
+    at least ENV_TRIALS does; fewer runs leave it undecided. A row for a message that shows
+    nowhere is not measured at all: the message's own verdict says it once."""
     label = f"version table: {row.spec} ({row.status})"
     claimed = row.status + "".join(
         f", {k} {v}"
         for k, v in (("introduced", row.introduced), ("deprecated", row.deprecated))
         if v
     )
+
+    def verdict(verdict_: str, measured: str, why: str, seen: str = "", n: int = 0) -> Verdict:
+        return Verdict(label, row.spec, claimed, measured, verdict_, why, seen, n, grade=grade)
+
     try:
         field_name, spec = parse_claim_spec(row.spec)
     except ValueError as exc:  # entries validate at load; a hand-built claim may not
-        return Verdict(label, row.spec, claimed, "–", NOT_MEASURABLE, str(exc))
-    counts = _baseline_by_env(agg, baselines)
+        return verdict(NOT_MEASURABLE, "–", str(exc))
+    counts = _baseline_by_env(baselines)
     satisfying: list[EnvInfo] = []
     for e in agg.envs:
         v = _env_version(e, field_name)
         if v is not None and spec.contains(v, prereleases=True):
             satisfying.append(e)
     applicable = [e for e in satisfying if counts.get(e.id, (0, 0))[1]]
-    rep = [e for e in applicable if counts[e.id][0]]
-    absent = [
-        e
-        for e in applicable
-        if not counts[e.id][0] and (Rate.of(0, counts[e.id][1]).high or 0.0) < 0.5
-    ]
-    undecided = [e for e in applicable if e not in rep and e not in absent]
+    shows = [e for e in applicable if counts[e.id][0]]
+    lacks = [e for e in applicable if not counts[e.id][0] and counts[e.id][1] >= ENV_TRIALS]
+    undecided = [e for e in applicable if e not in shows and e not in lacks]
     n = sum(counts[e.id][1] for e in applicable)
-    measured = f"reproduces in {len(rep)}/{len(applicable)} measured envs satisfying the spec"
+    at = "" if grade == Grade.VERBATIM.value else f" (read at grade {grade})"
+    measured = f"reproduces in {len(shows)}/{len(applicable)} measured envs satisfying the spec"
     if undecided:
         measured += f" ({len(undecided)} with too few runs to tell)"
     if not satisfying:
-        why = f"no measured environment satisfies {row.spec}"
-        return Verdict(label, row.spec, claimed, measured, NOT_MEASURABLE, why)
+        return verdict(NOT_MEASURABLE, measured, f"no measured environment satisfies {row.spec}")
     if not applicable:
         why = (
             "every baseline run in the environments satisfying the spec was unsupported, "
             "skipped or env_failed"
         )
-        return Verdict(label, row.spec, claimed, measured, NOT_MEASURABLE, why)
+        return verdict(NOT_MEASURABLE, measured, why)
+    if grade not in _SHOWS_VALUES:
+        why = (
+            f"the documented error shows in no environment (the message's grade: {grade}): "
+            "where it occurs cannot be measured, and the documented message's verdict says "
+            "it once"
+        )
+        return verdict(NOT_MEASURABLE, measured, why, "", n)
+    too_few = ", ".join(f"{e.id} (0/{counts[e.id][1]})" for e in undecided)
     problems = _outside_bounds(row, agg.envs, field_name, counts)
     present = row.status.strip().lower() in PRESENT_STATUSES
-    if present and absent:
-        problems.insert(0, "does not reproduce in " + ", ".join(e.id for e in absent))
-    elif not present and rep:
-        problems.insert(0, "reproduces in " + ", ".join(e.id for e in rep))
+    if present and lacks:
+        problems.insert(
+            0,
+            "does not reproduce in " + ", ".join(f"{e.id} (0/{counts[e.id][1]})" for e in lacks),
+        )
+    elif not present and shows:
+        problems.insert(0, "reproduces in " + ", ".join(e.id for e in shows))
     if problems:
-        seen = _messages_instead(baselines, {e.id for e in absent}) if present else ""
-        return Verdict(
-            label, row.spec, claimed, measured, CONTRADICTED, "; ".join(problems), seen, n
+        seen = _messages_instead(baselines, {e.id for e in lacks}) if present else ""
+        return verdict(CONTRADICTED, measured, "; ".join(problems) + at, seen, n)
+    # a present row needs every environment to show it; a fixed row one that lacks it
+    # (an undecided environment speaks against a present row, never against a fixed one)
+    if (present and undecided) or (not present and not lacks):
+        return verdict(
+            INCONCLUSIVE, measured, "too few applicable baseline runs to tell in " + too_few, "", n
         )
+    why = "consistent in " + ", ".join(e.id for e in (shows if present else lacks)) + at
     if undecided:
-        why = "too few applicable baseline runs to tell in " + ", ".join(
-            f"{e.id} (0/{counts[e.id][1]})" for e in undecided
-        )
-        return Verdict(label, row.spec, claimed, measured, INCONCLUSIVE, why, "", n)
-    return Verdict(
-        label,
-        row.spec,
-        claimed,
-        measured,
-        CONFIRMED,
-        "consistent in " + ", ".join(e.id for e in applicable),
-        "",
-        n,
-    )
+        why += "; too few runs to tell in " + too_few
+    return verdict(CONFIRMED, measured, why, "", n)

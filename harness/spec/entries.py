@@ -45,6 +45,7 @@ __all__ = [
     "Entry",
     "EntryError",
     "FailsAs",
+    "Reworded",
     "Signature",
     "Variant",
     "VersionClaim",
@@ -91,6 +92,18 @@ class Signature:
 
     def to_dict(self) -> dict[str, str]:
         return {"type": self.type, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Reworded:
+    """torch's own wording of the documented error, where the document put it in other words
+    (entry.yaml ``signature.reworded``): an expert's judgement that a run raising this, under
+    the documented type, raised the documented error. It changes no run's outcome; it is how
+    the claim "this message occurs" reads the runs (docs/verdicts.md, grades)."""
+
+    message: str  # regular expression, searched in str(exception), as signature.message
+    why: str  # one line: why this is the documented error in other words
+    line: int | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -163,6 +176,7 @@ class Entry:
     # does not runs once per torch release of a profile, not once per lightning: see
     # plan.make_plan
     uses_lightning: bool = True
+    reworded: Reworded | None = None  # signature.reworded: torch's words for the same error
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -198,10 +212,23 @@ def _rate(value: Any, path: Path, line: int, what: str) -> float | None:
     return float(value)
 
 
-def _signature(data: Any, path: Path, line: int, what: str) -> Signature:
+def _signature(data: Any, path: Path, line: int, what: str, documented: bool = False) -> Signature:
     if not isinstance(data, Mapping):
         raise EntryError(path, line, f"{what} must be a mapping with 'type' and 'message'")
-    _check_keys(data, {"type", "message"}, {"type", "message"}, path, what)  # type: ignore[arg-type]
+    if "reworded" in data and not documented:
+        raise EntryError(
+            path,
+            data.key_lines["reworded"],  # type: ignore[attr-defined]
+            "reworded belongs to the documented signature (the entry's own): it says how "
+            "torch words the documented error, not a variant's",
+        )
+    keys = {"type", "message", "reworded"} if documented else {"type", "message"}
+    _check_keys(data, keys, {"type", "message"}, path, what)  # type: ignore[arg-type]
+    _pattern(data, path, what)
+    return Signature(type=str(data["type"]), message=str(data["message"]))
+
+
+def _pattern(data: Any, path: Path, what: str) -> None:
     try:
         re.compile(str(data["message"]))
     except re.error as exc:
@@ -209,8 +236,39 @@ def _signature(data: Any, path: Path, line: int, what: str) -> Signature:
             path,
             data.key_lines["message"],
             f"{what}.message is not a valid regular expression: {exc}",
-        ) from exc  # type: ignore[attr-defined]
-    return Signature(type=str(data["type"]), message=str(data["message"]))
+        ) from exc
+
+
+def _reworded(data: Any, path: Path, signature: Signature) -> Reworded | None:
+    """``signature.reworded: {message, why}``: torch's wording of the documented error."""
+    if not isinstance(data, Mapping) or "reworded" not in data:
+        return None
+    raw = data["reworded"]
+    line = data.key_lines["reworded"]  # type: ignore[attr-defined]
+    what = "signature.reworded"
+    if not isinstance(raw, Lines):
+        raise EntryError(
+            path,
+            line,
+            f"{what} must be a mapping {{message: torch's wording (a regular expression), "
+            "why: one line}",
+        )
+    _check_keys(raw, {"message", "why"}, {"message", "why"}, path, what)
+    _pattern(raw, path, what)
+    message, why = str(raw["message"]), str(raw["why"] or "").strip()
+    if message == signature.message:
+        raise EntryError(
+            path,
+            raw.key_lines["message"],
+            f"{what}.message is the documented message; a rewording is torch's other words",
+        )
+    if not why or "\n" in why:
+        raise EntryError(
+            path,
+            raw.key_lines["why"],
+            f"{what}.why must be one line saying why torch's words are the documented error",
+        )
+    return Reworded(message=message, why=why, line=line)
 
 
 def _axis(data: Lines, key: str, allowed: tuple[str, ...], path: Path) -> tuple[str, ...]:
@@ -438,7 +496,10 @@ def load_entry(
     entry_id = _entry_id(data, path, entry_dir, root)
     variants = _variants(data, path)
     files = _files(data, path, entry_dir)
-    signature = _signature(data["signature"], path, data.key_lines["signature"], "signature")
+    signature = _signature(
+        data["signature"], path, data.key_lines["signature"], "signature", documented=True
+    )
+    reworded = _reworded(data["signature"], path, signature)
     for v in variants:
         if v.signature == signature:
             raise EntryError(
@@ -460,6 +521,7 @@ def load_entry(
         repro=files["repro"],
         origin=_origin(data.get("origin"), path, data.key_lines.get("origin", data.line)),
         uses_lightning=lightning,
+        reworded=reworded,
     )
 
 

@@ -19,7 +19,7 @@ from harness.aggregate import (
     cell_value,
     env_info,
     failed_silently_as_documented,
-    judge_rate,
+    read_rate,
     wilson,
 )
 from harness.outcomes import Outcome
@@ -145,28 +145,27 @@ def test_wilson_empty_and_invalid():
         wilson(3, 2)
 
 
-def test_judge_rate_rule():
+def test_read_rate_rule():
     r = Rate.of(9, 10)  # [0.596, 0.982]
-    # inside the interval, but so are rates far from it: the interval does not decide
-    assert judge_rate(0.88, r, "")[0] == INCONCLUSIVE
-    assert judge_rate(0.88, Rate.of(90, 100), "")[0] == CONFIRMED  # [0.826, 0.945]
-    assert judge_rate(0.5, r, "")[0] == CONTRADICTED
-    assert "below" in judge_rate(0.5, r, "")[1]
+    # inside the interval, but so are rates far from it: the figure is not decided
+    assert read_rate(0.88, r).figure == INCONCLUSIVE and read_rate(0.88, r).advice == "holds"
+    assert read_rate(0.88, Rate.of(90, 100)).figure == CONFIRMED  # [0.826, 0.945]
+    assert read_rate(0.5, r).figure == "understated"
+    assert "lies above claimed 50%" in read_rate(0.5, r).why
     # what a rate above the claim means is said only on that side
-    assert judge_rate(0.5, r, "", higher="worse than documented")[1].endswith(
-        ": worse than documented"
-    )
-    assert "worse" not in judge_rate(0.99, r, "", higher="worse than documented")[1]
-    assert judge_rate(0.99, r, "")[0] == CONTRADICTED
-    assert judge_rate(0.5, Rate.of(0, 0), "because") == (NOT_MEASURABLE, "because")
+    assert read_rate(0.5, r, higher="worse than documented").why.endswith(": worse than documented")
+    assert "worse" not in read_rate(0.99, r, higher="worse than documented").why
+    assert read_rate(0.99, Rate.of(5, 10)).verdict == CONTRADICTED  # overstated
+    assert read_rate(0.5, Rate.of(0, 0), why_empty="because").why == "because"
+    assert read_rate(0.5, Rate.of(0, 0), why_empty="because").verdict == NOT_MEASURABLE
 
 
 def test_an_unrated_claim_is_that_it_works_in_most_runs():
-    assert judge_rate(None, Rate.of(8, 8), "")[0] == CONFIRMED  # [0.676, 1]
-    verdict_, why = judge_rate(None, Rate.of(0, 8), "")
-    assert verdict_ == CONTRADICTED and "works in most runs" in why
-    assert judge_rate(None, Rate.of(2, 2), "")[0] == INCONCLUSIVE  # [0.342, 1] spans 50%
-    assert "fails" in judge_rate(None, Rate.of(0, 8), "", "fails")[1]
+    assert read_rate(None, Rate.of(8, 8)).verdict == CONFIRMED  # [0.676, 1]
+    reading = read_rate(None, Rate.of(0, 8))
+    assert reading.verdict == CONTRADICTED and "works in most runs" in reading.why
+    assert read_rate(None, Rate.of(2, 2)).verdict == INCONCLUSIVE  # [0.342, 1] spans 50%
+    assert "fails" in read_rate(None, Rate.of(0, 8), what="fails").why
 
 
 # -- cells ----------------------------------------------------------------------------------
@@ -299,7 +298,8 @@ def test_verdicts_claimed_vs_measured():
     assert verdict(agg, "documented message").verdict == CONFIRMED
     fix = verdict(agg, "fix rate")
     # 3/4: 0.88 lies in [0.30, 0.95], as do rates far from it
-    assert fix.verdict == INCONCLUSIVE and fix.label == "inconclusive (n=4)"
+    assert fix.verdict == INCONCLUSIVE
+    assert fix.label == "inconclusive (n=4); figure inconclusive: 3/4 vs 88% claimed"
     assert "best workaround 'wa'" in fix.why and "pooled" in fix.why
     rows = [v for v in agg.verdicts if v.claim.startswith("version table")]
     assert [v.verdict for v in rows] == [
@@ -478,7 +478,7 @@ def test_the_documented_message_counts_only_the_documented_error() -> None:
     msg = verdict(agg, "documented message")
     assert msg.verdict == CONFIRMED
     assert msg.measured == (
-        "documented error in 2/5 applicable baseline runs, "
+        "shown in 2/5 applicable baseline runs (verbatim 2, other-error 2, not-raised 1), "
         "the variant's related error in 2/5 (trainer)"
     )
     trainer = agg.variant("trainer")
@@ -536,7 +536,8 @@ def test_a_document_type_that_differs_is_named() -> None:
 def test_a_documented_message_never_seen_in_few_runs_is_inconclusive() -> None:
     agg = aggregate_entry(make_entry(), [rec("base", E1, OTHER), rec("base", E2, OK)])
     msg = verdict(agg, "documented message")
-    assert msg.verdict == INCONCLUSIVE and msg.label == "inconclusive (n=2)"
+    assert msg.verdict == INCONCLUSIVE
+    assert msg.label == "inconclusive (n=2); grade other-error: 0/2 baseline runs"
 
 
 def test_failed_workarounds_name_what_happened_instead() -> None:

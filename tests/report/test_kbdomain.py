@@ -42,7 +42,16 @@ entries:
 
 
 def verdict(
-    claim: str, verdict: str, claimed: str = "", measured: str = "", subject: str = "", n: int = 10
+    claim: str,
+    verdict: str,
+    claimed: str = "",
+    measured: str = "",
+    subject: str = "",
+    n: int = 10,
+    *,
+    advice: str | None = None,
+    figure: str | None = None,
+    grade: str | None = None,
 ):
     return {
         "claim": claim,
@@ -50,6 +59,10 @@ def verdict(
         "claimed": claimed,
         "measured": measured,
         "verdict": verdict,
+        "advice": advice,
+        "figure": figure,
+        "grade": grade,
+        "label": verdict,
         "why": "because",
         "seen_instead": "RuntimeError: other (×3)" if verdict == "contradicted" else "",
         "n": n,
@@ -65,15 +78,25 @@ AGGREGATES = {
                 "documented message",
                 "contradicted",
                 "RuntimeError: a happened",
-                "reproduced in 0/10",
+                "shown in 0/10",
+                grade="other-error",
             ),
-            verdict("fix rate", "inconclusive (n=3)", "85%", "2/3 = 67% (CI 20.8–93.9%)"),
+            verdict(
+                "fix rate",
+                "inconclusive (n=3)",
+                "85%",
+                "2/3 = 67% (CI 20.8–93.9%)",
+                advice="inconclusive",
+                figure="inconclusive",
+            ),
             verdict(
                 "workaround 1: success rate",
                 "contradicted",
                 "90%",
                 "3/10 = 30% (CI 10.8–60.3%)",
                 "workaround1-x",
+                advice="inconclusive",
+                figure="overstated",
             ),
             verdict(
                 "workaround 2: success rate",
@@ -81,6 +104,8 @@ AGGREGATES = {
                 "90%",
                 "0/10 = 0% (CI 0–27.8%)",
                 "workaround2-y",
+                advice="wrong",
+                figure="overstated",
             ),
             verdict(
                 "dead end 1: failure rate",
@@ -88,8 +113,26 @@ AGGREGATES = {
                 "70%",
                 "7/10 = 70% (CI 39.7–89.2%)",
                 "deadend1-z",
+                advice="inconclusive",
+                figure="inconclusive",
             ),
-            verdict("version table: torch>=2.0 (active)", "not measurable", "active", "no env"),
+            verdict(
+                "workaround 3: success rate",
+                "confirmed",
+                "60%",
+                "57/57 = 100% (CI 93.7–100%)",
+                "workaround3-u",
+                n=57,
+                advice="holds",
+                figure="understated",
+            ),
+            verdict(
+                "version table: torch>=2.0 (active)",
+                "not measurable",
+                "active",
+                "no env",
+                grade="other-error",
+            ),
         ],
     },
     # b has no runs yet: it must show as not measured, never as a pass
@@ -135,7 +178,7 @@ def test_counts_by_kind_and_verdict(tmp_path: Path) -> None:
     counts = s.counts()
     assert counts["documented message"]["contradicted"] == 1
     assert counts["workaround"] == {
-        "confirmed": 0,
+        "confirmed": 1,
         "contradicted": 2,
         "inconclusive": 0,
         "not measurable": 0,
@@ -151,12 +194,40 @@ def test_counts_by_kind_and_verdict(tmp_path: Path) -> None:
     }
 
 
-def test_most_wrong_first(tmp_path: Path) -> None:
+def test_counts_by_advice_figure_and_grade(tmp_path: Path) -> None:
+    s = summary(tmp_path)
+    advice = s.by_advice()
+    assert advice["workaround"] == {"holds": 1, "wrong": 1, "inconclusive": 1, "not measurable": 0}
+    assert advice["fix rate"] == {"holds": 0, "wrong": 0, "inconclusive": 1, "not measurable": 0}
+    # dead end 2 cannot be measured by any variant: not measurable, both answers
+    assert advice["dead end"] == {"holds": 0, "wrong": 0, "inconclusive": 1, "not measurable": 1}
+    figure = s.by_figure()
+    assert figure["workaround"] == {
+        "confirmed": 0,
+        "understated": 1,
+        "overstated": 2,
+        "inconclusive": 0,
+        "not stated": 0,
+        "not measurable": 0,
+    }
+    assert figure["dead end"]["not measurable"] == 1 and figure["dead end"]["inconclusive"] == 1
+    assert s.by_grade() == {
+        "verbatim": 0,
+        "variable-parts": 0,
+        "reworded": 0,
+        "other-error": 1,
+        "not-raised": 0,
+        "not measurable": 0,
+    }
+
+
+def test_most_wrong_lists_wrong_advice_and_invented_messages_first(tmp_path: Path) -> None:
     wrong = summary(tmp_path).most_wrong()
-    # the message never seen (100 points), then 90% claimed vs CI 0-27.8 (62.2), then vs 10.8-60.3 (29.7)
+    # wrong advice, then the invented message, then an overstated figure; an understated
+    # figure (workaround 3: 57/57 against 60%) is never among them
     assert [(w.claim, round(w.gap, 1)) for w in wrong] == [
-        ("documented message", 100.0),
         ("workaround 2: success rate", 62.2),
+        ("documented message", 100.0),
         ("workaround 1: success rate", 29.7),
     ]
 
@@ -179,10 +250,18 @@ def test_markdown_links_the_evidence(tmp_path: Path) -> None:
     md = render_domain_markdown(summary(tmp_path))
     assert "# Domain kb-pytorch" in md
     assert "| documented message | 0 | 1 | 0 | 0 |" in md
-    assert "| all | 1 | 3 | 1 | 2 |" in md
+    assert "| all | 2 | 3 | 1 | 2 |" in md
+    assert "## Rate claims by advice" in md and "## Stated rates by figure" in md
+    assert "| workaround | 1 | 1 | 1 | 0 |" in md  # holds / wrong / inconclusive / not measurable
+    assert "| workaround | 0 | 1 | 2 | 0 | 0 | 0 |" in md  # confirmed / understated / overstated …
+    assert "## Documented messages by grade" in md
+    assert "| 0 | 0 | 0 | 1 | 0 | 0 |" in md
     assert "[kb/pytorch/a/env](../compat/kb__pytorch__a__env.md)" in md
-    assert md.index("documented message | RuntimeError: a happened") < md.index(
-        "workaround 2: success rate (workaround2-y)"
+    assert md.index("workaround 2: success rate (workaround2-y)") < md.index(
+        "documented message | RuntimeError: a happened"
+    )
+    assert (
+        "workaround3-u" not in md.split("## The most wrong claims first")[1].split("## Entries")[0]
     )
     assert "| [kb/pytorch/b/env](https://kb.example/b) | cuda | not measured yet | – |" in md
     assert "- [pytorch/c/env](https://kb.example/c): the OOM killer" in md
@@ -194,4 +273,5 @@ def test_html_section(tmp_path: Path) -> None:
     assert page.startswith('<section class="domain" id="domain-kb-pytorch">')
     assert '<a href="domains/kb-pytorch.md">' in page
     assert '<a href="#e-kb__pytorch__a__env">' in page
-    assert "<td>workaround</td><td>0</td><td>2</td>" in page
+    assert "<td>workaround</td><td>1</td><td>2</td>" in page
+    assert "other-error 1" in page

@@ -129,7 +129,8 @@ def test_markdown_keeps_hostile_text_as_text(tmp_path):
         widths = {len(re.findall(r"(?<!\\)\|", r)) for r in rows}
         assert len(widths) == 1, rows
     assert "no CUDA &#124; here" in text
-    assert "**contradicted**" in text  # the workaround never worked: 0/4 against 80%
+    # the workaround never worked: 0/4 against 80%
+    assert "**contradicted: wrong; figure overstated: 0/4 vs 80% claimed**" in text
 
 
 def test_html_escapes_markup_and_script_data(tmp_path):

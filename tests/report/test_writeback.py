@@ -101,7 +101,10 @@ def test_write_back_preserves_every_byte_outside_the_markers(tmp_path):
     )
     assert "\r\n| --- |" in new  # the document's line endings are kept
     # one run: 90% lies in the interval, but so does nearly everything else
-    assert "| fix rate | – | 90% | 1/1 = 100% (CI 20.7–100%) | **inconclusive (n=1)** |" in new
+    assert (
+        "| fix rate | – | 90% | 1/1 = 100% (CI 20.7–100%) | **inconclusive (n=1); figure "
+        "inconclusive: 1/1 vs 90% claimed** |" in new
+    )
 
 
 def test_write_back_is_idempotent_and_check_mode_writes_nothing(tmp_path):

@@ -296,3 +296,87 @@ def test_a_malformed_fails_as_is_named(
         load_entry(d, tmp_path)
     assert (info.value.path, info.value.line) == (str(d / "entry.yaml"), line), str(info.value)
     assert message in info.value.message
+
+
+# -- a documented message that torch words differently: signature.reworded --------------------
+
+REWORDED = """\
+id: demo/err
+signature:
+  type: IndexError
+  message: "index out of range in Embedding"
+  reworded:
+    message: "index out of range in self"
+    why: "torch's embedding kernel names its weight argument self, not the module"
+variants:
+  - {name: baseline, kind: baseline, description: "raises"}
+  - {name: control, kind: control, description: "works"}
+"""
+
+
+def test_a_declared_rewording_loads_with_its_reason(tmp_path: Path) -> None:
+    entry = load_entry(make(tmp_path, REWORDED), tmp_path)
+    assert entry.signature.type == "IndexError"
+    assert entry.reworded is not None
+    assert entry.reworded.message == "index out of range in self"
+    assert entry.reworded.why.startswith("torch's embedding kernel")
+    assert entry.reworded.line == 5
+    plain = make(tmp_path, GOOD.replace("demo/err", "demo/plain"), "demo/plain")
+    assert load_entry(plain, tmp_path).reworded is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "message"),
+    [
+        ('    why: "torch', '    because: "torch', 7, "unknown key 'because'"),
+        (
+            '    why: "torch\'s embedding kernel names its weight argument self, not the module"\n',
+            "",
+            6,
+            "lacks required key(s): why",
+        ),
+        ('message: "index out of range in self"', 'message: "in (self"', 6, "not a valid regular"),
+        (
+            'message: "index out of range in self"',
+            'message: "index out of range in Embedding"',
+            6,
+            "is the documented message",
+        ),
+        (
+            'why: "torch\'s embedding kernel names its weight argument self, not the module"',
+            'why: ""',
+            7,
+            "one line",
+        ),
+        ("why: \"torch's", 'why: "line one\\nline two', 7, "one line"),
+        (
+            '  reworded:\n    message: "index out of range in self"\n    why: "torch\'s '
+            'embedding kernel names its weight argument self, not the module"\n',
+            '  reworded: "index out of range in self"\n',
+            5,
+            "reworded must be a mapping",
+        ),
+    ],
+)
+def test_a_malformed_rewording_is_named(
+    tmp_path: Path, old: str, new: str, line: int, message: str
+) -> None:
+    assert old in REWORDED
+    d = make(tmp_path, REWORDED.replace(old, new))
+    with pytest.raises(EntryError) as info:
+        load_entry(d, tmp_path)
+    assert info.value.line == line, str(info.value)
+    assert message in info.value.message
+
+
+def test_a_variant_signature_cannot_declare_a_rewording(tmp_path: Path) -> None:
+    text = GOOD.replace(
+        'kind: baseline, description: "raises"',
+        'kind: baseline, description: "raises", signature: {type: ValueError, message: "x", '
+        'reworded: {message: "y", why: "z"}}',
+    )
+    with pytest.raises(EntryError) as info:
+        load_entry(make(tmp_path, text), tmp_path)
+    assert info.value.line == 4 and "reworded belongs to the documented signature" in str(
+        info.value
+    )

@@ -1,0 +1,74 @@
+"""harness/report/findings.py: the README's findings, written by `report` from the records
+between markers, so that no figure there goes stale by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.report import findings
+from harness.report.outputs import render_all
+from harness.report.writeback import WritebackError
+from tests.report.test_render import entry, records
+
+README = """\
+# project
+
+Some prose a person wrote.
+
+<!-- findings:begin -->
+10,137 runs, written by hand and long stale.
+<!-- findings:end -->
+
+More prose.
+"""
+
+
+def test_the_block_is_written_from_the_records_and_stays_put(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(README, encoding="utf-8")
+    e = entry(tmp_path)
+    first = render_all(records(), [e], tmp_path / "results", readme=readme)
+    text = readme.read_text(encoding="utf-8")
+    assert readme in first.documents_updated
+    block = text.split(findings.BEGIN)[1].split(findings.END)[0]
+    assert "10,137" not in block
+    assert "13 runs" in block  # the records' count, none on CUDA
+    assert "pytorch/hostile" in block and "verbatim in 4/4 baseline runs" in block
+    assert text.startswith("# project\n\nSome prose a person wrote.\n\n" + findings.BEGIN)
+    assert text.endswith(findings.END + "\n\nMore prose.\n")
+    # the same records: nothing to write, nothing stale
+    again = render_all(records(), [e], tmp_path / "results", readme=readme, check=True)
+    assert readme not in again.stale_documents and again.up_to_date
+    # a figure edited by hand is stale until the report writes it back
+    readme.write_text(text.replace("13 runs", "14 runs"), encoding="utf-8")
+    stale = render_all(records(), [e], tmp_path / "results", readme=readme, check=True)
+    assert readme in stale.stale_documents and not stale.up_to_date
+
+
+def test_a_readme_without_markers_is_left_alone(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# no findings here\n", encoding="utf-8")
+    summary = render_all(records(), [entry(tmp_path)], tmp_path / "results", readme=readme)
+    assert readme.read_text(encoding="utf-8") == "# no findings here\n"
+    assert readme not in summary.stale_documents
+
+
+def test_unbalanced_markers_are_named() -> None:
+    with pytest.raises(WritebackError, match="README.md:3: .*findings:end"):
+        findings.fill_findings(
+            "a\n" + findings.BEGIN + "\nb\n" + findings.BEGIN + "\n", "x", "README.md"
+        )
+    assert findings.fill_findings("plain\n", "x", "README.md") is None
+
+
+def test_the_block_names_grades_advice_and_figures(tmp_path: Path) -> None:
+    render_all(records(), [entry(tmp_path)], tmp_path / "results")
+    compat = json.loads((tmp_path / "results" / "compat.json").read_text(encoding="utf-8"))
+    block = findings.render_findings(compat, ())
+    # one line per entry outside the knowledge-base domains: its message and its claims
+    [line] = [ln for ln in block.splitlines() if "pytorch/hostile" in ln]
+    assert "the documented message verbatim in 4/4 baseline runs" in line
+    assert "advice: 2 wrong" in line and "figures: 2 overstated" in line
