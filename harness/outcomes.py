@@ -15,6 +15,7 @@ __all__ = [
     "Outcome",
     "grade",
     "signature_named",
+    "type_named",
     "variable_parts",
 ]
 
@@ -102,7 +103,7 @@ def grade(
         return Grade.NOT_RAISED
     if outcome != Outcome.OTHER_ERROR.value or not exc_type or not signature_type:
         return Grade.OTHER_ERROR  # related, crashed, timeout: not the documented error
-    if not _type_named(exc_type, signature_type):
+    if not type_named(exc_type, signature_type):
         return Grade.OTHER_ERROR
     if re.search(signature_message, exc_message, re.DOTALL):
         return Grade.VERBATIM  # a record older than the signature, read against it now
@@ -113,7 +114,9 @@ def grade(
     return Grade.OTHER_ERROR
 
 
-def _type_named(exc_type: str, sig_type: str) -> bool:
+def type_named(exc_type: str, sig_type: str) -> bool:
+    """Whether a recorded type is the documented one, by name (as ``signature_named``), or
+    the document names the base of every exception."""
     return (
         sig_type in _ANY_TYPE
         or exc_type == sig_type

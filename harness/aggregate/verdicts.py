@@ -226,7 +226,7 @@ def _why_no_applicable(agg: EntryAggregate, v: VariantAggregate) -> str:
     if not v.runs:
         return "the variant has no runs"
     if v.kind in ("workaround", "dead_end"):
-        if not any(b.overall.k for b in baselines):
+        if not any(b.shown.k for b in baselines):
             if not any(b.overall.n for b in baselines):
                 return "no baseline run was applicable (all unsupported, skipped or env_failed), so no cell reproduces"
             why = "the baseline never reproduced, so there is no cell in which to test it"

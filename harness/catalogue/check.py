@@ -4,23 +4,75 @@ Per entry: entry.yaml loads (schema, signatures compile, claims parse: entries.p
 variants and repro.py's VARIANTS agree both ways, document.md has
 every write-back block, the reproducer parses as Python 3.7 (the oldest target). Problems
 are errors with file:line (exit 2); what is still to write (NOT_WRITTEN variants, TODO
-lines) is listed as to-do and does not fail the check.
+lines) is listed as to-do and does not fail the check. So are the rewordings it sees in
+the measured runs (results/compat.json): a baseline message of the documented type, at
+the documented step, that shares words with the documented one and does not read as it,
+for an expert to declare as ``signature.reworded`` or to leave (docs/verdicts.md, grades).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from harness.domain import pattern_text
+from harness.outcomes import SHOWS, Grade, grade, type_named
 from harness.spec.declared import parse_source
 from harness.spec.entries import Entry, EntryError, load_entry
 
-__all__ = ["EntryCheck", "check_entries", "check_entry"]
+__all__ = ["EntryCheck", "check_entries", "check_entry", "reworded_candidates"]
 
 _TODO = re.compile(r"\bTODO\b")
+_WORD = re.compile(r"[A-Za-z][A-Za-z_]{2,}")
+# words too common in error messages to say that two messages speak of the same thing
+_COMMON = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "not",
+        "was",
+        "were",
+        "with",
+        "has",
+        "have",
+        "had",
+        "this",
+        "that",
+        "from",
+        "are",
+        "but",
+        "got",
+        "found",
+        "expected",
+        "error",
+        "errors",
+        "failed",
+        "cannot",
+        "could",
+        "should",
+        "must",
+        "been",
+        "when",
+        "which",
+        "while",
+        "into",
+        "only",
+        "than",
+        "then",
+        "there",
+        "their",
+        "its",
+        "use",
+        "using",
+        "called",
+    ]
+)
 
 
 @dataclass
@@ -43,7 +95,58 @@ def _todo_lines(path: Path) -> list[str]:
     return [f"{path}:{n}: {ln.strip()[:100]}" for n, ln in enumerate(lines, 1) if _TODO.search(ln)]
 
 
-def check_entry(entry_dir: Path, repros_dir: Path) -> EntryCheck:
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)} - _COMMON
+
+
+def reworded_candidates(entry: Entry, measured: Mapping[str, Any]) -> list[str]:
+    """What the runs suggest about a rewording, as to-do lines: the baseline messages of the
+    documented type that share words with the documented message and do not already read
+    as it (``measured``: the entry's aggregate in compat.json), most runs first; or, where
+    a rewording is declared, that it matches none of the baselines' messages."""
+    sig, reworded = entry.signature, entry.reworded
+    where = f"{entry.dir / 'entry.yaml'}"
+    messages = [
+        (m, str(v.get("name", "")))
+        for v in measured.get("variants", ())
+        if v.get("kind") == "baseline"
+        for m in v.get("messages", ())
+    ]
+    if reworded is not None:
+        matched = any(
+            grade("other_error", m["type"], m["message"], sig.type, sig.message, reworded.message)
+            in SHOWS
+            for m, _ in messages
+        )
+        if messages and not matched:
+            return [
+                f"{where}: signature.reworded matches none of the baseline runs' messages in "
+                "results/compat.json; check it against what torch raised"
+            ]
+        return []
+    documented = _words(pattern_text(sig.message))
+    found: dict[tuple[str, str], list[Any]] = {}
+    for m, variant in messages:
+        read = grade("other_error", m["type"], m["message"], sig.type, sig.message)
+        shared = sorted(documented & _words(m["message"]))
+        if read is not Grade.OTHER_ERROR or not shared or not type_named(m["type"], sig.type):
+            continue
+        slot = found.setdefault((m["type"], m["message"]), [0, set(), shared])
+        slot[0] += int(m.get("count", 0))
+        slot[1].add(variant)
+    ranked = sorted(found.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    return [
+        f"{where}: reworded? {t}: {' '.join(msg.split())[:160]} ({count} runs of "
+        f"{', '.join(sorted(variants))}; shares {', '.join(map(repr, shared))}): if it is the "
+        "documented error in torch's words, declare it as signature.reworded {message, why}"
+        for (t, msg), (count, variants, shared) in ranked[:3]
+    ]
+
+
+def check_entry(
+    entry_dir: Path, repros_dir: Path, compat: Mapping[str, Any] | None = None
+) -> EntryCheck:
+    """``compat``: the entry's aggregate in results/compat.json, where it was measured."""
     from harness.report.writeback import BLOCKS, WritebackError, fill
 
     result = EntryCheck(entry_dir)
@@ -74,15 +177,30 @@ def check_entry(entry_dir: Path, repros_dir: Path) -> EntryCheck:
         )
     for path in (yaml_path, entry.repro, entry.document):
         result.todos += _todo_lines(path)
+    if compat:
+        result.todos += reworded_candidates(entry, compat)
     return result
 
 
-def check_entries(repros_dir: Path, patterns: Sequence[str] = ()) -> list[EntryCheck]:
-    """Every entry folder under repros/ (matched by id glob), each checked on its own."""
-    results = []
+def _measured(results: Path) -> dict[str, Mapping[str, Any]]:
+    """The entries' aggregates in results/compat.json (none where it is missing or unread)."""
+    try:
+        document = json.loads((results / "compat.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {e["id"]: e for e in document.get("entries", ()) if isinstance(e, dict) and "id" in e}
+
+
+def check_entries(
+    repros_dir: Path, patterns: Sequence[str] = (), results: Path | None = None
+) -> list[EntryCheck]:
+    """Every entry folder under repros/ (matched by id glob), each checked on its own.
+    ``results``: where compat.json is read from (default: results/ beside repros/)."""
+    measured = _measured(results if results is not None else repros_dir.parent / "results")
+    out = []
     for yaml_path in sorted(repros_dir.rglob("entry.yaml")):
         entry_id = yaml_path.parent.relative_to(repros_dir).as_posix()
         if patterns and not any(fnmatch.fnmatchcase(entry_id, p) for p in patterns):
             continue
-        results.append(check_entry(yaml_path.parent, repros_dir))
-    return results
+        out.append(check_entry(yaml_path.parent, repros_dir, measured.get(entry_id)))
+    return out

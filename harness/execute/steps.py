@@ -481,6 +481,7 @@ def render_reports(
             prelude=prelude,
             domains=_domains(cfg, console),
             cache=cache,
+            readme=cfg.repo / "README.md",
         )
     except WritebackError as exc:  # an entry document without its marked blocks
         raise WritebackError(

@@ -46,6 +46,7 @@ from harness.report.cache import (
     record_digests,
     sha256,
 )
+from harness.report.findings import fill_findings, render_findings
 from harness.report.render import entry_slug
 from harness.report.render.html import (
     assemble_html,
@@ -55,9 +56,16 @@ from harness.report.render.html import (
     render_cell_data,
 )
 from harness.report.render.jsonout import entry_json, json_document
+from harness.report.render.kbdomain import (
+    DomainSummary,
+    domain_name,
+    render_domain_html,
+    render_domain_markdown,
+    summarize_domain,
+)
 from harness.report.render.markdown import render_entry
 from harness.report.render.plots import render_png
-from harness.report.writeback import blocks_for, write_blocks
+from harness.report.writeback import WritebackResult, blocks_for, write_blocks
 from harness.spec.entries import Entry
 from harness.spec.triage import Triage
 from harness.store.columnar import RecordTable
@@ -302,27 +310,47 @@ class _Child:
 
 
 def _domain_pages(
-    results: Path, compat: bytes, domains: Sequence[tuple[Triage, Mapping[str, Any]]]
-) -> tuple[list[tuple[Path, bytes]], str]:
-    """Each knowledge-base domain's summary page (results/domains/<name>.md) and its section
-    of the front page, from the aggregates just rendered (harness/report/render/kbdomain.py)."""
+    results: Path, compat: Mapping[str, Any], domains: Sequence[tuple[Triage, Mapping[str, Any]]]
+) -> tuple[list[tuple[Path, bytes]], str, list[DomainSummary]]:
+    """Each knowledge-base domain's summary page (results/domains/<name>.md), its section of
+    the front page and its summary, from the aggregates just rendered (``compat``: the
+    compat.json document; harness/report/render/kbdomain.py)."""
     if not domains:
-        return [], ""
-    from harness.report.render.kbdomain import (
-        domain_name,
-        render_domain_html,
-        render_domain_markdown,
-        summarize_domain,
-    )
-
-    by_id = {e["id"]: e for e in json.loads(compat)["entries"]}
-    pages, sections = [], []
+        return [], "", []
+    by_id = {e["id"]: e for e in compat["entries"]}
+    pages, sections, summaries = [], [], []
     for triage, found in domains:
         summary = summarize_domain(triage, by_id, found)
         page = f"domains/{domain_name(triage)}.md"
         pages.append((results / page, render_domain_markdown(summary).encode("utf-8")))
         sections.append(render_domain_html(summary, page))
-    return pages, "".join(sections)
+        summaries.append(summary)
+    return pages, "".join(sections), summaries
+
+
+def _findings(
+    readme: Path | None,
+    results: Path,
+    compat: Mapping[str, Any],
+    summaries: Sequence[DomainSummary],
+    check: bool,
+) -> list[WritebackResult]:
+    """The README's findings block (harness/report/findings.py) written from the records;
+    nothing where there is no README or it holds no findings markers."""
+    if readme is None or not readme.is_file():
+        return []
+    text = readme.read_bytes().decode("utf-8")
+    pages = [
+        Path(os.path.relpath(results / "domains" / f"{s.name}.md", readme.parent)).as_posix()
+        for s in summaries
+    ]
+    new = fill_findings(text, render_findings(compat, summaries, pages), readme)
+    if new is None:
+        return []
+    changed = new != text
+    if changed and not check:
+        write_atomically(readme, new.encode("utf-8"), keep_mode=True)
+    return [WritebackResult(readme, changed, changed and not check)]
 
 
 def render_all(
@@ -335,6 +363,7 @@ def render_all(
     prelude: str = "",
     domains: Sequence[tuple[Triage, Mapping[str, Any]]] = (),
     cache: bool = True,
+    readme: str | os.PathLike[str] | None = None,
 ) -> ReportSummary:
     """``records``: the records to report (the store's newest, as the engine holds them:
     harness/store/columnar.py), or Records in hand. ``workers``: how many processes render (the
@@ -342,7 +371,9 @@ def render_all(
     many as there are CPUs, for large results where forking is safe, else 1. ``cache``:
     take an entry whose inputs have not changed from results/.cache/render
     (harness/report/cache.py), and keep what is rendered there (not in check mode). The
-    bytes and the summary depend on none of these."""
+    bytes and the summary depend on none of these. ``readme``: the README whose findings
+    block (harness/report/findings.py) is written from the records, like an entry's
+    document."""
     results = Path(results_dir)
     table = records if isinstance(records, RecordTable) else RecordTable.of(records)
     n_records = len(table)
@@ -395,7 +426,8 @@ def render_all(
                 for name, text in data_files([s.cell_data for s in ordered])
             ]
             compat = json_document(n_records, b",".join(s.json for s in ordered))
-            pages, sections = _domain_pages(results, compat, domains)
+            compat_doc = json.loads(compat) if domains or readme is not None else {}
+            pages, sections, summaries = _domain_pages(results, compat_doc, domains)
             whole = [
                 *data,
                 (
@@ -419,6 +451,9 @@ def render_all(
             for s in ordered
             for document, texts in s.documents
         ]
+        documents += _findings(
+            Path(readme) if readme is not None else None, results, compat_doc, summaries, check
+        )
 
     # in an order that does not depend on the shards or the cache: the entries' files (in
     # entry order), the data files, the whole files

@@ -40,6 +40,12 @@ def compat(*messages: tuple[str, str, int]) -> dict[str, object]:
 
 def test_check_lists_the_rewordings_it_sees(tmp_path: Path) -> None:
     d = make(tmp_path, EMBEDDING)
+    (d / "document.md").write_text(
+        "".join(
+            f"<!-- harness:{b}:begin --><!-- harness:{b}:end -->\n"
+            for b in ("measured-versions", "measured-rates", "verification")
+        )
+    )
     seen = compat(
         ("IndexError", "index out of range in self", 171),
         ("ValueError", "index out of range in self", 5),  # another type: not a rewording
@@ -49,7 +55,7 @@ def test_check_lists_the_rewordings_it_sees(tmp_path: Path) -> None:
     assert result.ok
     [line] = [t for t in result.todos if "reworded" in t]
     assert "IndexError: index out of range in self" in line
-    assert "171 runs of baseline" in line and "shares 'index', 'range'" in line
+    assert "171 runs of baseline" in line and "shares 'index', 'out', 'range'" in line
     assert "signature.reworded" in line
 
 

@@ -36,7 +36,7 @@ def test_the_block_is_written_from_the_records_and_stays_put(tmp_path: Path) -> 
     block = text.split(findings.BEGIN)[1].split(findings.END)[0]
     assert "10,137" not in block
     assert "13 runs" in block  # the records' count, none on CUDA
-    assert "pytorch/hostile" in block and "verbatim in 4/4 baseline runs" in block
+    assert "pytorch/hostile" in block and "verbatim, shown in 4/4 baseline runs" in block
     assert text.startswith("# project\n\nSome prose a person wrote.\n\n" + findings.BEGIN)
     assert text.endswith(findings.END + "\n\nMore prose.\n")
     # the same records: nothing to write, nothing stale
@@ -57,7 +57,7 @@ def test_a_readme_without_markers_is_left_alone(tmp_path: Path) -> None:
 
 
 def test_unbalanced_markers_are_named() -> None:
-    with pytest.raises(WritebackError, match="README.md:3: .*findings:end"):
+    with pytest.raises(WritebackError, match="README.md:4: .*findings:end"):
         findings.fill_findings(
             "a\n" + findings.BEGIN + "\nb\n" + findings.BEGIN + "\n", "x", "README.md"
         )
@@ -70,5 +70,6 @@ def test_the_block_names_grades_advice_and_figures(tmp_path: Path) -> None:
     block = findings.render_findings(compat, ())
     # one line per entry outside the knowledge-base domains: its message and its claims
     [line] = [ln for ln in block.splitlines() if "pytorch/hostile" in ln]
-    assert "the documented message verbatim in 4/4 baseline runs" in line
-    assert "advice: 2 wrong" in line and "figures: 2 overstated" in line
+    assert "the documented message: verbatim, shown in 4/4 baseline runs" in line
+    assert "advice: wrong 2 (wrong: fix rate, 0/4; wrong: workaround 1" in line
+    assert "figures: overstated 2" in line

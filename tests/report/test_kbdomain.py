@@ -251,7 +251,7 @@ def test_markdown_links_the_evidence(tmp_path: Path) -> None:
     assert "# Domain kb-pytorch" in md
     assert "| documented message | 0 | 1 | 0 | 0 |" in md
     assert "| all | 2 | 3 | 1 | 2 |" in md
-    assert "## Rate claims by advice" in md and "## Stated rates by figure" in md
+    assert "## Rate claims by advice" in md and "## Rate claims by figure" in md
     assert "| workaround | 1 | 1 | 1 | 0 |" in md  # holds / wrong / inconclusive / not measurable
     assert "| workaround | 0 | 1 | 2 | 0 | 0 | 0 |" in md  # confirmed / understated / overstated …
     assert "## Documented messages by grade" in md

@@ -16,11 +16,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.aggregate.model import (
+    ADVICE,
+    FIGURES,
+    NOT_MEASURABLE,
+    OVERSTATED,
+    VERDICTS,
+    WRONG,
+)
+from harness.aggregate.model import GRADE_ANSWERS as GRADES
 from harness.report.render import entry_slug
 from harness.spec.triage import Triage
 
 __all__ = [
+    "ADVICE",
     "CLAIM_KINDS",
+    "FIGURES",
+    "GRADES",
+    "RATE_KINDS",
     "VERDICTS",
     "ClaimRow",
     "DomainSummary",
@@ -33,7 +46,7 @@ __all__ = [
 ]
 
 CLAIM_KINDS = ("documented message", "version table", "fix rate", "workaround", "dead end")
-VERDICTS = ("confirmed", "contradicted", "inconclusive", "not measurable")
+RATE_KINDS = ("fix rate", "workaround", "dead end")  # the claims with an advice and a figure
 _PCT = re.compile(r"(\d+(?:\.\d+)?)%")
 _CI = re.compile(r"CI (\d+(?:\.\d+)?)[–-](\d+(?:\.\d+)?)%")
 
@@ -78,6 +91,24 @@ class ClaimRow:
     seen_instead: str
     n: int
     gap: float  # points between the claim and the measured interval (contradicted claims)
+    advice: str = ""  # rate claims: one of ADVICE
+    figure: str = ""  # rate claims: one of FIGURES
+    grade: str = ""  # the documented message (and the version rows read at it): one of GRADES
+    label: str = ""  # the verdict in words, as the entry's page says it
+
+    @property
+    def wrongness(self) -> int | None:
+        """Where the claim stands among the most wrong, first first: wrong advice (a user
+        following it fails), an invented message (the documented message never shows), an
+        overstated figure, then any other contradicted claim; None: not wrong. An understated
+        figure is never here: the document was too modest, its advice holds."""
+        if self.kind in RATE_KINDS and self.advice == WRONG:
+            return 0
+        if self.kind == "documented message" and self.verdict == "contradicted":
+            return 1
+        if self.kind in RATE_KINDS and self.figure == OVERSTATED:
+            return 2
+        return 3 if self.verdict == "contradicted" else None
 
 
 @dataclass(frozen=True)
@@ -115,9 +146,35 @@ class DomainSummary:
                 out[kind]["not measurable"] += 1
         return out
 
+    def _tally(
+        self, kinds: tuple[str, ...], answers: tuple[str, ...], of: str
+    ) -> dict[str, dict[str, int]]:
+        out = {k: dict.fromkeys(answers, 0) for k in kinds}
+        for c in self.claims:
+            answer = getattr(c, of)
+            if c.kind in out and answer in out[c.kind]:
+                out[c.kind][answer] += 1
+        for _entry, ref, _why in self.unmeasured:
+            kind = claim_kind(ref)
+            if kind in out:
+                out[kind][NOT_MEASURABLE] += 1
+        return out
+
+    def by_advice(self) -> dict[str, dict[str, int]]:
+        """rate claim kind -> advice -> how many claims."""
+        return self._tally(RATE_KINDS, ADVICE, "advice")
+
+    def by_figure(self) -> dict[str, dict[str, int]]:
+        """rate claim kind -> figure -> how many claims."""
+        return self._tally(RATE_KINDS, FIGURES, "figure")
+
+    def by_grade(self) -> dict[str, int]:
+        """documented messages' grade -> how many entries."""
+        return self._tally(("documented message",), GRADES, "grade")["documented message"]
+
     def most_wrong(self) -> list[ClaimRow]:
-        wrong = [c for c in self.claims if c.verdict == "contradicted"]
-        return sorted(wrong, key=lambda c: (-c.gap, -c.n, c.entry, c.claim, c.subject))
+        wrong = [c for c in self.claims if c.wrongness is not None]
+        return sorted(wrong, key=lambda c: (c.wrongness, -c.gap, -c.n, c.entry, c.claim, c.subject))
 
 
 def domain_name(triage: Triage) -> str:
@@ -207,6 +264,10 @@ def summarize_domain(
                     gap=_gap(str(v.get("claimed", "")), str(v.get("measured", "")))
                     if verdict == "contradicted"
                     else 0.0,
+                    advice=str(v.get("advice") or ""),
+                    figure=str(v.get("figure") or ""),
+                    grade=str(v.get("grade") or ""),
+                    label=str(v.get("label") or v.get("verdict", "")),
                 )
             )
     return DomainSummary(
@@ -266,22 +327,51 @@ def render_domain_markdown(s: DomainSummary, base: str = "../") -> str:
     out += [
         "",
         "Claims of entries that no script can reproduce are not counted here (see the triage "
-        "below); claims that no variant can measure are counted as not measurable.",
+        "below); claims that no variant can measure are counted as not measurable. A rate "
+        "claim is contradicted when its advice is wrong or its figure overstated; the two "
+        "tables below keep the answers apart.",
+        "",
+        "## Rate claims by advice",
+        "",
+        "Does the workaround work, does the dead end fail as documented, in most applicable runs?",
+        "",
+        *_answer_table(s.by_advice(), ADVICE),
+        "",
+        "## Rate claims by figure",
+        "",
+        "Is the stated rate right? Confirmed: the 95% interval lies within the claim ± 10 "
+        "points; understated: above it (the document is too modest); overstated: below it.",
+        "",
+        *_answer_table(s.by_figure(), FIGURES),
+        "",
+        "## Documented messages by grade",
+        "",
+        "How close torch's message came to the document's: verbatim; variable-parts (the "
+        "document dropped sizes, names, numbers); reworded (the same error in torch's words, "
+        "declared with its reason in entry.yaml); other-error (something else was raised: the "
+        "documented message is invented or another error); not-raised.",
+        "",
+        "| Entries | " + " | ".join(GRADES) + " |",
+        "| --- |" + " --- |" * len(GRADES),
+        "| documented message | " + " | ".join(str(n) for n in s.by_grade().values()) + " |",
         "",
         "## The most wrong claims first",
+        "",
+        "Wrong advice first, then invented messages, then overstated figures, then other "
+        "contradicted claims; an understated figure is never here.",
         "",
     ]
     wrong = s.most_wrong()
     if wrong:
         out += [
-            "| Entry | Claim | Claimed | Measured | Seen instead |",
-            "| --- | --- | --- | --- | --- |",
+            "| Entry | Claim | Claimed | Measured | Verdict | Seen instead |",
+            "| --- | --- | --- | --- | --- | --- |",
         ]
         for c in wrong:
             claim = c.claim + (f" ({c.subject})" if c.subject else "")
             out.append(
                 f"| {_md_link(c.entry, base)} | {_md(claim)} | {_md(c.claimed)} | "
-                f"{_md(c.measured)} | {_md(c.seen_instead, 160) or '–'} |"
+                f"{_md(c.measured)} | {_md(_said(c))} | {_md(c.seen_instead, 160) or '–'} |"
             )
     else:
         out.append("No claim is contradicted by the records so far.")
@@ -289,16 +379,17 @@ def render_domain_markdown(s: DomainSummary, base: str = "../") -> str:
         "",
         "## Entries",
         "",
-        "| Entry | Scriptable | Runs | Verdicts (confirmed / contradicted / inconclusive / not measurable) | Documented message found in the installed torch/lightning |",
-        "| --- | --- | --- | --- | --- |",
+        "| Entry | Scriptable | Runs | Message grade | Verdicts (confirmed / contradicted / inconclusive / not measurable) | Documented message found in the installed torch/lightning |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for e in s.entries:
         mine = [c for c in s.claims if c.entry == e.entry]
         tally = " / ".join(str(sum(c.verdict == v for c in mine)) for v in VERDICTS)
+        grade = next((c.grade for c in mine if c.kind == "documented message"), "") or "–"
         link = _md_link(e.entry, base) if e.measured else f"[{e.entry}]({e.url})"
         out.append(
             f"| {link} | {e.scriptable} | {e.runs if e.measured else 'not measured yet' if e.scriptable != 'no' else '–'} "
-            f"| {tally if e.measured else '–'} | {_md(e.message_found)} |"
+            f"| {grade if e.measured else '–'} | {tally if e.measured else '–'} | {_md(e.message_found)} |"
         )
     out += ["", "## Not reproducible by a script", ""]
     for e in s.entries:
@@ -309,6 +400,26 @@ def render_domain_markdown(s: DomainSummary, base: str = "../") -> str:
         for entry, ref, why in s.unmeasured:
             out.append(f"- {entry}, {ref}: {_md(why)}")
     return "\n".join(out) + "\n"
+
+
+def _answer_table(counts: Mapping[str, Mapping[str, int]], answers: tuple[str, ...]) -> list[str]:
+    out = [
+        "| Claim kind | " + " | ".join(answers) + " |",
+        "| --- |" + " --- |" * len(answers),
+    ]
+    for kind, row in counts.items():
+        out.append(f"| {kind} | " + " | ".join(str(row[a]) for a in answers) + " |")
+    out.append(
+        "| all | " + " | ".join(str(sum(r[a] for r in counts.values())) for a in answers) + " |"
+    )
+    return out
+
+
+def _said(c: ClaimRow) -> str:
+    """The verdict as the entry's page words it, with the message's grade."""
+    if c.kind == "documented message" and c.grade and c.grade not in c.label:
+        return f"{c.label}; grade {c.grade}"
+    return c.label or c.verdict
 
 
 # -- HTML (a section of index.html's front page) ---------------------------------------------
@@ -338,6 +449,17 @@ def render_domain_html(s: DomainSummary, page: str) -> str:
             + "</tr>"
         )
     out.append("</tbody></table>")
+    advice = {a: sum(row[a] for row in s.by_advice().values()) for a in ADVICE}
+    figure = {f: sum(row[f] for row in s.by_figure().values()) for f in FIGURES}
+    out.append(
+        "<p>Rate claims by advice: "
+        + ", ".join(f"{_e(a)} {n}" for a, n in advice.items())
+        + "; by figure: "
+        + ", ".join(f"{_e(f)} {n}" for f, n in figure.items())
+        + ". Documented messages by grade: "
+        + ", ".join(f"{_e(g)} {n}" for g, n in s.by_grade().items())
+        + ".</p>"
+    )
     wrong = s.most_wrong()[:10]
     if wrong:
         out.append("<h3>The most wrong claims</h3><ol>")
@@ -345,7 +467,7 @@ def render_domain_html(s: DomainSummary, page: str) -> str:
             claim = c.claim + (f" ({c.subject})" if c.subject else "")
             out.append(
                 f'<li><a href="#e-{_e(entry_slug(c.entry))}">{_e(c.entry)}</a>: {_e(claim)}: '
-                f"claimed {_e(c.claimed)}, measured {_e(c.measured)}</li>"
+                f"claimed {_e(c.claimed)}, measured {_e(c.measured)}: {_e(_said(c))}</li>"
             )
         out.append("</ol>")
     out.append("</section>")

@@ -165,6 +165,12 @@ def _claim(v: VariantAggregate) -> str:
         parts.append(f"{md(v.reading)} reading")
     if v.fails_as:
         parts.append("documented failure: " + md(documented_failure_text(v.fails_as)))
+    if v.kind == "baseline" and v.shown.k > v.overall.k:
+        # its runs read as the documented error at a grade other than verbatim
+        read = [g for g, _ in v.grades if g != "verbatim"][:1]
+        parts.append(
+            f"shows the documented error ({md(', '.join(read))}) in {v.shown.k}/{v.shown.n}"
+        )
     return ", ".join(parts) or "–"
 
 
@@ -376,8 +382,9 @@ def render_entry(agg: EntryAggregate) -> str:
         "## Rates",
         "",
         "Reproduction: reproduced / applicable runs. Success (workaround) and failure (dead end): "
-        "in cells where a baseline reproduces. Not applicable (never counted): unsupported, "
-        "skipped, env_failed.",
+        "in cells where a baseline reproduces: where one of its runs shows the documented error "
+        "at the message's grade (verbatim, variable-parts, reworded: docs/verdicts.md). Not "
+        "applicable (never counted): unsupported, skipped, env_failed.",
         "",
     ]
     lines += rates_table(agg)
@@ -387,7 +394,14 @@ def render_entry(agg: EntryAggregate) -> str:
     lines += axis_tables(agg)
     lines += ["", "## Claimed vs measured", ""]
     lines += verdicts_table(agg)
-    lines += ["", "## Messages seen", ""]
+    lines += [
+        "",
+        "## Messages seen",
+        "",
+        "Read as: the message's grade against the documented one (docs/verdicts.md): verbatim, "
+        "variable-parts, reworded (declared in entry.yaml), other-error.",
+        "",
+    ]
     any_msg = False
     for v in agg.variants:
         if not v.messages:
@@ -395,9 +409,16 @@ def render_entry(agg: EntryAggregate) -> str:
         any_msg = True
         lines += [f"### {md(v.name)}", ""]
         lines += _table(
-            ["Count", "Outcomes", "Type", "Message", "Environments"],
+            ["Count", "Outcomes", "Read as", "Type", "Message", "Environments"],
             (
-                [str(m.count), md(", ".join(m.outcomes)), md(m.type), md(m.message), _envs(m.envs)]
+                [
+                    str(m.count),
+                    md(", ".join(m.outcomes)),
+                    md(m.grade) or "–",
+                    md(m.type),
+                    md(m.message),
+                    _envs(m.envs),
+                ]
                 for m in v.messages
             ),
         )
