@@ -53,7 +53,8 @@ def signature_named(exc_type: str, exc_message: str, sig_type: str, sig_message:
     return named and re.search(sig_message, exc_message, re.DOTALL) is not None
 
 
-# -- how a run reads against the documented message: its grade (docs/verdicts.md) ------------
+# -- how a run reads against the documented message: its grade -------------------------------
+# (docs/reference/outcomes-and-verdicts.md, "Documented messages, graded")
 
 
 class Grade(str, enum.Enum):
@@ -94,7 +95,7 @@ def grade(
     """The grade of one run against the documented signature (``signature_message`` a
     regular expression; ``reworded``: the pattern of the entry's declared rewording), or
     None for a run that is not counted (unsupported, skipped, env_failed). The one rule
-    that decides a grade; docs/verdicts.md says it in words."""
+    that decides a grade; docs/reference/outcomes-and-verdicts.md says it in words."""
     if outcome in _NOT_COUNTED_VALUES:
         return None
     if outcome == Outcome.REPRODUCED.value:

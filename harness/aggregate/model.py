@@ -60,7 +60,8 @@ CONTRADICTED = "contradicted"
 INCONCLUSIVE = "inconclusive"
 NOT_MEASURABLE = "not measurable"
 VERDICTS = (CONFIRMED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE)
-# a rate claim's two answers (docs/verdicts.md): does the advice hold, is the figure right
+# a rate claim's two answers: does the advice hold, is the figure right
+# (docs/reference/outcomes-and-verdicts.md)
 HOLDS = "holds"
 WRONG = "wrong"
 ADVICE = (HOLDS, WRONG, INCONCLUSIVE, NOT_MEASURABLE)
@@ -358,7 +359,7 @@ class Verdict:
     subject: str  # the variant or spec it concerns ("" for the entry)
     claimed: str
     measured: str
-    verdict: str  # one of VERDICTS: the one word counts use (docs/verdicts.md)
+    verdict: str  # one of VERDICTS: the one word that counts use
     why: str
     seen_instead: str = ""  # the most frequent message seen instead, where relevant
     n: int = 0  # applicable runs behind the verdict

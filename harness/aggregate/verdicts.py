@@ -120,7 +120,7 @@ class RateReading:
 
     advice: str  # one of ADVICE
     figure: str  # one of FIGURES
-    verdict: str  # contradicted for wrong advice or an overstated figure (docs/reference/outcomes-and-verdicts.md)
+    verdict: str  # contradicted for wrong advice or an overstated figure
     why: str
 
 
@@ -137,10 +137,11 @@ def read_rate(
     what: str = "works",
     higher: str = "",
 ) -> RateReading:
-    """The one rule for rate claims (docs/reference/outcomes-and-verdicts.md). ``what``: what the advice says the
-    variant does in most runs ("works", "fails as documented"); ``higher``: what a figure
-    below the measured rate means to a reader, said with an understated figure;
-    ``why_empty``: why nothing can be measured, when no run is applicable."""
+    """The one rule for rate claims (docs/reference/outcomes-and-verdicts.md). ``what``:
+    what the advice says the variant does in most runs ("works", "fails as documented");
+    ``higher``: what a figure below the measured rate means to a reader, said with an
+    understated figure; ``why_empty``: why nothing can be measured, when no run is
+    applicable."""
     if measured.n == 0:
         figure = NOT_STATED if claimed is None else NOT_MEASURABLE
         return RateReading(NOT_MEASURABLE, figure, NOT_MEASURABLE, why_empty)

@@ -7,7 +7,8 @@ are errors with file:line (exit 2); what is still to write (NOT_WRITTEN variants
 lines) is listed as to-do and does not fail the check. So are the rewordings it sees in
 the measured runs (results/compat.json): a baseline message of the documented type, at
 the documented step, that shares words with the documented one and does not read as it,
-for an expert to declare as ``signature.reworded`` or to leave (docs/verdicts.md, grades).
+for an expert to declare as ``signature.reworded`` or to leave
+(docs/reference/outcomes-and-verdicts.md, "Documented messages, graded").
 """
 
 from __future__ import annotations

@@ -99,7 +99,8 @@ class Reworded:
     """torch's own wording of the documented error, where the document put it in other words
     (entry.yaml ``signature.reworded``): an expert's judgement that a run raising this, under
     the documented type, raised the documented error. It changes no run's outcome; it is how
-    the claim "this message occurs" reads the runs (docs/verdicts.md, grades)."""
+    the claim "this message occurs" reads the runs (docs/reference/outcomes-and-verdicts.md,
+    "Documented messages, graded")."""
 
     message: str  # regular expression, searched in str(exception), as signature.message
     why: str  # one line: why this is the documented error in other words

@@ -1,4 +1,4 @@
-"""The verdict rules of docs/verdicts.md, one test per rule: two answers per rate claim
+"""The verdict rules of docs/reference/outcomes-and-verdicts.md, one test per rule: two answers per rate claim
 (advice, figure), graded documented messages, version rows per environment on the same
 grade, and one verdict per case (a property test over claimed rate x k x n)."""
 

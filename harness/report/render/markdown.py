@@ -383,7 +383,7 @@ def render_entry(agg: EntryAggregate) -> str:
         "",
         "Reproduction: reproduced / applicable runs. Success (workaround) and failure (dead end): "
         "in cells where a baseline reproduces: where one of its runs shows the documented error "
-        "at the message's grade (verbatim, variable-parts, reworded: docs/verdicts.md). Not "
+        "at the message's grade (verbatim, variable-parts, reworded: docs/reference/outcomes-and-verdicts.md). Not "
         "applicable (never counted): unsupported, skipped, env_failed.",
         "",
     ]
@@ -398,7 +398,7 @@ def render_entry(agg: EntryAggregate) -> str:
         "",
         "## Messages seen",
         "",
-        "Read as: the message's grade against the documented one (docs/verdicts.md): verbatim, "
+        "Read as: the message's grade against the documented one (docs/reference/outcomes-and-verdicts.md): verbatim, "
         "variable-parts, reworded (declared in entry.yaml), other-error.",
         "",
     ]
