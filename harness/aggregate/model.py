@@ -221,8 +221,9 @@ class Failure:
     outcome: str
     text: str
     count: int
-    # wrong_result runs of a dead end that are its declared silent failure (fails_as):
-    # counted as failing as documented, never "seen instead"
+    # runs of a dead end that fail as documented though their outcome does not say so: its
+    # declared silent failure (fails_as: wrong_result), or the documented error read at its
+    # grade (other_error, variable-parts or reworded); never "seen instead"
     as_documented: bool = False
 
     def to_dict(self) -> dict[str, Any]:
