@@ -97,6 +97,13 @@ class ClaimRow:
     label: str = ""  # the verdict in words, as the entry's page says it
 
     @property
+    def said(self) -> str:
+        """The verdict as the entry's page words it, with the message's grade."""
+        if self.kind == "documented message" and self.grade and self.grade not in self.label:
+            return f"{self.label}; grade {self.grade}"
+        return self.label or self.verdict
+
+    @property
     def wrongness(self) -> int | None:
         """Where the claim stands among the most wrong, first first: wrong advice (a user
         following it fails), an invented message (the documented message never shows), an
@@ -371,7 +378,7 @@ def render_domain_markdown(s: DomainSummary, base: str = "../") -> str:
             claim = c.claim + (f" ({c.subject})" if c.subject else "")
             out.append(
                 f"| {_md_link(c.entry, base)} | {_md(claim)} | {_md(c.claimed)} | "
-                f"{_md(c.measured)} | {_md(_said(c))} | {_md(c.seen_instead, 160) or '–'} |"
+                f"{_md(c.measured)} | {_md(c.said)} | {_md(c.seen_instead, 160) or '–'} |"
             )
     else:
         out.append("No claim is contradicted by the records so far.")
@@ -413,13 +420,6 @@ def _answer_table(counts: Mapping[str, Mapping[str, int]], answers: tuple[str, .
         "| all | " + " | ".join(str(sum(r[a] for r in counts.values())) for a in answers) + " |"
     )
     return out
-
-
-def _said(c: ClaimRow) -> str:
-    """The verdict as the entry's page words it, with the message's grade."""
-    if c.kind == "documented message" and c.grade and c.grade not in c.label:
-        return f"{c.label}; grade {c.grade}"
-    return c.label or c.verdict
 
 
 # -- HTML (a section of index.html's front page) ---------------------------------------------
@@ -467,7 +467,7 @@ def render_domain_html(s: DomainSummary, page: str) -> str:
             claim = c.claim + (f" ({c.subject})" if c.subject else "")
             out.append(
                 f'<li><a href="#e-{_e(entry_slug(c.entry))}">{_e(c.entry)}</a>: {_e(claim)}: '
-                f"claimed {_e(c.claimed)}, measured {_e(c.measured)}: {_e(_said(c))}</li>"
+                f"claimed {_e(c.claimed)}, measured {_e(c.measured)}: {_e(c.said)}</li>"
             )
         out.append("</ol>")
     out.append("</section>")
