@@ -456,18 +456,7 @@ def _message_verdict(
         )
 
     if best in SHOWS:
-        if best is Grade.VERBATIM:
-            why = "the documented signature was raised"
-        elif best is Grade.VARIABLE_PARTS:
-            why = (
-                "torch's message holds the document's words in order, with what the document "
-                "dropped between them (sizes, shapes, numbers, names): " + _example(baselines, best)
-            )
-        else:
-            reason = entry.reworded.why if entry is not None and entry.reworded else ""
-            why = f"declared reworded in entry.yaml: {reason}; torch says: " + _example(
-                baselines, best
-            )
+        why = _shown_why(entry, baselines, best)
         if related:
             why += "; a variant's own (related) error is counted apart, never as the documented one"
         return verdict(CONFIRMED, why)
@@ -487,6 +476,19 @@ def _message_verdict(
         return verdict(CONTRADICTED, why, seen)
     why += f"; in {n} runs an error occurring in up to {pct(high)} of runs could stay unseen"
     return verdict(INCONCLUSIVE, why, seen)
+
+
+def _shown_why(entry: Entry | None, baselines: list[VariantAggregate], best: Grade) -> str:
+    """Why a run showed the documented error, at the entry's grade."""
+    if best is Grade.VERBATIM:
+        return "the documented signature was raised"
+    if best is Grade.VARIABLE_PARTS:
+        return (
+            "torch's message holds the document's words in order, with what the document "
+            "dropped between them (sizes, shapes, numbers, names): " + _example(baselines, best)
+        )
+    reason = entry.reworded.why if entry is not None and entry.reworded else ""
+    return f"declared reworded in entry.yaml: {reason}; torch says: " + _example(baselines, best)
 
 
 def _documented_message_other_type(agg: EntryAggregate, baselines: list[VariantAggregate]) -> str:
