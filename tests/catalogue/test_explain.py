@@ -1,0 +1,341 @@
+"""`harness explain`: real tracebacks taken from the committed records (two seed entries, three
+of the deadends domain) are recognised and answered for their versions; versions never
+measured get the nearest measured releases, said so; an unknown error gets guesses, said so;
+the newcomer's question is answered in one command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.aggregate import CONFIRMED, CONTRADICTED, EntryAggregate, EnvInfo
+from harness.catalogue.explain import (
+    DOCUMENTED,
+    GUESS,
+    SEEN,
+    Explanation,
+    Versions,
+    choose_envs,
+    explain,
+    parse_error,
+    strip_terminal,
+)
+from harness.cli.explain import find_versions, probe_versions
+from harness.spec.entries import Entry, load_entries
+from harness.store.columnar import RecordTable, load_latest
+from harness.store.jsonl import Store
+from tests.paths import REPO
+
+GRAD_SCALE = "pytorch/grad-scale-unscale-error"
+CLIPPING = "lightning/gradient-clipping-optimizer-handles-unscaling"
+INPLACE = "deadends/pytorch/inplace-operation-gradient/pytorch2-linux"
+BROADCAST = "deadends/pytorch/broadcast-shape-mismatch/pt2-linux"
+CHECKPOINT = "deadends/pytorch/checkpoint-loading-error/pt2-linux"
+
+
+@dataclass(frozen=True)
+class Committed:
+    entries: tuple[Entry, ...]
+    table: RecordTable
+    aggs: list[EntryAggregate]
+
+
+@pytest.fixture(scope="module")
+def committed() -> Committed:
+    from harness.aggregate import aggregate_table
+
+    entries = load_entries(REPO / "repros")
+    table = load_latest(Store(REPO / "results" / "records"))  # no snapshot written
+    return Committed(entries, table, aggregate_table(table, entries))
+
+
+def _records() -> Iterator[dict[str, Any]]:
+    for path in sorted((REPO / "results" / "records").glob("*.jsonl")):
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                yield json.loads(line)
+
+
+def traceback_of(entry: str, variant: str, outcome: str) -> tuple[str, Versions]:
+    """The traceback of the first committed record of ``entry``'s ``variant`` that ended
+    ``outcome``, and the versions it ran on."""
+    for d in _records():
+        if (d["entry"], d["variant"], d["outcome"]) == (entry, variant, outcome) and d["exception"]:
+            v = d["versions"]
+            lightning = v.get("lightning") or v.get("pytorch_lightning", "")
+            return d["exception"]["traceback"], Versions(v["torch"], lightning)
+    raise AssertionError(f"no committed {outcome} record of {entry} {variant}")
+
+
+def _ask(committed: Committed, text: str, versions: Versions) -> Explanation:
+    return explain(text, versions, committed.entries, committed.table, aggs=committed.aggs)
+
+
+# -- five real tracebacks ------------------------------------------------------------------
+
+
+def test_seed_lightning_traceback_is_its_documented_signature(committed: Committed) -> None:
+    tb, versions = traceback_of(CLIPPING, "baseline-fabric-plugin", "reproduced")
+    assert tb.startswith("Traceback") or "File " in tb
+    x = _ask(committed, tb, versions)
+    [answer] = x.answers
+    assert answer.match.entry == CLIPPING and answer.match.how == DOCUMENTED
+    assert answer.where.exact and "lightning" in answer.where.said
+    env_ids = answer.where.envs
+    assert all(f"torch{versions.torch.split('+')[0]}-" in e for e in env_ids)
+    by_name = {v.name: v for v in answer.variants}
+    # in that very cell: the plain optimizer works, the Trainer path of solution 1 does not
+    assert by_name["solution2-plain-optimizer"].advice == CONFIRMED
+    assert (
+        by_name["solution2-plain-optimizer"].here.k
+        == by_name["solution2-plain-optimizer"].here.n
+        > 0
+    )
+    trainer = by_name["solution1-trainer-bf16-mixed"]
+    assert trainer.advice == CONTRADICTED and "does not allow for gradient" in trainer.seen_instead
+    assert answer.command.endswith(f"run --python <your python> --entry {CLIPPING}")
+    # descriptions come from entry.yaml, one line each
+    assert "plain torch.optim.AdamW" in by_name["solution2-plain-optimizer"].description
+
+
+def test_seed_torch_traceback_is_a_message_the_runs_raised(committed: Committed) -> None:
+    # the documented "GradScaler unscale_() encountered None gradient" is never raised; what
+    # torch raises instead is what a user pastes
+    tb, versions = traceback_of(GRAD_SCALE, "baseline-no-grad-params-only", "other_error")
+    x = _ask(committed, tb, versions)
+    answer = next(a for a in x.answers if a.match.entry == GRAD_SCALE)
+    assert answer.match.how == SEEN and answer.match.runs > 0
+    assert "No inf checks were recorded" in answer.match.what
+    assert answer.message is not None and answer.message.verdict == CONTRADICTED
+    # torch-only: answered for the torch release whatever lightning is installed
+    assert not answer.uses_lightning and answer.where.exact
+    assert "any lightning gives this answer" in answer.where.said
+    assert len({e.split("-lightning")[1] for e in answer.where.envs}) > 1
+    assert all(v.here.n == 0 for v in answer.variants)  # never judged: it never reproduces
+    assert any("where it ran it was ok" in v.words for v in answer.variants)
+
+
+def test_domain_traceback_documented(committed: Committed) -> None:
+    tb, versions = traceback_of(INPLACE, "baseline-add-inplace", "reproduced")
+    x = _ask(committed, tb, versions)
+    assert x.answers[0].match.entry == INPLACE and x.answers[0].match.how == DOCUMENTED
+    works = [v for v in x.answers[0].variants if v.kind == "workaround" and v.advice == CONFIRMED]
+    assert works and all(v.here.n for v in works)
+
+
+def test_domain_traceback_with_its_own_sizes_is_seen(committed: Committed) -> None:
+    tb, versions = traceback_of(BROADCAST, "baseline-rowwise-scale", "other_error")
+    # another user's sizes: what varies from run to run does not stop the match
+    tb = re.sub(r"tensor a \(\d+\)", "tensor a (512)", tb)
+    x = _ask(committed, tb, versions)
+    answer = next(a for a in x.answers if a.match.entry == BROADCAST)
+    assert answer.match.how == SEEN and answer.match.variant.startswith("baseline")
+
+
+def test_domain_traceback_of_several_lines(committed: Committed) -> None:
+    tb, versions = traceback_of(CHECKPOINT, "baseline-module-prefix", "reproduced")
+    [raised] = parse_error(tb)
+    assert raised.type == "RuntimeError" and "Missing key(s)" in raised.message
+    x = _ask(committed, tb, versions)
+    assert x.answers[0].match.entry == CHECKPOINT and x.answers[0].match.how == DOCUMENTED
+    dead = [v for v in x.answers[0].variants if v.kind == "dead_end"]
+    assert dead and any(v.advice == CONFIRMED and "avoid it" in v.words for v in dead)
+
+
+# -- versions never measured; an unknown error -----------------------------------------------
+
+
+def test_versions_never_measured_get_the_nearest_said_so(committed: Committed) -> None:
+    msg = "NotImplementedError: Gradient clipping is not implemented for optimizers handling the unscaling."
+    x = _ask(committed, msg, Versions("99.0.0", "2.6.6"))
+    [answer] = x.answers
+    assert not answer.where.exact and "torch 99.0.0 was not measured" in answer.where.said
+    newest = max(
+        (e for e in committed.aggs if e.id == CLIPPING for e in e.envs),
+        key=lambda e: e.sort_key,
+    )
+    assert answer.where.envs == (newest.id,)
+    # between two releases: the one below and the one above
+    x = _ask(committed, msg, Versions("2.5.0", "2.5.6"))
+    said = x.answers[0].where.said
+    assert "nearest measured: torch 2.4.1 + lightning 2.5.6; torch 2.5.1 + lightning 2.5.6" in said
+
+
+def test_unknown_error_gets_guesses_said_to_be(committed: Committed) -> None:
+    x = _ask(committed, "RuntimeError: Expected all tensors to be on the same devise", Versions())
+    assert x.guessed and x.answers and all(a.match.how == GUESS for a in x.answers)
+    assert "device-mismatch" in x.answers[0].match.entry
+    nothing = _ask(committed, "ZeroDivisionError: float division by zero", Versions())
+    assert not any(a.match.how != GUESS for a in nothing.answers)
+
+
+# -- the newcomer's question, in one command ---------------------------------------------------
+
+
+def test_newcomers_question_in_one_command() -> None:
+    question = (
+        "NotImplementedError: Gradient clipping is not implemented for optimizers handling "
+        "the unscaling\n"
+    )
+    argv = [sys.executable, "-m", "harness", "--repo", str(REPO), "explain"]
+    started = time.monotonic()
+    out = subprocess.run(
+        [*argv, "--torch", "2.5.1", "--lightning", "2.5.x"],
+        input=question,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    seconds = time.monotonic() - started
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "matched by the documented signature" in text
+    assert "measured at torch 2.5.1 + lightning 2.5.6" in text
+    assert re.search(r"✔ solution2-plain-optimizer \(solution 2\): works: ok in \d+/\d+ runs", text)
+    assert re.search(r"✖ solution1-trainer-bf16-mixed \(solution 1\): does not work", text)
+    assert f"--entry {CLIPPING}" in text
+    assert seconds < 120, f"{seconds:.1f} s"  # a few seconds on a quiet machine
+    as_json = subprocess.run(
+        [*argv, "--torch", "2.5.1", "--lightning", "2.5.x", "--json"],
+        input=question,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=REPO,
+    )
+    data = json.loads(as_json.stdout)
+    assert data["answers"][0]["entry"] == CLIPPING and data["answers"][0]["where"]["exact"]
+    # an unknown error: exit 1, the guesses said to be guesses
+    unknown = subprocess.run(
+        [*argv, "--torch", "2.5.1"],
+        input="KeyError: 'definitely not a torch error'\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=REPO,
+    )
+    assert unknown.returncode == 1
+    assert "No entry knows this error" in unknown.stdout
+
+
+# -- the pieces --------------------------------------------------------------------------------
+
+
+def test_parse_error_takes_the_exception_that_propagated() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "a.py", line 1, in <module>\n'
+        "    f()\n"
+        "KeyError: 'x'\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "a.py", line 3, in <module>\n'
+        "    g()\n"
+        "    ^^^\n"
+        "\x1b[1mtorch.OutOfMemoryError\x1b[0m: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    )
+    raised = parse_error(text)
+    assert [(r.type, r.message) for r in raised] == [
+        ("torch.OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB"),
+        ("KeyError", "'x'"),
+    ]
+    # a warning line, a bare message, a log line before the error
+    assert (
+        parse_error("x.py:3: TracerWarning: Converting a tensor to a Python boolean")[0].type
+        == "TracerWarning"
+    )
+    assert parse_error("  CUDA out of memory  ")[0].type == ""
+    [r] = parse_error("INFO starting\nHINT: not an error\nValueError: bad value\nmore text")
+    assert (r.type, r.message) == ("ValueError", "bad value\nmore text")
+
+
+def test_strip_terminal() -> None:
+    assert strip_terminal("\x1b[31mred\x1b[0m and \ufffd[1mbold\ufffd[0m") == "red and bold"
+    assert strip_terminal("a [1m list") == "a [1m list"
+
+
+def _env(torch: str, lightning: str) -> EnvInfo:
+    return EnvInfo(f"py3.11-torch{torch}-lightning{lightning}", "3.11", torch, lightning)
+
+
+ENVS = tuple(
+    sorted(
+        (
+            _env("2.4.1+cu121", "2.4.0"),
+            _env("2.4.1+cu121", "2.6.6"),
+            _env("2.5.1", "2.4.0"),
+            _env("2.5.1", "2.5.6"),
+            _env("2.5.1", "2.6.6"),
+            _env("2.6.0", "2.6.6"),
+        ),
+        key=lambda e: e.sort_key,
+    )
+)
+
+
+def test_choose_envs_exact_series_and_torch_only() -> None:
+    w = choose_envs(ENVS, Versions("2.5.1", "2.5.x"), True)
+    assert w.exact and w.envs == ("py3.11-torch2.5.1-lightning2.5.6",)
+    w = choose_envs(ENVS, Versions("2.4.1+cu118", "2.4"), True)  # the build does not matter
+    assert w.exact and w.envs == ("py3.11-torch2.4.1+cu121-lightning2.4.0",)
+    w = choose_envs(ENVS, Versions("2.5.1", "1.9.5"), False)  # torch-only: any lightning
+    assert w.exact and len(w.envs) == 3 and "any lightning" in w.said
+    w = choose_envs(ENVS, Versions("2.5.1", "2.5.0"), True)  # lightning between two
+    assert not w.exact and w.envs == (
+        "py3.11-torch2.5.1-lightning2.4.0",
+        "py3.11-torch2.5.1-lightning2.5.6",
+    )
+    w = choose_envs(ENVS, Versions("2.5.0", "2.6.6"), True)  # torch between two
+    assert not w.exact and w.envs == (
+        "py3.11-torch2.4.1+cu121-lightning2.6.6",
+        "py3.11-torch2.5.1-lightning2.6.6",
+    )
+    w = choose_envs(ENVS, Versions("1.0", ""), False)  # below everything: the oldest
+    assert not w.exact and w.envs == (
+        "py3.11-torch2.4.1+cu121-lightning2.4.0",
+        "py3.11-torch2.4.1+cu121-lightning2.6.6",
+    )
+    w = choose_envs(ENVS, Versions(), True)
+    assert not w.exact and len(w.envs) == len(ENVS) and "torch unknown" in w.said
+
+
+def _args(**kw: Any) -> argparse.Namespace:
+    return argparse.Namespace(**{"python": None, "torch": None, "lightning": None, **kw})
+
+
+def test_versions_from_an_interpreter_probed_with_a_timeout(tmp_path: Path) -> None:
+    found = probe_versions(sys.executable)
+    assert isinstance(found, dict) and found["python"].startswith(f"{sys.version_info[0]}.")
+    slow = tmp_path / "python"
+    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow.chmod(0o755)
+    started = time.monotonic()
+    answer = probe_versions(str(slow), timeout=0.5)
+    assert isinstance(answer, str) and "did not answer within" in answer
+    assert time.monotonic() - started < 10
+    broken = tmp_path / "broken"
+    broken.write_text("#!/bin/sh\necho nope >&2\nexit 3\n")
+    broken.chmod(0o755)
+    assert probe_versions(str(broken)) == f"{broken} could not list its packages: nope"
+    with pytest.raises(ValueError, match="not both"):
+        find_versions(_args(python=sys.executable, torch="2.5.1"))
+    versions, how = find_versions(_args(torch="2.5.1", lightning="2.5.x"))
+    assert (versions.torch, versions.lightning, how) == ("2.5.1", "2.5.x", "as given")
+    versions, how = find_versions(_args(python=sys.executable))
+    assert versions.python == sys.executable and how == f"read from {sys.executable}"
