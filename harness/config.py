@@ -53,7 +53,7 @@ class Config:
     trials: int | None = None  # None: the profile's (or matrix.yaml's) trials
     timeout_s: float | None = None  # None: matrix.yaml's default
     memory_limit_mb: int | None = None  # None: matrix.yaml's default
-    machine: str | None = None  # name of this machine's record file; None: host name
+    machine: str | None = None  # this machine's record file; None: host-<machine id> (provenance)
     matrix_file: str = "matrix.yaml"
     # plan: how many CI jobs, named "<machine_prefix>-<k>", printed as a GitHub matrix
     fan_out_shards: int = 4

@@ -32,7 +32,9 @@ class BisectCommand(Command):
         )
         parser.add_argument("--with-lightning", default=None, help="hold lightning at this release")
         parser.add_argument("--with-torch", default=None, help="hold torch at this release")
-        parser.add_argument("--machine", default=None, help="record file name (default: host name)")
+        parser.add_argument(
+            "--machine", default=None, help="record file name (default: host name and machine id)"
+        )
         parser.add_argument("--envs-dir", default=None, help="where environments live")
         parser.add_argument("--matrix", default="matrix.yaml")
         parser.add_argument(

@@ -50,7 +50,7 @@ class RunCommand(Command):
             "--machine",
             type=machine_name,
             default=None,
-            help="record file name (default: host name)",
+            help="record file name (default: host name and machine id, e.g. vm-0090f397)",
         )
         parser.add_argument(
             "--envs-dir", default=None, help="where environments live (default: .envs)"

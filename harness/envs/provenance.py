@@ -33,6 +33,7 @@ import harness
 __all__ = [
     "MACHINE_ID_FILE",
     "cuda_provenance",
+    "default_machine_name",
     "machine_id",
     "machine_provenance",
     "source_digest",
@@ -82,6 +83,15 @@ def machine_id(records_dir: Path, system_id_file: Path = Path("/etc/machine-id")
         f"torch-error-harness machine\0{system}\0{_local_id(records_dir)}".encode()
     )
     return digest.hexdigest()[:12]
+
+
+def default_machine_name(records_dir: Path) -> str:
+    """The name a machine's records go under when ``--machine`` names none: the host name
+    and the start of its machine id ('vm-0090f397'). A host name alone collides: a fresh
+    clone on a host named like the committer's would append to the committed file of that
+    name. The id is already in every record; the name is unique per checkout and machine,
+    and stays the same for one results folder."""
+    return f"{socket.gethostname()}-{machine_id(records_dir)[:8]}"
 
 
 def _cpu_model() -> str:

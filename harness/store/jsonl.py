@@ -25,13 +25,12 @@ import functools
 import json
 import os
 import re
-import socket
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.envs.provenance import machine_id
+from harness.envs.provenance import default_machine_name, machine_id
 from harness.outcomes import Outcome
 from harness.store.records import SCHEMA, MachineKey, Record, RecordKey
 from harness.store.validate import RecordRefused, safe_text, validate_record
@@ -285,15 +284,23 @@ def latest(records: Iterable[Record]) -> list[Record]:
 class Store:
     """results/records/*.jsonl; this machine appends to records/<machine name>.jsonl.
 
-    ``machine`` is the name (``--machine``; default the host name). The machine's id is
-    made on first use (provenance.machine_id) and stamped, with the name, on every record
-    this store appends.
+    ``machine`` is the name (``--machine``; default provenance.default_machine_name: the host
+    name and the start of the machine id, so that no default collides with a committed
+    file). The machine's id is made on first use (provenance.machine_id) and stamped, with
+    the name, on every record this store appends; a store that only reads makes neither.
     """
 
     def __init__(self, root: str | os.PathLike[str], machine: str | None = None) -> None:
         self.root = Path(root)
-        self.name = machine_name(machine or socket.gethostname())
-        self.path = self.root / f"{self.name}.jsonl"
+        self._given = machine
+
+    @functools.cached_property
+    def name(self) -> str:
+        return machine_name(self._given or default_machine_name(self.root))
+
+    @functools.cached_property
+    def path(self) -> Path:
+        return self.root / f"{self.name}.jsonl"
 
     @functools.cached_property
     def machine(self) -> MachineKey:

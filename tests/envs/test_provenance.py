@@ -1,10 +1,34 @@
-"""CUDA provenance per record: from the environment's probe, over the machine's."""
+"""CUDA provenance per record, from the environment's probe over the machine's; the default
+machine name, which no committed record file can share."""
 
 from __future__ import annotations
 
-from harness.envs.provenance import cuda_provenance
+import re
+import socket
+from pathlib import Path
+
+from harness.envs.provenance import (
+    MACHINE_ID_FILE,
+    cuda_provenance,
+    default_machine_name,
+    machine_id,
+)
+from harness.outcomes import Outcome
+from harness.store.jsonl import Store, machine_name
+from harness.store.records import Record
 
 MACHINE = {"host": "box", "gpu": "none", "driver": "none"}
+RECORD = Record(
+    entry="demo/err",
+    variant="baseline",
+    kind="baseline",
+    cell="py3.11-torch2.5.1-lightning2.5.6-cpu-fp32",
+    env="py3.11-torch2.5.1-lightning2.5.6",
+    device="cpu",
+    precision="fp32",
+    trial=0,
+    outcome=Outcome.REPRODUCED,
+)
 
 
 def test_gpu_in_use_records_cuda_build_capability_and_name() -> None:
@@ -32,3 +56,36 @@ def test_no_usable_gpu_records_none_not_the_wheels_cuda_build() -> None:
     assert out["cuda"] == "none" and out["compute_capability"] == "none"
     assert out["gpu"] == "none"
     assert cuda_provenance(MACHINE, {})["cuda"] == "none"  # a stand-in: no torch at all
+
+
+def test_default_machine_name_never_collides_with_a_committed_file(tmp_path: Path) -> None:
+    """A fresh clone on a host named like the committer's ("vm") writes a file of its own:
+    the default name is the host name and the start of this results folder's machine id;
+    an explicit --machine name is kept as it is."""
+    host = machine_name(socket.gethostname())
+    clone, other = tmp_path / "clone" / "records", tmp_path / "other" / "records"
+    name = default_machine_name(clone)
+    assert re.fullmatch(re.escape(socket.gethostname()) + r"-[0-9a-f]{8}", name)
+    assert name == default_machine_name(clone)  # stable for one results folder
+    assert name != default_machine_name(other)  # another checkout: another name
+    assert name.endswith(machine_id(clone)[:8])
+    # the committed file of a host with the same name is left alone
+    clone.mkdir(parents=True, exist_ok=True)
+    committed = clone / f"{host}.jsonl"
+    committed.write_text("")
+    store = Store(clone)
+    store.append(RECORD)
+    assert committed.read_text() == ""
+    assert store.path == clone / f"{machine_name(name)}.jsonl" and store.path.is_file()
+    [stored] = Store(clone).load().records
+    assert (stored.machine, stored.machine_id) == (machine_name(name), machine_id(clone))
+    # explicit names stay as they are
+    explicit = Store(clone, machine=host)
+    assert explicit.path == committed
+
+
+def test_a_store_that_only_reads_makes_no_machine_id(tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    records.mkdir()
+    assert Store(records).load().records == []
+    assert not (records / MACHINE_ID_FILE).exists()
