@@ -287,6 +287,31 @@ def test_markdown_shows_each_machine_of_a_cell_and_where_they_disagree(tmp_path)
     assert "✖/✔ ‼" in text
     assert "## Machines disagree" in text
     assert "gpu-box: reproduced ×1; laptop: ok ×1" in text
+    assert "1 cells were measured on each of gpu-box, laptop: they agree on 0" in text
+
+
+def test_markdown_shows_one_outcome_where_the_machines_agree(tmp_path):
+    """Two machines both called "vm" (told apart by their ids) that saw the same outcome:
+    one glyph, not `✖/✖`; the machines are listed under "Machines"."""
+    from dataclasses import replace
+
+    from harness.report.render.markdown import render_entry as render
+
+    base = records()
+    rs = [
+        replace(base[0], machine="vm", machine_id="0090f3974aca"),
+        replace(base[0], machine="vm", machine_id="7c1d2e3f4a5b"),
+    ]
+    [agg] = aggregate(rs, [entry(tmp_path)]).entries
+    assert agg.by_machine and not agg.disagree
+    text = render(agg)
+    assert "✖/✖" not in text and "## Machines disagree" not in text
+    grid = text.split("## Outcomes", 1)[1].split("## Rates", 1)[0]
+    assert "| 1.12.1 | ✖ |" in grid
+    assert (
+        "1 cells were measured on each of vm (0090f397), vm (7c1d2e3f): they agree on 1 "
+        "(shown as one outcome)." in text
+    )
 
 
 def test_entry_page_shows_the_torch_by_lightning_grid_and_the_ranges_along_each_axis() -> None:

@@ -98,18 +98,40 @@ DISAGREE = "‼"  # marks a cell whose machines saw different outcomes
 def legend() -> str:
     return " · ".join(f"{GLYPH[s]} {LABEL[s]}" for s in STATUSES) + (
         " (a flaky cell shows its trials per outcome, e.g. `~ ✖2 ✔1`; a cell measured on "
-        f"several machines shows each machine's outcome, e.g. `✖/✔`, and {DISAGREE} where "
-        'they disagree: see "Machines disagree")'
+        "several machines that agree shows their one outcome, the machines listed under "
+        f'"Machines"; where they disagree, each machine\'s outcome, e.g. `✖/✔ {DISAGREE}`: '
+        'see "Machines disagree")'
     )
 
 
 def machine_cell_text(agg: EntryAggregate, key: tuple[str, str, str, str]) -> str:
-    """A cell as shown in a table: per machine where several measured it."""
+    """A cell as shown in a table: one outcome where its machines agree (the trials of all
+    of them), each machine's where they disagree."""
     values = agg.by_machine.get(key)
-    if values is None:
+    if values is None or key not in agg.disagree:
         return cell_text(agg.cells.get(key))
-    text = "/".join(cell_text(v) for _, v in values)
-    return text + (f" {DISAGREE}" if key in agg.disagree else "")
+    return "/".join(cell_text(v) for _, v in values) + f" {DISAGREE}"
+
+
+def shared_cells_text(agg: EntryAggregate) -> list[str]:
+    """Which machines measured the same cells, and how many of those cells they agree on."""
+    if not agg.by_machine:
+        return []
+    pairs: dict[tuple[str, ...], list[int]] = {}
+    for key, values in agg.by_machine.items():
+        counts = pairs.setdefault(tuple(m for m, _ in values), [0, 0])
+        counts[0] += 1
+        counts[1] += key in agg.disagree
+    return [
+        "",
+        *(
+            f"{n} cells were measured on each of {', '.join(md(m) for m in machines)}: "
+            f"they agree on {n - differ} (shown as one outcome)"
+            + (f", disagree on {differ} (marked {DISAGREE})" if differ else "")
+            + "."
+            for machines, (n, differ) in sorted(pairs.items())
+        ),
+    ]
 
 
 def _seen_by(value: CellValue) -> str:
@@ -475,6 +497,7 @@ def render_entry(agg: EntryAggregate) -> str:
             for m in agg.machines
         ),
     )
+    lines += shared_cells_text(agg)
     lines.append("")
     return "\n".join(lines)
 
