@@ -250,7 +250,7 @@ def _entry_match(
                     best = Match(
                         agg.id,
                         SEEN,
-                        f"{m.type}: {m.message}",
+                        strip_terminal(f"{m.type}: {m.message}"),
                         r,
                         variant=v.name,
                         runs=m.count,
@@ -276,7 +276,7 @@ def _guess(entry: Entry | None, agg: EntryAggregate, raised: Raised) -> Match:
         for variant, text in texts
     ]
     score, variant, text = max(scored, key=lambda s: s[0])
-    return Match(agg.id, GUESS, text, raised, variant=variant, score=score)
+    return Match(agg.id, GUESS, strip_terminal(text), raised, variant=variant, score=score)
 
 
 GUESSES = 3  # closest entries shown for an error no entry knows
@@ -617,7 +617,7 @@ def _seen_instead(v: VariantAggregate) -> str:
     if not other:
         return ""
     top = max(other, key=lambda f: f.count)
-    return f"{top.text} (×{top.count})"
+    return strip_terminal(f"{top.text} (×{top.count})")
 
 
 def advise(v: VariantAggregate, whole: VariantAggregate) -> tuple[str, str]:

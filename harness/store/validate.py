@@ -35,8 +35,9 @@ The rules, in the order they are checked (``RULES`` holds the same text):
      dict[str, str] as in R10.
  R12 free text (reason, tails, exception fields, check details, warnings, mapping
      values, fields under R11) must be a string; it is never refused for its content but
-     made safe: each lone surrogate and control character other than tab and newline
-     becomes U+FFFD, and text longer than its cap (``MAX_TEXT``, ``MAX_TAIL`` for the
+     made safe: terminal escape sequences (colours, bold: torch's and lightning's messages
+     carry them on a terminal) are removed whole, each lone surrogate and control character
+     other than tab and newline becomes U+FFFD, and text longer than its cap (``MAX_TEXT``, ``MAX_TAIL`` for the
      output tails, ``MAX_VALUE`` for mapping values) keeps its head and tail around a
      "[N characters cut]" marker. A record that is already safe comes out unchanged.
 
@@ -95,7 +96,7 @@ R8 exception: null or {type (non-empty), message, frame, traceback}: strings
 R9 checks: name -> {ok: bool, detail: str}; "_warnings" -> list of strings
 R10 versions, provenance: string -> string
 R11 other fields by their Record annotation: str, int, dict[str, str]
-R12 free text made safe: surrogates and control characters (not tab, newline) -> U+FFFD, capped""".splitlines()
+R12 free text made safe: terminal escapes removed, surrogates and control characters (not tab, newline) -> U+FFFD, capped""".splitlines()
 )
 
 _REQUIRED = ("entry", "variant", "kind", "cell", "env", "device", "precision", "trial", "outcome")
@@ -111,6 +112,9 @@ _TAILS = ("stdout_tail", "stderr_tail")
 _EXCEPTION_KEYS = ("type", "message", "frame", "traceback")
 _WARNINGS = "_warnings"
 
+# what R12 removes whole: terminal escape sequences (CSI such as "\x1b[1m", OSC, and the
+# two-character ones); replacing only their ESC would leave "[1m" in every page
+_TERMINAL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 # what R12 replaces: C0/C1 controls but tab and newline, DEL, and lone surrogates
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 # what R2 refuses in an identifier: any of the above, and whitespace of every kind
@@ -127,8 +131,11 @@ class RecordRefused(ValueError):
 
 
 def safe_text(text: str, limit: int = MAX_TEXT) -> str:
-    """R12: ``text`` with lone surrogates and control characters (but tab and newline)
-    replaced by U+FFFD, cut to ``limit`` characters around a marker. Idempotent."""
+    """R12: ``text`` without terminal escape sequences, with lone surrogates and control
+    characters (but tab and newline) replaced by U+FFFD, cut to ``limit`` characters around
+    a marker. Idempotent."""
+    if "\x1b" in text:
+        text = _TERMINAL.sub("", text)
     if _UNSAFE.search(text):
         text = _UNSAFE.sub("\ufffd", text)
     if len(text) > limit:

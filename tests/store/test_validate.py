@@ -142,7 +142,7 @@ def test_text_is_made_safe_once() -> None:
             stderr_tail="tab\tand\nnewline stay",
         )
     )
-    assert r.reason == "file \ufffd name\ufffd\ufffd[31m\ufffd"
+    assert r.reason == "file \ufffd name\ufffd\ufffd"  # the colour escape removed whole
     assert r.exception is not None and r.exception.message == "file \ufffd name"
     assert len(r.exception.traceback) == MAX_TEXT and "characters cut" in r.exception.traceback
     assert r.checks["moved"]["detail"] == "\ufffdbell"
@@ -151,6 +151,16 @@ def test_text_is_made_safe_once() -> None:
     json.dumps(r.to_dict(), ensure_ascii=False).encode("utf-8")
     assert validate_record(r.to_dict()) == r
     assert safe_text(safe_text(long)) == safe_text(long)
+
+
+def test_terminal_escapes_are_removed_whole() -> None:
+    """torch's own messages carry ANSI codes on a terminal (torch.load's weights_only hint
+    is bold): stored, they showed as "\ufffd[1m" in every page."""
+    hint = "you have two options, \x1b[1mdo those steps only if you trust the source\x1b[0m."
+    assert safe_text(hint) == "you have two options, do those steps only if you trust the source."
+    assert safe_text("\x1b]0;title\x07text \x1b[38;5;196mred\x1b[m \x1bM") == "text red "
+    assert safe_text("a lone \x1b") == "a lone \ufffd"  # not a sequence: replaced as before
+    assert safe_text("[1m stays when there is no escape") == "[1m stays when there is no escape"
 
 
 def test_an_identifier_at_the_limit_passes() -> None:

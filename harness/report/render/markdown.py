@@ -30,30 +30,16 @@ __all__ = [
     "legend",
 ]
 
-# Entity-encode everything Markdown or HTML could act on; a table cell can then hold any
-# text. Pipes as &#124; cannot split a GFM table cell (the split happens before entities).
-_MD_TABLE = str.maketrans(
-    {
-        "&": "&amp;",
-        "<": "&lt;",
-        ">": "&gt;",
-        "|": "&#124;",
-        "`": "&#96;",
-        "\\": "&#92;",
-        "*": "&#42;",
-        "[": "&#91;",
-        "]": "&#93;",
-        "~": "&#126;",
-        "#": "&#35;",
-        "$": "&#36;",
-        "\r": "",
-        "\n": "<br>",
-        "\t": " ",
-    }
-)
-
-
+# Backslash-escape what Markdown could act on (CommonMark, and so GitHub, lets any ASCII
+# punctuation be escaped; \< starts no HTML): the file reads as the text was written and
+# renders the same, where entities (&#96;) showed as such in a terminal and a code view. A
+# pipe as \| cannot split a GFM table cell; a newline becomes <br> (a cell holds one line).
+_MD_SPECIAL = re.compile(r"([\\`*\[\]<|~#$&])")
+_MD_LINES = str.maketrans({"\r": "", "\n": "<br>", "\t": " "})
 _EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# what is left of a terminal escape whose ESC an older store replaced by U+FFFD ("\ufffd[1m"):
+# records stored since keep no escape at all (store/validate.py, R12)
+_ESCAPE_REMNANT = re.compile("\ufffd\\[[0-9;]*m")
 
 
 def md(text: object) -> str:
@@ -65,9 +51,13 @@ def md(text: object) -> str:
 
 @functools.lru_cache(maxsize=1 << 14)
 def _md_str(text: str) -> str:
-    out = text.translate(_MD_TABLE)
+    if "\ufffd[" in text:
+        text = _ESCAPE_REMNANT.sub("", text)
+    out = _MD_SPECIAL.sub(r"\\\1", text).translate(_MD_LINES)
     if "_" in out:  # only an underscore at a word edge can start or end emphasis
-        out = _EDGE_UNDERSCORE.sub("&#95;", out)
+        out = _EDGE_UNDERSCORE.sub(r"\\_", out)
+    if out.startswith(">"):  # a block quote where the text starts a line
+        out = "\\" + out
     return out
 
 
