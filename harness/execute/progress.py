@@ -5,6 +5,7 @@ scheduler's (harness/execute/scheduler.py); this module only words them."""
 from __future__ import annotations
 
 import collections
+import time
 from pathlib import Path
 from types import TracebackType
 
@@ -18,7 +19,9 @@ from harness.execute.scheduler import Scheduler
 from harness.spec.matrix import Environment
 from harness.store.records import Record
 
-__all__ = ["RunProgress", "summary"]
+__all__ = ["PREPARING_EVERY_S", "RunProgress", "summary"]
+
+PREPARING_EVERY_S = 30.0  # without a terminal: a line this often while an environment builds
 
 
 def summary(counts: collections.Counter[str]) -> str:
@@ -48,6 +51,10 @@ class RunProgress:
             disable=not self.interactive,
         )
         self._task = self._bar.add_task("starting", total=sched.total)
+        # when each environment began preparing, and when that was last told (monotonic
+        # seconds): a cold build takes minutes, which must never be silence
+        self._since: dict[str, float] = {}
+        self._told: dict[str, float] = {}
 
     def __enter__(self) -> RunProgress:
         self._bar.__enter__()
@@ -63,7 +70,12 @@ class RunProgress:
 
     def status(self) -> str:
         s = self.sched
-        busy = f" | preparing {', '.join(e.id for e in s.preparing)}" if s.preparing else ""
+        now = time.monotonic()
+        busy = ", ".join(
+            f"{e.id} ({now - self._since[e.id]:.0f} s)" if e.id in self._since else e.id
+            for e in s.preparing
+        )
+        busy = f" | preparing {busy}" if busy else ""
         return f"{s.left} left, {s.failed} failed | {summary(s.counts)}{busy}"
 
     def say(self, text: str) -> None:
@@ -71,8 +83,26 @@ class RunProgress:
 
     # -- events of the run -----------------------------------------------------------------
 
-    def preparing(self) -> None:
+    def preparing(self, env: Environment) -> None:
+        """``env`` begins to be built (or checked, where it was built before)."""
+        self._since[env.id] = time.monotonic()
+        self.say(f"preparing {env.id} (building it, or checking the one built before)")
         self._bar.update(self._task, description=self.status())
+
+    def tick(self) -> None:
+        """The run loop's heartbeat: how long each environment being prepared has taken, in
+        the bar's status on a terminal, else a line every PREPARING_EVERY_S."""
+        if not self.sched.preparing:
+            return
+        if self.interactive:
+            self._bar.update(self._task, description=self.status())
+            return
+        now = time.monotonic()
+        for env in self.sched.preparing:
+            since = self._since.get(env.id)
+            if since is not None and now - self._told.get(env.id, since) >= PREPARING_EVERY_S:
+                self._told[env.id] = now
+                self.say(f"  still preparing {env.id}: {now - since:.0f} s")
 
     def recorded(self, job: Job, record: Record) -> None:
         """``record`` of ``job`` is stored (and counted by the scheduler)."""
@@ -84,6 +114,8 @@ class RunProgress:
             )
 
     def env_prepared(self, env: Environment, jobs: int) -> None:
+        self._since.pop(env.id, None)
+        self._told.pop(env.id, None)
         self.say(f"environment {env.id}: {jobs} jobs")
 
     def env_failed(self, env: Environment, failure: str) -> None:

@@ -234,6 +234,7 @@ def run_matrix(state: RunState) -> RunState | int:
                 while not run.sched.finished:
                     run.start_work()
                     run.react(timeout=0.5)
+                    run.show.tick()
         except KeyboardInterrupt:
             run.stop()
             end_own_children()  # an install or health check in a preparing slot
@@ -293,7 +294,7 @@ class _MatrixRun:
         """Fill the free slots with what the scheduler says comes next."""
         while (work := self.sched.next_work()) is not None:
             if isinstance(work, Prepare):
-                self.show.preparing()
+                self.show.preparing(work.env)
                 future = self.pool.submit(self.envs.prepare, work.env)
             else:
                 future = self.pool.submit(self._run, work.env, work.job)

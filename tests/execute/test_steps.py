@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -193,3 +194,27 @@ def test_sigterm_stops_a_run_as_ctrl_c_does_and_the_handler_is_put_back() -> Non
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)  # not reached: the handler raises
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_slow_environment_build_is_told_while_it_takes(
+    tmp_path: Path, tiny_entry: Entry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing printed for the minutes a cold environment takes to build looked like a hang:
+    the run says which environment it prepares, and (without a terminal) every
+    PREPARING_EVERY_S how long it has taken."""
+    from harness.execute import progress
+
+    class SlowBackend(Backend):
+        def ensure(self, env: Environment, prober: Prober | None = None) -> BuiltEnv:
+            time.sleep(1.6)
+            return super().ensure(env, prober)
+
+    monkeypatch.setattr(progress, "PREPARING_EVERY_S", 0.5)
+    state, out = state_for(tmp_path, tiny_entry, [BAD], "process")
+    state.backend = SlowBackend()
+    assert run_matrix(state) is state
+    text = out.getvalue()
+    assert f"preparing {BAD.id} (building it, or checking the one built before)\n" in text
+    assert text.count(f"  still preparing {BAD.id}: ") >= 2, text
+    assert re.search(rf"still preparing {re.escape(BAD.id)}: \d+ s\n", text), text
+    assert f"env_failed {BAD.id}: uv pip install six==99.0.0 failed:" in text
