@@ -20,12 +20,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from harness.aggregate import CONFIRMED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE
 from harness.catalogue.explain import (
-    CONFIRMED,
-    CONTRADICTED,
     DOCUMENTED,
     GUESS,
-    INCONCLUSIVE,
     RELATED,
     SEEN,
     EntryAnswer,
@@ -147,7 +145,7 @@ def find_versions(args: argparse.Namespace) -> tuple[Versions, str]:
         found = probe_versions(python)
         if isinstance(found, dict) and "torch" in found:
             where = "this interpreter" if python == sys.executable else "the python on PATH"
-            return _as_versions(python, found), f"read from {python} ({where})"
+            return _as_versions(python, found), f"read from {python}, {where}"
     return Versions(), "no interpreter with torch found (name one with --python, or --torch)"
 
 
@@ -196,7 +194,11 @@ def _variant_lines(v: VariantAnswer, console: Console) -> None:
         cells = "; ".join(f"{c.text()}" for c in v.cells[:6])
         more = f"; … {len(v.cells) - 6} more" if len(v.cells) > 6 else ""
         console.print(f"      cells here: {escape(cells + more)}", style="dim")
-    if v.claim_all is not None and v.claimed_rate is not None:
+    if (
+        v.claim_all is not None
+        and v.claimed_rate is not None
+        and v.claim_all.verdict != NOT_MEASURABLE
+    ):
         here = f"here {v.claim_here.label}, " if v.claim_here is not None else ""
         console.print(
             f"      the document claims {escape(v.claim_all.claimed)}: {escape(here)}"
@@ -213,9 +215,9 @@ def _answer(a: EntryAnswer, console: Console) -> None:
     how = _HOW[m.how].format(variant=m.variant, runs=m.runs, score=m.score)
     console.print(f"[bold]matched by[/] {how}: {escape(m.what[:300])}")
     if a.message is not None:
+        what = "it" if m.how == DOCUMENTED else f"the documented message ({escape(a.signature)})"
         console.print(
-            f"the documented message ({escape(a.signature)}) in the runs: "
-            f"{escape(a.message.label)}, {escape(a.message.measured)}",
+            f"the runs on {what}: {escape(a.message.label)}, {escape(a.message.measured)}",
             style="dim",
         )
     style = "bold" if a.where.exact else "bold yellow"
@@ -244,7 +246,8 @@ def _guesses(x: Explanation, console: Console) -> None:
         console.print(
             f"  ? [bold]{escape(m.entry)}[/] ({m.score:.0%} alike): {escape(m.what[:200])}"
         )
-        console.print(f"      {escape(a.title)}; check: {escape(a.command)}", style="dim")
+        title = "" if a.title in m.what else f"{a.title}; "
+        console.print(f"      {escape(title)}check: {escape(a.command)}", style="dim")
 
 
 def render(x: Explanation, how: str, console: Console) -> None:
