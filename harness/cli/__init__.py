@@ -15,6 +15,7 @@ from harness.cli.check import CheckCommand
 from harness.cli.command import Command
 from harness.cli.diff import DiffCommand
 from harness.cli.envs import EnvsCommand
+from harness.cli.explain import ExplainCommand
 from harness.cli.export import ExportCommand
 from harness.cli.listing import ListCommand
 from harness.cli.merge import MergeCommand
@@ -30,7 +31,7 @@ __all__ = ["COMMANDS", "DESCRIPTION", "build_parser", "main", "print_error"]
 
 DESCRIPTION = (
     "Command line: python -m harness "
-    "{run,list,plan,report,merge,diff,new,check,export,bisect,envs,msgsearch} ..."
+    "{run,list,plan,report,merge,diff,new,check,export,bisect,envs,msgsearch,explain} ..."
 )
 
 # the commands, in the order `--help` lists them
@@ -48,6 +49,7 @@ COMMANDS: tuple[type[Command], ...] = (
     ExportCommand,
     BisectCommand,
     EnvsCommand,
+    ExplainCommand,
 )
 
 

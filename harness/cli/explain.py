@@ -2,7 +2,7 @@
 for the versions installed (``--python``, else this interpreter or the one on PATH that has
 torch; or ``--torch``/``--lightning``) what each workaround and dead end did in the runs.
 Exit 0 when an entry knows the error, 1 when there are only guesses (or nothing), 2 on a
-usage error."""
+usage error (the CLI's one error path)."""
 
 from __future__ import annotations
 
@@ -32,8 +32,10 @@ from harness.catalogue.explain import (
     Versions,
     explain,
 )
+from harness.cli.command import Command
+from harness.errors import InputError
 
-__all__ = ["PROBE_TIMEOUT_S", "add_arguments", "find_versions", "probe_versions", "run"]
+__all__ = ["PROBE_TIMEOUT_S", "ExplainCommand", "add_arguments", "find_versions", "probe_versions"]
 
 PROBE_TIMEOUT_S = 20.0  # an interpreter that takes longer to list its packages is not used
 
@@ -264,45 +266,44 @@ def render(x: Explanation, how: str, console: Console) -> None:
         _answer(a, console)
 
 
-def run(args: argparse.Namespace) -> int:
-    from harness.spec.entries import EntryError, load_entries
-    from harness.store.columnar import load_latest
-    from harness.store.jsonl import Store
-    from harness.store.snapshot import cache_dir
+class ExplainCommand(Command):
+    name = "explain"
+    help = "which entries an error is, and what works for your versions"
 
-    console = Console(highlight=False)
-    errors = Console(stderr=True, highlight=False)
-    repo = Path(args.repo)
-    try:
-        versions, how = find_versions(args)
-    except ValueError as exc:
-        errors.print(f"[bold red]error:[/] {escape(str(exc))}")
-        return 2
-    try:
-        if args.file == "-":
-            if sys.stdin.isatty():
-                errors.print("paste the traceback or message, then Ctrl-D", style="dim")
-            text = sys.stdin.read()
-        else:
-            text = Path(args.file).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        errors.print(f"[bold red]error:[/] {escape(args.file)}: cannot read: {escape(str(exc))}")
-        return 2
-    if not text.strip():
-        errors.print("[bold red]error:[/] no error text given (a file, or stdin)")
-        return 2
-    try:
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        add_arguments(parser)
+
+    @staticmethod
+    def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
+        from harness.spec.entries import load_entries
+        from harness.store.columnar import load_latest
+        from harness.store.jsonl import Store
+        from harness.store.snapshot import cache_dir
+
+        try:
+            versions, how = find_versions(args)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        try:
+            if args.file == "-":
+                if sys.stdin.isatty():
+                    Console(stderr=True).print("paste the traceback or message, then Ctrl-D")
+                text = sys.stdin.read()
+            else:
+                text = Path(args.file).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise InputError(f"{args.file}: cannot read: {exc}") from None
+        if not text.strip():
+            raise InputError("no error text given (a file, or stdin)")
         entries = load_entries(repo / "repros")
-    except EntryError as exc:
-        errors.print(f"[bold red]error:[/] {escape(str(exc))}")
-        return 2
-    records = repo / "results" / "records"
-    table = load_latest(Store(records), cache_dir(records))
-    for warning in table.warnings:
-        errors.print(f"[yellow]warning:[/] {escape(str(warning))}")
-    x = explain(text, versions, entries, table, harness=_harness_command(repo))
-    if args.json:
-        sys.stdout.write(json.dumps({**x.to_dict(), "versions_from": how}, indent=1) + "\n")
-    else:
-        render(x, how, console)
-    return 0 if x.answers and not x.guessed else 1
+        records = repo / "results" / "records"
+        table = load_latest(Store(records), cache_dir(records))
+        for warning in table.warnings:
+            console.print(f"[yellow]warning:[/] {escape(str(warning))}")
+        x = explain(text, versions, entries, table, harness=_harness_command(repo))
+        if args.json:
+            sys.stdout.write(json.dumps({**x.to_dict(), "versions_from": how}, indent=1) + "\n")
+        else:
+            render(x, how, console)
+        return 0 if x.answers and not x.guessed else 1

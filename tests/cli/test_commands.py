@@ -29,6 +29,7 @@ NAMES = (
     "export",
     "bisect",
     "envs",
+    "explain",
 )
 
 
