@@ -148,7 +148,7 @@ def test_markdown_keeps_hostile_text_as_text(tmp_path):
         rows = block.strip("\n").split("\n")
         widths = {len(re.findall(r"(?<!\\)\|", r)) for r in rows}
         assert len(widths) == 1, rows
-    assert "no CUDA \| here" in text
+    assert "no CUDA \\| here" in text
     # the workaround never worked: 0/4 against 80%
     assert "**contradicted: wrong; figure overstated: 0/4 vs 80% claimed**" in text
 
