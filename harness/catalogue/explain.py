@@ -27,15 +27,17 @@ from packaging.version import InvalidVersion, Version
 from harness.aggregate import (
     CONFIRMED,
     CONTRADICTED,
+    HOLDS,
     INCONCLUSIVE,
     NOT_MEASURABLE,
+    WRONG,
     EntryAggregate,
     EnvInfo,
     Rate,
     VariantAggregate,
     Verdict,
     aggregate_table,
-    judge_most,
+    read_rate,
 )
 from harness.domain import pattern_text
 from harness.spec.entries import Entry, Signature
@@ -620,14 +622,20 @@ def _seen_instead(v: VariantAggregate) -> str:
     return strip_terminal(f"{top.text} (×{top.count})")
 
 
+def _most(measured: Rate, what: str) -> str:
+    """The report's advice rule ("in most applicable runs"), in explain's three words."""
+    advice = read_rate(None, measured, what=what).advice
+    return {HOLDS: CONFIRMED, WRONG: CONTRADICTED}.get(advice, advice)
+
+
 def advise(v: VariantAggregate, whole: VariantAggregate) -> tuple[str, str]:
     """(advice, words): does the variant work (a dead end: fail as documented) for these
-    versions, read as "in most applicable runs" (aggregate.judge_most). Where the runs here
+    versions, read as "in most applicable runs" (aggregate.read_rate's advice rule). Where the runs here
     are too few to call alone, the verdict over every measured version is given when
     these runs agree with it, said so."""
     kind = v.kind if v.kind in _ADVICE else "workaround"
     here, everywhere = v.overall, whole.overall
-    overall = judge_most(everywhere, _IMPLICIT[kind])[0] if everywhere.n else NOT_MEASURABLE
+    overall = _most(everywhere, _IMPLICIT[kind]) if everywhere.n else NOT_MEASURABLE
     where = " where the documented error reproduces" if kind != "baseline" else ""
     also = f"; over every measured version {everywhere.k}/{everywhere.n}"
     if not here.n:
@@ -644,7 +652,7 @@ def advise(v: VariantAggregate, whole: VariantAggregate) -> tuple[str, str]:
         if everywhere.n:
             text += also + f" ({_ADVICE[kind][overall]})"
         return NOT_MEASURABLE, text
-    advice = judge_most(here, _IMPLICIT[kind])[0]
+    advice = _most(here, _IMPLICIT[kind])
     counts = f"{_DID[kind]} in {here.k}/{here.n} runs here{where}"
     if advice == INCONCLUSIVE:
         agrees = (overall == CONFIRMED and here.k * 2 > here.n) or (
