@@ -11,8 +11,9 @@ only on:
   digest of the Entry's repr;
 - the name of the data file that holds its line (CELL_FILE_ENTRIES entries a file, in id
   order), which its section of index.html names;
-- the code that renders: every harness/**/*.py, and the versions of the libraries that
-  compute or draw (DuckDB, NumPy, Pillow) and of Python.
+- the code that renders: every harness/**/*.py, the templates and static files of the page
+  (harness/report/render/templates/, static/), and the versions of the libraries that
+  compute, draw or escape (DuckDB, NumPy, Pillow, Jinja2, MarkupSafe) and of Python.
 
 The key of an entry is a digest of all of these. results/.cache/render/<key>.json holds
 its page's and PNG's names and SHA-256, its counts and the blocks written back into its
@@ -42,6 +43,7 @@ from typing import Any
 from harness.atomic import write_atomically
 from harness.envs.provenance import source_digest
 from harness.report.render.html import HtmlPart
+from harness.report.render.templating import template_digest
 from harness.spec.entries import Entry
 from harness.store.columnar import RecordTable
 
@@ -57,13 +59,14 @@ __all__ = [
 
 CACHE_DIR = Path(".cache") / "render"  # under results/
 _FORMAT = 2
-_LIBRARIES = ("duckdb", "numpy", "pillow")
+_LIBRARIES = ("duckdb", "numpy", "pillow", "jinja2", "markupsafe")
 
 
 @functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """A digest of the code that aggregates and renders: every harness/**/*.py (name and
-    bytes), the libraries' versions and Python's."""
+    bytes), the page's templates and static files (name and bytes), the libraries' versions
+    and Python's."""
     h = hashlib.sha256(f"format {_FORMAT}\0python {platform.python_version()}\0".encode())
     for name in _LIBRARIES:
         try:
@@ -72,6 +75,7 @@ def code_fingerprint() -> str:
             version = "absent"
         h.update(f"{name} {version}\0".encode())
     h.update(source_digest().encode())
+    h.update(template_digest().encode())
     return h.hexdigest()
 
 

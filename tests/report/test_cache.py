@@ -237,3 +237,19 @@ def test_a_record_digest_changes_with_every_field_and_not_with_other_entries():
     # another entry's records (numbered before this one's) leave its digest as it was
     first = dataclasses.replace(base, entry="aaa/first")
     assert record_digests(RecordTable.of([first, base]))[base.entry] == digest
+
+
+def test_a_changed_template_or_static_file_changes_every_key(monkeypatch):
+    from harness.report import cache
+
+    key = lambda: cache.entry_key("pytorch/x", "records", "definition", "cells/0000.js")  # noqa: E731
+    cache.code_fingerprint.cache_clear()
+    try:
+        before = key()
+        monkeypatch.setattr(cache, "template_digest", lambda: "an edited template")
+        cache.code_fingerprint.cache_clear()
+        assert key() != before
+    finally:
+        monkeypatch.undo()
+        cache.code_fingerprint.cache_clear()
+    assert key() == before

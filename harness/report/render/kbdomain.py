@@ -10,7 +10,6 @@ as "not measured yet", never as a pass.
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from harness.aggregate.model import (
 )
 from harness.aggregate.model import GRADE_ANSWERS as GRADES
 from harness.report.render import entry_slug
+from harness.report.render.templating import environment
 from harness.spec.triage import Triage
 
 __all__ = [
@@ -425,50 +425,22 @@ def _answer_table(counts: Mapping[str, Mapping[str, int]], answers: tuple[str, .
 # -- HTML (a section of index.html's front page) ---------------------------------------------
 
 
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
 def render_domain_html(s: DomainSummary, page: str) -> str:
-    """``page``: the Markdown page's path relative to index.html."""
-    counts = s.counts()
-    out = [
-        f'<section class="domain" id="domain-{_e(s.name)}"><h2>Domain {_e(s.name)}</h2>',
-        f"<p>{len(s.entries)} entries from {_e(s.repository)}; "
-        f"{sum(e.scriptable != 'no' for e in s.entries)} reproducible by a script, "
-        f"{sum(e.measured for e in s.entries)} with measured runs. "
-        f'<a href="{_e(page)}">The whole summary</a>.</p>',
-        "<table><thead><tr><th>Claim kind</th>"
-        + "".join(f"<th>{_e(v)}</th>" for v in VERDICTS)
-        + "</tr></thead><tbody>",
-    ]
-    for kind in CLAIM_KINDS:
-        out.append(
-            f"<tr><td>{_e(kind)}</td>"
-            + "".join(f"<td>{counts[kind][v]}</td>" for v in VERDICTS)
-            + "</tr>"
+    """``page``: the Markdown page's path relative to index.html (templates/domain.html)."""
+    return (
+        environment()
+        .get_template("templates/domain.html")
+        .render(
+            s=s,
+            page=page,
+            scriptable=sum(e.scriptable != "no" for e in s.entries),
+            measured=sum(e.measured for e in s.entries),
+            counts=s.counts(),
+            claim_kinds=CLAIM_KINDS,
+            verdicts=VERDICTS,
+            advice={a: sum(row[a] for row in s.by_advice().values()) for a in ADVICE},
+            figure={f: sum(row[f] for row in s.by_figure().values()) for f in FIGURES},
+            grades=s.by_grade(),
+            wrong=s.most_wrong()[:10],
         )
-    out.append("</tbody></table>")
-    advice = {a: sum(row[a] for row in s.by_advice().values()) for a in ADVICE}
-    figure = {f: sum(row[f] for row in s.by_figure().values()) for f in FIGURES}
-    out.append(
-        "<p>Rate claims by advice: "
-        + ", ".join(f"{_e(a)} {n}" for a, n in advice.items())
-        + "; by figure: "
-        + ", ".join(f"{_e(f)} {n}" for f, n in figure.items())
-        + ". Documented messages by grade: "
-        + ", ".join(f"{_e(g)} {n}" for g, n in s.by_grade().items())
-        + ".</p>"
     )
-    wrong = s.most_wrong()[:10]
-    if wrong:
-        out.append("<h3>The most wrong claims</h3><ol>")
-        for c in wrong:
-            claim = c.claim + (f" ({c.subject})" if c.subject else "")
-            out.append(
-                f'<li><a href="#e-{_e(entry_slug(c.entry))}">{_e(c.entry)}</a>: {_e(claim)}: '
-                f"claimed {_e(c.claimed)}, measured {_e(c.measured)}: {_e(c.said)}</li>"
-            )
-        out.append("</ol>")
-    out.append("</section>")
-    return "".join(out)
