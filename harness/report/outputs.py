@@ -10,9 +10,11 @@
 
 Every entry is aggregated at once by the columnar engine (harness/aggregate/cells.py).
 Entries are then independent until index.html and compat.json are put together, so the
-entries are split into runs of consecutive ids (shards), one per worker process: each
-renders its entries' files, its share of index.html and of compat.json; the parent puts
-those two together in entry order. The bytes do not depend on the split.
+entries are split into runs of consecutive ids (shards), one per process: the first is
+rendered here, the others by a pool of workers forked from this process (``_pool``). Each
+renders its entries' files, its share of index.html and of compat.json; this process puts
+those two together in entry order and, once every shard is rendered, writes everything.
+The bytes do not depend on the split.
 
 A file is written only when its bytes change, so a rerun on the same records touches
 nothing. With ``check=True`` nothing is written anywhere: the summary lists what is stale
@@ -22,7 +24,6 @@ nothing. With ``check=True`` nothing is written anywhere: the summary lists what
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import json
 import multiprocessing
@@ -30,11 +31,13 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from harness.aggregate import EntryAggregate, aggregate_table
 from harness.atomic import write_atomically
@@ -172,24 +175,21 @@ def _gc_paused() -> Iterator[None]:
 _FORK_MIN_ENTRIES = 200
 
 
+def _can_fork() -> bool:
+    # fork copies only the calling thread: with other threads alive (a run's pool winding
+    # down) a lock they hold could stay held in the child, so render here instead
+    return (
+        sys.platform.startswith("linux")
+        and "fork" in multiprocessing.get_all_start_methods()
+        and threading.active_count() == 1
+    )
+
+
 def _workers(workers: int | None, n_entries: int) -> int:
     if workers is None:
         workers = min(4, os.cpu_count() or 1) if n_entries >= _FORK_MIN_ENTRIES else 1
     workers = max(1, min(workers, n_entries))
-    # fork copies only the calling thread: with other threads alive (a run's pool winding
-    # down) a lock they hold could stay held in the child, so render here instead
-    if (
-        workers > 1
-        and sys.platform.startswith("linux")
-        and "fork" in multiprocessing.get_all_start_methods()
-        and threading.active_count() == 1
-    ):
-        return workers
-    return 1
-
-
-def _use_fork(workers: int | None, n_entries: int) -> bool:
-    return _workers(workers, n_entries) > 1
+    return workers if workers > 1 and _can_fork() else 1
 
 
 Item = tuple[int, EntryAggregate]  # an entry to render: (its index among all, aggregate)
@@ -211,102 +211,72 @@ def _shards(items: Sequence[Item], n: int) -> list[list[Item]]:
     return [list(items[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
 
-def _end_with_parent(parent: int) -> None:
-    """Have the kernel SIGKILL this process when its parent dies (Linux
-    PR_SET_PDEATHSIG); where that is not available the pipe's EOF ends it instead."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the parent died before the request took effect
+# -- the shards after the first, rendered by a pool of forked workers ---------------------
+
+_jobs: Sequence[_Job] = ()  # in a worker: every shard, as the parent held them when it forked
+_PARENT_POLL_S = 0.2
+
+
+def _start_worker(jobs: Sequence[_Job], parent: int) -> None:
+    """A worker's initializer. ``jobs`` come by fork, not pickled: the worker reads the
+    parent's aggregates as they are. The garbage collector stays off as the parent left it,
+    so that it does not walk (and copy) every object. Ctrl-C is the parent's to handle (it
+    stops the workers). A thread ends the worker when its parent is gone (even SIGKILLed):
+    the pool's queues never tell a worker blocked on them, since its siblings hold their
+    other ends."""
+    global _jobs
+    _jobs = jobs
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_PARENT_POLL_S)
         os._exit(1)
 
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
-_PR_SET_PDEATHSIG = 1
+
+def _render_shard(k: int) -> _Rendered:
+    return _render(_jobs[k])
 
 
-class _Child:
-    """One shard rendered in a forked child, in two steps like the parent's own: render
-    everything, then (once every shard is rendered) write. The child shares the records
-    as they are (nothing pickled); the garbage collector stays off there too, so it does
-    not touch (and copy) every object. When the child fails or dies, the parent does the
-    step itself, so that the error is raised there."""
+@contextlib.contextmanager
+def _pool(jobs: Sequence[_Job]) -> Iterator[list[Future[_Rendered]]]:
+    """The shards ``jobs[1:]`` rendered in forked workers, one each, while the caller
+    renders ``jobs[0]``: a future per shard. A worker sends back its shard's texts and
+    files; the caller writes them once every shard is rendered (so that a failure anywhere
+    writes nothing)."""
+    if len(jobs) < 2:
+        yield []
+        return
+    pool = ProcessPoolExecutor(
+        max_workers=len(jobs) - 1,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_start_worker,
+        initargs=(jobs, os.getpid()),
+    )
+    try:
+        yield [pool.submit(_render_shard, k) for k in range(1, len(jobs))]
+    except BaseException:
+        # a failure or Ctrl-C here: the shards are not wanted, so the workers stop now
+        # rather than when they are done (Python 3.14's terminate_workers does this)
+        workers = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            w.join()
+        raise
+    pool.shutdown(wait=True)
 
-    # the parent's ends of every child's pipe: a child closes its siblings' ends, so that
-    # once the parent is gone (even SIGKILLed) its own pipe reads EOF and it ends
-    _parent_ends: ClassVar[list[Connection]] = []
 
-    def __init__(self, job: _Job) -> None:
-        self.job = job
-        self.rendered: _Rendered | None = None  # set when the parent renders the shard itself
-        ctx = multiprocessing.get_context("fork")
-        self.conn, child_conn = ctx.Pipe()
-        self.proc = ctx.Process(
-            target=self._main, args=(child_conn, os.getpid()), name="render-shard", daemon=True
-        )
-        self.proc.start()
-        child_conn.close()
-        _Child._parent_ends.append(self.conn)
-
-    def _main(self, conn: Connection, parent: int) -> None:
-        _end_with_parent(parent)
-        for end in _Child._parent_ends:
-            with contextlib.suppress(OSError):
-                end.close()
-        try:
-            rendered = _render(self.job)
-        except BaseException:
-            conn.send(None)
-            return
-        try:
-            conn.send(rendered.shares)
-            if conn.recv() != "write":
-                return
-        except (OSError, EOFError):  # the parent gave up on us
-            return
-        try:
-            written = _write(rendered, self.job.check)
-        except BaseException:
-            conn.send(None)
-            return
-        conn.send(written)
-
-    def _reply(self) -> Any:
-        try:
-            return self.conn.recv()
-        except EOFError:  # the child died without a word
-            return None
-
-    def shares(self) -> list[CachedEntry]:
-        shares = self._reply()
-        if isinstance(shares, list):
-            return shares
-        self.close()
-        self.rendered = _render(self.job)
-        return self.rendered.shares
-
-    def start_writing(self) -> None:
-        if self.rendered is None:
-            self.conn.send("write")
-
-    def written(self) -> list[Flags]:
-        if self.rendered is not None:
-            return _write(self.rendered, self.job.check)
-        written = self._reply()
-        self.close()
-        if not isinstance(written, list):
-            return _write(_render(self.job), self.job.check)
-        return written
-
-    def close(self) -> None:
-        # called once the child has answered its last message, or to abandon it while it
-        # renders (never while it writes)
-        with contextlib.suppress(ValueError):
-            _Child._parent_ends.remove(self.conn)
-        self.conn.close()
-        if self.proc.is_alive():
-            self.proc.terminate()
-        self.proc.join()
+def _rendered(job: _Job, future: Future[_Rendered]) -> _Rendered:
+    """The worker's result; a worker that died (killed, out of memory) loses nothing: its
+    shard is rendered here. An error in rendering is raised here, as the worker's."""
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        return _render(job)
 
 
 def _domain_pages(
@@ -353,6 +323,48 @@ def _findings(
     return [WritebackResult(readme, changed, changed and not check)]
 
 
+def _from_cache(
+    store: RenderCache, table: RecordTable, ids: Sequence[str], known: Mapping[str, Entry]
+) -> tuple[list[str], dict[int, CachedEntry]]:
+    """Each entry's key (in ``ids`` order), and what the cache holds of them (by index)."""
+    digests = record_digests(table)
+    keys = [
+        entry_key(eid, digests.get(eid, ""), entry_definition(known.get(eid)), cell_file_name(i))
+        for i, eid in enumerate(ids)
+    ]
+    hits = {i: store.get(key) for i, key in enumerate(keys)}
+    return keys, {i: hit for i, hit in hits.items() if hit is not None}
+
+
+def _whole_files(
+    results: Path,
+    ordered: Sequence[CachedEntry],
+    n_records: int,
+    prelude: str,
+    domains: Sequence[tuple[Triage, Mapping[str, Any]]],
+    findings: bool,
+) -> tuple[list[tuple[Path, bytes]], dict[str, Any], list[DomainSummary]]:
+    """The files put together from every entry's share, in entry order: the data files,
+    index.html, compat.json and the domains' pages; and what the README's findings are
+    written from (``findings``: there is a README): compat.json's document and the domains'
+    summaries."""
+    data = [
+        (results / name, text.encode("utf-8"))
+        for name, text in data_files([s.cell_data for s in ordered])
+    ]
+    compat = json_document(n_records, b",".join(s.json for s in ordered))
+    compat_doc = json.loads(compat) if domains or findings else {}
+    pages, sections, summaries = _domain_pages(results, compat_doc, domains)
+    page = assemble_html([s.html for s in ordered], prelude + sections)
+    whole = [
+        *data,
+        (results / "index.html", page.encode("utf-8")),
+        (results / "compat.json", compat),
+        *pages,
+    ]
+    return whole, compat_doc, summaries
+
+
 def render_all(
     records: RecordTable | Iterable[Record],
     entries: Sequence[Entry],
@@ -376,28 +388,12 @@ def render_all(
     document."""
     results = Path(results_dir)
     table = records if isinstance(records, RecordTable) else RecordTable.of(records)
-    n_records = len(table)
     known = {e.id: e for e in entries}
     stored = table.con.execute("SELECT DISTINCT entry FROM records").fetchall()
     ids = sorted({row[0] for row in stored} | set(known))
 
     store = RenderCache(results) if cache else None
-    keys: list[str] = []
-    shares: dict[int, CachedEntry] = {}
-    if store is not None:
-        digests = record_digests(table)
-        for i, eid in enumerate(ids):
-            keys.append(
-                entry_key(
-                    eid,
-                    digests.get(eid, ""),
-                    entry_definition(known.get(eid)),
-                    cell_file_name(i),
-                )
-            )
-            hit = store.get(keys[i])
-            if hit is not None:
-                shares[i] = hit
+    keys, shares = _from_cache(store, table, ids, known) if store is not None else ([], {})
     cached = set(shares)
     missed = [i for i in range(len(ids)) if i not in cached]
     if missed:
@@ -412,39 +408,18 @@ def render_all(
             _Job(part, entries, results, check)
             for part in _shards(items, _workers(workers, len(items)))
         ]
-        children: list[_Child] = []
-        try:
-            children = [_Child(job) for job in jobs[1:]]
-            mine = _render(jobs[0]) if jobs else _Rendered([], [])
-            rendered = [mine.shares, *(c.shares() for c in children)] if jobs else []
-            for job, job_shares in zip(jobs, rendered, strict=True):
-                for (i, _), share in zip(job.items, job_shares, strict=True):
-                    shares[i] = share
-            ordered = [shares[i] for i in range(len(ids))]
-            data = [
-                (results / name, text.encode("utf-8"))
-                for name, text in data_files([s.cell_data for s in ordered])
-            ]
-            compat = json_document(n_records, b",".join(s.json for s in ordered))
-            compat_doc = json.loads(compat) if domains or readme is not None else {}
-            pages, sections, summaries = _domain_pages(results, compat_doc, domains)
-            whole = [
-                *data,
-                (
-                    results / "index.html",
-                    assemble_html([s.html for s in ordered], prelude + sections).encode("utf-8"),
-                ),
-                (results / "compat.json", compat),
-                *pages,
-            ]
-        except BaseException:
-            for c in children:
-                c.close()
-            raise
-        # everything rendered: write, each shard's files in its process, then the whole files
-        for c in children:
-            c.start_writing()
-        writes = [_write(mine, check), *(c.written() for c in children)] if jobs else []
+        with _pool(jobs) as futures:
+            mine = [_render(jobs[0])] if jobs else []
+            rendered = mine + [_rendered(j, f) for j, f in zip(jobs[1:], futures, strict=True)]
+        for job, done in zip(jobs, rendered, strict=True):
+            for (i, _), share in zip(job.items, done.shares, strict=True):
+                shares[i] = share
+        ordered = [shares[i] for i in range(len(ids))]
+        whole, compat_doc, summaries = _whole_files(
+            results, ordered, len(table), prelude, domains, readme is not None
+        )
+        # everything rendered: write the entries' files, then the whole files
+        writes = [_write(done, check) for done in rendered]
         whole_flags = [_put(path, blob, check) for path, blob in whole]
         documents = [
             write_blocks(texts, document, check=check)
@@ -466,9 +441,6 @@ def render_all(
             page_flags[i] = [next(per_entry) for _ in shares[i].pages]
     files = [f for i in range(len(ids)) for f in page_flags[i]]
     files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]
-    outputs = [path for path, _, _ in files]
-    written_paths = [path for path, _, was_written in files if was_written]
-    stale = [path for path, is_stale, _ in files if is_stale]
 
     if store is not None and not check:
         for i in missed:
@@ -480,9 +452,9 @@ def render_all(
         for v in s.verdicts:
             verdicts[v] = verdicts.get(v, 0) + 1
     return ReportSummary(
-        outputs=tuple(outputs),
-        written=tuple(written_paths),
-        stale_outputs=tuple(stale),
+        outputs=tuple(path for path, _, _ in files),
+        written=tuple(path for path, _, was_written in files if was_written),
+        stale_outputs=tuple(path for path, is_stale, _ in files if is_stale),
         documents_updated=tuple(d.path for d in documents if d.written),
         stale_documents=tuple(d.path for d in documents if d.changed),
         verdicts=dict(sorted(verdicts.items())),

@@ -6,15 +6,10 @@ import dataclasses
 import json
 import re
 from html.parser import HTMLParser
-from types import SimpleNamespace
-
-import pytest
 
 from harness.aggregate import aggregate
 from harness.outcomes import Outcome
-from harness.report import outputs as report
-from harness.report.outputs import render_all
-from harness.report.render import STATUSES, html
+from harness.report.render import STATUSES
 from harness.report.render.html import cell_file_name, cell_files, render_cell_data, render_html
 from harness.report.render.jsonout import render_json
 from harness.report.render.markdown import md, render_entry
@@ -230,66 +225,10 @@ def test_json_put_together_from_entries_is_what_json_dumps_gives(tmp_path):
     )
 
 
-def test_shards_are_runs_of_entries_with_about_as_many_records_each():
-    aggs = [SimpleNamespace(n_runs=3 if n < 320 else 1) for n in range(643)]
-    items = list(enumerate(aggs))
-    shards = report._shards(items, 2)  # type: ignore[arg-type]
-    # 1,283 records: the cut nearest half, after 214 entries of 3 (642 records)
-    assert [part[0][0] for part in shards] == [0, 214]
-    assert [item for part in shards for item in part] == items
-    assert report._shards(items, 1) == [items]  # type: ignore[arg-type]
-    assert report._shards(items[:1], 4) == [items[:1]]  # type: ignore[arg-type]
-    assert len(report._shards(items, 4)) == 4  # type: ignore[arg-type]
-    assert report._shards([], 4) == []
-
-
 def test_png_is_a_png_and_deterministic(tmp_path):
     [agg] = aggregate(records(), [entry(tmp_path)]).entries
     png = render_png(agg)
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and png == render_png(agg)
-
-
-def test_render_all_is_byte_identical_on_rerun(tmp_path):
-    e = entry(tmp_path)
-    first = render_all(records(), [e], tmp_path / "a")
-    blobs = {p.relative_to(tmp_path / "a"): p.read_bytes() for p in first.outputs}
-    second = render_all(list(reversed(records())), [e], tmp_path / "b")
-    assert {p.relative_to(tmp_path / "b"): p.read_bytes() for p in second.outputs} == blobs
-    assert sorted(str(p) for p in blobs) == [
-        "cells/0000.js",
-        "compat.json",
-        "compat/pytorch__hostile.md",
-        "compat/pytorch__hostile.png",
-        "index.html",
-    ]
-    assert first.verdicts == {"confirmed": 1, "contradicted": 2}
-
-
-def test_render_all_in_a_forked_child_gives_the_same_files_and_summary(tmp_path, monkeypatch):
-    if not report._use_fork(2, 2):
-        pytest.skip("fork unavailable here (platform, or other threads alive)")
-    # one entry per data file, so that two entries make two shards
-    monkeypatch.setattr(html, "CELL_FILE_ENTRIES", 1)
-    children = []
-    start = report._Child.__init__
-
-    def spy(self, *args):
-        start(self, *args)
-        children.append(self.proc.pid)
-
-    monkeypatch.setattr(report._Child, "__init__", spy)
-    recs = records() + [dataclasses.replace(r, entry="pytorch/other") for r in records()]
-    serial = render_all(recs, [], tmp_path / "a", workers=1)
-    assert not children
-    forked = render_all(recs, [], tmp_path / "b", workers=2)
-    assert len(children) == 1
-    rel = lambda s, root: [p.relative_to(root) for p in s]  # noqa: E731
-    assert rel(forked.outputs, tmp_path / "b") == rel(serial.outputs, tmp_path / "a")
-    assert rel(forked.written, tmp_path / "b") == rel(serial.written, tmp_path / "a")
-    assert [p.read_bytes() for p in forked.outputs] == [p.read_bytes() for p in serial.outputs]
-    assert forked.verdicts == serial.verdicts
-    again = render_all(recs, [], tmp_path / "b", workers=2, check=True)
-    assert again.up_to_date and not again.written
 
 
 def test_markdown_shows_each_machine_of_a_cell_and_where_they_disagree(tmp_path):
