@@ -56,6 +56,7 @@ from harness.outcomes import (
 )
 from harness.store.columnar import RecordTable
 from harness.store.records import Record
+from harness.store.sql import Params
 
 if TYPE_CHECKING:
     from harness.spec.entries import Entry
@@ -82,23 +83,20 @@ _HITS = {
 _HITS_DEFAULT = (Outcome.OK.value,)  # workaround, control, and any unknown kind
 # the runs that read as the documented error (its grade: harness.outcomes.grade); they make
 # a reproducing cell, and a dead end that raises one fails as documented
-_SHOWS = "(" + ", ".join(f"'{g.value}'" for g in sorted(SHOWS)) + ")"
+_SHOWS = tuple(g.value for g in sorted(SHOWS))
 _RESTRICTED = ("workaround", "dead_end")  # counted only in cells where a baseline reproduces
 
 
-def _q(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+def _in(values: Iterable[str], p: Params) -> str:
+    """``(value, ...)`` for ``x IN``, each value a parameter of the statement."""
+    return "(" + ", ".join(map(p, values)) + ")"
 
 
-def _in(values: Iterable[str]) -> str:
-    return "(" + ", ".join(map(_q, values)) + ")"
+def _counts(p: Params) -> str:
+    """Per outcome, the rows that ended in it: ``n_<outcome>`` columns."""
+    return ", ".join(f"count(*) FILTER (WHERE outcome = {p(v)}) AS n_{v}" for v in _VALUES)
 
 
-def _count(value: str) -> str:
-    return f"count(*) FILTER (WHERE outcome = {_q(value)})"
-
-
-_COUNTS = ", ".join(f"{_count(v)} AS n_{v}" for v in _VALUES)
 _N_COLUMNS = [f"n_{v}" for v in _VALUES]
 
 
@@ -196,10 +194,10 @@ def _unnest_table(con: Any, name: str, columns: dict[str, list[Any]], types: str
 _CHECKOUT_PREFIX = r"""(/[^/\s"'<>:]+)+/repros/"""
 
 
-def _checkout_relative(column: str) -> str:
+def _checkout_relative(column: str, p: Params) -> str:
     return (
         f"CASE WHEN contains({column}, '/repros/') THEN "
-        f"regexp_replace({column}, {_q(_CHECKOUT_PREFIX)}, 'repros/', 'g') ELSE {column} END"
+        f"regexp_replace({column}, {p(_CHECKOUT_PREFIX)}, 'repros/', 'g') ELSE {column} END"
     )
 
 
@@ -229,25 +227,29 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
             if related_now(own[(eid, variant)], variant, outcome, exc_type, exc_message):
                 flips.append(rid)
     _unnest_table(con, "flips", {"rid": flips}, "rid BIGINT")
+    p = Params()
     con.execute(
         "CREATE OR REPLACE TEMP TABLE read_runs AS SELECT rid, entry, variant, kind, env, device, "
         "precision, trial, CASE WHEN rid IN (SELECT rid FROM flips) THEN 'related' "
         "ELSE outcome END AS outcome, reason, has_exception, exc_type, "
-        f"{_checkout_relative('exc_message')} AS exc_message, "
-        f"{_checkout_relative('exc_frame')} AS exc_frame, "
+        f"{_checkout_relative('exc_message', p)} AS exc_message, "
+        f"{_checkout_relative('exc_frame', p)} AS exc_frame, "
         f"duration_s, versions, provenance, started_at, machine, machine_id, checks FROM records "
-        f"WHERE {wanted}"
+        f"WHERE {wanted}",
+        p.values,
     )
     _graded(con, {e.id: e for e in entries})
+    p = Params()
     con.execute(
         "CREATE OR REPLACE TEMP TABLE runs AS SELECT r.*, CASE "
-        f"WHEN r.outcome IN {_in(_NOT_COUNTED_VALUES)} THEN NULL "
-        f"WHEN r.outcome = 'reproduced' THEN {_q(Grade.VERBATIM.value)} "
-        f"WHEN r.outcome IN ('ok', 'wrong_result') THEN {_q(Grade.NOT_RAISED.value)} "
+        f"WHEN r.outcome IN {_in(_NOT_COUNTED_VALUES, p)} THEN NULL "
+        f"WHEN r.outcome = 'reproduced' THEN {p(Grade.VERBATIM.value)} "
+        f"WHEN r.outcome IN ('ok', 'wrong_result') THEN {p(Grade.NOT_RAISED.value)} "
         f"WHEN r.outcome = 'other_error' AND g.grade IS NOT NULL THEN g.grade "
-        f"ELSE {_q(Grade.OTHER_ERROR.value)} END AS grade FROM read_runs r LEFT JOIN graded g "
+        f"ELSE {p(Grade.OTHER_ERROR.value)} END AS grade FROM read_runs r LEFT JOIN graded g "
         "ON r.outcome = 'other_error' AND g.entry = r.entry AND g.exc_type = r.exc_type "
-        "AND g.exc_message = r.exc_message"
+        "AND g.exc_message = r.exc_message",
+        p.values,
     )
 
 
@@ -296,10 +298,12 @@ class _Grouped:
 
 
 def _group(con: Any) -> _Grouped:
+    p = Params()
     con.execute(
         "CREATE OR REPLACE TEMP TABLE cells AS SELECT entry, variant, env, device, precision, "
-        f"count(*) AS trials, {_COUNTS}, count(DISTINCT (machine, machine_id)) AS machines, "
-        f"count(*) FILTER (WHERE grade IN {_SHOWS}) AS n_shows FROM runs GROUP BY ALL"
+        f"count(*) AS trials, {_counts(p)}, count(DISTINCT (machine, machine_id)) AS machines, "
+        f"count(*) FILTER (WHERE grade IN {_in(_SHOWS, p)}) AS n_shows FROM runs GROUP BY ALL",
+        p.values,
     )
     # each distinct count vector once (cells mostly share a handful)
     signatures = con.execute(
@@ -498,9 +502,10 @@ def _score(
         "precision, fails, count(*) AS silent FROM runs JOIN silent USING (rid) GROUP BY ALL"
     )
     counted = f"trials - ({_sum('n_' + v for v in _NOT_COUNTED_VALUES)})"
+    p = Params()
     hits = (
         "CASE kind "
-        + "".join(f"WHEN {_q(k)} THEN {_sum('n_' + v for v in _hits(k))} " for k in _HITS)
+        + "".join(f"WHEN {p(k)} THEN {_sum('n_' + v for v in _hits(k))} " for k in _HITS)
         + f"ELSE {_sum('n_' + v for v in _HITS_DEFAULT)} END"
     )
     # a reproducing cell: a baseline's run there shows the documented error at its grade
@@ -514,11 +519,12 @@ def _score(
         f"{counted} AS n, {hits} + coalesce(cell_silent.silent, 0) AS k, n_related AS related, "
         "n_ok AS ok, coalesce(cell_silent.silent, 0) AS silent, n_shows AS shows, "
         "n_shows > 0 AS has_reproduced, "
-        f"(roles.kind NOT IN {_in(_RESTRICTED)} OR (roles.scope = 3 AND (entry, env, device, precision) "
+        f"(roles.kind NOT IN {_in(_RESTRICTED, p)} OR (roles.scope = 3 AND (entry, env, device, precision) "
         "IN (SELECT (entry, env, device, precision) FROM reproducing)) OR (roles.scope = 2 AND "
         "(entry, env, device) IN (SELECT (entry, env, device) FROM reproducing))) AS in_scope "
         "FROM cells JOIN roles USING (entry, variant) "
-        "LEFT JOIN cell_silent USING (entry, variant, env, device, precision, fails)"
+        "LEFT JOIN cell_silent USING (entry, variant, env, device, precision, fails)",
+        p.values,
     )
 
 
@@ -557,16 +563,18 @@ def _variant_rows(con: Any) -> _VariantRows:
     ).fetchall():
         ranges[tuple(row[:5])].append(tuple(row[5:]))
     failures: dict[tuple[Any, ...], list[tuple[str, str, bool, int]]] = defaultdict(list)
+    p = Params()
     for row in con.execute(
         "SELECT entry, variant, scored.kind, scored.scope, scored.fails, runs.outcome, "
         "CASE WHEN has_exception THEN exc_type || ': ' || exc_message "
         "ELSE runs.outcome || ': ' || reason END AS text, silent.rid IS NOT NULL OR "
         "(scored.kind = 'dead_end' AND runs.outcome = 'other_error' "
-        f"AND runs.grade IN {_SHOWS}), count(*) "
+        f"AND runs.grade IN {_in(_SHOWS, p)}), count(*) "
         "FROM runs JOIN scored USING (entry, variant, env, device, precision) "
         "LEFT JOIN silent ON silent.rid = runs.rid AND silent.fails = scored.fails "
         "WHERE scored.n > 0 AND scored.n <> scored.ok AND in_scope "
-        f"AND runs.outcome NOT IN {_in(('ok', *_NOT_COUNTED_VALUES))} GROUP BY ALL"
+        f"AND runs.outcome NOT IN {_in(('ok', *_NOT_COUNTED_VALUES), p)} GROUP BY ALL",
+        p.values,
     ).fetchall():
         failures[tuple(row[:5])].append(tuple(row[5:]))  # type: ignore[arg-type]
     messages: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
@@ -576,9 +584,11 @@ def _variant_rows(con: Any) -> _VariantRows:
     ).fetchall():
         messages[(row[0], row[1])].append(row[2:])
     not_counted: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
+    p = Params()
     for row in con.execute(
         "SELECT entry, variant, outcome, reason, count(*), list(DISTINCT env) FROM runs "
-        f"WHERE outcome IN {_in(_NOT_COUNTED_VALUES)} GROUP BY ALL"
+        f"WHERE outcome IN {_in(_NOT_COUNTED_VALUES, p)} GROUP BY ALL",
+        p.values,
     ).fetchall():
         not_counted[(row[0], row[1])].append(row[2:])
     return _VariantRows(
@@ -714,10 +724,12 @@ def _per_machine(
     label), and the cells where the machines disagree: their applicable trials ended in
     different statuses (a machine that could not measure the cell does not disagree)."""
     grouped: dict[tuple[str, CellKey], dict[str, dict[str, int]]] = {}
+    p = Params()
     for row in con.execute(
-        f"SELECT entry, variant, env, device, precision, machine, machine_id, {_COUNTS} "
+        f"SELECT entry, variant, env, device, precision, machine, machine_id, {_counts(p)} "
         "FROM runs SEMI JOIN (SELECT * FROM cells WHERE machines > 1) "
-        "USING (entry, variant, env, device, precision) GROUP BY ALL"
+        "USING (entry, variant, env, device, precision) GROUP BY ALL",
+        p.values,
     ).fetchall():
         eid, key, machine = row[0], tuple(row[1:5]), (row[5], row[6])
         counts = grouped.setdefault((eid, key), {}).setdefault(labels[eid][machine], {})
@@ -926,9 +938,9 @@ def _with_trials(con: Any, aggs: list[EntryAggregate]) -> list[EntryAggregate]:
     duration, then record order), their texts as ids into one shared pool."""
     _page_order(con, aggs)
     pool = _text_pool(con)
-    outcomes = "[" + ", ".join(map(_q, _VALUES)) + "]"
+    p = Params()
     fetched = con.execute(
-        f"SELECT pn.i AS entry, list_position({outcomes}, r.outcome) - 1 AS outcome, "
+        f"SELECT pn.i AS entry, list_position({p(_VALUES)}::VARCHAR[], r.outcome) - 1 AS outcome, "
         "coalesce(x.x, 0) AS x, r.duration_s, po.o AS machine, "
         "vo.o AS versions, coalesce(rt.t, 0) AS reason, coalesce(st.t, 0) AS started, r.trial "
         "FROM runs r JOIN page_entries pn ON pn.entry = r.entry "
@@ -941,7 +953,8 @@ def _with_trials(con: Any, aggs: list[EntryAggregate]) -> list[EntryAggregate]:
         "JOIN objects vo ON NOT vo.is_provenance AND vo.text = r.versions "
         "LEFT JOIN texts rt ON rt.text = r.reason LEFT JOIN texts st ON st.text = r.started_at "
         "ORDER BY pn.i, ps.s, pv.v, pe.e, r.trial, r.started_at, r.outcome, po.host, "
-        "r.duration_s, r.rid"
+        "r.duration_s, r.rid",
+        p.values,
     ).fetchnumpy()
     outcome = np.asarray(fetched["outcome"], dtype=np.int64)
     # where each entry's trials start and end (entries in order, their trials together)

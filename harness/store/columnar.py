@@ -61,6 +61,7 @@ from harness.store.jsonl import (
 )
 from harness.store.records import SCHEMA, ExceptionInfo, Record
 from harness.store.snapshot import Snapshot
+from harness.store.sql import Params, path_literal
 from harness.store.validate import (
     MAX_DURATION_S,
     MAX_ID,
@@ -136,14 +137,6 @@ _CLOSED = {
 _REQUIRED = ("entry", "variant", "kind", "cell", "env", "device", "precision", "trial", "outcome")
 
 
-def _q(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _list(items: Sequence[str]) -> str:
-    return "[" + ", ".join(map(_q, items)) + "]"
-
-
 def _v(name: str) -> str:
     return f"v{_INDEX[name]}"
 
@@ -153,8 +146,8 @@ def _t(name: str) -> str:
     return f"({_v(name)}::VARCHAR)"
 
 
-def _match(name: str, pattern: str) -> str:
-    return f"regexp_full_match({_t(name)}, {_q(pattern)})"
+def _match(name: str, pattern: str, p: Params) -> str:
+    return f"regexp_full_match({_t(name)}, {p(pattern)})"
 
 
 def _absent(name: str) -> str:
@@ -171,13 +164,17 @@ def _text_ok(name: str, cap: int) -> str:
     return f"(starts_with({_t(name)}, '\"') AND strlen({_t(name)}) <= {cap + 2})"
 
 
-def _integer_ok(name: str, low: int, high: int) -> str:
-    return f"({_match(name, _INTEGER)} AND TRY_CAST({_t(name)} AS BIGINT) BETWEEN {low} AND {high})"
+def _integer_ok(name: str, low: int, high: int, p: Params) -> str:
+    return (
+        f"({_match(name, _INTEGER, p)} AND TRY_CAST({_t(name)} AS BIGINT) BETWEEN {low} AND {high})"
+    )
 
 
-def _number_ok(name: str) -> str:
+def _number_ok(name: str, p: Params) -> str:
     n = f"TRY_CAST({_t(name)} AS DOUBLE)"
-    return f"({_match(name, _NUMBER)} AND isfinite({n}) AND {n} BETWEEN 0 AND {MAX_DURATION_S!r})"
+    return (
+        f"({_match(name, _NUMBER, p)} AND isfinite({n}) AND {n} BETWEEN 0 AND {MAX_DURATION_S!r})"
+    )
 
 
 def _distinct_keys(name: str, most: int) -> str:
@@ -202,25 +199,25 @@ def _exception_ok() -> str:
     return f"({_null('exception')} OR ({' AND '.join(parts)}))"
 
 
-def _accept() -> str:
+def _accept(p: Params) -> str:
     """The SQL condition under which a parsed line (``keys``: its keys; ``v1``, ``v2``, ...:
     its values' JSON texts, in PATHS order) is a record that validate_record accepts
-    unchanged."""
+    unchanged (its patterns and closed values parameters of the statement, in ``p``)."""
     rules: dict[str, str] = {
-        "schema": f"{_t('schema')} = '{SCHEMA}'",
-        "trial": _integer_ok("trial", 0, MAX_TRIAL),
-        "duration_s": f"({_absent('duration_s')} OR {_number_ok('duration_s')})",
-        "run_s": f"({_null('run_s')} OR {_number_ok('run_s')})",
-        "exit_code": f"({_null('exit_code')} OR {_integer_ok('exit_code', -(2**31), 2**32 - 1)})",
-        "signal": f"({_null('signal')} OR {_integer_ok('signal', 1, 255)})",
+        "schema": f"{_t('schema')} = {p(str(SCHEMA))}",
+        "trial": _integer_ok("trial", 0, MAX_TRIAL, p),
+        "duration_s": f"({_absent('duration_s')} OR {_number_ok('duration_s', p)})",
+        "run_s": f"({_null('run_s')} OR {_number_ok('run_s', p)})",
+        "exit_code": f"({_null('exit_code')} OR {_integer_ok('exit_code', -(2**31), 2**32 - 1, p)})",
+        "signal": f"({_null('signal')} OR {_integer_ok('signal', 1, 255, p)})",
         "started_at": (
             f"({_absent('started_at')} OR {_t('started_at')} = '\"\"' OR "
-            f"({_match('started_at', _STAMP)} AND "
+            f"({_match('started_at', _STAMP, p)} AND "
             f"TRY_CAST(substr({_t('started_at')}, 2, 10) AS DATE) IS NOT NULL))"
         ),
         "exception": _exception_ok(),
         "checks": (
-            f"({_absent('checks')} OR ({_match('checks', _CHECKS)} "
+            f"({_absent('checks')} OR ({_match('checks', _CHECKS, p)} "
             f"AND strlen({_t('checks')}) <= {MAX_TEXT} "
             f"AND NOT contains({_t('checks')}, '\"_warnings\":{{') "
             f"AND {_distinct_keys('checks', MAX_ITEMS)} "
@@ -229,13 +226,13 @@ def _accept() -> str:
     }
     for name in ("versions", "provenance"):
         rules[name] = (
-            f"({_absent(name)} OR ({_match(name, _MAP)} AND strlen({_t(name)}) <= {MAX_VALUE} "
+            f"({_absent(name)} OR ({_match(name, _MAP, p)} AND strlen({_t(name)}) <= {MAX_VALUE} "
             f"AND {_distinct_keys(name, MAX_ITEMS)}))"
         )
     for name in ("entry", "variant", "cell", "env"):
-        rules[name] = _match(name, _ID)
+        rules[name] = _match(name, _ID, p)
     for name, allowed in _CLOSED.items():
-        present = f"{_t(name)} IN ({', '.join(_q(chr(34) + a + chr(34)) for a in allowed)})"
+        present = f"{_t(name)} IN ({', '.join(p(chr(34) + a + chr(34)) for a in allowed)})"
         rules[name] = present if name in _REQUIRED else f"({_absent(name)} OR {present})"
     for name, cap in _TEXT_CAP.items():
         rules[name] = f"({_absent(name)} OR {_text_ok(name, cap)})"
@@ -645,24 +642,27 @@ def _accept_lines(
     con.execute(
         "CREATE TEMP TABLE good_lines (file INTEGER, " + ", ".join(" ".join(c) for c in _GOOD) + ")"
     )
+    p = Params()
     con.execute(
         f"INSERT INTO good_lines BY NAME SELECT file, n, {_columns()} FROM (SELECT file, n, "
         f"keys, {values} FROM (SELECT file, n, json_keys(line) AS keys, "
-        f"json_extract(line, {_list(['$.' + f for f in PATHS])}) AS v FROM lines "
+        f"json_extract(line, {p(['$.' + f for f in PATHS])}::VARCHAR[]) AS v FROM lines "
         f"WHERE strlen(line) <= {MAX_LINE_BYTES} AND starts_with(line, '{{') "
         "AND ends_with(line, '}') AND NOT contains(line, chr(127)) "
-        f"AND (strlen(line) = length(line) OR NOT regexp_matches(line, {_q(_NON_ASCII_SUSPECT)})) "
-        f"AND NOT (contains(line, '\\u') AND regexp_matches(line, {_q(_SUSPECT_ESCAPE)})) "
+        f"AND (strlen(line) = length(line) OR NOT regexp_matches(line, {p(_NON_ASCII_SUSPECT)})) "
+        f"AND NOT (contains(line, '\\u') AND regexp_matches(line, {p(_SUSPECT_ESCAPE)})) "
         "AND NOT (contains(line, '\\b') OR contains(line, '\\f') OR contains(line, '\\r')) "
-        f"AND NOT regexp_matches(line, {_q(_TRAILING_COMMA)}) AND json_valid(line))) "
-        f"WHERE {_accept()}"
+        f"AND NOT regexp_matches(line, {p(_TRAILING_COMMA)}) AND json_valid(line))) "
+        f"WHERE {_accept(p)}",
+        p.values,
     )
     # the accepted lines: those of the snapshots and those read now
     columns = _GOOD_COLUMNS
     parts = [f"SELECT file, {columns} FROM good_lines"]
     for s in sources:
         if cache is not None and s.snap is not None:
-            parquet = _list(snapshot.good_parquet(cache, s.snap))
+            # a view takes no parameter: the paths are written into it
+            parquet = path_literal(snapshot.good_parquet(cache, s.snap))
             parts.append(f"SELECT {s.index} AS file, {columns} FROM read_parquet({parquet})")
     con.execute("CREATE TEMP VIEW good AS " + " UNION ALL ".join(parts))
     return raw

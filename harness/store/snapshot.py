@@ -47,6 +47,7 @@ import duckdb
 from harness.atomic import write_atomically
 from harness.envs.provenance import source_digest
 from harness.store.records import SCHEMA
+from harness.store.sql import path_literal
 
 __all__ = [
     "GRACE_S",
@@ -310,14 +311,14 @@ def write_segment(
     token = secrets.token_hex(16)
     good = f"{name}.{token}.good.parquet"
     other_name = f"{name}.{token}.other.parquet"
-    con.execute(f"COPY ({good_sql}) TO {_sql_text(str(cache / good))} (FORMAT parquet)")
+    con.execute(f"COPY ({good_sql}) TO {path_literal(cache / good)} (FORMAT parquet)")
     con.execute("CREATE OR REPLACE TEMP TABLE other_out (n BIGINT, line BLOB)")
     if other:
         con.execute(
             "INSERT INTO other_out SELECT unnest(?), unnest(?)",
             [[n for n, _ in other], [b for _, b in other]],
         )
-    con.execute(f"COPY other_out TO {_sql_text(str(cache / other_name))} (FORMAT parquet)")
+    con.execute(f"COPY other_out TO {path_literal(cache / other_name)} (FORMAT parquet)")
     con.execute("DROP TABLE other_out")
     good_rows = con.execute("SELECT count(*) FROM read_parquet(?)", [str(cache / good)]).fetchone()
     return Segment(
@@ -331,10 +332,6 @@ def write_segment(
         other_rows=len(other),
         other_sha256=hashlib.sha256(_read_regular(cache / other_name)).hexdigest(),
     )
-
-
-def _sql_text(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def save(cache: Path, snap: Snapshot) -> None:

@@ -550,3 +550,18 @@ def test_equal_records_of_one_run_are_taken_in_the_store_order(tmp_path: Path) -
     )
     got = _same_as_a_full_read(Store(root), cache_dir(root))
     assert [r.imported_from for r in got.records()] == ["y.jsonl"]
+
+
+def test_a_project_whose_path_holds_quotes_and_a_newline_reads_its_snapshots(
+    tmp_path: Path,
+) -> None:
+    # the snapshots' Parquet files are named in a view (which takes no parameter) and in
+    # COPY ... TO: their paths are written into the SQL, by harness/store/sql.path_literal
+    root = tmp_path / "it's a \"project\"\n'; DROP TABLE records; --\\" / "results" / "records"
+    root.mkdir(parents=True)
+    (root / "box.jsonl").write_text("\n".join(_ordinary(i) for i in range(20)) + "\n")
+    cache = cache_dir(root)
+    _same_as_a_full_read(Store(root), cache)
+    assert any(p.name.endswith(".parquet") for p in cache.iterdir())
+    again = _same_as_a_full_read(Store(root), cache)
+    assert again.snapshot_lines == 20 and len(again) == 20
