@@ -259,15 +259,24 @@ def _pool(jobs: Sequence[_Job]) -> Iterator[list[Future[_Rendered]]]:
         yield [pool.submit(_render_shard, k) for k in range(1, len(jobs))]
     except BaseException:
         # a failure or Ctrl-C here: the shards are not wanted, so the workers stop now
-        # rather than when they are done (Python 3.14's terminate_workers does this)
-        workers = list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for w in workers:
-            w.terminate()
-        for w in workers:
-            w.join()
+        # rather than when they are done
+        _terminate(pool)
         raise
     pool.shutdown(wait=True)
+
+
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14
+    if terminate is not None:
+        terminate()
+        return
+    # before 3.14, what terminate_workers does, with the pool's table of its processes
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for w in workers:
+        w.terminate()
+    for w in workers:
+        w.join()
 
 
 def _rendered(job: _Job, future: Future[_Rendered]) -> _Rendered:
@@ -365,6 +374,23 @@ def _whole_files(
     return whole, compat_doc, summaries
 
 
+def _summary(
+    files: Sequence[Flags], documents: Sequence[WritebackResult], ordered: Sequence[CachedEntry]
+) -> ReportSummary:
+    verdicts: dict[str, int] = {}
+    for s in ordered:
+        for v in s.verdicts:
+            verdicts[v] = verdicts.get(v, 0) + 1
+    return ReportSummary(
+        outputs=tuple(path for path, _, _ in files),
+        written=tuple(path for path, _, was_written in files if was_written),
+        stale_outputs=tuple(path for path, is_stale, _ in files if is_stale),
+        documents_updated=tuple(d.path for d in documents if d.written),
+        stale_documents=tuple(d.path for d in documents if d.changed),
+        verdicts=dict(sorted(verdicts.items())),
+    )
+
+
 def render_all(
     records: RecordTable | Iterable[Record],
     entries: Sequence[Entry],
@@ -447,15 +473,4 @@ def render_all(
             store.put(keys[i], shares[i])
         store.prune(set(keys))
 
-    verdicts: dict[str, int] = {}
-    for s in ordered:
-        for v in s.verdicts:
-            verdicts[v] = verdicts.get(v, 0) + 1
-    return ReportSummary(
-        outputs=tuple(path for path, _, _ in files),
-        written=tuple(path for path, _, was_written in files if was_written),
-        stale_outputs=tuple(path for path, is_stale, _ in files if is_stale),
-        documents_updated=tuple(d.path for d in documents if d.written),
-        stale_documents=tuple(d.path for d in documents if d.changed),
-        verdicts=dict(sorted(verdicts.items())),
-    )
+    return _summary(files, documents, ordered)

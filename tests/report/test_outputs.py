@@ -5,7 +5,9 @@ processes render, and that a worker that dies or fails loses nothing and hides n
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import os
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -205,3 +207,21 @@ def test_shards_are_runs_of_entries_with_about_as_many_records_each():
     assert report._shards(items[:1], 4) == [items[:1]]  # type: ignore[arg-type]
     assert len(report._shards(items, 4)) == 4  # type: ignore[arg-type]
     assert report._shards([], 4) == []
+
+
+def test_a_failure_here_stops_the_workers_rather_than_waiting_for_them(tmp_path, monkeypatch):
+    needs_fork()
+    parent = os.getpid()
+
+    def slow_in_a_worker(job):
+        if os.getpid() != parent:
+            time.sleep(120)
+        raise KeyboardInterrupt  # Ctrl-C while this process renders its own shard
+
+    monkeypatch.setattr(report, "_render", slow_in_a_worker)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        render_all(two_entries(), [], tmp_path / "results", workers=2)
+    assert time.monotonic() - started < 30
+    assert multiprocessing.active_children() == []
+    assert not (tmp_path / "results").exists()

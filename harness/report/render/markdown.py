@@ -366,7 +366,81 @@ def verdicts_table(agg: EntryAggregate) -> list[str]:
     )
 
 
+def messages_tables(agg: EntryAggregate) -> list[str]:
+    """Per variant, the exceptions its runs raised, each distinct message once, with its
+    grade against the documented message."""
+    lines: list[str] = []
+    for v in agg.variants:
+        if not v.messages:
+            continue
+        lines += [f"### {md(v.name)}", ""]
+        lines += _table(
+            ["Count", "Outcomes", "Read as", "Type", "Message", "Environments"],
+            (
+                [
+                    str(m.count),
+                    md(", ".join(m.outcomes)),
+                    md(m.grade) or "–",
+                    md(m.type),
+                    md(m.message),
+                    _envs(m.envs),
+                ]
+                for m in v.messages
+            ),
+        )
+        lines.append("")
+    return lines or ["No exceptions were raised.", ""]
+
+
+def not_counted_table(agg: EntryAggregate) -> list[str]:
+    rows = [
+        [md(v.name), md(n.outcome), md(n.reason) or "–", str(n.count), _envs(n.envs)]
+        for v in agg.variants
+        for n in v.not_counted
+    ]
+    if not rows:
+        return ["None."]
+    return _table(["Variant", "Outcome", "Reason", "Count", "Environments"], rows)
+
+
+def machines_table(agg: EntryAggregate) -> list[str]:
+    return _table(
+        [
+            "Machine",
+            "Host",
+            "OS",
+            "CPU",
+            "GPU",
+            "Driver",
+            "CUDA",
+            "Harness",
+            "Git rev",
+            "Runs",
+            "First run",
+            "Last run",
+        ],
+        (
+            [
+                md(m.name),
+                md(m.host),
+                md(m.os),
+                md(m.cpu),
+                md(m.gpu),
+                md(m.driver),
+                md(m.cuda),
+                md(m.harness_version),
+                md(m.git_rev),
+                str(m.runs),
+                md(m.first),
+                md(m.last),
+            ]
+            for m in agg.machines
+        ),
+    )
+
+
 def render_entry(agg: EntryAggregate) -> str:
+    """An entry's compatibility page (results/compat/<slug>.md), its sections in order."""
     lines = [f"# {md(agg.title)}", ""]
     if agg.title != agg.id:
         lines += [f"Entry: {md(agg.id)}", ""]
@@ -414,79 +488,16 @@ def render_entry(agg: EntryAggregate) -> str:
         "variable-parts, reworded (declared in entry.yaml), other-error.",
         "",
     ]
-    any_msg = False
-    for v in agg.variants:
-        if not v.messages:
-            continue
-        any_msg = True
-        lines += [f"### {md(v.name)}", ""]
-        lines += _table(
-            ["Count", "Outcomes", "Read as", "Type", "Message", "Environments"],
-            (
-                [
-                    str(m.count),
-                    md(", ".join(m.outcomes)),
-                    md(m.grade) or "–",
-                    md(m.type),
-                    md(m.message),
-                    _envs(m.envs),
-                ]
-                for m in v.messages
-            ),
-        )
-        lines.append("")
-    if not any_msg:
-        lines += ["No exceptions were raised.", ""]
+    lines += messages_tables(agg)
     lines += ["## Not counted (unsupported, skipped, env_failed)", ""]
-    nc_rows = [
-        [md(v.name), md(n.outcome), md(n.reason) or "–", str(n.count), _envs(n.envs)]
-        for v in agg.variants
-        for n in v.not_counted
-    ]
-    lines += (
-        _table(["Variant", "Outcome", "Reason", "Count", "Environments"], nc_rows)
-        if nc_rows
-        else ["None."]
-    )
+    lines += not_counted_table(agg)
     lines += ["", "## Environments", ""]
     lines += _table(
         ["Environment", "torch", "lightning", "python"],
         ([md(e.id), md(e.torch), md(e.lightning), md(e.python)] for e in agg.envs),
     )
     lines += ["", "## Machines", ""]
-    lines += _table(
-        [
-            "Machine",
-            "Host",
-            "OS",
-            "CPU",
-            "GPU",
-            "Driver",
-            "CUDA",
-            "Harness",
-            "Git rev",
-            "Runs",
-            "First run",
-            "Last run",
-        ],
-        (
-            [
-                md(m.name),
-                md(m.host),
-                md(m.os),
-                md(m.cpu),
-                md(m.gpu),
-                md(m.driver),
-                md(m.cuda),
-                md(m.harness_version),
-                md(m.git_rev),
-                str(m.runs),
-                md(m.first),
-                md(m.last),
-            ]
-            for m in agg.machines
-        ),
-    )
+    lines += machines_table(agg)
     lines += shared_cells_text(agg)
     lines.append("")
     return "\n".join(lines)
