@@ -374,6 +374,25 @@ def _whole_files(
     return whole, compat_doc, summaries
 
 
+def _entry_files(
+    results: Path,
+    shares: Mapping[int, CachedEntry],
+    cached: set[int],
+    jobs: Sequence[_Job],
+    writes: Sequence[list[Flags]],
+) -> list[Flags]:
+    """Every entry's files (page, PNG) in entry order, an order that depends neither on the
+    shards nor on the cache: those taken from the cache unwritten, the others as written."""
+    flags: dict[int, list[Flags]] = {
+        i: [(results / name, False, False) for name, _ in shares[i].pages] for i in cached
+    }
+    for job, written in zip(jobs, writes, strict=True):
+        per_entry = iter(written)
+        for i, _ in job.items:
+            flags[i] = [next(per_entry) for _ in shares[i].pages]
+    return [f for i in range(len(shares)) for f in flags[i]]
+
+
 def _summary(
     files: Sequence[Flags], documents: Sequence[WritebackResult], ordered: Sequence[CachedEntry]
 ) -> ReportSummary:
@@ -405,8 +424,9 @@ def render_all(
 ) -> ReportSummary:
     """``records``: the records to report (the store's newest, as the engine holds them:
     harness/store/columnar.py), or Records in hand. ``workers``: how many processes render (the
-    others forked from this one, once everything is aggregated); None chooses up to 4, as
-    many as there are CPUs, for large results where forking is safe, else 1. ``cache``:
+    others a pool forked from this one once everything is aggregated, see ``_pool``); None
+    chooses up to 4, as many as there are CPUs, for large results where forking is safe,
+    else 1. ``cache``:
     take an entry whose inputs have not changed from results/.cache/render
     (harness/report/cache.py), and keep what is rendered there (not in check mode). The
     bytes and the summary depend on none of these. ``readme``: the README whose findings
@@ -456,16 +476,7 @@ def render_all(
             Path(readme) if readme is not None else None, results, compat_doc, summaries, check
         )
 
-    # in an order that does not depend on the shards or the cache: the entries' files (in
-    # entry order), the data files, the whole files
-    page_flags: dict[int, list[Flags]] = {
-        i: [(results / name, False, False) for name, _ in shares[i].pages] for i in cached
-    }
-    for job, flags in zip(jobs, writes, strict=True):
-        per_entry = iter(flags)
-        for i, _ in job.items:
-            page_flags[i] = [next(per_entry) for _ in shares[i].pages]
-    files = [f for i in range(len(ids)) for f in page_flags[i]]
+    files = _entry_files(results, shares, cached, jobs, writes)
     files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]
 
     if store is not None and not check:

@@ -301,6 +301,40 @@ def _md_link(entry: str, base: str) -> str:
     return f"[{entry}]({base}compat/{entry_slug(entry)}.md)"
 
 
+def _wrong_table(s: DomainSummary, base: str) -> list[str]:
+    wrong = s.most_wrong()
+    if not wrong:
+        return ["No claim is contradicted by the records so far."]
+    out = [
+        "| Entry | Claim | Claimed | Measured | Verdict | Seen instead |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in wrong:
+        claim = c.claim + (f" ({c.subject})" if c.subject else "")
+        out.append(
+            f"| {_md_link(c.entry, base)} | {_md(claim)} | {_md(c.claimed)} | "
+            f"{_md(c.measured)} | {_md(c.said)} | {_md(c.seen_instead, 160) or '–'} |"
+        )
+    return out
+
+
+def _entries_table(s: DomainSummary, base: str) -> list[str]:
+    out = [
+        "| Entry | Scriptable | Runs | Message grade | Verdicts (confirmed / contradicted / inconclusive / not measurable) | Documented message found in the installed torch/lightning |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for e in s.entries:
+        mine = [c for c in s.claims if c.entry == e.entry]
+        tally = " / ".join(str(sum(c.verdict == v for c in mine)) for v in VERDICTS)
+        grade = next((c.grade for c in mine if c.kind == "documented message"), "") or "–"
+        link = _md_link(e.entry, base) if e.measured else f"[{e.entry}]({e.url})"
+        out.append(
+            f"| {link} | {e.scriptable} | {e.runs if e.measured else 'not measured yet' if e.scriptable != 'no' else '–'} "
+            f"| {grade if e.measured else '–'} | {tally if e.measured else '–'} | {_md(e.message_found)} |"
+        )
+    return out
+
+
 def render_domain_markdown(s: DomainSummary, base: str = "../") -> str:
     """``base``: the path from the page to results/ (the compat pages live there)."""
     scripted = [e for e in s.entries if e.scriptable != "no"]
@@ -368,36 +402,9 @@ def render_domain_markdown(s: DomainSummary, base: str = "../") -> str:
         "contradicted claims; an understated figure is never here.",
         "",
     ]
-    wrong = s.most_wrong()
-    if wrong:
-        out += [
-            "| Entry | Claim | Claimed | Measured | Verdict | Seen instead |",
-            "| --- | --- | --- | --- | --- | --- |",
-        ]
-        for c in wrong:
-            claim = c.claim + (f" ({c.subject})" if c.subject else "")
-            out.append(
-                f"| {_md_link(c.entry, base)} | {_md(claim)} | {_md(c.claimed)} | "
-                f"{_md(c.measured)} | {_md(c.said)} | {_md(c.seen_instead, 160) or '–'} |"
-            )
-    else:
-        out.append("No claim is contradicted by the records so far.")
-    out += [
-        "",
-        "## Entries",
-        "",
-        "| Entry | Scriptable | Runs | Message grade | Verdicts (confirmed / contradicted / inconclusive / not measurable) | Documented message found in the installed torch/lightning |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for e in s.entries:
-        mine = [c for c in s.claims if c.entry == e.entry]
-        tally = " / ".join(str(sum(c.verdict == v for c in mine)) for v in VERDICTS)
-        grade = next((c.grade for c in mine if c.kind == "documented message"), "") or "–"
-        link = _md_link(e.entry, base) if e.measured else f"[{e.entry}]({e.url})"
-        out.append(
-            f"| {link} | {e.scriptable} | {e.runs if e.measured else 'not measured yet' if e.scriptable != 'no' else '–'} "
-            f"| {grade if e.measured else '–'} | {tally if e.measured else '–'} | {_md(e.message_found)} |"
-        )
+    out += _wrong_table(s, base)
+    out += ["", "## Entries", ""]
+    out += _entries_table(s, base)
     out += ["", "## Not reproducible by a script", ""]
     for e in s.entries:
         if e.scriptable == "no":
