@@ -346,7 +346,7 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
     except KeyError:
         raise BisectError(f"{entry.id} has no variant {request.variant!r}") from None
     if not variant.written:
-        raise BisectError(f"{entry.id}::{variant.name} is not written yet (NOT_WRITTEN)")
+        raise BisectError(f"{entry.id}::{variant.name} is not written yet (None in VARIANTS)")
     if request.device not in variant.devices or request.precision not in variant.precisions:
         raise BisectError(
             f"{variant.name} runs on {', '.join(variant.devices)} at "

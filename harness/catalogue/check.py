@@ -3,7 +3,7 @@
 Per entry: entry.yaml loads (schema, signatures compile, claims parse: entries.py), its
 variants and repro.py's VARIANTS agree both ways, document.md has
 every write-back block, the reproducer parses as Python 3.7 (the oldest target). Problems
-are errors with file:line (exit 2); what is still to write (NOT_WRITTEN variants, TODO
+are errors with file:line (exit 2); what is still to write (variants VARIANTS maps to None, TODO
 lines) is listed as to-do and does not fail the check. So are the rewordings it sees in
 the measured runs (results/compat.json): a baseline message of the documented type, at
 the documented step, that shares words with the documented one and does not read as it,
@@ -174,7 +174,7 @@ def check_entry(
     if unwritten:
         result.todos.append(
             f"{entry.repro}: {len(unwritten)} of {len(entry.variants)} variants not written "
-            f"(NOT_WRITTEN; never run): {', '.join(unwritten)}"
+            f"(None in VARIANTS; never run): {', '.join(unwritten)}"
         )
     for path in (yaml_path, entry.repro, entry.document):
         result.todos += _todo_lines(path)

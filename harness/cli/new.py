@@ -45,7 +45,7 @@ class NewCommand(Command):
         console.print(
             f"{scaffold.format} document -> {folder.relative_to(repo)}/: "
             f"{len(scaffold.claims)} claimed workarounds/dead ends + baseline + control "
-            f"(all listed in NOT_WRITTEN)"
+            f"(all None in VARIANTS: not written)"
         )
         for f in files:
             console.print(f"  wrote {f.relative_to(repo)}")

@@ -143,7 +143,7 @@ def one_per_torch(envs: Iterable[Environment]) -> list[Environment]:
 def _not_applicable(variant: Variant, cell: Cell) -> str:
     """Why ``variant`` does not run in ``cell`` ("" where it does)."""
     if not variant.written:
-        return "not written yet (repro.py lists it in NOT_WRITTEN)"
+        return "not written yet (repro.py maps it to None in VARIANTS)"
     if cell.device not in variant.devices:
         return f"variant runs on {', '.join(variant.devices)} only"
     if cell.precision not in variant.precisions:

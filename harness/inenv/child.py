@@ -36,8 +36,9 @@ exactly one job, as the one-job mode does. The worker never initialises CUDA; it
 refuses to fork once CUDA is initialised in it. When stdin closes (the harness ended or
 died) the worker kills its children's process groups and exits.
 
-A reproducer module exposes ``run(variant, device, precision) -> dict`` returning its
-postcondition checks as {name: {"ok": bool, "detail": str}}, and raises an exception
+A reproducer module (loaded as REPRO_MODULE, registered in sys.modules for the run) maps
+each variant's name to its function in ``VARIANTS``; ``f(device, precision) -> dict`` returns
+its postcondition checks as {name: {"ok": bool, "detail": str}}, and raises an exception
 class named ``Unsupported`` when the variant's intent cannot be expressed in this
 environment.
 """
@@ -152,14 +153,6 @@ def classify(exc, checks, signature, variant_signature=None):
         info = exception_info(exc)
         if is_unsupported(exc):
             return {"outcome": "unsupported", "reason": _bounded(str(exc)), "exception": None}
-        if type(exc).__name__ == "NotWritten":
-            # a scaffold's variant whose code is missing: the plan never schedules one listed
-            # in NOT_WRITTEN; one run anyway is never a pass or an error, and never counted
-            return {
-                "outcome": "skipped",
-                "reason": _bounded("not written: %s" % exc),
-                "exception": None,
-            }
         # the documented signature first: a variant's own (related) signature never
         # stands in for it, and the documented error is never recorded as related
         if signature_matches(exc, signature):
@@ -217,13 +210,46 @@ def versions():
     return out
 
 
+# the module name a reproducer runs under: registered in sys.modules for the run, so that
+# dataclasses (under `from __future__ import annotations`), pickle (torch.save of an object
+# whose class repro.py defines) and DataLoader workers find it; the records name exception
+# classes a reproducer defines after it. reprokit.REPRO_MODULE, for a run by hand, is the same
+REPRO_MODULE = "repro_under_test"
+KIT = "reprokit.py"  # the reproducers' shared helpers, in the first folder above repro.py
+
+
+def _kit_folder(path):
+    folder = os.path.dirname(os.path.realpath(path))
+    while not os.path.isfile(os.path.join(folder, KIT)):
+        if os.path.dirname(folder) == folder:
+            return None
+        folder = os.path.dirname(folder)
+    return folder
+
+
 def _load_repro(path):
-    spec = importlib.util.spec_from_file_location("repro_under_test", path)
+    """repro.py as the module REPRO_MODULE, with the folder of reprokit.py first on sys.path
+    (``from reprokit import ...``). The run's process ends with the run: neither outlives it."""
+    kit = _kit_folder(path)
+    if kit is not None:
+        sys.path.insert(0, kit)
+    spec = importlib.util.spec_from_file_location(REPRO_MODULE, path)
     if spec is None or spec.loader is None:
         raise ImportError("cannot load reproducer from %s" % path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[REPRO_MODULE] = module
     spec.loader.exec_module(module)
     return module
+
+
+def variant_function(module, name):
+    """The function VARIANTS maps ``name`` to (None: not written yet)."""
+    variants = getattr(module, "VARIANTS", None)
+    if not isinstance(variants, dict):
+        raise TypeError("repro.py has no VARIANTS dict {name: function}")
+    if name not in variants:
+        raise ValueError("unknown variant %r; known: %s" % (name, ", ".join(variants)))
+    return variants[name]
 
 
 def cuda_missing_reason(device):
@@ -249,6 +275,7 @@ def execute(job):
     exc = None
     checks = {}
     run_s = 0.0
+    function = None
     skip = cuda_missing_reason(job["device"])
     if skip is not None:
         result = {"outcome": "skipped", "reason": skip, "exception": None}
@@ -256,19 +283,29 @@ def execute(job):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                module = _load_repro(job["repro"])
-                run_started = time.time()
-                try:
-                    raw = module.run(job["variant"], job["device"], job["precision"])
-                finally:
-                    run_s = time.time() - run_started
-                checks = _normalise_checks(raw)
+                function = variant_function(_load_repro(job["repro"]), job["variant"])
+                if function is not None:
+                    run_started = time.time()
+                    try:
+                        raw = function(job["device"], job["precision"])
+                    finally:
+                        run_s = time.time() - run_started
+                    checks = _normalise_checks(raw)
             except Exception as error:  # any exception is a measured outcome
                 exc = error
                 if isinstance(error, MemoryError):
                     # free what the runaway allocation holds, so the result can be written
                     traceback.clear_frames(error.__traceback__)
-        result = classify(exc, checks, job.get("signature"), job.get("variant_signature"))
+        if exc is None and function is None:
+            # a scaffold's variant whose code is missing: the plan never schedules one; one
+            # run anyway is never a pass or an error, and never counted
+            result = {
+                "outcome": "skipped",
+                "reason": "not written: VARIANTS maps %r to None" % job["variant"],
+                "exception": None,
+            }
+        else:
+            result = classify(exc, checks, job.get("signature"), job.get("variant_signature"))
     seen = []
     for w in caught or []:
         text = "%s: %s" % (w.category.__name__, w.message)

@@ -1,9 +1,10 @@
 """What a repro.py declares, read statically (``ast``, no import, no torch).
 
-A reproducer names the variants it implements in a module-level dict literal ``VARIANTS``
-(name -> one-line description) and those still to be written in a list literal
-``NOT_WRITTEN`` (see docs/reference/entry-yaml.md). The host checks both against entry.yaml when an
-entry loads, so that a typo is an error with file:line, never a result.
+A reproducer maps each variant's name to its function in a module-level dict literal
+``VARIANTS`` ({"baseline": baseline, ...}; a function defined at module level in the same
+file, taking (device, precision)), or to None while the variant is not written (see
+docs/reference/entry-yaml.md). The host checks it against entry.yaml when an entry loads, so that a
+typo is an error with file:line, never a result; export follows a variant's function from it.
 
 It also collects the postcondition names the reproducer can report, as far as a static
 read can tell: every string literal in the file, and the templates of names it builds (an
@@ -26,14 +27,14 @@ __all__ = ["Declared", "DeclaredError", "parse_source", "read_declared"]
 
 
 class DeclaredError(HarnessError):
-    """What a repro.py declares (VARIANTS, NOT_WRITTEN) cannot be read."""
+    """What a repro.py declares (VARIANTS) cannot be read."""
 
 
 @dataclass(frozen=True)
 class Declared:
     path: Path
     variants: dict[str, int]  # name -> line of its key in VARIANTS
-    not_written: dict[str, int]  # name -> line in NOT_WRITTEN
+    not_written: dict[str, int]  # name -> line, for those VARIANTS maps to None
     variants_line: int
     # every string literal of the file, and the names it builds from a template (an
     # f-string, a literal followed by `+`), each as a regular expression: what run() can
@@ -49,6 +50,7 @@ class Declared:
     # the reproducer imports lightning (or calls reprokit's lightning helpers) somewhere; one
     # that does not measures the same thing with every lightning of a torch release
     uses_lightning: bool = True
+    functions: dict[str, str] = field(default_factory=dict)  # variant -> its function's name
 
 
 def _assigned(tree: ast.Module, name: str) -> tuple[ast.expr, int] | None:
@@ -66,27 +68,56 @@ def _assigned(tree: ast.Module, name: str) -> tuple[ast.expr, int] | None:
     return found
 
 
-def _strings(node: ast.expr, path: Path, what: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    items: list[ast.expr | None]
-    if isinstance(node, ast.Dict):
-        items = list(node.keys)
-    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        items = list(node.elts)
-    else:
+def _variants(
+    node: ast.expr, tree: ast.Module, path: Path
+) -> tuple[dict[str, int], dict[str, str], dict[str, int]]:
+    """VARIANTS = {"name": function_or_None, ...} -> (name -> line, name -> function name,
+    name -> line of those not written)."""
+    if not isinstance(node, ast.Dict):
         raise DeclaredError(
-            path, node.lineno, f"{what} must be a literal (dict, list or tuple of names)"
+            path, node.lineno, 'VARIANTS must be a dict literal {"name": function, ...}'
         )
-    for item in items:
-        if not (isinstance(item, ast.Constant) and isinstance(item.value, str)):
-            line = item.lineno if item is not None else node.lineno
-            raise DeclaredError(path, line, f"{what}: every name must be a string literal")
-        if item.value in out:
+    defined = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    lines: dict[str, int] = {}
+    functions: dict[str, str] = {}
+    not_written: dict[str, int] = {}
+    for key, value in zip(node.keys, node.values, strict=True):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            line = key.lineno if key is not None else node.lineno
+            raise DeclaredError(path, line, "VARIANTS: every name must be a string literal")
+        name = key.value
+        if name in lines:
             raise DeclaredError(
-                path, item.lineno, f"{what}: {item.value!r} twice (first at line {out[item.value]})"
+                path, key.lineno, f"VARIANTS: {name!r} twice (first at line {lines[name]})"
             )
-        out[item.value] = item.lineno
-    return out
+        lines[name] = key.lineno
+        if isinstance(value, ast.Constant) and value.value is None:
+            not_written[name] = key.lineno
+            continue
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            raise DeclaredError(
+                path,
+                value.lineno,
+                f"VARIANTS[{name!r}] is a string: a variant's description lives in entry.yaml; "
+                "map the name to the variant's function (None while it is not written)",
+            )
+        function = defined.get(value.id) if isinstance(value, ast.Name) else None
+        if function is None:
+            raise DeclaredError(
+                path,
+                value.lineno,
+                f"VARIANTS[{name!r}] must name a function defined at module level in "
+                f"{path.name} (or be None while it is not written), not {ast.unparse(value)!r}",
+            )
+        params = function.args
+        if params.posonlyargs or len(params.args) != 2 or params.vararg or params.kwonlyargs:
+            raise DeclaredError(
+                path,
+                function.lineno,
+                f"variant function {function.name}() must take (device, precision)",
+            )
+        functions[name] = function.name
+    return lines, functions, not_written
 
 
 def _names(tree: ast.Module) -> tuple[frozenset[str], tuple[str, ...]]:
@@ -152,20 +183,20 @@ def read_declared(path: str | os.PathLike[str]) -> Declared:
         raise DeclaredError(
             path,
             None,
-            "no module-level VARIANTS literal: name every variant the reproducer implements, "
-            'e.g. VARIANTS = {"baseline": "what it does"}',
+            "no module-level VARIANTS literal: map every variant to its function, "
+            'e.g. VARIANTS = {"baseline": baseline}',
         )
-    declared = _strings(variants[0], path, "VARIANTS")
-    not_written: dict[str, int] = {}
-    nw = _assigned(tree, "NOT_WRITTEN")
-    if nw is not None:
-        not_written = _strings(nw[0], path, "NOT_WRITTEN")
-        for name, line in not_written.items():
-            if name not in declared:
-                raise DeclaredError(path, line, f"NOT_WRITTEN names {name!r}, not in VARIANTS")
+    declared, functions, not_written = _variants(variants[0], tree, path)
     literals, templates = _names(tree)
     return Declared(
-        path, declared, not_written, variants[1], literals, templates, uses_lightning(tree)
+        path,
+        declared,
+        not_written,
+        variants[1],
+        literals,
+        templates,
+        uses_lightning(tree),
+        functions,
     )
 
 

@@ -8,8 +8,8 @@ An entry directory holds:
 
 docs/reference/entry-yaml.md describes every key. The variants of entry.yaml and the ``VARIANTS``
 literal of repro.py must name the same variants (read statically, see declared.py); a
-variant listed in repro.py's ``NOT_WRITTEN`` is loaded with ``written=False`` and never
-planned.
+variant that ``VARIANTS`` maps to None (not written yet) is loaded with ``written=False`` and
+never planned. A variant's description and its devices and precisions are entry.yaml's only.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ class Variant:
     # "process": always a fresh interpreter (never forked from a warm worker); None: the run's
     isolation: str | None = None
     line: int | None = None
-    written: bool = True  # False while repro.py lists it in NOT_WRITTEN: never planned
+    written: bool = True  # False while repro.py's VARIANTS maps it to None: never planned
 
 
 @dataclass(frozen=True)

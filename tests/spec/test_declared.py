@@ -1,5 +1,5 @@
-"""Reading a reproducer's source (harness/spec/declared.py): parse_source survives CPython
-3.11's shared AST depth count (python/cpython#106905) and nothing else."""
+"""Reading a reproducer's source (harness/spec/declared.py): what VARIANTS maps each name to,
+and parse_source surviving CPython 3.11's shared AST depth count (python/cpython#106905)."""
 
 from __future__ import annotations
 
@@ -48,3 +48,24 @@ def test_a_mismatch_that_stays_and_other_system_errors_are_raised(monkeypatch) -
 def test_options_reach_the_parser() -> None:
     with pytest.raises(SyntaxError):  # the walrus operator is Python 3.8
         parse_source("(y := 1)\n", "repro.py", feature_version=(3, 7))
+
+
+def test_variants_map_names_to_functions_or_to_none_while_not_written(tmp_path) -> None:
+    from harness.spec.declared import read_declared
+
+    path = tmp_path / "repro.py"
+    path.write_text(
+        "def base(device, precision):\n"
+        '    return {"moved": {"ok": True, "detail": ""}}\n'
+        "\n"
+        "\n"
+        "VARIANTS = {\n"
+        '    "baseline": base,\n'
+        '    "control": None,\n'
+        "}\n"
+    )
+    declared = read_declared(path)
+    assert declared.variants == {"baseline": 6, "control": 7} and declared.variants_line == 5
+    assert declared.functions == {"baseline": "base"}
+    assert declared.not_written == {"control": 7}
+    assert declared.can_report("moved") and not declared.can_report("base")

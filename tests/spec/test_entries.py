@@ -19,7 +19,9 @@ variants:
 """
 
 
-REPRO = 'VARIANTS = {"baseline": "raises", "control": "works"}\n'
+# a variant function for the literals below (line 1 to 3): the statement after it is line 4
+F = "def f(device, precision):\n    return {}\n\n"
+REPRO = F + 'VARIANTS = {"baseline": f, "control": f}\n'
 
 
 def make(tmp_path: Path, text: str, entry_id: str = "demo/err", repro: str = REPRO) -> Path:
@@ -153,28 +155,36 @@ def test_missing_files_and_escapes_are_refused(tmp_path: Path) -> None:
 
 
 def test_a_variant_repro_py_lacks_is_named_at_its_entry_line(tmp_path: Path) -> None:
-    d = make(tmp_path, GOOD, repro='VARIANTS = {"baseline": "raises"}\n')
+    d = make(tmp_path, GOOD, repro=F + 'VARIANTS = {"baseline": f}\n')
     with pytest.raises(EntryError) as info:
         load_entry(d, tmp_path)
     assert str(info.value).startswith(f"{d / 'entry.yaml'}:5: variant 'control' is not implemented")
 
 
 def test_a_variant_entry_yaml_lacks_is_named_at_its_repro_line(tmp_path: Path) -> None:
-    repro = 'import torch\nVARIANTS = {\n    "baseline": "raises",\n    "control": "",\n    "contrl": "typo",\n}\n'
+    repro = F + 'VARIANTS = {\n    "baseline": f,\n    "control": f,\n    "contrl": f,\n}\n'
     d = make(tmp_path, GOOD, repro=repro)
     with pytest.raises(EntryError) as info:
         load_entry(d, tmp_path)
-    assert str(info.value).startswith(f"{d / 'repro.py'}:5: VARIANTS names 'contrl'")
+    assert str(info.value).startswith(f"{d / 'repro.py'}:7: VARIANTS names 'contrl'")
 
 
 @pytest.mark.parametrize(
     ("repro", "line", "message"),
     [
         ("x = 1\n", None, "no module-level VARIANTS literal"),
-        ("VARIANTS = dict(baseline='')\n", 1, "must be a literal"),
-        ('VARIANTS = {"baseline": "", NAME: ""}\n', 1, "every name must be a string literal"),
-        ('VARIANTS = ["baseline", "control",\n "baseline"]\n', 2, "'baseline' twice"),
-        ('VARIANTS = ["baseline", "control"]\nNOT_WRITTEN = ["other"]\n', 2, "not in VARIANTS"),
+        (F + "VARIANTS = dict(baseline=f)\n", 4, "must be a dict literal"),
+        (F + 'VARIANTS = ["baseline", "control"]\n', 4, "must be a dict literal"),
+        (F + 'VARIANTS = {"baseline": f, NAME: f}\n', 4, "every name must be a string literal"),
+        (F + 'VARIANTS = {"baseline": f,\n "baseline": None}\n', 5, "'baseline' twice"),
+        (F + 'VARIANTS = {"baseline": f, "control": g}\n', 4, "must name a function defined"),
+        (F + 'VARIANTS = {"baseline": f, "control": f.g}\n', 4, "not 'f.g'"),
+        ('VARIANTS = {"baseline": "raises"}\n', 1, "description lives in entry.yaml"),
+        (
+            "def f(device):\n    pass\nVARIANTS = {'baseline': f}\n",
+            1,
+            "must take (device, precision)",
+        ),
         ("VARIANTS = {\n", 1, "not valid Python"),
     ],
 )
@@ -192,14 +202,14 @@ def test_not_written_variants_load_and_are_never_planned(tmp_path: Path) -> None
     from harness.execute.plan import make_plan
     from harness.spec.matrix import Cell, Environment, Expansion
 
-    repro = 'VARIANTS = {"baseline": "", "control": ""}\nNOT_WRITTEN: list = ["baseline"]\n'
+    repro = F + 'VARIANTS = {"baseline": None, "control": f}\n'
     entry = load_entry(make(tmp_path, GOOD, repro=repro), tmp_path)
     assert [v.written for v in entry.variants] == [False, True]
     cell = Cell(Environment("3.11", "2.13.0", "2.6.6"), "cpu", "fp32")
     plan = make_plan(Expansion("p", (cell,), (), 1), [entry])
     assert [j.variant.name for j in plan.jobs] == ["control"]
     assert [(n.variant, n.reason) for n in plan.not_applicable] == [
-        ("baseline", "not written yet (repro.py lists it in NOT_WRITTEN)")
+        ("baseline", "not written yet (repro.py maps it to None in VARIANTS)")
     ]
 
 
@@ -228,13 +238,13 @@ variants:
   - {name: control, kind: control, description: "works"}
 """
 SILENT_REPRO = (
-    'VARIANTS = {"baseline": "", "deadend1": "", "control": ""}\n'
-    "def run(variant, device, precision):\n"
+    "def run(device, precision):\n"
     '    checks = {"weights_loaded": {"ok": False, "detail": ""}}\n'
     '    for name in ("first", "second"):\n'
     '        checks["grad_" + name] = {"ok": True, "detail": ""}\n'
     '        checks[f"moved_{name}_weight"] = {"ok": True, "detail": ""}\n'
     "    return checks\n"
+    'VARIANTS = {"baseline": run, "deadend1": run, "control": run}\n'
 )
 
 

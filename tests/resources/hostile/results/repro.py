@@ -6,14 +6,6 @@ import json
 import os
 import sys
 
-VARIANTS = {
-    "bogus-outcome": "writes outcome 'bogus' itself",
-    "list-checks": "writes checks [1, 2] itself",
-    "not-json": "writes a result file that is not JSON",
-    "surrogate": "raises a message with a lone surrogate",
-    "fine": "returns at once",
-}
-
 
 def _result_path():
     frame = sys._getframe(1)
@@ -30,13 +22,30 @@ def _write_own(text):
     os._exit(0)
 
 
-def run(variant, device, precision):
-    if variant == "bogus-outcome":
-        _write_own(json.dumps({"protocol": 1, "outcome": "bogus", "checks": {}}))
-    if variant == "list-checks":
-        _write_own(json.dumps({"protocol": 1, "outcome": "ok", "checks": [1, 2]}))
-    if variant == "not-json":
-        _write_own("{this is not json")
-    if variant == "surrogate":
-        raise ValueError(b"file \xff name".decode("utf-8", "surrogateescape"))
+def bogus_outcome(device, precision):
+    _write_own(json.dumps({"protocol": 1, "outcome": "bogus", "checks": {}}))
+
+
+def list_checks(device, precision):
+    _write_own(json.dumps({"protocol": 1, "outcome": "ok", "checks": [1, 2]}))
+
+
+def not_json(device, precision):
+    _write_own("{this is not json")
+
+
+def surrogate(device, precision):
+    raise ValueError(b"file \xff name".decode("utf-8", "surrogateescape"))
+
+
+def fine(device, precision):
     return {"moved": {"ok": True, "detail": "fine"}}
+
+
+VARIANTS = {
+    "bogus-outcome": bogus_outcome,
+    "list-checks": list_checks,
+    "not-json": not_json,
+    "surrogate": surrogate,
+    "fine": fine,
+}

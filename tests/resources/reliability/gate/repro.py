@@ -9,12 +9,6 @@ import signal
 import sys
 import time
 
-VARIANTS = {
-    "held": "blocks while the hold file exists",
-    "stubborn": "ignores SIGTERM and blocks",
-    "forks": "forks a grandchild; both block",
-    "after": "returns at once",
-}
 OK = {"released": {"ok": True, "detail": "the test let it go"}}
 
 
@@ -52,6 +46,24 @@ def run(variant, device, precision):
         return OK
     raise ValueError("unknown variant " + variant)
 
+
+def held(device, precision):  # blocks while the hold file exists
+    return run("held", device, precision)
+
+
+def stubborn(device, precision):  # ignores SIGTERM and blocks
+    return run("stubborn", device, precision)
+
+
+def forks(device, precision):  # forks a grandchild; both block
+    return run("forks", device, precision)
+
+
+def after(device, precision):  # returns at once
+    return run("after", device, precision)
+
+
+VARIANTS = {"held": held, "stubborn": stubborn, "forks": forks, "after": after}
 
 if __name__ == "__main__":
     print(run(sys.argv[1], "cpu", "fp32"))
