@@ -1,19 +1,23 @@
 """Helpers every reproducer shares: capability checks, autocast and GradScaler, Lightning
-precision preconditions, postconditions that can fail, and the command line.
+precision preconditions, postconditions that can fail, and the command line that runs a
+reproducer by hand:
+
+    python repros/reprokit.py pytorch/grad-scale-unscale-error --list
+    python repros/reprokit.py pytorch/grad-scale-unscale-error --variant baseline-unused-submodule --precision fp16
 
 This file runs inside target environments, next to a torch it did not choose (1.10 to
 2.13 and later) on Python 3.7 or newer: standard library and torch/lightning only, no
-syntax newer than 3.7 (tests/test_reprokit.py parses it with feature_version=(3, 7)).
-A reproducer finds it by walking up from its own folder (see any repros/*/*/repro.py);
-`python -m harness export ENTRY --variant V` inlines it into one standalone script.
+syntax newer than 3.7 (tests/inenv/test_reprokit.py parses it with feature_version=(3, 7)).
+A repro.py imports it as ``from reprokit import ...``: run as above, this folder is the
+script's own and so first on sys.path; the harness's child puts it there too, and
+`python -m harness export ENTRY --variant V` writes one variant with the helpers it calls.
 
-The contract with the harness (docs/reference/entry-yaml.md has all of it):
-- ``VARIANTS``, a module-level dict literal in repro.py, names every variant it implements;
-  ``NOT_WRITTEN``, a list literal, names those whose code is still to be written. The host
-  reads both with ``ast`` (no torch) and checks them against entry.yaml.
-- ``run(variant, device, precision)`` returns its postcondition checks
-  ``{name: {"ok": bool, "detail": str}}``; raises ``Unsupported`` (decided before the
-  behaviour under test) when the cell cannot express the variant's intent.
+The contract with the harness (docs/reference/entry-yaml.md has all of it): ``VARIANTS``, a
+module-level dict literal in repro.py, maps each variant's name to its function
+``f(device, precision) -> {name: {"ok": bool, "detail": str}}`` (its postconditions), or to
+None while it is not written. A function raises ``Unsupported`` (decided before the
+behaviour under test) when the cell cannot express the variant's intent. What a variant is
+and where it runs (description, devices, precisions) is entry.yaml's.
 """
 
 from __future__ import annotations
@@ -21,27 +25,30 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import math
+import os
 import sys
 
 __all__ = [
     "LIGHTNING_PRECISION",
     "LIGHTNING_PRECISION_SHORT",
-    "NotWritten",
+    "REPRO_MODULE",
     "Unsupported",
     "above",
     "at_most",
     "autocast",
     "autocast_dtype",
     "check_fused_adamw",
-    "check_variant",
     "describe_plugin",
     "finite",
     "import_lightning",
     "lightning_submodule",
+    "load",
     "main",
     "make_scaler",
     "moved",
+    "report",
     "require_plugin_precision",
     "with_lightning_precision",
 ]
@@ -52,29 +59,11 @@ __all__ = [
 # still reads as an alias. with_lightning_precision picks what the installed one takes.
 LIGHTNING_PRECISION = {"fp32": "32-true", "fp16": "16-mixed", "bf16": "bf16-mixed"}
 LIGHTNING_PRECISION_SHORT = {"fp32": 32, "fp16": 16, "bf16": "bf16"}
-# exit codes of main(), for people running a reproducer by hand
-EXIT_OK, EXIT_RAISED, EXIT_UNSUPPORTED, EXIT_WRONG, EXIT_NOT_WRITTEN = 0, 1, 2, 3, 4
 
 
 class Unsupported(Exception):
     """The variant's intent cannot be expressed in this cell (the harness records
     `unsupported` with this message as the reason; it never counts either way)."""
-
-
-class NotWritten(Exception):
-    """The variant is named in the scaffold but its code is not written yet. The harness
-    never schedules a variant listed in NOT_WRITTEN; if one is run anyway (its name was
-    removed from NOT_WRITTEN without writing its code) the child records `skipped` with
-    this reason: never a pass, never an error, never counted."""
-
-
-def check_variant(variant, variants, not_written=()):
-    """The first line of every run(): an unknown name is a ValueError, an unwritten one
-    raises NotWritten."""
-    if variant not in variants:
-        raise ValueError("unknown variant %r; known: %s" % (variant, ", ".join(variants)))
-    if variant in not_written:
-        raise NotWritten("variant %r is not written yet (listed in NOT_WRITTEN)" % variant)
 
 
 # -- capabilities: checked before the behaviour under test --------------------------------
@@ -89,17 +78,14 @@ def autocast_dtype(device, precision):
         return None
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[precision]
     a = torch.ones(4, 4, device=device)
+    asked = "torch.autocast(%r, dtype=%s)" % (device, dtype)
     try:
         with torch.autocast(device, dtype=dtype):
             produced = torch.mm(a, a).dtype
     except Exception as exc:  # old CPU autocast refuses float16 on entry
-        raise Unsupported(
-            "torch.autocast(%r, dtype=%s) is not available: %s" % (device, dtype, exc)
-        )
+        raise Unsupported("%s is not available: %s" % (asked, exc))
     if produced != dtype:
-        raise Unsupported(
-            "torch.autocast(%r, dtype=%s) produced %s from torch.mm" % (device, dtype, produced)
-        )
+        raise Unsupported("%s produced %s from torch.mm" % (asked, produced))
     return dtype
 
 
@@ -116,16 +102,13 @@ def make_scaler(device):
     """An enabled GradScaler for ``device`` and the API used, or Unsupported."""
     import torch
 
-    amp = getattr(torch, "amp", None)
-    if amp is not None and hasattr(amp, "GradScaler"):
-        scaler, api = amp.GradScaler(device), "torch.amp.GradScaler(%r)" % device
+    if hasattr(getattr(torch, "amp", None), "GradScaler"):
+        scaler, api = torch.amp.GradScaler(device), "torch.amp.GradScaler(%r)" % device
     elif device == "cuda":
         scaler, api = torch.cuda.amp.GradScaler(), "torch.cuda.amp.GradScaler()"
     else:
-        raise Unsupported(
-            "no GradScaler for %r: torch.amp.GradScaler is missing and "
-            "torch.cuda.amp.GradScaler only scales CUDA tensors" % device
-        )
+        why = "torch.amp.GradScaler is missing and torch.cuda.amp.GradScaler only scales CUDA"
+        raise Unsupported("no GradScaler for %r: %s tensors" % (device, why))
     if not scaler.is_enabled():
         raise Unsupported("%s disabled itself on %r (scaler.is_enabled() is False)" % (api, device))
     return scaler, api
@@ -247,10 +230,8 @@ def require_plugin_precision(plugin, precision, asked, flag=None):
 
 def finite(values, what="losses"):
     values = [float(v) for v in values]
-    return {
-        "ok": bool(values) and all(math.isfinite(v) for v in values),
-        "detail": "%s=%s" % (what, values) if values else "no %s were recorded" % what,
-    }
+    detail = "%s=%s" % (what, values) if values else "no %s were recorded" % what
+    return {"ok": bool(values) and all(math.isfinite(v) for v in values), "detail": detail}
 
 
 def moved(before, after, what="parameters"):
@@ -258,96 +239,125 @@ def moved(before, after, what="parameters"):
     if not after:
         return {"ok": False, "detail": "no %s to compare" % what}
     change = {}
-    for name, tensor in after.items():
-        change[name] = (
-            (tensor.detach().float().cpu() - before[name].float().cpu()).abs().max().item()
-        )
+    for name, t in after.items():
+        change[name] = (t.detach().float().cpu() - before[name].float().cpu()).abs().max().item()
     still = sorted(n for n, c in change.items() if not c > 0)
     detail = "max |change| per tensor: %s" % change
-    if still:
-        detail = "unchanged: %s; %s" % (still, detail)
-    return {"ok": not still, "detail": detail}
+    return {"ok": not still, "detail": "unchanged: %s; %s" % (still, detail) if still else detail}
 
 
 def at_most(values, limit, what):
     values = [float(v) for v in values]
-    return {
-        "ok": bool(values) and all(v <= limit for v in values),
-        "detail": "%s: %s; must be <= %s" % (what, values, limit)
-        if values
-        else "no %s recorded" % what,
-    }
+    detail = "%s: %s; must be <= %s" % (what, values, limit) if values else "no %s recorded" % what
+    return {"ok": bool(values) and all(v <= limit for v in values), "detail": detail}
 
 
 def above(values, limit, what):
     values = [float(v) for v in values]
-    return {
-        "ok": bool(values) and all(v > limit for v in values),
-        "detail": "%s: %s; must be > %s" % (what, values, limit)
-        if values
-        else "no %s recorded" % what,
-    }
+    detail = "%s: %s; must be > %s" % (what, values, limit) if values else "no %s recorded" % what
+    return {"ok": bool(values) and all(v > limit for v in values), "detail": detail}
 
 
-# -- the command line ---------------------------------------------------------------------
+# -- running a variant by hand -------------------------------------------------------------
 
 
-def main(
-    run,
-    variants,
-    doc,
-    argv=None,
-    not_written=(),
-    fixed_precision=None,
-    default_variant=None,
-    default_precision=None,
-):
-    """Run one variant by hand and print what happened, as the harness would record it.
+def report(variant, device, precision):
+    """Run a variant function and print its postconditions; exit status 0 if all held, else 3.
+    An exception propagates, traceback and all: what a bug report wants."""
+    version = getattr(sys.modules.get("torch"), "__version__", "(not imported)")
+    print("torch %s, %s, %s, %s" % (version, variant.__name__, device, precision))
+    checks = variant(device, precision)
+    width = max([len(n) for n in checks] + [10]) + 2
+    for name, check in checks.items():
+        print("%s%s  %s" % (name.ljust(width), "ok  " if check["ok"] else "FAIL", check["detail"]))
+    return 0 if all(c["ok"] for c in checks.values()) else 3
 
-    Exit status: 0 ok, 1 raised, 2 unsupported, 3 a postcondition failed, 4 not written."""
-    fixed_precision = fixed_precision or {}
-    parser = argparse.ArgumentParser(
-        description=(doc or "").strip().splitlines()[0] if doc else None
-    )
-    parser.add_argument("--variant", default=default_variant or next(iter(variants)))
+
+# the name a reproducer is loaded under, by hand and by the harness (harness/inenv/child.py):
+# dataclasses and pickle find a module by name in sys.modules, and the records name the
+# classes of exceptions a reproducer defines after it (repro_under_test.DocumentedError)
+REPRO_MODULE = "repro_under_test"
+
+
+def load(path):
+    """repro.py as the module REPRO_MODULE, registered in sys.modules."""
+    spec = importlib.util.spec_from_file_location(REPRO_MODULE, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[REPRO_MODULE] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _entry_variants(folder):
+    """entry.yaml's variants as {name: {description, devices, precisions}}; {} where PyYAML
+    is not installed (every Lightning requires it; a torch-only environment may lack it)."""
+    try:
+        import yaml
+    except ImportError:
+        print("(PyYAML is not installed: entry.yaml's descriptions and limits are not read)")
+        return {}
+    with open(os.path.join(folder, "entry.yaml"), encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    return {str(v["name"]): v for v in data.get("variants") or []}
+
+
+def main(argv=None):
+    """python repros/reprokit.py ENTRY [--variant V] [--device D] [--precision P] [--list]:
+    ENTRY is an entry folder, its repro.py or an id under repros/. Exit status: 0 ok,
+    1 raised, 2 unsupported (or outside entry.yaml's devices/precisions), 3 a postcondition
+    failed, 4 not written."""
+    parser = argparse.ArgumentParser(prog="reprokit.py", description=main.__doc__.split(":")[0])
+    parser.add_argument("entry", help="an entry folder, its repro.py, or an id under repros/")
+    parser.add_argument("--variant", help="default: the first in entry.yaml")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument(
         "--precision",
         choices=["fp32", "fp16", "bf16"],
-        help="default: the variant's own, else fp16",
+        help="default: fp16 where the variant runs it, else its first in entry.yaml",
     )
     parser.add_argument("--list", action="store_true", help="list the variants and exit")
     args = parser.parse_args(argv)
+    path = args.entry
+    if not os.path.exists(path):  # an id: relative to this folder, repros/
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "repro.py")
+    declared = _entry_variants(os.path.dirname(path))
+    module = load(path)
+    variants = module.VARIANTS
     if args.list:
         width = max(len(n) for n in variants) + 2
-        for name, text in variants.items():
-            mark = "  (not written)" if name in not_written else ""
+        for name, function in variants.items():
+            text = " ".join(str(declared.get(name, {}).get("description", "")).split())
+            mark = "  (not written)" if function is None else ""
             print("%s%s%s" % (name.ljust(width), text, mark))
-        return EXIT_OK
-    precision = args.precision or fixed_precision.get(args.variant) or default_precision or "fp16"
+        return 0
+    name = args.variant or next(iter(declared or variants))
+    if name not in variants:
+        parser.error("unknown variant %r; known: %s" % (name, ", ".join(variants)))
+    limits = declared.get(name, {})
+    precisions = limits.get("precisions") or ["fp32", "fp16", "bf16"]
+    precision = args.precision or ("fp16" if "fp16" in precisions else precisions[0])
+    for axis, value in (("devices", args.device), ("precisions", precision)):
+        if value not in limits.get(axis, [value]):
+            print("UNSUPPORTED: entry.yaml runs %s on %s %s only" % (name, axis, limits[axis]))
+            return 2
+    if variants[name] is None:
+        print("NOT WRITTEN: variant %r is None in VARIANTS" % name)
+        return 4
     try:
-        import torch
-
-        version = torch.__version__
-    except ImportError:
-        version = "not installed"
-    print("torch %s, variant %s, %s, %s" % (version, args.variant, args.device, precision))
-    try:
-        checks = run(args.variant, args.device, precision)
-    except NotWritten as exc:
-        print("NOT WRITTEN:", exc)
-        return EXIT_NOT_WRITTEN
+        return report(variants[name], args.device, precision)
     except Unsupported as exc:
         print("UNSUPPORTED:", exc)
-        return EXIT_UNSUPPORTED
+        return 2
     except Exception as exc:
         print("RAISED %s: %s" % (type(exc).__name__, exc))
-        return EXIT_RAISED
-    width = max([len(n) for n in checks] + [10]) + 2
-    for name, check in checks.items():
-        print("%s%s  %s" % (name.ljust(width), "ok  " if check["ok"] else "FAIL", check["detail"]))
-    return EXIT_OK if all(c["ok"] for c in checks.values()) else EXIT_WRONG
+        return 1
 
 
 if __name__ == "__main__":
-    sys.exit("reprokit is a library: run a repros/<id>/repro.py")
+    # run as a script this module is __main__; the reproducer imports `reprokit`: one copy of
+    # the helpers (and of Unsupported) for both
+    import reprokit
+
+    sys.exit(reprokit.main())

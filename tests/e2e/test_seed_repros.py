@@ -102,14 +102,14 @@ def test_variant_gives_the_stored_outcome(entry, variant, precision, here, store
         assert (record.exception.type, _located(record.exception.message)) in seen
 
 
-_PATH = re.compile(r"(/[^\s\"':]+)+/(repros/[^\s\"':]+)")
+_PATH = re.compile(r"(/[^\s\"':]+)+/(repros/[^\s\"':]+)(\"?, line \d+|:\d+)?")
 
 
 def _located(message: str) -> str:
-    """A message with the checkout's own path cut from the files it names (torch's compiler
-    errors quote the reproducer's file: the committed run and this test run in different
-    checkouts of the same repository)."""
-    return _PATH.sub(r"<repo>/\2", message)
+    """A message with the checkout's own path and the line cut from the places in a
+    reproducer it names (torch's compiler errors quote the reproducer's file: the committed
+    run and this test run in different checkouts, of reproducers edited since)."""
+    return _PATH.sub(lambda m: f"<repo>/{m[2]}" + (", line <n>" if m[3] else ""), message)
 
 
 def _signature_says(signature, exc) -> bool:
@@ -142,7 +142,8 @@ def test_a_baseline_runs_by_hand_and_says_what_happened() -> None:
     out = subprocess.run(
         [
             sys.executable,
-            str(entry.repro),
+            str(REPO / "repros" / "reprokit.py"),
+            entry.id,
             "--variant",
             baseline.name,
             "--device",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import math
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -31,6 +32,9 @@ def test_reproducer_code_parses_as_python_3_7(path: Path) -> None:
 
 
 def _load(path: Path, name: str) -> ModuleType:
+    """A reproducer as a module of its own (repros/ on sys.path for its `from reprokit`)."""
+    if str(KIT.parent) not in sys.path:
+        sys.path.insert(0, str(KIT.parent))
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -70,10 +74,10 @@ def test_capability_checks_raise_unsupported_not_other_errors(kit: ModuleType) -
 
     assert kit.autocast_dtype("cpu", "fp32") is None
     assert kit.autocast_dtype("cpu", "bf16") == torch.bfloat16
-    with pytest.raises(ValueError, match="unknown variant 'nope'"):
-        kit.check_variant("nope", {"a": ""})
-    with pytest.raises(kit.NotWritten):
-        kit.check_variant("a", {"a": ""}, ["a"])
+    scaler, api = kit.make_scaler("cpu")  # torch 2.3 and later scale CPU tensors
+    assert scaler.is_enabled() and api == "torch.amp.GradScaler('cpu')"
+    with pytest.raises(kit.Unsupported, match=r"torch.autocast\('meta', .* is not available"):
+        kit.autocast_dtype("meta", "bf16")
 
 
 @pytest.mark.torch
@@ -143,7 +147,7 @@ def test_the_short_spelling_is_checked_like_the_long_one(kit: ModuleType) -> Non
 
 
 def _outcome(module: ModuleType, variant: str, precision: str) -> tuple[str, dict]:
-    checks = module.run(variant, "cpu", precision)
+    checks = module.VARIANTS[variant]("cpu", precision)
     return classify(None, checks, None)["outcome"], checks
 
 
@@ -262,3 +266,75 @@ def test_no_module_beside_child_or_reprokit_shadows_the_standard_library() -> No
     for folder in (REPO / "harness", REPO / "repros"):
         clashes = [p.name for p in folder.glob("*.py") if p.stem in sys.stdlib_module_names]
         assert not clashes, f"{folder}: {clashes} shadow standard-library modules"
+
+
+# -- running a reproducer by hand: python repros/reprokit.py ENTRY ---------------------------
+
+HAND_YAML = """\
+id: demo/hand
+signature: {type: RuntimeError, message: "demo boom"}
+variants:
+  - {name: baseline, kind: baseline, description: "raises the demo error"}
+  - {name: fp32-only, kind: workaround, description: "defined at fp32", precisions: [fp32]}
+  - {name: todo, kind: dead_end, description: "not written yet"}
+  - {name: control, kind: control, description: "works"}
+"""
+HAND_REPRO = '''"""A torch-free reproducer run by hand."""
+
+from reprokit import Unsupported
+
+
+def baseline(device, precision):
+    raise RuntimeError("demo boom")
+
+
+def fp32_only(device, precision):
+    return {"precision": {"ok": precision == "fp32", "detail": precision}}
+
+
+def control(device, precision):
+    if device == "cuda":
+        raise Unsupported("no CUDA in this demo")
+    return {"ran": {"ok": True, "detail": "on %s at %s" % (device, precision)}}
+
+
+VARIANTS = {"baseline": baseline, "fp32-only": fp32_only, "todo": None, "control": control}
+'''
+
+
+def _by_hand(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(cwd / "repros" / "reprokit.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_reproducer_runs_by_hand_with_entry_yamls_descriptions_and_limits(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("yaml")
+    entry = tmp_path / "repros" / "demo" / "hand"
+    entry.mkdir(parents=True)
+    (tmp_path / "repros" / "reprokit.py").write_text(KIT.read_text())
+    (entry / "entry.yaml").write_text(HAND_YAML)
+    (entry / "repro.py").write_text(HAND_REPRO)
+    listed = _by_hand("demo/hand", "--list", cwd=tmp_path)  # an id under repros/
+    assert listed.returncode == 0, listed.stderr
+    assert "raises the demo error" in listed.stdout and "todo" in listed.stdout
+    assert "not written yet  (not written)" in listed.stdout
+    first = _by_hand("repros/demo/hand", cwd=tmp_path)  # a folder; the first variant
+    assert first.returncode == 1 and "RAISED RuntimeError: demo boom" in first.stdout
+    own = _by_hand(str(entry / "repro.py"), "--variant", "fp32-only", cwd=tmp_path)
+    assert own.returncode == 0 and "fp32_only, cpu, fp32" in own.stdout  # its own precision
+    outside = _by_hand("demo/hand", "--variant", "fp32-only", "--precision", "fp16", cwd=tmp_path)
+    assert outside.returncode == 2 and "entry.yaml runs fp32-only on precisions" in outside.stdout
+    todo = _by_hand("demo/hand", "--variant", "todo", cwd=tmp_path)
+    assert todo.returncode == 4 and "NOT WRITTEN" in todo.stdout
+    cuda = _by_hand("demo/hand", "--variant", "control", "--device", "cuda", cwd=tmp_path)
+    assert cuda.returncode == 2 and "UNSUPPORTED: no CUDA in this demo" in cuda.stdout
+    ok = _by_hand("demo/hand", "--variant", "control", cwd=tmp_path)
+    assert ok.returncode == 0 and "on cpu at fp16" in ok.stdout

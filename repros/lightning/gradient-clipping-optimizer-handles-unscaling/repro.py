@@ -6,79 +6,41 @@ inside its own step (`_step_supports_amp_scaling`), then `fabric.clip_gradients`
 path raises a related RuntimeError ("The current optimizer, AdamW, does not allow for
 gradient clipping ...").
 
-    python repro.py --list
-    python repro.py --variant baseline-fabric-plugin --device cpu --precision fp16
-
 Precision: fp32 = '32-true', fp16 = '16-mixed', bf16 = 'bf16-mixed' where the variant does
-not fix it. Lightning switches '16-mixed' to 'bf16-mixed' on CPU: where it will not run the
+not fix it (entry.yaml does). Lightning switches '16-mixed' to 'bf16-mixed' on CPU: where it will not run the
 precision a variant asks for, the variant is unsupported (decided once the Fabric or Trainer
 is configured, before it trains), with what Lightning runs instead as the reason.
 """
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import warnings
-from pathlib import Path
 
 import torch
-from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import (  # noqa: E402
+from reprokit import (
     LIGHTNING_PRECISION,
     Unsupported,
     above,
     at_most,
     autocast_dtype,
     check_fused_adamw,
-    check_variant,
     describe_plugin,
     finite,
     import_lightning,
     lightning_submodule,
-    main,
     make_scaler,
     moved,
     require_plugin_precision,
     with_lightning_precision,
 )
-
-# reprokit:end
+from torch import nn
 
 STEPS = 3
 LR = 1e-2
 CLIP = (
     0.5  # below the natural total gradient norm of this model and data (~1.7), so the check binds
 )
-
-VARIANTS = {
-    "baseline-fabric-plugin": "Fabric(plugins=MixedPrecision('16-mixed', device, scaler=GradScaler)), fused AdamW, clip_gradients",
-    "baseline-fabric-config": "Fabric(precision='16-mixed'), fused AdamW, clip_gradients",
-    "baseline-trainer": "Trainer(precision='16-mixed', gradient_clip_val=CLIP), fused AdamW",
-    "solution1-bf16-mixed": "Fabric(precision='bf16-mixed'), fused AdamW, clip_gradients",
-    "solution1-trainer-bf16-mixed": "Trainer(precision='bf16-mixed', gradient_clip_val=CLIP), fused AdamW",
-    "solution2-plain-optimizer": "as baseline-fabric-plugin with a plain (non-fused) AdamW",
-    "solution3-no-clipping": "as baseline-fabric-plugin without clip_gradients",
-    "example-fix-helpers": "the document's clipping_supported/can_clip_gradients vs what clip_gradients really does",
-    "control-plain-clip": "plain AdamW, clip_gradients, explicit precision plugin",
-}
-NOT_WRITTEN: list[str] = []
-# variants whose intent fixes the precision (entry.yaml restricts them to it)
-FIXED_PRECISION = {
-    "baseline-fabric-plugin": "fp16",
-    "baseline-fabric-config": "fp16",
-    "baseline-trainer": "fp16",
-    "solution1-bf16-mixed": "bf16",
-    "solution1-trainer-bf16-mixed": "bf16",
-    "solution2-plain-optimizer": "fp16",
-    "solution3-no-clipping": "fp16",
-}
-
 
 # -- shared pieces ----------------------------------------------------------------------
 
@@ -279,28 +241,50 @@ def example_fix_helpers(device: str, precision: str) -> dict:
     return checks
 
 
-FABRIC_OPTIONS = {
-    "baseline-fabric-plugin": dict(explicit_plugin=True, fused=True, clip=True),
-    "baseline-fabric-config": dict(explicit_plugin=False, fused=True, clip=True),
-    "solution1-bf16-mixed": dict(explicit_plugin=False, fused=True, clip=True),
-    "solution2-plain-optimizer": dict(explicit_plugin=True, fused=False, clip=True),
-    "solution3-no-clipping": dict(explicit_plugin=True, fused=True, clip=False),
-    "control-plain-clip": dict(explicit_plugin=True, fused=False, clip=True),
+def fabric(device, precision, **options):
+    return fabric_train(import_lightning("fabric"), device, precision, **options)
+
+
+def baseline_fabric_plugin(device, precision):
+    return fabric(device, precision, explicit_plugin=True, fused=True, clip=True)
+
+
+def baseline_fabric_config(device, precision):
+    return fabric(device, precision, explicit_plugin=False, fused=True, clip=True)
+
+
+def baseline_trainer(device, precision):
+    return trainer_train(device, precision)
+
+
+def solution1_bf16_mixed(device, precision):
+    return fabric(device, precision, explicit_plugin=False, fused=True, clip=True)
+
+
+def solution1_trainer_bf16_mixed(device, precision):
+    return trainer_train(device, precision)
+
+
+def solution2_plain_optimizer(device, precision):
+    return fabric(device, precision, explicit_plugin=True, fused=False, clip=True)
+
+
+def solution3_no_clipping(device, precision):
+    return fabric(device, precision, explicit_plugin=True, fused=True, clip=False)
+
+
+def control_plain_clip(device, precision):
+    return fabric(device, precision, explicit_plugin=True, fused=False, clip=True)
+
+
+VARIANTS = {
+    "baseline-fabric-plugin": baseline_fabric_plugin,
+    "baseline-fabric-config": baseline_fabric_config,
+    "baseline-trainer": baseline_trainer,
+    "solution1-bf16-mixed": solution1_bf16_mixed,
+    "solution1-trainer-bf16-mixed": solution1_trainer_bf16_mixed,
+    "solution2-plain-optimizer": solution2_plain_optimizer,
+    "solution3-no-clipping": solution3_no_clipping,
+    "example-fix-helpers": example_fix_helpers,
+    "control-plain-clip": control_plain_clip,
 }
-
-
-def run(variant: str, device: str = "cpu", precision: str = "fp16") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if FIXED_PRECISION.get(variant, precision) != precision:
-        raise ValueError(
-            f"variant {variant} is defined for precision {FIXED_PRECISION[variant]} only"
-        )
-    if variant in ("baseline-trainer", "solution1-trainer-bf16-mixed"):
-        return trainer_train(device, precision)
-    if variant == "example-fix-helpers":
-        return example_fix_helpers(device, precision)
-    return fabric_train(import_lightning("fabric"), device, precision, **FABRIC_OPTIONS[variant])
-
-
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, fixed_precision=FIXED_PRECISION))

@@ -5,135 +5,141 @@ GradScaler loop (scale -> backward -> unscale_ -> step -> update). The document 
 unscale_() raises on the unused parameters' None gradients; each variant applies one of
 its workarounds or dead ends.
 
-    python repro.py --list
-    python repro.py --variant baseline-unused-submodule --device cpu --precision fp16
-
 Precision: fp32 = no autocast, fp16/bf16 = torch.autocast with that dtype. The GradScaler
 is used in every precision: it is what the document is about.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from reprokit import autocast, autocast_dtype, finite, make_scaler, moved
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import autocast, autocast_dtype, check_variant, finite, main, make_scaler, moved  # noqa: E402
-
-# reprokit:end
 
 STEPS = 3
 LR = 0.1
 
-VARIANTS = {
-    "baseline-unused-submodule": "all parameters in the optimizer, one submodule unused in forward",
-    "baseline-no-grad-params-only": "the optimizer holds only the unused submodule's parameters",
-    "workaround1-literal": "optimizer built from [p ... if p.requires_grad and p.grad is not None] at construction",
-    "workaround1-filter-after-backward": "the same filter, applied after a first backward",
-    "workaround2-requires-grad-false": "requires_grad=False on the unused submodule",
-    "workaround2-no-grad": "the auxiliary submodule runs under torch.no_grad() in forward",
-    "deadend1-requires-grad-true": "requires_grad=True set on every parameter",
-    "deadend2-unscale-twice": "scaler.unscale_(optimizer) called twice per step",
-    "control-all-params-used": "every parameter used in forward, normal scaler loop",
-}
-NOT_WRITTEN: list[str] = []
-
 
 class Net(nn.Module):
-    def __init__(self, with_unused: bool = True, aux_under_no_grad: bool = False) -> None:
+    def __init__(self, with_unused: bool = True) -> None:
         super().__init__()
-        self.used = nn.Linear(8, 8)
-        self.head = nn.Linear(8, 1)
-        self.unused = nn.Linear(8, 8) if with_unused else None
-        self.aux_under_no_grad = aux_under_no_grad
+        self.used, self.head = nn.Linear(8, 8), nn.Linear(8, 1)
+        self.unused = nn.Linear(8, 8) if with_unused else None  # never used in forward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.relu(self.used(x))
-        if self.unused is not None and self.aux_under_no_grad:
-            with torch.no_grad():  # workaround 2, no_grad reading: computed, but outside the graph
-                aux = self.unused(x)
-            h = h + 0.1 * aux
-        return self.head(h)
+        return self.head(torch.relu(self.used(x)))
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+class AuxUnderNoGrad(Net):
+    """Workaround 2, torch.no_grad() reading: the auxiliary submodule is computed in
+    forward, outside the graph."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            aux = self.unused(x)
+        return self.head(torch.relu(self.used(x)) + 0.1 * aux)
+
+
+def train(device, precision, net=Net, optimizer=None, prepare=None, unscale_twice=False):
+    """The scaler loop on a fresh ``net()``, ``prepare(model)`` first; ``optimizer(model)``
+    builds the optimizer, or (None) SGD over the parameters with gradients after one backward."""
     dtype = autocast_dtype(device, precision)
     scaler, scaler_api = make_scaler(device)
-
     torch.manual_seed(0)
-    model = Net(
-        with_unused=variant != "control-all-params-used",
-        aux_under_no_grad=variant == "workaround2-no-grad",
-    ).to(device)
-    x = torch.randn(16, 8, device=device)
-    y = torch.randn(16, 1, device=device)
-
-    if variant == "workaround2-requires-grad-false":
-        model.unused.requires_grad_(False)
-    if variant == "deadend1-requires-grad-true":
-        for p in model.parameters():
-            p.requires_grad_(True)
-
+    model = net().to(device)
+    x, y = torch.randn(16, 8, device=device), torch.randn(16, 1, device=device)
+    if prepare is not None:
+        prepare(model)
     # the parameters forward uses: whatever the optimizer holds, training must move them
     used = {n: p for n, p in model.named_parameters() if not n.startswith("unused.")}
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-
-    def forward_backward() -> float:
+    opt = None if optimizer is None else optimizer(model)
+    losses, scales = [], []
+    for _ in range(STEPS):
+        if opt is not None:
+            opt.zero_grad(set_to_none=True)
         with autocast(device, dtype):
             out = model(x)
         loss = ((out.float() - y) ** 2).mean()
         scaler.scale(loss).backward()
-        return loss.item()
-
-    optimizer = None
-    if variant == "workaround1-literal":
-        # exactly as the document writes it; no backward has run yet
-        optimizer = torch.optim.SGD(
-            [p for p in model.parameters() if p.requires_grad and p.grad is not None], lr=0.01
-        )
-    elif variant == "baseline-no-grad-params-only":
-        optimizer = torch.optim.SGD(model.unused.parameters(), lr=LR)
-    elif variant != "workaround1-filter-after-backward":
-        optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-
-    losses = []
-    scales = []
-    for _ in range(STEPS):
-        if optimizer is not None:
-            optimizer.zero_grad(set_to_none=True)
-        losses.append(forward_backward())
-        if optimizer is None:  # workaround 1, sensible reading: filter once gradients exist
+        losses.append(loss.item())
+        if opt is None:
             kept = [p for p in model.parameters() if p.requires_grad and p.grad is not None]
-            optimizer = torch.optim.SGD(kept, lr=LR)
+            opt = torch.optim.SGD(kept, lr=LR)
         scales.append(scaler.get_scale())
-        scaler.unscale_(optimizer)
-        if variant == "deadend2-unscale-twice":
-            scaler.unscale_(optimizer)
-        scaler.step(optimizer)
+        scaler.unscale_(opt)
+        if unscale_twice:
+            scaler.unscale_(opt)
+        scaler.step(opt)
         scaler.update()
-
     none_grads = sorted(n for n, p in model.named_parameters() if p.grad is None)
-    n_opt = sum(len(g["params"]) for g in optimizer.param_groups)
+    n_opt = sum(len(g["params"]) for g in opt.param_groups)
     trained = moved(before, used, "parameters used in forward")
-    trained["detail"] += "; optimizer holds %d tensors; None grads after the last step: %s" % (
-        n_opt,
-        none_grads,
-    )
+    note = "; optimizer holds %d tensors; None grads after the last step: %s"
+    trained["detail"] += note % (n_opt, none_grads)
     losses_check = finite(losses)
-    losses_check["detail"] += "; %s, scale per step %s, autocast dtype %s" % (
-        scaler_api,
-        scales,
-        dtype,
-    )
+    note = "; %s, scale per step %s, autocast dtype %s"
+    losses_check["detail"] += note % (scaler_api, scales, dtype)
     return {"loss_finite": losses_check, "trained_params_moved": trained}
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN))
+def sgd(model: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.SGD(model.parameters(), lr=LR)
+
+
+def baseline_unused_submodule(device, precision):
+    return train(device, precision, Net, sgd)
+
+
+def baseline_no_grad_params_only(device, precision):
+    # only the parameters that get no gradient: the extreme case of the root cause
+    return train(device, precision, Net, lambda m: torch.optim.SGD(m.unused.parameters(), lr=LR))
+
+
+def workaround1_literal(device, precision):
+    # exactly as the document writes it, at construction: no backward has run yet
+    def literal(model: nn.Module) -> torch.optim.Optimizer:
+        kept = [p for p in model.parameters() if p.requires_grad and p.grad is not None]
+        return torch.optim.SGD(kept, lr=0.01)
+
+    return train(device, precision, Net, literal)
+
+
+def workaround1_filter_after_backward(device, precision):
+    return train(device, precision, Net, None)
+
+
+def workaround2_requires_grad_false(device, precision):
+    return train(device, precision, Net, sgd, lambda m: m.unused.requires_grad_(False))
+
+
+def workaround2_no_grad(device, precision):
+    return train(device, precision, AuxUnderNoGrad, sgd)
+
+
+def deadend1_requires_grad_true(device, precision):
+    def every_parameter(model: nn.Module) -> None:
+        for p in model.parameters():
+            p.requires_grad_(True)
+
+    return train(device, precision, Net, sgd, every_parameter)
+
+
+def deadend2_unscale_twice(device, precision):
+    return train(device, precision, Net, sgd, unscale_twice=True)
+
+
+def control_all_params_used(device, precision):
+    return train(device, precision, lambda: Net(with_unused=False), sgd)
+
+
+VARIANTS = {
+    "baseline-unused-submodule": baseline_unused_submodule,
+    "baseline-no-grad-params-only": baseline_no_grad_params_only,
+    "workaround1-literal": workaround1_literal,
+    "workaround1-filter-after-backward": workaround1_filter_after_backward,
+    "workaround2-requires-grad-false": workaround2_requires_grad_false,
+    "workaround2-no-grad": workaround2_no_grad,
+    "deadend1-requires-grad-true": deadend1_requires_grad_true,
+    "deadend2-unscale-twice": deadend2_unscale_twice,
+    "control-all-params-used": control_all_params_used,
+}

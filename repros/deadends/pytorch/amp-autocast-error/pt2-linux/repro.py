@@ -6,41 +6,16 @@ with CUDA autocast entered around it: on a CPU cell, CUDA autocast wraps CPU ten
 machine without CUDA, autocast for a device that is not there). Each variant applies one
 workaround or dead end of the knowledge-base entry
 (https://deadends.dev/pytorch/amp-autocast-error/pt2-linux). The cell's precision is the
-autocast dtype asked for (fp32 cells have no mixed precision and are not run).
-
-    python repro.py --list
-    python repro.py --variant baseline-cuda-amp-autocast --device cpu --precision bf16
+autocast dtype asked for (entry.yaml runs fp16 and bf16 only).
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
-from pathlib import Path
 
 import torch
+from reprokit import Unsupported, autocast_dtype
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, autocast_dtype, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-cuda-amp-autocast": "with torch.cuda.amp.autocast(dtype=...): around a step on the cell's device",
-    "baseline-autocast-device-type-cuda": "with torch.autocast(device_type='cuda', dtype=...): the same, through the generic API",
-    "workaround1-autocast-own-device": "torch.amp.autocast(device_type=<the tensors' device>, dtype=...)",
-    "workaround2-enable-if-cuda-available": "torch.cuda.amp.autocast(enabled=torch.cuda.is_available(), dtype=...)",
-    "deadend1-no-amp": "no autocast at all: the step in float32",
-    "deadend2-force-cuda": "the model and data moved to 'cuda' whatever the cell's device",
-    "control-float32-step": "the same step with no autocast: the model trains on this device",
-    "control-autocast-on-cuda-tensors": "CUDA autocast around tensors on the CUDA device (CUDA cells only)",
-}
-NOT_WRITTEN = []
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -51,32 +26,15 @@ def produced_dtype(device: str, make_ctx) -> torch.dtype:
         return torch.mm(a, a).dtype
 
 
-def run(variant: str, device: str = "cpu", precision: str = "bf16") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if precision == "fp32":
-        raise Unsupported("fp32 asks for no mixed precision: run fp16 or bf16")
+def train_step(device, precision, autocast_for, run_on=None, wants_mixed=True) -> dict:
+    """One step on ``run_on`` (default: the cell's device), its forward under the context
+    ``autocast_for(dtype)`` makes; ``wants_mixed``: the variant means AMP to be in effect."""
     low = DTYPES[precision]
-    if variant == "control-autocast-on-cuda-tensors" and device != "cuda":
-        raise Unsupported("the control needs tensors on a CUDA device; this cell is %s" % device)
-    if variant == "workaround1-autocast-own-device":
-        autocast_dtype(
-            device, precision
-        )  # Unsupported where autocast on this device cannot produce `low`
-        if not hasattr(torch, "amp") or not hasattr(torch.amp, "autocast"):
-            raise Unsupported("torch.amp.autocast does not exist in torch %s" % torch.__version__)
-    run_on = "cuda" if variant == "deadend2-force-cuda" else device
-    if variant == "baseline-cuda-amp-autocast":
-        ctx = lambda: torch.cuda.amp.autocast(dtype=low)  # noqa: E731
-    elif variant in ("baseline-autocast-device-type-cuda", "control-autocast-on-cuda-tensors"):
-        ctx = lambda: torch.autocast(device_type="cuda", dtype=low)  # noqa: E731
-    elif variant == "workaround1-autocast-own-device":
-        ctx = lambda: torch.amp.autocast(device_type=device, dtype=low)  # noqa: E731
-    elif variant == "workaround2-enable-if-cuda-available":
-        ctx = lambda: torch.cuda.amp.autocast(enabled=torch.cuda.is_available(), dtype=low)  # noqa: E731
-    elif variant == "deadend2-force-cuda":
-        ctx = lambda: torch.autocast(device_type="cuda", dtype=low)  # noqa: E731
-    else:
-        ctx = contextlib.nullcontext
+    run_on = run_on or device
+
+    def ctx():
+        return autocast_for(low)
+
     torch.manual_seed(0)
     model = nn.Linear(8, 1).to(run_on)
     x = torch.randn(16, 8).to(run_on)
@@ -89,9 +47,6 @@ def run(variant: str, device: str = "cpu", precision: str = "bf16") -> dict:
     loss.backward()
     opt.step()
     mixed = produced_dtype(run_on, ctx)
-    wants_mixed = variant not in ("deadend1-no-amp", "control-float32-step") and not (
-        variant == "workaround2-enable-if-cuda-available" and not torch.cuda.is_available()
-    )
     return {
         "trained": {
             "ok": bool(torch.isfinite(loss).item())
@@ -114,5 +69,63 @@ def run(variant: str, device: str = "cpu", precision: str = "bf16") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="bf16"))
+def cuda_autocast_generic(low: torch.dtype):
+    return torch.autocast(device_type="cuda", dtype=low)
+
+
+def no_autocast(low: torch.dtype):
+    return contextlib.nullcontext()
+
+
+def baseline_cuda_amp_autocast(device, precision):
+    return train_step(device, precision, lambda low: torch.cuda.amp.autocast(dtype=low))
+
+
+def baseline_autocast_device_type_cuda(device, precision):
+    return train_step(device, precision, cuda_autocast_generic)
+
+
+def workaround1_autocast_own_device(device, precision):
+    autocast_dtype(device, precision)  # Unsupported where autocast on this device cannot run it
+    if not hasattr(torch, "amp") or not hasattr(torch.amp, "autocast"):
+        raise Unsupported("torch.amp.autocast does not exist in torch %s" % torch.__version__)
+    return train_step(
+        device, precision, lambda low: torch.amp.autocast(device_type=device, dtype=low)
+    )
+
+
+def workaround2_enable_if_cuda_available(device, precision):
+    return train_step(
+        device,
+        precision,
+        lambda low: torch.cuda.amp.autocast(enabled=torch.cuda.is_available(), dtype=low),
+        wants_mixed=torch.cuda.is_available(),
+    )
+
+
+def deadend1_no_amp(device, precision):
+    return train_step(device, precision, no_autocast, wants_mixed=False)
+
+
+def deadend2_force_cuda(device, precision):
+    return train_step(device, precision, cuda_autocast_generic, run_on="cuda")
+
+
+def control_float32_step(device, precision):
+    return train_step(device, precision, no_autocast, wants_mixed=False)
+
+
+def control_autocast_on_cuda_tensors(device, precision):
+    return train_step(device, precision, cuda_autocast_generic)
+
+
+VARIANTS = {
+    "baseline-cuda-amp-autocast": baseline_cuda_amp_autocast,
+    "baseline-autocast-device-type-cuda": baseline_autocast_device_type_cuda,
+    "workaround1-autocast-own-device": workaround1_autocast_own_device,
+    "workaround2-enable-if-cuda-available": workaround2_enable_if_cuda_available,
+    "deadend1-no-amp": deadend1_no_amp,
+    "deadend2-force-cuda": deadend2_force_cuda,
+    "control-float32-step": control_float32_step,
+    "control-autocast-on-cuda-tensors": control_autocast_on_cuda_tensors,
+}

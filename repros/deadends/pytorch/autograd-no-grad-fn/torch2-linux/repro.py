@@ -6,42 +6,15 @@ the ways the knowledge-base entry names (frozen parameters, a forward through de
 the loop under torch.no_grad()); each workaround and dead end variant applies one of the
 entry's (https://deadends.dev/pytorch/autograd-no-grad-fn/torch2-linux) to the baseline it
 addresses.
-
-    python repro.py --list
-    python repro.py --variant baseline-frozen-params --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
-from pathlib import Path
 
 import torch
+from reprokit import Unsupported
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-frozen-params": "every parameter has requires_grad=False (e.g. a frozen backbone left frozen)",
-    "baseline-detached-forward": "the forward pass goes through .detach() (e.g. a numpy round trip)",
-    "baseline-no-grad-loop": "the training step runs inside torch.no_grad()",
-    "workaround1-requires-grad-true": "frozen model: requires_grad=True set on its parameters",
-    "workaround2-literal-check-graph": "detached forward: loss.grad_fn checked before backward, the step skipped when missing",
-    "workaround2-forward-builds-graph": "detached forward: the forward rewritten without .detach()",
-    "workaround3-no-no-grad": "the training step taken out of torch.no_grad()",
-    "deadend1-loss-requires-grad": "frozen model: loss.requires_grad_(True) before backward",
-    "deadend2-data": "forward through weight.data instead of the parameter",
-    "control-normal-step": "an ordinary training step",
-}
-NOT_WRITTEN = []
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 STEPS = 3
@@ -60,8 +33,19 @@ class Net(nn.Module):
         return self.lin(x)
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+def train(
+    device,
+    precision,
+    how="graph",
+    frozen=False,
+    unfreeze=False,
+    no_grad=False,
+    check_graph=False,
+    loss_requires_grad=False,
+) -> dict:
+    """STEPS steps of SGD; ``how`` the forward goes (see Net), the parameters ``frozen``
+    (then ``unfreeze``d), the step under torch.no_grad(), the step skipped when the loss has
+    no grad_fn (``check_graph``), loss.requires_grad_(True) before backward."""
     dtype = DTYPES[precision]
     try:  # capability: a linear layer with backward in this dtype here
         probe = nn.Linear(2, 1).to(device=device, dtype=dtype)
@@ -74,21 +58,11 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     model = Net().to(device=device, dtype=dtype)
     x = torch.randn(32, 4, device=device, dtype=dtype)
     y = (x.float() @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]], device=device)).to(dtype)
-    if variant in (
-        "baseline-frozen-params",
-        "deadend1-loss-requires-grad",
-        "workaround1-requires-grad-true",
-    ):
+    if frozen:
         model.requires_grad_(False)
-    if variant == "workaround1-requires-grad-true":
+    if unfreeze:
         for p in model.parameters():
             p.requires_grad_(True)
-    how = {
-        "baseline-detached-forward": "detach",
-        "workaround2-literal-check-graph": "detach",
-        "deadend2-data": "data",
-    }.get(variant, "graph")
-    no_grad = variant == "baseline-no-grad-loop"
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     before = [p.detach().clone() for p in model.parameters()]
     skipped = 0
@@ -97,10 +71,10 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
         opt.zero_grad()
         with torch.no_grad() if no_grad else contextlib.nullcontext():
             loss = (model(x, how).float() - y.float()).pow(2).mean()
-            if variant == "workaround2-literal-check-graph" and loss.grad_fn is None:
+            if check_graph and loss.grad_fn is None:
                 skipped += 1  # the check the entry describes: no graph, so no backward
                 continue
-            if variant == "deadend1-loss-requires-grad":
+            if loss_requires_grad:
                 loss.requires_grad_(True)
             loss.backward()
             opt.step()
@@ -119,5 +93,55 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def baseline_frozen_params(device, precision):
+    return train(device, precision, frozen=True)
+
+
+def baseline_detached_forward(device, precision):
+    return train(device, precision, how="detach")
+
+
+def baseline_no_grad_loop(device, precision):
+    return train(device, precision, no_grad=True)
+
+
+def workaround1_requires_grad_true(device, precision):
+    return train(device, precision, frozen=True, unfreeze=True)
+
+
+def workaround2_literal_check_graph(device, precision):
+    return train(device, precision, how="detach", check_graph=True)
+
+
+def workaround2_forward_builds_graph(device, precision):
+    return train(device, precision)
+
+
+def workaround3_no_no_grad(device, precision):
+    return train(device, precision)
+
+
+def deadend1_loss_requires_grad(device, precision):
+    return train(device, precision, frozen=True, loss_requires_grad=True)
+
+
+def deadend2_data(device, precision):
+    return train(device, precision, how="data")
+
+
+def control_normal_step(device, precision):
+    return train(device, precision)
+
+
+VARIANTS = {
+    "baseline-frozen-params": baseline_frozen_params,
+    "baseline-detached-forward": baseline_detached_forward,
+    "baseline-no-grad-loop": baseline_no_grad_loop,
+    "workaround1-requires-grad-true": workaround1_requires_grad_true,
+    "workaround2-literal-check-graph": workaround2_literal_check_graph,
+    "workaround2-forward-builds-graph": workaround2_forward_builds_graph,
+    "workaround3-no-no-grad": workaround3_no_no_grad,
+    "deadend1-loss-requires-grad": deadend1_loss_requires_grad,
+    "deadend2-data": deadend2_data,
+    "control-normal-step": control_normal_step,
+}

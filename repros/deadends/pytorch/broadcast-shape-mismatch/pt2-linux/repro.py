@@ -5,78 +5,28 @@ Per-sample weights of shape (N,) multiplied into features of shape (N, F): the t
 dimensions do not broadcast. Each variant applies one workaround or dead end of the
 knowledge-base entry (https://deadends.dev/pytorch/broadcast-shape-mismatch/pt2-linux); the
 intended result is every row i of the features scaled by weight i.
-
-    python repro.py --list
-    python repro.py --variant baseline-rowwise-scale --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-rowwise-scale": "features (2, 4) * weights (2,): trailing sizes 4 and 2",
-    "workaround1-unsqueeze": "weights.unsqueeze(1): (2, 1) broadcasts over the features",
-    "workaround1-view": "weights.view(-1, 1), the .view() form of the same fix",
-    "workaround2-literal-check-only": "torch.broadcast_shapes() called first, as a check only",
-    "workaround2-check-then-fix": "torch.broadcast_shapes() first; on failure add the missing trailing axis",
-    "deadend1-reshape-arbitrarily": "features reshaped to (4, 2) so the sizes fit, then back to (2, 4)",
-    "deadend2-expand-both": "both tensors .expand()ed to the larger shape (2, 4)",
-    "control-matching-shapes": "features * features: equal shapes",
-}
-NOT_WRITTEN = []
+from reprokit import Unsupported
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+def scale_rows(device, precision, multiply, expected=None) -> dict:
+    """``multiply(x, w)`` against x * w.view(2, 1) (or ``expected(x)``), where x is 2 samples
+    of 4 features and w one weight per sample."""
     dtype = DTYPES[precision]
     try:  # capability: elementwise multiply in this dtype here
         torch.ones(2, device=device, dtype=dtype) * torch.ones(2, device=device, dtype=dtype)
     except RuntimeError as exc:
         raise Unsupported("mul in %s on %s is not implemented here: %s" % (dtype, device, exc))
-    if variant.startswith("workaround2") and not hasattr(torch, "broadcast_shapes"):
-        raise Unsupported("torch.broadcast_shapes does not exist in torch %s" % torch.__version__)
     x = torch.arange(8, device=device).to(dtype).view(2, 4)  # features: 2 samples, 4 features
     w = torch.tensor([1.0, 10.0], device=device).to(dtype)  # one weight per sample
-    want = x * w.view(2, 1)
-    if variant == "baseline-rowwise-scale":
-        out = x * w
-    elif variant == "workaround1-unsqueeze":
-        out = x * w.unsqueeze(1)
-    elif variant == "workaround1-view":
-        out = x * w.view(-1, 1)
-    elif variant == "workaround2-literal-check-only":
-        torch.broadcast_shapes(x.shape, w.shape)
-        out = x * w
-    elif variant == "workaround2-check-then-fix":
-        try:
-            torch.broadcast_shapes(x.shape, w.shape)
-            ww = w
-        except RuntimeError:
-            ww = w.view(w.shape + (1,) * (x.dim() - w.dim()))
-        out = x * ww
-    elif variant == "deadend1-reshape-arbitrarily":
-        out = (x.reshape(4, 2) * w).reshape(2, 4)
-    elif variant == "deadend2-expand-both":
-        shape = (max(x.shape[0], w.shape[0]), x.shape[1])
-        out = x.expand(*shape) * w.expand(*shape)
-    else:  # control
-        out = x * x
-        want = x.float().pow(2).to(dtype)
+    want = x * w.view(2, 1) if expected is None else expected(x)
+    out = multiply(x, w)
     ok = tuple(out.shape) == tuple(want.shape) and torch.equal(out, want)
     return {
         "rows_scaled_by_their_weight": {
@@ -86,5 +36,71 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def needs_broadcast_shapes() -> None:
+    if not hasattr(torch, "broadcast_shapes"):
+        raise Unsupported("torch.broadcast_shapes does not exist in torch %s" % torch.__version__)
+
+
+def baseline_rowwise_scale(device, precision):
+    return scale_rows(device, precision, lambda x, w: x * w)
+
+
+def workaround1_unsqueeze(device, precision):
+    return scale_rows(device, precision, lambda x, w: x * w.unsqueeze(1))
+
+
+def workaround1_view(device, precision):
+    return scale_rows(device, precision, lambda x, w: x * w.view(-1, 1))
+
+
+def workaround2_literal_check_only(device, precision):
+    def checked(x, w):
+        needs_broadcast_shapes()
+        torch.broadcast_shapes(x.shape, w.shape)
+        return x * w
+
+    return scale_rows(device, precision, checked)
+
+
+def workaround2_check_then_fix(device, precision):
+    def check_then_fix(x, w):
+        needs_broadcast_shapes()
+        try:
+            torch.broadcast_shapes(x.shape, w.shape)
+            ww = w
+        except RuntimeError:
+            ww = w.view(w.shape + (1,) * (x.dim() - w.dim()))
+        return x * ww
+
+    return scale_rows(device, precision, check_then_fix)
+
+
+def deadend1_reshape_arbitrarily(device, precision):
+    return scale_rows(device, precision, lambda x, w: (x.reshape(4, 2) * w).reshape(2, 4))
+
+
+def deadend2_expand_both(device, precision):
+    def expand_both(x, w):
+        shape = (max(x.shape[0], w.shape[0]), x.shape[1])
+        return x.expand(*shape) * w.expand(*shape)
+
+    return scale_rows(device, precision, expand_both)
+
+
+def control_matching_shapes(device, precision):
+    dtype = DTYPES[precision]
+    return scale_rows(
+        device, precision, lambda x, w: x * x, expected=lambda x: x.float().pow(2).to(dtype)
+    )
+
+
+VARIANTS = {
+    "baseline-rowwise-scale": baseline_rowwise_scale,
+    "workaround1-unsqueeze": workaround1_unsqueeze,
+    "workaround1-view": workaround1_view,
+    "workaround2-literal-check-only": workaround2_literal_check_only,
+    "workaround2-check-then-fix": workaround2_check_then_fix,
+    "deadend1-reshape-arbitrarily": deadend1_reshape_arbitrarily,
+    "deadend2-expand-both": deadend2_expand_both,
+    "control-matching-shapes": control_matching_shapes,
+}

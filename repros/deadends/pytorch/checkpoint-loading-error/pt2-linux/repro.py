@@ -6,9 +6,6 @@ that gained a layer since the checkpoint was written. Each variant applies one w
 dead end of the knowledge-base entry
 (https://deadends.dev/pytorch/checkpoint-loading-error/pt2-linux). The model class lives in a
 real module file written next to the checkpoint, as a project's model would.
-
-    python repro.py --list
-    python repro.py --variant baseline-module-prefix --device cpu --precision fp32
 """
 
 from __future__ import annotations
@@ -18,29 +15,8 @@ import os
 import shutil
 import sys
 import tempfile
-from pathlib import Path
 
 import torch
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-VARIANTS = {
-    "baseline-module-prefix": "checkpoint keys carry DataParallel's 'module.' prefix; strict load",
-    "baseline-added-layer": "the model gained a layer since the checkpoint; strict load",
-    "workaround1-strict-false-after-check": "added layer: missing/unexpected keys checked, then strict=False when only the new layer is missing",
-    "workaround2-rename-keys": "'module.' prefix stripped from the keys, strict load",
-    "deadend1-strict-false": "'module.' checkpoint loaded with strict=False, nothing else",
-    "deadend2-pickle-model-literal": "torch.save(model) / torch.load(path) of the whole model",
-    "deadend2-pickle-model-weights-only-false": "the same with torch.load(path, weights_only=False) where that argument exists",
-    "control-same-model": "the same architecture, keys unchanged, strict load",
-}
-NOT_WRITTEN = []
 
 MODEL_SOURCE = """
 import torch
@@ -69,82 +45,131 @@ def model_module(folder: str):
     return importlib.import_module("kb_checkpoint_model")
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if precision != "fp32":
-        raise Unsupported("checkpoint keys do not depend on precision: run fp32 only")
+def checkpoint(device, restore, prefixed=False, extra=False) -> dict:
+    """A model saved (its state dict, keys "module."-``prefixed`` as nn.DataParallel writes
+    them) and ``restore(saved, model, path, state)`` into a fresh model (with an ``extra``
+    layer), which returns (the model to check, a note)."""
     folder = tempfile.mkdtemp(prefix="kb-ckpt-")
     try:
-        return _run(variant, device, folder)
+        mod = model_module(folder)
+        torch.manual_seed(0)
+        saved = mod.Net().to(device)
+        path = os.path.join(folder, "ckpt.pt")
+        state = saved.state_dict()
+        if prefixed:
+            state = {"module." + k: v for k, v in state.items()}
+        torch.manual_seed(1)  # the fresh model starts from other weights
+        model, note = restore(saved, mod.Net(extra=extra).to(device), path, state)
+        got = model.state_dict()
+        ref = saved.state_dict()
+        same = [k for k in ref if k in got and torch.equal(got[k].cpu(), ref[k].cpu())]
+        return {
+            "saved_weights_restored": {
+                "ok": len(same) == len(ref),
+                "detail": "%d of %d saved tensors restored (%s). %s"
+                % (len(same), len(ref), ", ".join(sorted(ref)), note),
+            }
+        }
     finally:
         sys.path.remove(folder)
         sys.modules.pop("kb_checkpoint_model", None)
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run(variant: str, device: str, folder: str) -> dict:
-    mod = model_module(folder)
-    torch.manual_seed(0)
-    saved = mod.Net().to(device)
-    path = os.path.join(folder, "ckpt.pt")
-    state = saved.state_dict()
-    if variant in ("baseline-module-prefix", "workaround2-rename-keys", "deadend1-strict-false"):
-        state = {
-            "module." + k: v for k, v in state.items()
-        }  # what nn.DataParallel's state_dict() writes
-    torch.manual_seed(1)  # the fresh model starts from other weights
-    extra = variant in ("baseline-added-layer", "workaround1-strict-false-after-check")
-    model = mod.Net(extra=extra).to(device)
-    note = ""
-    if variant.startswith("deadend2"):
-        torch.save(saved, path)
-        if variant == "deadend2-pickle-model-literal":
-            model = torch.load(path)
-        else:
-            try:
-                model = torch.load(path, weights_only=False)
-            except TypeError as exc:  # torch.load has no weights_only argument here
-                if "weights_only" not in str(exc):
-                    raise
-                model = torch.load(path)
-                note = "torch.load has no weights_only argument in this release; loaded without it"
-    else:
+def load_state(load=None):
+    """torch.save(state) / torch.load, then ``load(model, loaded)`` -> a note (default: a
+    strict model.load_state_dict)."""
+
+    def restore(saved, model, path, state):
         torch.save(state, path)
         loaded = torch.load(path)
-        if variant == "workaround2-rename-keys":
-            loaded = {
-                k[len("module.") :] if k.startswith("module.") else k: v for k, v in loaded.items()
-            }
-        if variant == "workaround1-strict-false-after-check":
-            want = set(model.state_dict())
-            missing = sorted(want - set(loaded))
-            unexpected = sorted(set(loaded) - want)
-            if unexpected or any(not k.startswith("extra.") for k in missing):
-                raise RuntimeError(
-                    "checkpoint mismatch beyond the new layer: missing %s, unexpected %s"
-                    % (missing, unexpected)
-                )
-            note = "only the new layer's keys are missing: %s" % missing
-            model.load_state_dict(loaded, strict=False)
-        elif variant == "deadend1-strict-false":
-            result = model.load_state_dict(loaded, strict=False)
-            note = "strict=False reported %d missing and %d unexpected keys" % (
-                len(result.missing_keys),
-                len(result.unexpected_keys),
-            )
-        else:
+        if load is None:
             model.load_state_dict(loaded)
-    got = model.state_dict()
-    ref = saved.state_dict()
-    same = [k for k in ref if k in got and torch.equal(got[k].cpu(), ref[k].cpu())]
-    return {
-        "saved_weights_restored": {
-            "ok": len(same) == len(ref),
-            "detail": "%d of %d saved tensors restored (%s). %s"
-            % (len(same), len(ref), ", ".join(sorted(ref)), note),
-        }
-    }
+            return model, ""
+        return model, load(model, loaded)
+
+    return restore
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def baseline_module_prefix(device, precision):
+    return checkpoint(device, load_state(), prefixed=True)
+
+
+def baseline_added_layer(device, precision):
+    return checkpoint(device, load_state(), extra=True)
+
+
+def workaround1_strict_false_after_check(device, precision):
+    def only_the_new_layer_missing(model, loaded):
+        want = set(model.state_dict())
+        missing = sorted(want - set(loaded))
+        unexpected = sorted(set(loaded) - want)
+        if unexpected or any(not k.startswith("extra.") for k in missing):
+            raise RuntimeError(
+                "checkpoint mismatch beyond the new layer: missing %s, unexpected %s"
+                % (missing, unexpected)
+            )
+        model.load_state_dict(loaded, strict=False)
+        return "only the new layer's keys are missing: %s" % missing
+
+    return checkpoint(device, load_state(only_the_new_layer_missing), extra=True)
+
+
+def workaround2_rename_keys(device, precision):
+    def strip_prefix(model, loaded):
+        prefix = "module."
+        model.load_state_dict(
+            {k[len(prefix) :] if k.startswith(prefix) else k: v for k, v in loaded.items()}
+        )
+        return ""
+
+    return checkpoint(device, load_state(strip_prefix), prefixed=True)
+
+
+def deadend1_strict_false(device, precision):
+    def not_strict(model, loaded):
+        result = model.load_state_dict(loaded, strict=False)
+        return "strict=False reported %d missing and %d unexpected keys" % (
+            len(result.missing_keys),
+            len(result.unexpected_keys),
+        )
+
+    return checkpoint(device, load_state(not_strict), prefixed=True)
+
+
+def deadend2_pickle_model_literal(device, precision):
+    def whole_model(saved, model, path, state):
+        torch.save(saved, path)
+        return torch.load(path), ""
+
+    return checkpoint(device, whole_model)
+
+
+def deadend2_pickle_model_weights_only_false(device, precision):
+    def whole_model(saved, model, path, state):
+        torch.save(saved, path)
+        try:
+            return torch.load(path, weights_only=False), ""
+        except TypeError as exc:  # torch.load has no weights_only argument here
+            if "weights_only" not in str(exc):
+                raise
+            note = "torch.load has no weights_only argument in this release; loaded without it"
+            return torch.load(path), note
+
+    return checkpoint(device, whole_model)
+
+
+def control_same_model(device, precision):
+    return checkpoint(device, load_state())
+
+
+VARIANTS = {
+    "baseline-module-prefix": baseline_module_prefix,
+    "baseline-added-layer": baseline_added_layer,
+    "workaround1-strict-false-after-check": workaround1_strict_false_after_check,
+    "workaround2-rename-keys": workaround2_rename_keys,
+    "deadend1-strict-false": deadend1_strict_false,
+    "deadend2-pickle-model-literal": deadend2_pickle_model_literal,
+    "deadend2-pickle-model-weights-only-false": deadend2_pickle_model_weights_only_false,
+    "control-same-model": control_same_model,
+}

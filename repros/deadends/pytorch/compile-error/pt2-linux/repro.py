@@ -4,38 +4,14 @@ torch.compile of a small model whose forward branches on a tensor's value (a Pyt
 data, which the graph capture cannot trace through), then a forward and backward through the
 compiled model. Each variant applies one workaround or dead end of the knowledge-base entry
 (https://deadends.dev/pytorch/compile-error/pt2-linux). Inductor compiles C++ on CPU: the
-first run of a cell takes tens of seconds. fp32 only.
-
-    python repro.py --list
-    python repro.py --variant baseline-data-dependent-branch --device cpu --precision fp32
+first run of a cell takes tens of seconds.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from reprokit import Unsupported
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-data-dependent-branch": "torch.compile(model) with the default mode; forward branches on x.sum() > 0",
-    "workaround1-reduce-overhead": "torch.compile(model, mode='reduce-overhead')",
-    "workaround2-compiler-disable": "the branching part wrapped in torch.compiler.disable",
-    "deadend1-no-compile": "the model run eagerly, uncompiled",
-    "deadend2-fullgraph": "torch.compile(model, fullgraph=True)",
-    "control-straight-line-model": "torch.compile of a model with no data-dependent branch",
-}
-NOT_WRITTEN = []
 
 
 def branch(h):
@@ -61,18 +37,14 @@ class Net(nn.Module):
         return self.b(h)
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if precision != "fp32":
-        raise Unsupported("compilation is measured in fp32 only")
+def compile_and_step(device, net="branch", compile=True, **options) -> dict:
+    """A forward and backward through torch.compile(model, **options) (the eager model where
+    not ``compile``), against the eager forward; ``net``: the Net's mode."""
     if not hasattr(torch, "compile"):
         raise Unsupported("torch.compile does not exist in torch %s" % torch.__version__)
-    mode = {"control-straight-line-model": "plain", "workaround2-compiler-disable": "disabled"}.get(
-        variant, "branch"
-    )
     torch.manual_seed(0)
-    model = Net(mode).to(device)
-    if mode == "disabled":
+    model = Net(net).to(device)
+    if net == "disabled":
         compiler = getattr(torch, "compiler", None)
         if compiler is None or not hasattr(compiler, "disable"):
             raise Unsupported(
@@ -81,12 +53,7 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
         model.disabled_branch = compiler.disable(branch)
     x = torch.randn(4, 8, device=device)
     eager = model(x).detach()
-    kwargs = {}
-    if variant == "workaround1-reduce-overhead":
-        kwargs["mode"] = "reduce-overhead"
-    elif variant == "deadend2-fullgraph":
-        kwargs["fullgraph"] = True
-    compiled = model if variant == "deadend1-no-compile" else torch.compile(model, **kwargs)
+    compiled = torch.compile(model, **options) if compile else model
     out = compiled(x)
     out.sum().backward()
     err = (out.detach() - eager).abs().max().item()
@@ -101,5 +68,35 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def baseline_data_dependent_branch(device, precision):
+    return compile_and_step(device)
+
+
+def workaround1_reduce_overhead(device, precision):
+    return compile_and_step(device, mode="reduce-overhead")
+
+
+def workaround2_compiler_disable(device, precision):
+    return compile_and_step(device, net="disabled")
+
+
+def deadend1_no_compile(device, precision):
+    return compile_and_step(device, compile=False)
+
+
+def deadend2_fullgraph(device, precision):
+    return compile_and_step(device, fullgraph=True)
+
+
+def control_straight_line_model(device, precision):
+    return compile_and_step(device, net="plain")
+
+
+VARIANTS = {
+    "baseline-data-dependent-branch": baseline_data_dependent_branch,
+    "workaround1-reduce-overhead": workaround1_reduce_overhead,
+    "workaround2-compiler-disable": workaround2_compiler_disable,
+    "deadend1-no-compile": deadend1_no_compile,
+    "deadend2-fullgraph": deadend2_fullgraph,
+    "control-straight-line-model": control_straight_line_model,
+}

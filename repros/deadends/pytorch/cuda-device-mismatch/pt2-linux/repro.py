@@ -5,67 +5,18 @@ A model moved to the CUDA device and an input batch left on the CPU: one trainin
 Each variant applies one workaround or dead end of the knowledge-base entry
 (https://deadends.dev/pytorch/cuda-device-mismatch/pt2-linux). Written for CUDA cells; the
 harness skips them where no CUDA device exists.
-
-    python repro.py --list
-    python repro.py --variant baseline-input-left-on-cpu --device cuda --precision fp32
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
 from torch import nn
 
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
 
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-input-left-on-cpu": "model.to('cuda'); the batch stays on the CPU",
-    "workaround1-literal-model-device": "batch.to(model.device), as the entry writes it",
-    "workaround1-parameter-device": "batch.to(next(model.parameters()).device)",
-    "workaround2-one-device-variable": "device = torch.device('cuda:0') defined once; model and batch .to(device)",
-    "deadend1-everything-on-cpu": "model and batch both kept on the CPU",
-    "deadend2-cuda-without-index": "model.cuda() and batch.cuda() with no device index",
-    "control-both-on-cuda": "model and batch created on the CUDA device",
-}
-NOT_WRITTEN = []
-
-
-def run(variant: str, device: str = "cuda", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if device != "cuda":
-        raise Unsupported("a CPU/CUDA mismatch needs a CUDA device; this cell is %s" % device)
-    if precision != "fp32":
-        raise Unsupported("device placement does not depend on precision: run fp32 only")
+def one_step(place) -> dict:
+    """``place(model, x, y)`` -> (model, x, y) where the variant puts them; then one step."""
     torch.manual_seed(0)
-    model = nn.Linear(8, 2)
-    x = torch.randn(16, 8)
-    y = torch.randn(16, 2)
-    if variant == "deadend1-everything-on-cpu":
-        pass
-    elif variant == "deadend2-cuda-without-index":
-        model, x, y = model.cuda(), x.cuda(), y.cuda()
-    elif variant == "workaround2-one-device-variable":
-        dev = torch.device("cuda:0")
-        model, x, y = model.to(dev), x.to(dev), y.to(dev)
-    elif variant == "control-both-on-cuda":
-        model = model.to("cuda")
-        x, y = torch.randn(16, 8, device="cuda"), torch.randn(16, 2, device="cuda")
-    else:
-        model = model.to("cuda")
-        y = y.to("cuda")
-        if variant == "workaround1-literal-model-device":
-            x = x.to(model.device)  # nn.Module has no .device attribute
-        elif variant == "workaround1-parameter-device":
-            x = x.to(next(model.parameters()).device)
+    model, x, y = place(nn.Linear(8, 2), torch.randn(16, 8), torch.randn(16, 2))
     out = model(x)
     loss = (out - y).pow(2).mean()
     loss.backward()
@@ -80,5 +31,56 @@ def run(variant: str, device: str = "cuda", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def baseline_input_left_on_cpu(device, precision):
+    return one_step(lambda model, x, y: (model.to("cuda"), x, y.to("cuda")))
+
+
+def workaround1_literal_model_device(device, precision):
+    def place(model, x, y):
+        model = model.to("cuda")
+        return model, x.to(model.device), y.to("cuda")  # nn.Module has no .device attribute
+
+    return one_step(place)
+
+
+def workaround1_parameter_device(device, precision):
+    def place(model, x, y):
+        model = model.to("cuda")
+        return model, x.to(next(model.parameters()).device), y.to("cuda")
+
+    return one_step(place)
+
+
+def workaround2_one_device_variable(device, precision):
+    dev = torch.device("cuda:0")
+    return one_step(lambda model, x, y: (model.to(dev), x.to(dev), y.to(dev)))
+
+
+def deadend1_everything_on_cpu(device, precision):
+    return one_step(lambda model, x, y: (model, x, y))
+
+
+def deadend2_cuda_without_index(device, precision):
+    return one_step(lambda model, x, y: (model.cuda(), x.cuda(), y.cuda()))
+
+
+def control_both_on_cuda(device, precision):
+    def place(model, x, y):
+        return (
+            model.to("cuda"),
+            torch.randn(16, 8, device="cuda"),
+            torch.randn(16, 2, device="cuda"),
+        )
+
+    return one_step(place)
+
+
+VARIANTS = {
+    "baseline-input-left-on-cpu": baseline_input_left_on_cpu,
+    "workaround1-literal-model-device": workaround1_literal_model_device,
+    "workaround1-parameter-device": workaround1_parameter_device,
+    "workaround2-one-device-variable": workaround2_one_device_variable,
+    "deadend1-everything-on-cpu": deadend1_everything_on_cpu,
+    "deadend2-cuda-without-index": deadend2_cuda_without_index,
+    "control-both-on-cuda": control_both_on_cuda,
+}

@@ -6,50 +6,24 @@ A cuDNN LSTM trained one step on the GPU in the two situations the knowledge-bas
 initial hidden state that is not contiguous in memory (a transposed view), and a padded batch
 of sequences of different lengths fed without packing. Each variant applies one workaround
 or dead end. CUDA cells only (skipped elsewhere).
-
-    python repro.py --list
-    python repro.py --variant baseline-noncontiguous-hidden --device cuda --precision fp32
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from reprokit import Unsupported
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-noncontiguous-hidden": "h0 and c0 passed as transposed (non-contiguous) views",
-    "baseline-padded-unpacked": "a zero-padded batch of lengths 7, 5, 3 and 2 fed to the LSTM as it is",
-    "workaround1-contiguous-hidden": "h0.contiguous() and c0.contiguous() before the call",
-    "workaround2-pack-padded": "the padded batch packed with pack_padded_sequence (enforce_sorted=False)",
-    "workaround3-cudnn-deterministic": "torch.backends.cudnn.deterministic = True, hidden state still non-contiguous",
-    "deadend1-cudnn-disabled": "torch.backends.cudnn.enabled = False, hidden state still non-contiguous",
-    "deadend2-older-torch": "an older torch: the matrix's torch axis measures every variant in every release",
-    "control-contiguous-packed": "contiguous hidden state, packed batch",
-}
-NOT_WRITTEN = ["deadend2-older-torch"]
 
 B, T, F, H, LAYERS = 4, 7, 6, 8, 2
 LENGTHS = [7, 5, 3, 2]
 
 
-def run(variant: str, device: str = "cuda", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if device != "cuda":
-        raise Unsupported("the cuDNN RNN kernels need a CUDA device; this cell is %s" % device)
-    if precision != "fp32":
-        raise Unsupported("measured in fp32 only")
+def lstm_step(
+    device, hidden="contiguous", packed=False, deterministic=False, cudnn_off=False
+) -> dict:
+    """One LSTM step: its (h0, c0) ``hidden`` "contiguous", "transposed" (non-contiguous
+    views) or "made-contiguous" (.contiguous() of those), the padded batch ``packed``, with
+    cudnn.deterministic or cudnn.enabled=False set for the step."""
     if not torch.backends.cudnn.is_available():
         raise Unsupported("cuDNN is not available in this build")
     torch.manual_seed(0)
@@ -57,30 +31,24 @@ def run(variant: str, device: str = "cuda", precision: str = "fp32") -> dict:
     x = torch.randn(B, T, F, device=device)
     for i, n in enumerate(LENGTHS):
         x[i, n:] = 0  # padding
-    noncontiguous = variant in (
-        "baseline-noncontiguous-hidden",
-        "workaround3-cudnn-deterministic",
-        "deadend1-cudnn-disabled",
-    )
-    if noncontiguous or variant == "workaround1-contiguous-hidden":
-        h0 = torch.randn(B, LAYERS, H, device=device).transpose(0, 1)
-        c0 = torch.randn(B, LAYERS, H, device=device).transpose(0, 1)
-        if variant == "workaround1-contiguous-hidden":
-            h0, c0 = h0.contiguous(), c0.contiguous()
-    else:
+    if hidden == "contiguous":
         h0 = torch.randn(LAYERS, B, H, device=device)
         c0 = torch.randn(LAYERS, B, H, device=device)
+    else:
+        h0 = torch.randn(B, LAYERS, H, device=device).transpose(0, 1)
+        c0 = torch.randn(B, LAYERS, H, device=device).transpose(0, 1)
+        if hidden == "made-contiguous":
+            h0, c0 = h0.contiguous(), c0.contiguous()
     h0.requires_grad_(True)
     flags = {
         "deterministic": torch.backends.cudnn.deterministic,
         "enabled": torch.backends.cudnn.enabled,
     }
     try:
-        if variant == "workaround3-cudnn-deterministic":
+        if deterministic:
             torch.backends.cudnn.deterministic = True
-        if variant == "deadend1-cudnn-disabled":
+        if cudnn_off:
             torch.backends.cudnn.enabled = False
-        packed = variant in ("workaround2-pack-padded", "control-contiguous-packed")
         inp = (
             nn.utils.rnn.pack_padded_sequence(
                 x, torch.tensor(LENGTHS), batch_first=True, enforce_sorted=False
@@ -112,5 +80,42 @@ def run(variant: str, device: str = "cuda", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def baseline_noncontiguous_hidden(device, precision):
+    return lstm_step(device, hidden="transposed")
+
+
+def baseline_padded_unpacked(device, precision):
+    return lstm_step(device)
+
+
+def workaround1_contiguous_hidden(device, precision):
+    return lstm_step(device, hidden="made-contiguous")
+
+
+def workaround2_pack_padded(device, precision):
+    return lstm_step(device, packed=True)
+
+
+def workaround3_cudnn_deterministic(device, precision):
+    return lstm_step(device, hidden="transposed", deterministic=True)
+
+
+def deadend1_cudnn_disabled(device, precision):
+    return lstm_step(device, hidden="transposed", cudnn_off=True)
+
+
+def control_contiguous_packed(device, precision):
+    return lstm_step(device, packed=True)
+
+
+VARIANTS = {
+    "baseline-noncontiguous-hidden": baseline_noncontiguous_hidden,
+    "baseline-padded-unpacked": baseline_padded_unpacked,
+    "workaround1-contiguous-hidden": workaround1_contiguous_hidden,
+    "workaround2-pack-padded": workaround2_pack_padded,
+    "workaround3-cudnn-deterministic": workaround3_cudnn_deterministic,
+    "deadend1-cudnn-disabled": deadend1_cudnn_disabled,
+    # an older torch: the matrix's torch axis measures every variant in every release
+    "deadend2-older-torch": None,
+    "control-contiguous-packed": control_contiguous_packed,
+}

@@ -5,39 +5,13 @@ A custom Dataset whose __getitem__ returns a record object (as a project might r
 own Sample class) batched by a DataLoader with the default collate, then one training step.
 Each variant applies one workaround or dead end of the knowledge-base entry
 (https://deadends.dev/pytorch/custom-dataset-error/pt2-linux).
-
-    python repro.py --list
-    python repro.py --variant baseline-record-object --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-record-object": "__getitem__ returns a Sample object holding features and target",
-    "baseline-none-for-bad-rows": "__getitem__ returns None for rows it cannot read",
-    "workaround1-tuple-of-tensors": "__getitem__ returns (features, target) as tensors",
-    "workaround2-full-interface": "__len__ and __getitem__ both written to the map-style contract, returning tensors",
-    "deadend1-python-lists": "__getitem__ returns (features as a Python list, target as a float)",
-    "deadend2-identity-collate": "DataLoader(collate_fn=lambda batch: batch): no collation, the records reach the model",
-    "control-tensor-dataset": "torch.utils.data.TensorDataset over the same data",
-}
-NOT_WRITTEN = []
 
 N, F, BATCH = 12, 3, 4
 
@@ -65,26 +39,12 @@ class Records(Dataset):
         return self.x[i], self.y[i]
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if precision != "fp32":
-        raise Unsupported("batching does not depend on precision: run fp32 only")
+def train(device, dataset, **loader_options) -> dict:
+    """One epoch over DataLoader(dataset(x, y), batch_size=BATCH, **loader_options)."""
     torch.manual_seed(0)
     x = torch.randn(N, F)
     y = torch.randn(N)
-    mode = {
-        "baseline-record-object": "object",
-        "baseline-none-for-bad-rows": "none",
-        "deadend1-python-lists": "lists",
-        "deadend2-identity-collate": "object",
-    }.get(variant, "tensors")
-    data = (
-        torch.utils.data.TensorDataset(x, y)
-        if variant == "control-tensor-dataset"
-        else Records(x, y, mode)
-    )
-    kwargs = {"collate_fn": (lambda batch: batch)} if variant == "deadend2-identity-collate" else {}
-    loader = DataLoader(data, batch_size=BATCH, **kwargs)
+    loader = DataLoader(dataset(x, y), batch_size=BATCH, **loader_options)
     model = nn.Linear(F, 1).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     shapes = []
@@ -115,5 +75,44 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def records(mode):
+    return lambda x, y: Records(x, y, mode)
+
+
+def baseline_record_object(device, precision):
+    return train(device, records("object"))
+
+
+def baseline_none_for_bad_rows(device, precision):
+    return train(device, records("none"))
+
+
+def workaround1_tuple_of_tensors(device, precision):
+    return train(device, records("tensors"))
+
+
+def workaround2_full_interface(device, precision):
+    return train(device, records("tensors"))
+
+
+def deadend1_python_lists(device, precision):
+    return train(device, records("lists"))
+
+
+def deadend2_identity_collate(device, precision):
+    return train(device, records("object"), collate_fn=lambda batch: batch)
+
+
+def control_tensor_dataset(device, precision):
+    return train(device, torch.utils.data.TensorDataset)
+
+
+VARIANTS = {
+    "baseline-record-object": baseline_record_object,
+    "baseline-none-for-bad-rows": baseline_none_for_bad_rows,
+    "workaround1-tuple-of-tensors": workaround1_tuple_of_tensors,
+    "workaround2-full-interface": workaround2_full_interface,
+    "deadend1-python-lists": deadend1_python_lists,
+    "deadend2-identity-collate": deadend2_identity_collate,
+    "control-tensor-dataset": control_tensor_dataset,
+}

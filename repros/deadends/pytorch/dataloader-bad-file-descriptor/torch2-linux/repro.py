@@ -6,9 +6,7 @@ A Dataset that opens its data file once in __init__ and reads records from that 
 epochs: the cause the knowledge-base entry names
 (https://deadends.dev/pytorch/dataloader-bad-file-descriptor/torch2-linux). Each variant
 applies one of its workarounds or dead ends; every record read must be the one asked for.
-
-    python repro.py --list
-    python repro.py --variant baseline-file-opened-in-init --device cpu --precision fp32
+Data loading runs on the host: entry.yaml runs it on cpu at fp32 only.
 """
 
 from __future__ import annotations
@@ -19,30 +17,10 @@ import shutil
 import struct
 import sys
 import tempfile
-from pathlib import Path
 
 import torch
+from reprokit import Unsupported
 from torch.utils.data import DataLoader
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-file-opened-in-init": "file opened in __init__, read in __getitem__ by 2 forked workers",
-    "workaround1-open-lazily": "the file opened in __getitem__ (once per worker process), not in __init__",
-    "workaround2-spawn": "multiprocessing_context='spawn' for the workers, file still opened in __init__",
-    "workaround3-persistent-workers": "persistent_workers=True, file still opened in __init__",
-    "deadend1-num-workers-0": "num_workers=0: records read in the main process",
-    "deadend2-raise-nofile-limit": "RLIMIT_NOFILE raised to its hard limit before loading",
-    "control-in-memory": "records held in memory (no file), 2 workers",
-}
-NOT_WRITTEN = []
 
 N, RECORD = 64, 8  # 64 records of one little-endian int64 each
 
@@ -95,34 +73,24 @@ def dataset_module(folder):
     return importlib.import_module("kb_badfd_dataset")
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if precision != "fp32" or device != "cpu":
-        raise Unsupported("data loading runs on the host: cpu-fp32 only")
-    if variant == "workaround3-persistent-workers":
-        import inspect
-
-        if "persistent_workers" not in inspect.signature(DataLoader.__init__).parameters:
-            raise Unsupported(
-                "DataLoader has no persistent_workers argument in torch %s" % torch.__version__
-            )
+def two_epochs(mode="init", num_workers=2, before=None, **loader_options) -> dict:
+    """Two shuffled epochs of DataLoader(Records(path, ``mode``), num_workers=...,
+    **loader_options); ``before()`` runs just before the loader is made."""
     folder = tempfile.mkdtemp(prefix="kb-badfd-")
     path = os.path.join(folder, "records.bin")
     with open(path, "wb") as f:
         for i in range(N):
             f.write(struct.pack("<q", 1000 + i))
-    mode = {"workaround1-open-lazily": "lazy", "control-in-memory": "memory"}.get(variant, "init")
     data = dataset_module(folder).Records(path, mode)
-    kwargs = {"num_workers": 0 if variant == "deadend1-num-workers-0" else 2}
-    if variant == "workaround2-spawn":
-        kwargs["multiprocessing_context"] = "spawn"
-    if variant == "workaround3-persistent-workers":
-        kwargs["persistent_workers"] = True
-    if variant == "deadend2-raise-nofile-limit":
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if before is not None:
+        before()
     loader = DataLoader(
-        data, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0), **kwargs
+        data,
+        batch_size=4,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(0),
+        num_workers=num_workers,
+        **loader_options,
     )
     epochs = []
     try:
@@ -146,5 +114,50 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def baseline_file_opened_in_init(device, precision):
+    return two_epochs()
+
+
+def workaround1_open_lazily(device, precision):
+    return two_epochs("lazy")
+
+
+def workaround2_spawn(device, precision):
+    return two_epochs(multiprocessing_context="spawn")
+
+
+def workaround3_persistent_workers(device, precision):
+    import inspect
+
+    if "persistent_workers" not in inspect.signature(DataLoader.__init__).parameters:
+        raise Unsupported(
+            "DataLoader has no persistent_workers argument in torch %s" % torch.__version__
+        )
+    return two_epochs(persistent_workers=True)
+
+
+def deadend1_num_workers_0(device, precision):
+    return two_epochs(num_workers=0)
+
+
+def deadend2_raise_nofile_limit(device, precision):
+    def raise_limit():
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+    return two_epochs(before=raise_limit)
+
+
+def control_in_memory(device, precision):
+    return two_epochs("memory")
+
+
+VARIANTS = {
+    "baseline-file-opened-in-init": baseline_file_opened_in_init,
+    "workaround1-open-lazily": workaround1_open_lazily,
+    "workaround2-spawn": workaround2_spawn,
+    "workaround3-persistent-workers": workaround3_persistent_workers,
+    "deadend1-num-workers-0": deadend1_num_workers_0,
+    "deadend2-raise-nofile-limit": deadend2_raise_nofile_limit,
+    "control-in-memory": control_in_memory,
+}

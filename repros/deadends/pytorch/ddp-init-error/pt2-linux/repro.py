@@ -6,9 +6,6 @@ initialises it the way a script run with plain `python` does, without the rendez
 variables a launcher sets. Each variant applies one workaround or dead end of the
 knowledge-base entry (https://deadends.dev/pytorch/ddp-init-error/pt2-linux). NCCL needs CUDA:
 the NCCL variants run in CUDA cells; the control (the same with gloo on the CPU) runs anywhere.
-
-    python repro.py --list
-    python repro.py --variant baseline-no-rendezvous-env --device cuda --precision fp32
 """
 
 from __future__ import annotations
@@ -19,29 +16,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 import torch
+from reprokit import Unsupported
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-no-rendezvous-env": "init_process_group('nccl', rank=0, world_size=1) with MASTER_ADDR/MASTER_PORT unset",
-    "workaround1-master-addr-port": "MASTER_ADDR=127.0.0.1 and a free MASTER_PORT set before init_process_group('nccl')",
-    "workaround2-torchrun": "the training step launched by torchrun (python -m torch.distributed.run --nproc_per_node 1)",
-    "deadend1-data-parallel": "nn.DataParallel instead of DDP, no process group",
-    "deadend2-single-gpu": "no distribution at all: the model on one GPU",
-    "control-gloo": "MASTER_ADDR/MASTER_PORT set, init_process_group('gloo') and a DDP step on the cell's device",
-}
-NOT_WRITTEN = []
 
 RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
 
@@ -95,31 +73,55 @@ def checks(loss, moved, where):
     }
 
 
-def run(variant: str, device: str = "cuda", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if precision != "fp32":
-        raise Unsupported("process-group set-up does not depend on precision: run fp32 only")
-    if variant != "control-gloo" and device != "cuda":
-        raise Unsupported("NCCL and DataParallel need a CUDA device; this cell is %s" % device)
+def without_rendezvous(run):
+    """``run()`` with the rendezvous variables unset, and set back as they were after it."""
     saved = {k: os.environ.pop(k) for k in RENDEZVOUS if k in os.environ}
     try:
-        if variant == "baseline-no-rendezvous-env":
-            return checks(*ddp_step("nccl", device), where="nccl, env:// without its variables")
-        if variant in ("workaround1-master-addr-port", "control-gloo"):
-            os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-            backend = "gloo" if variant == "control-gloo" else "nccl"
-            return checks(*ddp_step(backend, device), where=backend)
-        if variant == "workaround2-torchrun":
-            return torchrun(device)
-        if variant == "deadend1-data-parallel":
-            return checks(
-                *step(nn.DataParallel(nn.Linear(8, 1).to(device)), device), where="DataParallel"
-            )
-        return checks(*step(nn.Linear(8, 1).to(device), device), where="one GPU, no distribution")
+        return run()
     finally:
         for k in RENDEZVOUS:
             os.environ.pop(k, None)
         os.environ.update(saved)
+
+
+def rendezvous_then_ddp(backend, device):
+    def run():
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+        return checks(*ddp_step(backend, device), where=backend)
+
+    return without_rendezvous(run)
+
+
+def baseline_no_rendezvous_env(device, precision):
+    return without_rendezvous(
+        lambda: checks(*ddp_step("nccl", device), where="nccl, env:// without its variables")
+    )
+
+
+def workaround1_master_addr_port(device, precision):
+    return rendezvous_then_ddp("nccl", device)
+
+
+def workaround2_torchrun(device, precision):
+    return without_rendezvous(lambda: torchrun(device))
+
+
+def deadend1_data_parallel(device, precision):
+    return without_rendezvous(
+        lambda: checks(
+            *step(nn.DataParallel(nn.Linear(8, 1).to(device)), device), where="DataParallel"
+        )
+    )
+
+
+def deadend2_single_gpu(device, precision):
+    return without_rendezvous(
+        lambda: checks(*step(nn.Linear(8, 1).to(device), device), where="one GPU, no distribution")
+    )
+
+
+def control_gloo(device, precision):
+    return rendezvous_then_ddp("gloo", device)
 
 
 def torchrun(device):
@@ -137,7 +139,14 @@ def torchrun(device):
         device,
         out,
     ]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    env = dict(os.environ)
+    kit = sys.modules.get("reprokit")
+    if kit is not None:  # the worker, repro.py run as a script, imports the shared helpers too
+        paths = [os.path.dirname(os.path.abspath(kit.__file__)), env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    proc = subprocess.run(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300, env=env
+    )
     text = proc.stdout.decode("utf-8", "replace")
     if not os.path.exists(out):
         # the worker's own exception, as torchrun printed it, is what the run measured
@@ -158,8 +167,16 @@ def torchrun_worker(device, out):
         json.dump({"loss": loss, "moved": moved}, f)
 
 
-if __name__ == "__main__":
+VARIANTS = {
+    "baseline-no-rendezvous-env": baseline_no_rendezvous_env,
+    "workaround1-master-addr-port": workaround1_master_addr_port,
+    "workaround2-torchrun": workaround2_torchrun,
+    "deadend1-data-parallel": deadend1_data_parallel,
+    "deadend2-single-gpu": deadend2_single_gpu,
+    "control-gloo": control_gloo,
+}
+
+if __name__ == "__main__":  # repro.py run by torchrun as its worker (workaround2-torchrun)
     if len(sys.argv) == 4 and sys.argv[1] == "--torchrun-worker":
         torchrun_worker(sys.argv[2], sys.argv[3])
         sys.exit(0)
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))

@@ -6,75 +6,43 @@ loss whose weight tensor stayed on the CPU. Each variant applies one workaround 
 the knowledge-base entry (https://deadends.dev/pytorch/device-mismatch/pytorch2-linux). Written
 for CUDA cells (skipped where no CUDA device exists); dead end 2 also runs in CPU cells, where
 its stated failure (code that hard-codes .cuda() breaks on a CPU-only machine) can show.
-
-    python repro.py --list
-    python repro.py --variant baseline-input-left-on-cpu --device cuda --precision fp32
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
 from torch import nn
 
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
 
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-input-left-on-cpu": "model.to(device); the batch stays on the CPU",
-    "baseline-loss-weight-on-cpu": "model and batch on the device; CrossEntropyLoss(weight=...) built on the CPU",
-    "workaround1-device-variable": "input-left-on-cpu fixed with one device variable and .to(device) for model and batch",
-    "workaround2-literal-check-only": "the devices of model and batch compared before forward (assert), nothing moved",
-    "workaround2-check-then-move": "the devices compared before forward; the batch moved to the model's device when they differ",
-    "workaround3-loss-to-device": "loss-weight-on-cpu fixed with criterion.to(device)",
-    "deadend1-create-on-gpu": "every tensor (batch, labels, class weights) created on the device from the start",
-    "deadend2-cuda-everywhere": ".cuda() on model, batch, labels and criterion instead of .to(device)",
-    "control-all-on-device": "model, batch, labels and criterion all moved with .to(device)",
-}
-NOT_WRITTEN = []
-
-
-def run(variant: str, device: str = "cuda", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if precision != "fp32":
-        raise Unsupported("device placement does not depend on precision: run fp32 only")
-    if device != "cuda" and variant != "deadend2-cuda-everywhere":
-        raise Unsupported("a CPU/CUDA mismatch needs a CUDA device; this cell is %s" % device)
+def one_step(
+    device, move_x=True, move_criterion=True, create_on_device=False, cuda_calls=False, check=None
+) -> dict:
+    """One step of a classifier moved to the cell's device with .to(device): the batch
+    (``move_x``) and the weighted criterion (``move_criterion``) too, or every tensor made
+    there (``create_on_device``), or everything moved with .cuda() instead (``cuda_calls``);
+    ``check(model, x)`` -> the batch, before the forward."""
     dev = torch.device(device)
     torch.manual_seed(0)
     model = nn.Linear(8, 3)
     x = torch.randn(16, 8)
     labels = torch.randint(0, 3, (16,))
     weight = torch.tensor([1.0, 2.0, 0.5])
-    if variant == "deadend1-create-on-gpu":
+    if create_on_device:
         x = torch.randn(16, 8, device=dev)
         labels = torch.randint(0, 3, (16,), device=dev)
         weight = torch.tensor([1.0, 2.0, 0.5], device=dev)
     criterion = nn.CrossEntropyLoss(weight=weight)
-    if variant == "deadend2-cuda-everywhere":
+    if cuda_calls:
         model, x, labels, criterion = model.cuda(), x.cuda(), labels.cuda(), criterion.cuda()
     else:
         model = model.to(dev)
-        if variant != "baseline-input-left-on-cpu" and not variant.startswith("workaround2"):
+        if move_x:
             x = x.to(dev)
         labels = labels.to(dev)
-        if variant not in ("baseline-loss-weight-on-cpu",):
+        if move_criterion:
             criterion = criterion.to(dev)
-    if variant == "workaround2-literal-check-only":
-        model_dev = next(model.parameters()).device
-        assert x.device == model_dev, "batch on %s, model on %s" % (x.device, model_dev)
-    elif variant == "workaround2-check-then-move":
-        model_dev = next(model.parameters()).device
-        if x.device != model_dev:
-            x = x.to(model_dev)
+    if check is not None:
+        x = check(model, x)
     out = model(x)
     loss = criterion(out, labels)
     loss.backward()
@@ -88,5 +56,59 @@ def run(variant: str, device: str = "cuda", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def baseline_input_left_on_cpu(device, precision):
+    return one_step(device, move_x=False)
+
+
+def baseline_loss_weight_on_cpu(device, precision):
+    return one_step(device, move_criterion=False)
+
+
+def workaround1_device_variable(device, precision):
+    return one_step(device)
+
+
+def workaround2_literal_check_only(device, precision):
+    def assert_same_device(model, x):
+        model_dev = next(model.parameters()).device
+        assert x.device == model_dev, "batch on %s, model on %s" % (x.device, model_dev)
+        return x
+
+    return one_step(device, move_x=False, check=assert_same_device)
+
+
+def workaround2_check_then_move(device, precision):
+    def move_when_apart(model, x):
+        model_dev = next(model.parameters()).device
+        return x.to(model_dev) if x.device != model_dev else x
+
+    return one_step(device, move_x=False, check=move_when_apart)
+
+
+def workaround3_loss_to_device(device, precision):
+    return one_step(device)
+
+
+def deadend1_create_on_gpu(device, precision):
+    return one_step(device, create_on_device=True)
+
+
+def deadend2_cuda_everywhere(device, precision):
+    return one_step(device, cuda_calls=True)
+
+
+def control_all_on_device(device, precision):
+    return one_step(device)
+
+
+VARIANTS = {
+    "baseline-input-left-on-cpu": baseline_input_left_on_cpu,
+    "baseline-loss-weight-on-cpu": baseline_loss_weight_on_cpu,
+    "workaround1-device-variable": workaround1_device_variable,
+    "workaround2-literal-check-only": workaround2_literal_check_only,
+    "workaround2-check-then-move": workaround2_check_then_move,
+    "workaround3-loss-to-device": workaround3_loss_to_device,
+    "deadend1-create-on-gpu": deadend1_create_on_gpu,
+    "deadend2-cuda-everywhere": deadend2_cuda_everywhere,
+    "control-all-on-device": control_all_on_device,
+}

@@ -4,72 +4,35 @@ A float32 nn.Linear applied to an input in the cell's low precision (fp16: Half,
 BFloat16), as when data comes from a half-precision pipeline into a float32 model. Each
 variant applies one workaround or dead end of the knowledge-base entry
 (https://deadends.dev/pytorch/dtype-mismatch/pt2-linux). fp32 cells have no mismatch to show
-and are not run.
-
-    python repro.py --list
-    python repro.py --variant baseline-half-input --device cpu --precision fp16
+and are not run (entry.yaml: fp16 and bf16).
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
-from pathlib import Path
 
 import torch
+from reprokit import autocast_dtype
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, autocast_dtype, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-half-input": "float32 nn.Linear(8, 4) called on a low-precision input",
-    "workaround1-cast-input": "input.float() before the layer",
-    "workaround2-autocast": "the call inside torch.autocast(device, dtype=the input's dtype)",
-    "deadend1-float64": "model and input both cast to float64",
-    "deadend2-autocast-disabled": "the call inside torch.autocast(device, enabled=False)",
-    "control-float32": "float32 model, float32 input",
-}
-NOT_WRITTEN = []
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp16") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if precision == "fp32":
-        raise Unsupported("fp32 has no low-precision input to mismatch (run fp16 or bf16)")
+def forward_backward(device, precision, adapt=None, context=None, tol=0.1) -> dict:
+    """A float32 Linear on the input in the cell's low dtype, ``adapt(model, x, x32)`` ->
+    (model, x) first, the call under ``context(low)``; against the float32 result."""
     low = DTYPES[precision]
-    if variant == "workaround2-autocast":
-        autocast_dtype(device, precision)  # Unsupported where autocast cannot produce `low` here
     torch.manual_seed(0)
     model = nn.Linear(8, 4).to(device)
     x32 = torch.randn(5, 8, device=device)
     reference = model(x32).detach().double()
     x = x32.to(low)
-    ctx = contextlib.nullcontext()
-    if variant == "workaround1-cast-input":
-        x = x.float()
-    elif variant == "workaround2-autocast":
-        ctx = torch.autocast(device, dtype=low)
-    elif variant == "deadend1-float64":
-        model = model.double()
-        x = x.double()
-    elif variant == "deadend2-autocast-disabled":
-        ctx = torch.autocast(device, enabled=False)  # autocast off, whatever its dtype
-    elif variant == "control-float32":
-        x = x32
-    with ctx:
+    if adapt is not None:
+        model, x = adapt(model, x, x32)
+    with context(low) if context is not None else contextlib.nullcontext():
         out = model(x)
     out.float().sum().backward()
     # the input was rounded to `low`; the layer's result may differ from float32 by that much
-    tol = 0.0 if variant == "control-float32" else 0.1
     err = (out.detach().double() - reference).abs().max().item()
     return {
         "output_matches_float32": {
@@ -85,5 +48,41 @@ def run(variant: str, device: str = "cpu", precision: str = "fp16") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="bf16"))
+def baseline_half_input(device, precision):
+    return forward_backward(device, precision)
+
+
+def workaround1_cast_input(device, precision):
+    return forward_backward(device, precision, lambda model, x, x32: (model, x.float()))
+
+
+def workaround2_autocast(device, precision):
+    autocast_dtype(device, precision)  # Unsupported where autocast cannot produce it here
+    return forward_backward(
+        device, precision, context=lambda low: torch.autocast(device, dtype=low)
+    )
+
+
+def deadend1_float64(device, precision):
+    return forward_backward(device, precision, lambda model, x, x32: (model.double(), x.double()))
+
+
+def deadend2_autocast_disabled(device, precision):
+    # autocast off, whatever its dtype
+    return forward_backward(
+        device, precision, context=lambda low: torch.autocast(device, enabled=False)
+    )
+
+
+def control_float32(device, precision):
+    return forward_backward(device, precision, lambda model, x, x32: (model, x32), tol=0.0)
+
+
+VARIANTS = {
+    "baseline-half-input": baseline_half_input,
+    "workaround1-cast-input": workaround1_cast_input,
+    "workaround2-autocast": workaround2_autocast,
+    "deadend1-float64": deadend1_float64,
+    "deadend2-autocast-disabled": deadend2_autocast_disabled,
+    "control-float32": control_float32,
+}

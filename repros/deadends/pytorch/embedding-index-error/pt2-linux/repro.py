@@ -3,46 +3,22 @@
 A tokenizer with 120 ids feeding an nn.Embedding built for 100: ids 100-119 are out of range.
 Each variant applies one workaround or dead end of the knowledge-base entry
 (https://deadends.dev/pytorch/embedding-index-error/pt2-linux).
-
-    python repro.py --list
-    python repro.py --variant baseline-vocab-larger-than-table --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from reprokit import Unsupported
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-vocab-larger-than-table": "ids up to 119 looked up in nn.Embedding(100, 8)",
-    "workaround1-num-embeddings-vocab": "nn.Embedding(len(vocab)=120, 8)",
-    "workaround2-literal-padding-idx": "nn.Embedding(100, 8, padding_idx=0), ids unchanged",
-    "workaround2-oov-to-padding-idx": "ids >= 100 mapped to a reserved id 0, nn.Embedding(100, 8, padding_idx=0)",
-    "deadend1-bigger-table": "nn.Embedding(1000, 8): a table far larger than the vocabulary",
-    "deadend2-clip-ids": "ids clamped to 99 (the last row)",
-    "control-ids-in-range": "only ids below 100",
-}
-NOT_WRITTEN = []
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 VOCAB = 120  # what the tokenizer produces
 TABLE = 100  # what the model was built for
+OUT_OF_RANGE = [[3, 99, 105], [119, 7, 50]]  # 105 and 119 are beyond the table of 100
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+def look_up(device, precision, tokens=OUT_OF_RANGE, size=TABLE, padding_idx=None, remap=None):
+    """The ``tokens`` looked up in nn.Embedding(size, 8, padding_idx) (after ``remap(ids)``)."""
     dtype = DTYPES[precision]
     try:  # capability: an embedding lookup with backward in this dtype here
         probe = nn.Embedding(4, 2).to(device=device, dtype=dtype)
@@ -53,24 +29,9 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
             % (dtype, device, exc)
         )
     torch.manual_seed(0)
-    tokens = (
-        [[3, 99, 42], [1, 7, 50]]
-        if variant == "control-ids-in-range"
-        else [[3, 99, 105], [119, 7, 50]]
-    )
-    ids = torch.tensor(tokens, device=device)  # 105 and 119 are beyond the table of 100
-    size, padding_idx = TABLE, None
-    if variant == "workaround1-num-embeddings-vocab":
-        size = VOCAB
-    elif variant == "workaround2-literal-padding-idx":
-        padding_idx = 0
-    elif variant == "workaround2-oov-to-padding-idx":
-        padding_idx = 0
-        ids = torch.where(ids >= TABLE, torch.zeros_like(ids), ids)
-    elif variant == "deadend1-bigger-table":
-        size = 1000
-    elif variant == "deadend2-clip-ids":
-        ids = ids.clamp(max=TABLE - 1)
+    ids = torch.tensor(tokens, device=device)
+    if remap is not None:
+        ids = remap(ids)
     emb = nn.Embedding(size, 8, padding_idx=padding_idx).to(device=device, dtype=dtype)
     out = emb(ids)
     out.float().sum().backward()
@@ -103,5 +64,43 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def baseline_vocab_larger_than_table(device, precision):
+    return look_up(device, precision)
+
+
+def workaround1_num_embeddings_vocab(device, precision):
+    return look_up(device, precision, size=VOCAB)
+
+
+def workaround2_literal_padding_idx(device, precision):
+    return look_up(device, precision, padding_idx=0)
+
+
+def workaround2_oov_to_padding_idx(device, precision):
+    def to_padding(ids):
+        return torch.where(ids >= TABLE, torch.zeros_like(ids), ids)
+
+    return look_up(device, precision, padding_idx=0, remap=to_padding)
+
+
+def deadend1_bigger_table(device, precision):
+    return look_up(device, precision, size=1000)
+
+
+def deadend2_clip_ids(device, precision):
+    return look_up(device, precision, remap=lambda ids: ids.clamp(max=TABLE - 1))
+
+
+def control_ids_in_range(device, precision):
+    return look_up(device, precision, tokens=[[3, 99, 42], [1, 7, 50]])
+
+
+VARIANTS = {
+    "baseline-vocab-larger-than-table": baseline_vocab_larger_than_table,
+    "workaround1-num-embeddings-vocab": workaround1_num_embeddings_vocab,
+    "workaround2-literal-padding-idx": workaround2_literal_padding_idx,
+    "workaround2-oov-to-padding-idx": workaround2_oov_to_padding_idx,
+    "deadend1-bigger-table": deadend1_bigger_table,
+    "deadend2-clip-ids": deadend2_clip_ids,
+    "control-ids-in-range": control_ids_in_range,
+}

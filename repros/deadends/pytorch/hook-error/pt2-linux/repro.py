@@ -4,45 +4,23 @@ Gradient monitoring with Tensor.register_hook on a hidden activation: the hook r
 gradient's norm each step and, in the baselines, goes wrong the way such callbacks do (it
 returns a gradient of another shape, or raises inside). Each variant applies one workaround
 or dead end of the knowledge-base entry (https://deadends.dev/pytorch/hook-error/pt2-linux).
-
-    python repro.py --list
-    python repro.py --variant baseline-hook-returns-wrong-shape --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from reprokit import Unsupported
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-hook-returns-wrong-shape": "the hook returns grad.mean(0) (another shape) instead of None or a same-shape tensor",
-    "baseline-hook-raises": "the hook indexes a per-feature scale list one entry too short (IndexError inside the hook)",
-    "workaround1-checked-hook": "the hook checks the gradient's shape and device and returns None (records only)",
-    "workaround2-retain-grad": "no hook: hidden.retain_grad(), the norm read from hidden.grad after backward",
-    "deadend1-remove-hooks": "the hook removed (handle.remove()) before training",
-    "deadend2-catch-all": "the raising hook's body wrapped in try/except Exception: pass",
-    "control-correct-hook": "a hook that records the norm and returns None",
-}
-NOT_WRITTEN = []
 
 STEPS = 3
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+SCALE = [1.0, 1.0]  # one entry short of the 3 hidden features
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+def monitor(device, precision, make_hook=None, remove=False) -> dict:
+    """STEPS training steps; each step's hidden activation gets ``make_hook(norms, hidden)``
+    registered (removed at once where ``remove``), or, without one, hidden.retain_grad() and
+    the norm read after backward; against the hidden gradient's norm on a hook-free graph."""
     dtype = DTYPES[precision]
     try:  # capability: linear + tanh with backward in this dtype here
         nn.Linear(2, 2).to(device=device, dtype=dtype)(
@@ -60,30 +38,6 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     y = torch.randn(8, 1, device=device, dtype=dtype)
     opt = torch.optim.SGD(list(first.parameters()) + list(second.parameters()), lr=0.1)
     norms = []
-    scale = [1.0, 1.0]  # one entry short of the 3 hidden features
-
-    def hook(grad):
-        if variant == "baseline-hook-returns-wrong-shape":
-            norms.append(grad.float().norm().item())
-            return grad.mean(0)
-        if variant in ("baseline-hook-raises", "deadend2-catch-all"):
-            try:
-                norms.append(
-                    sum(scale[j] * grad[:, j].float().norm().item() for j in range(grad.shape[1]))
-                )
-            except Exception:
-                if variant == "baseline-hook-raises":
-                    raise
-            return None
-        checked = variant == "workaround1-checked-hook"
-        if checked and (grad.shape != hidden.shape or grad.device != hidden.device):
-            raise RuntimeError(
-                "hook got grad %s on %s for %s on %s"
-                % (grad.shape, grad.device, hidden.shape, hidden.device)
-            )
-        norms.append(grad.float().norm().item())
-        return None
-
     expected = []
     for _ in range(STEPS):
         opt.zero_grad()
@@ -92,15 +46,15 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
         ref_loss = (second(ref_hidden) - y).float().pow(2).mean()
         expected.append(torch.autograd.grad(ref_loss, ref_hidden)[0].float().norm().item())
         hidden = torch.tanh(first(x))
-        if variant == "workaround2-retain-grad":
+        if make_hook is None:
             hidden.retain_grad()
         else:
-            handle = hidden.register_hook(hook)
-            if variant == "deadend1-remove-hooks":
+            handle = hidden.register_hook(make_hook(norms, hidden))
+            if remove:
                 handle.remove()
         loss = (second(hidden) - y).float().pow(2).mean()
         loss.backward()
-        if variant == "workaround2-retain-grad":
+        if make_hook is None:
             norms.append(hidden.grad.float().norm().item())
         opt.step()
     close = len(norms) == STEPS and all(
@@ -119,5 +73,86 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def recording_hook(norms, hidden):
+    def hook(grad):
+        norms.append(grad.float().norm().item())
+        return None
+
+    return hook
+
+
+def scaled_norm_hook(catch_all):
+    """A hook that reads SCALE one entry too far (IndexError), or swallows that."""
+
+    def make(norms, hidden):
+        def hook(grad):
+            try:
+                norms.append(
+                    sum(SCALE[j] * grad[:, j].float().norm().item() for j in range(grad.shape[1]))
+                )
+            except Exception:
+                if not catch_all:
+                    raise
+            return None
+
+        return hook
+
+    return make
+
+
+def baseline_hook_returns_wrong_shape(device, precision):
+    def make(norms, hidden):
+        def hook(grad):
+            norms.append(grad.float().norm().item())
+            return grad.mean(0)
+
+        return hook
+
+    return monitor(device, precision, make)
+
+
+def baseline_hook_raises(device, precision):
+    return monitor(device, precision, scaled_norm_hook(catch_all=False))
+
+
+def workaround1_checked_hook(device, precision):
+    def make(norms, hidden):
+        def hook(grad):
+            if grad.shape != hidden.shape or grad.device != hidden.device:
+                raise RuntimeError(
+                    "hook got grad %s on %s for %s on %s"
+                    % (grad.shape, grad.device, hidden.shape, hidden.device)
+                )
+            norms.append(grad.float().norm().item())
+            return None
+
+        return hook
+
+    return monitor(device, precision, make)
+
+
+def workaround2_retain_grad(device, precision):
+    return monitor(device, precision)
+
+
+def deadend1_remove_hooks(device, precision):
+    return monitor(device, precision, recording_hook, remove=True)
+
+
+def deadend2_catch_all(device, precision):
+    return monitor(device, precision, scaled_norm_hook(catch_all=True))
+
+
+def control_correct_hook(device, precision):
+    return monitor(device, precision, recording_hook)
+
+
+VARIANTS = {
+    "baseline-hook-returns-wrong-shape": baseline_hook_returns_wrong_shape,
+    "baseline-hook-raises": baseline_hook_raises,
+    "workaround1-checked-hook": workaround1_checked_hook,
+    "workaround2-retain-grad": workaround2_retain_grad,
+    "deadend1-remove-hooks": deadend1_remove_hooks,
+    "deadend2-catch-all": deadend2_catch_all,
+    "control-correct-hook": control_correct_hook,
+}

@@ -5,104 +5,48 @@ A two-layer model whose hidden activation is a sigmoid: sigmoid's backward needs
 output, so changing that output in place before backward breaks autograd. Each variant
 applies one workaround or dead end of the knowledge-base entry
 (https://deadends.dev/pytorch/inplace-operation-gradient/pytorch2-linux).
-
-    python repro.py --list
-    python repro.py --variant baseline-add-inplace --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from reprokit import Unsupported
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-add-inplace": "h = sigmoid(.); h += 1 (in place) before backward",
-    "baseline-relu-inplace": "nn.ReLU(inplace=True) applied to the sigmoid output",
-    "workaround1-out-of-place": "h = h + 1 instead of h += 1",
-    "workaround2-clone": "h = h.clone(); h += 1",
-    "workaround3-relu-not-inplace": "nn.ReLU(inplace=False) on the sigmoid output",
-    "deadend1-no-grad": "the in-place add wrapped in torch.no_grad()",
-    "deadend2-data": "the in-place add done on h.data",
-    "control-no-inplace": "no in-place change anywhere",
-}
-NOT_WRITTEN = []
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
-def model_step(variant: str, device: str, dtype: torch.dtype) -> dict:
+def grads(device, dtype, change) -> dict:
+    """The weights' gradients of second(change(sigmoid(first(x)))).sum()."""
     torch.manual_seed(0)
     first = nn.Linear(6, 5).to(device=device, dtype=dtype)
     second = nn.Linear(5, 1).to(device=device, dtype=dtype)
     x = torch.randn(8, 6, device=device, dtype=dtype)
-    h = torch.sigmoid(first(x))
-    if variant == "baseline-add-inplace":
-        h += 1
-    elif variant in ("baseline-relu-inplace", "workaround3-relu-not-inplace"):
-        h = nn.ReLU(inplace=variant == "baseline-relu-inplace")(h)
-    elif variant == "workaround1-out-of-place":
-        h = h + 1
-    elif variant == "workaround2-clone":
-        h = h.clone()
-        h += 1
-    elif variant == "deadend1-no-grad":
-        with torch.no_grad():
-            h += 1
-    elif variant == "deadend2-data":
-        h.data += 1
-    out = second(h).float().sum()
-    out.backward()
-    return {"first.weight": first.weight.grad, "second.weight": second.weight.grad}
-
-
-def reference_grads(variant: str, device: str, dtype: torch.dtype) -> dict:
-    """What the variant's computation's gradient is, computed without any in-place change."""
-    torch.manual_seed(0)
-    first = nn.Linear(6, 5).to(device=device, dtype=dtype)
-    second = nn.Linear(5, 1).to(device=device, dtype=dtype)
-    x = torch.randn(8, 6, device=device, dtype=dtype)
-    h = torch.sigmoid(first(x))
-    if variant in (
-        "baseline-add-inplace",
-        "workaround1-out-of-place",
-        "workaround2-clone",
-        "deadend1-no-grad",
-        "deadend2-data",
-    ):
-        h = h + 1  # every one of these means "add 1 to the activation"
-    elif variant in ("baseline-relu-inplace", "workaround3-relu-not-inplace"):
-        h = torch.relu(h)
+    h = change(torch.sigmoid(first(x)))
     second(h).float().sum().backward()
     return {"first.weight": first.weight.grad, "second.weight": second.weight.grad}
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+def add_one(h):
+    return h + 1
+
+
+def compare(device, precision, change, meaning=lambda h: h) -> dict:
+    """The variant's ``change`` of the activation against what it means, computed without
+    any in-place change (``meaning``)."""
     dtype = DTYPES[precision]
     try:  # capability: the ops of this model (linear, sigmoid, relu, backward) in this dtype here
-        reference_grads("baseline-relu-inplace", device, dtype)
+        grads(device, dtype, torch.relu)
     except RuntimeError as exc:
         raise Unsupported(
             "linear/sigmoid/relu with backward in %s on %s is not implemented here: %s"
             % (dtype, device, exc)
         )
-    grads = model_step(variant, device, dtype)
-    want = reference_grads(variant, device, dtype)
+    got = grads(device, dtype, change)
+    want = grads(device, dtype, meaning)
     tol = 1e-5 if dtype == torch.float32 else 2e-2
     checks = {}
-    for name, g in grads.items():
+    for name, g in got.items():
         ref = want[name]
         ok = g is not None and torch.allclose(g.float(), ref.float(), atol=tol, rtol=tol)
         err = (
@@ -118,5 +62,63 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     return checks
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def baseline_add_inplace(device, precision):
+    def add_in_place(h):
+        h += 1
+        return h
+
+    return compare(device, precision, add_in_place, add_one)
+
+
+def baseline_relu_inplace(device, precision):
+    return compare(device, precision, nn.ReLU(inplace=True), torch.relu)
+
+
+def workaround1_out_of_place(device, precision):
+    return compare(device, precision, add_one, add_one)
+
+
+def workaround2_clone(device, precision):
+    def clone_then_add(h):
+        h = h.clone()
+        h += 1
+        return h
+
+    return compare(device, precision, clone_then_add, add_one)
+
+
+def workaround3_relu_not_inplace(device, precision):
+    return compare(device, precision, nn.ReLU(inplace=False), torch.relu)
+
+
+def deadend1_no_grad(device, precision):
+    def add_under_no_grad(h):
+        with torch.no_grad():
+            h += 1
+        return h
+
+    return compare(device, precision, add_under_no_grad, add_one)
+
+
+def deadend2_data(device, precision):
+    def add_to_data(h):
+        h.data += 1
+        return h
+
+    return compare(device, precision, add_to_data, add_one)
+
+
+def control_no_inplace(device, precision):
+    return compare(device, precision, lambda h: h)
+
+
+VARIANTS = {
+    "baseline-add-inplace": baseline_add_inplace,
+    "baseline-relu-inplace": baseline_relu_inplace,
+    "workaround1-out-of-place": workaround1_out_of_place,
+    "workaround2-clone": workaround2_clone,
+    "workaround3-relu-not-inplace": workaround3_relu_not_inplace,
+    "deadend1-no-grad": deadend1_no_grad,
+    "deadend2-data": deadend2_data,
+    "control-no-inplace": control_no_inplace,
+}

@@ -5,42 +5,16 @@ steps, in the entry's two situations: a learning rate far above what the network
 and a NaN in the data. torch reports nothing for a NaN loss by itself: the baselines train as
 documented and the harness records what comes instead (postconditions on the loss and the
 weights). Each variant applies one workaround or dead end of the knowledge-base entry
-(https://deadends.dev/pytorch/loss-nan/pt2-linux).
-
-    python repro.py --list
-    python repro.py --variant baseline-lr-too-high --device cpu --precision fp32
+(https://deadends.dev/pytorch/loss-nan/pt2-linux). The divergence is a property of the
+learning rate, measured in fp32.
 """
 
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import torch
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-
-VARIANTS = {
-    "baseline-lr-too-high": "SGD at lr=1.0: the loss overflows to inf, then NaN",
-    "baseline-nan-in-data": "SGD at lr=0.01; one feature of one sample is NaN",
-    "workaround1-check-data": "NaN data: rows with a non-finite value found with torch.isfinite and dropped before training",
-    "workaround2-literal-detect-anomaly": "lr=1.0 under torch.autograd.set_detect_anomaly(True), as a fix: training must end with a finite loss",
-    "workaround2-sensible-diagnose": "lr=1.0 under set_detect_anomaly(True), as a diagnosis: it must stop at the first NaN, naming the operation, before the weights are lost",
-    "deadend1-literal-nan-loss-to-zero": "lr=1.0; a NaN loss replaced by 0 (torch.nan_to_num) before backward, training continues",
-    "deadend1-sensible-nan-grads-to-zero": "lr=1.0; NaN gradients replaced by 0 before each step, training continues",
-    "deadend2-remove-batchnorm": "lr=1.0 with the BatchNorm1d layer removed",
-    "control-stable-lr": "SGD at lr=0.01 on clean data",
-}
-NOT_WRITTEN = []
 
 STEPS = 60
 LR_HIGH = 1.0  # far above what the network tolerates
@@ -66,14 +40,12 @@ def network(batchnorm: bool = True) -> nn.Module:
     return nn.Sequential(*layers)
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if precision != "fp32":
-        raise Unsupported("the divergence is a property of the learning rate, measured in fp32")
-    nan_data = variant in ("baseline-nan-in-data", "workaround1-check-data")
-    x, y = data(device, nan_data)
+def fit(device, stable=False, nan=False, batchnorm=True, drop_bad_rows=False, **train_options):
+    """SGD at LR_OK (``stable``) or LR_HIGH on the data (with a ``nan``), the rows with a
+    non-finite value found and dropped first where ``drop_bad_rows``; see train()."""
+    x, y = data(device, nan)
     checks = {}
-    if variant == "workaround1-check-data":
+    if drop_bad_rows:
         finite_rows = torch.isfinite(x).all(dim=1) & torch.isfinite(y).all(dim=1)
         dropped = [i for i, keep in enumerate(finite_rows.tolist()) if not keep]
         checks["found_the_bad_rows"] = {
@@ -81,43 +53,33 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
             "detail": "rows dropped %s; the NaN was put in row %d" % (dropped, BAD_ROW),
         }
         x, y = x[finite_rows], y[finite_rows]
-    model = network(batchnorm=variant != "deadend2-remove-batchnorm").to(device)
-    lr = (
-        LR_OK
-        if variant in ("baseline-nan-in-data", "workaround1-check-data", "control-stable-lr")
-        else LR_HIGH
-    )
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-
-    if variant.startswith("workaround2-"):
-        torch.autograd.set_detect_anomaly(True)
-        try:
-            if variant == "workaround2-literal-detect-anomaly":
-                losses = train(variant, model, opt, x, y)
-            else:
-                return diagnose(model, opt, x, y)
-        finally:
-            torch.autograd.set_detect_anomaly(False)
-    else:
-        losses = train(variant, model, opt, x, y)
+    model = network(batchnorm=batchnorm).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=LR_OK if stable else LR_HIGH)
+    losses = train(model, opt, x, y, **train_options)
     checks.update(outcome_checks(model, x, y, losses))
     return checks
 
 
-def train(variant, model, opt, x, y) -> list:
+def train(model, opt, x, y, on_loss=None, on_grads=None, detect_anomaly=False) -> list:
+    """STEPS steps: ``on_loss(loss)`` -> the loss to backward, ``on_grads(model)`` before each
+    step, all under torch.autograd.set_detect_anomaly where ``detect_anomaly``."""
+    if detect_anomaly:
+        torch.autograd.set_detect_anomaly(True)
     losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        loss = (model(x) - y).pow(2).mean()
-        losses.append(loss.item())
-        if variant == "deadend1-literal-nan-loss-to-zero":
-            loss = torch.nan_to_num(loss, nan=0.0)
-        loss.backward()
-        if variant == "deadend1-sensible-nan-grads-to-zero":
-            for p in model.parameters():
-                if p.grad is not None:
-                    p.grad = torch.nan_to_num(p.grad, nan=0.0)
-        opt.step()
+    try:
+        for _ in range(STEPS):
+            opt.zero_grad()
+            loss = (model(x) - y).pow(2).mean()
+            losses.append(loss.item())
+            if on_loss is not None:
+                loss = on_loss(loss)
+            loss.backward()
+            if on_grads is not None:
+                on_grads(model)
+            opt.step()
+    finally:
+        if detect_anomaly:
+            torch.autograd.set_detect_anomaly(False)
     return losses
 
 
@@ -174,5 +136,62 @@ def diagnose(model, opt, x, y) -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def baseline_lr_too_high(device, precision):
+    return fit(device)
+
+
+def baseline_nan_in_data(device, precision):
+    return fit(device, stable=True, nan=True)
+
+
+def workaround1_check_data(device, precision):
+    return fit(device, stable=True, nan=True, drop_bad_rows=True)
+
+
+def workaround2_literal_detect_anomaly(device, precision):
+    return fit(device, detect_anomaly=True)
+
+
+def workaround2_sensible_diagnose(device, precision):
+    x, y = data(device, False)
+    model = network(batchnorm=True).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=LR_HIGH)
+    torch.autograd.set_detect_anomaly(True)
+    try:
+        return diagnose(model, opt, x, y)
+    finally:
+        torch.autograd.set_detect_anomaly(False)
+
+
+def deadend1_literal_nan_loss_to_zero(device, precision):
+    return fit(device, on_loss=lambda loss: torch.nan_to_num(loss, nan=0.0))
+
+
+def deadend1_sensible_nan_grads_to_zero(device, precision):
+    def zero_nan_grads(model):
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad = torch.nan_to_num(p.grad, nan=0.0)
+
+    return fit(device, on_grads=zero_nan_grads)
+
+
+def deadend2_remove_batchnorm(device, precision):
+    return fit(device, batchnorm=False)
+
+
+def control_stable_lr(device, precision):
+    return fit(device, stable=True)
+
+
+VARIANTS = {
+    "baseline-lr-too-high": baseline_lr_too_high,
+    "baseline-nan-in-data": baseline_nan_in_data,
+    "workaround1-check-data": workaround1_check_data,
+    "workaround2-literal-detect-anomaly": workaround2_literal_detect_anomaly,
+    "workaround2-sensible-diagnose": workaround2_sensible_diagnose,
+    "deadend1-literal-nan-loss-to-zero": deadend1_literal_nan_loss_to_zero,
+    "deadend1-sensible-nan-grads-to-zero": deadend1_sensible_nan_grads_to_zero,
+    "deadend2-remove-batchnorm": deadend2_remove_batchnorm,
+    "control-stable-lr": control_stable_lr,
+}

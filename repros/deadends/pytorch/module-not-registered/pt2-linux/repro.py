@@ -5,38 +5,12 @@ A small MLP keeps its hidden layers in a plain Python list or dict (the document
 cause), then trains one SGD step over model.parameters(). Every variant checks that each
 layer's parameters are among model.parameters() and in the state_dict, and that one
 step moved every layer, so silently untrained layers are `wrong_result`.
-
-    python repro.py --list
-    python repro.py --variant baseline-plain-list --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import check_variant, main  # noqa: E402
-
-# reprokit:end
-
-VARIANTS = {
-    "baseline-plain-list": "hidden layers in a plain Python list, the output layer an attribute",
-    "baseline-plain-dict": "hidden layers in a plain Python dict, the output layer an attribute",
-    "baseline-all-in-list": "every layer in a plain Python list (the model has no registered parameter)",
-    "workaround1-modulelist": "hidden layers in nn.ModuleList",
-    "workaround2-moduledict": "hidden layers in nn.ModuleDict",
-    "deadend1-register-manually": "each hidden layer registered in __init__ with self.add_module(name, layer)",
-    "deadend2-self-dict": "hidden layers stored with self.__dict__['hidden'] = nn.ModuleList(...)",
-    "control-attributes": "each layer an ordinary attribute",
-}
-NOT_WRITTEN: list[str] = []
 
 
 class MLP(nn.Module):
@@ -75,18 +49,8 @@ class MLP(nn.Module):
         return self.layers[-1](x)
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    how = {
-        "baseline-plain-list": "list",
-        "baseline-plain-dict": "dict",
-        "baseline-all-in-list": "all-list",
-        "workaround1-modulelist": "modulelist",
-        "workaround2-moduledict": "moduledict",
-        "deadend1-register-manually": "add_module",
-        "deadend2-self-dict": "__dict__",
-        "control-attributes": "attributes",
-    }[variant]
+def train_step(device, how) -> dict:
+    """One SGD step of MLP(how) over model.parameters()."""
     model = MLP(how)
     model.to(device)
     layers = model.__dict__["layers"]
@@ -126,14 +90,45 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(
-        main(
-            run,
-            VARIANTS,
-            __doc__,
-            sys.argv[1:],
-            not_written=NOT_WRITTEN,
-            fixed_precision={v: "fp32" for v in VARIANTS},
-        )
-    )
+def baseline_plain_list(device, precision):
+    return train_step(device, "list")
+
+
+def baseline_plain_dict(device, precision):
+    return train_step(device, "dict")
+
+
+def baseline_all_in_list(device, precision):
+    return train_step(device, "all-list")
+
+
+def workaround1_modulelist(device, precision):
+    return train_step(device, "modulelist")
+
+
+def workaround2_moduledict(device, precision):
+    return train_step(device, "moduledict")
+
+
+def deadend1_register_manually(device, precision):
+    return train_step(device, "add_module")
+
+
+def deadend2_self_dict(device, precision):
+    return train_step(device, "__dict__")
+
+
+def control_attributes(device, precision):
+    return train_step(device, "attributes")
+
+
+VARIANTS = {
+    "baseline-plain-list": baseline_plain_list,
+    "baseline-plain-dict": baseline_plain_dict,
+    "baseline-all-in-list": baseline_all_in_list,
+    "workaround1-modulelist": workaround1_modulelist,
+    "workaround2-moduledict": workaround2_moduledict,
+    "deadend1-register-manually": deadend1_register_manually,
+    "deadend2-self-dict": deadend2_self_dict,
+    "control-attributes": control_attributes,
+}

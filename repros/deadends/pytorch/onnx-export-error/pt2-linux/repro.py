@@ -8,9 +8,6 @@ needs the `onnx` package for that, and without it they are unsupported with the
 exporter's own message. The baseline needs only the default exporter to be importable
 (where torch.onnx.export defaults to dynamo=True, that needs onnxscript): its error comes
 before the exporter needs `onnx`.
-
-    python repro.py --list
-    python repro.py --variant baseline-einsum-opset11 --device cpu --precision fp32
 """
 
 from __future__ import annotations
@@ -18,30 +15,10 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import io
-import sys
-from pathlib import Path
 
 import torch
+from reprokit import Unsupported
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-VARIANTS = {
-    "baseline-einsum-opset11": "export a model using torch.einsum with opset_version=11",
-    "workaround1-opset17": "the same export with opset_version=17, as the entry says",
-    "workaround1-opset12": "the same export with the opset the exporter names (12)",
-    "workaround2-dynamic-axes-on-failing-export": "the failing export (opset 11) with dynamic_axes for the batch dimension",
-    "workaround2-dynamic-axes-batch": "an export at opset 12 with dynamic_axes={'x': {0: 'batch'}}: the batch dimension must be symbolic",
-    "deadend2-remove-the-operator": "the einsum term removed so that opset 11 exports; outputs compared with the original model",
-    "control-no-einsum-opset11": "a model without einsum exported at opset 11",
-}
-NOT_WRITTEN: list[str] = []
 
 
 class WithEinsum(nn.Module):
@@ -102,50 +79,71 @@ def is_onnx(blob: bytes, ops) -> dict:
     }
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+def prepared(device, can_export=True):
+    """The input, the einsum model, and the exporter checks (``can_export``: that this torch
+    can finish an export at all)."""
     x = torch.randn(3, 4, generator=torch.Generator().manual_seed(1)).to(device)
     model = WithEinsum().to(device)
     require_default_exporter()
-    if variant == "baseline-einsum-opset11":
-        return {"exported": is_onnx(export(model, x, 11), ["Einsum"])}
-    if variant == "workaround2-dynamic-axes-on-failing-export":
-        return {
-            "exported": is_onnx(export(model, x, 11, dynamic_axes={"x": {0: "batch"}}), ["Einsum"])
-        }
-    require_exporter(x)
-    if variant in ("workaround1-opset17", "workaround1-opset12"):
-        return {
-            "exported": is_onnx(export(model, x, 17 if variant.endswith("17") else 12), ["Einsum"])
-        }
-    if variant == "workaround2-dynamic-axes-batch":
-        blob = export(model, x, 12, dynamic_axes={"x": {0: "batch"}})
-        return {
-            "exported": is_onnx(blob, ["Einsum"]),
-            "batch_is_symbolic": {
-                "ok": b"batch" in blob,
-                "detail": "dim_param 'batch' in the model: %s" % (b"batch" in blob),
-            },
-        }
-    if variant == "deadend2-remove-the-operator":
-        reduced = WithEinsum(use_einsum=False).to(device)
-        blob = export(reduced, x, 11)
-        diff = (reduced(x) - model(x)).abs().max().item()
-        return {
-            "exported": is_onnx(blob, ["Gemm"]),
-            "same_as_original": {"ok": diff < 1e-6, "detail": "max |reduced - original| %s" % diff},
-        }
+    if can_export:
+        require_exporter(x)
+    return x, model
+
+
+def baseline_einsum_opset11(device, precision):
+    x, model = prepared(device, can_export=False)
+    return {"exported": is_onnx(export(model, x, 11), ["Einsum"])}
+
+
+def workaround1_opset17(device, precision):
+    x, model = prepared(device)
+    return {"exported": is_onnx(export(model, x, 17), ["Einsum"])}
+
+
+def workaround1_opset12(device, precision):
+    x, model = prepared(device)
+    return {"exported": is_onnx(export(model, x, 12), ["Einsum"])}
+
+
+def workaround2_dynamic_axes_on_failing_export(device, precision):
+    x, model = prepared(device, can_export=False)
+    return {"exported": is_onnx(export(model, x, 11, dynamic_axes={"x": {0: "batch"}}), ["Einsum"])}
+
+
+def workaround2_dynamic_axes_batch(device, precision):
+    x, model = prepared(device)
+    blob = export(model, x, 12, dynamic_axes={"x": {0: "batch"}})
+    return {
+        "exported": is_onnx(blob, ["Einsum"]),
+        "batch_is_symbolic": {
+            "ok": b"batch" in blob,
+            "detail": "dim_param 'batch' in the model: %s" % (b"batch" in blob),
+        },
+    }
+
+
+def deadend2_remove_the_operator(device, precision):
+    x, model = prepared(device)
+    reduced = WithEinsum(use_einsum=False).to(device)
+    blob = export(reduced, x, 11)
+    diff = (reduced(x) - model(x)).abs().max().item()
+    return {
+        "exported": is_onnx(blob, ["Gemm"]),
+        "same_as_original": {"ok": diff < 1e-6, "detail": "max |reduced - original| %s" % diff},
+    }
+
+
+def control_no_einsum_opset11(device, precision):
+    x, model = prepared(device)
     return {"exported": is_onnx(export(WithEinsum(use_einsum=False).to(device), x, 11), ["Gemm"])}
 
 
-if __name__ == "__main__":
-    sys.exit(
-        main(
-            run,
-            VARIANTS,
-            __doc__,
-            sys.argv[1:],
-            not_written=NOT_WRITTEN,
-            fixed_precision={v: "fp32" for v in VARIANTS},
-        )
-    )
+VARIANTS = {
+    "baseline-einsum-opset11": baseline_einsum_opset11,
+    "workaround1-opset17": workaround1_opset17,
+    "workaround1-opset12": workaround1_opset12,
+    "workaround2-dynamic-axes-on-failing-export": workaround2_dynamic_axes_on_failing_export,
+    "workaround2-dynamic-axes-batch": workaround2_dynamic_axes_batch,
+    "deadend2-remove-the-operator": deadend2_remove_the_operator,
+    "control-no-einsum-opset11": control_no_einsum_opset11,
+}

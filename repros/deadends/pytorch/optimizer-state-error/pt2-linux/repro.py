@@ -5,40 +5,15 @@ model; it is then restored into a fresh optimizer for a model whose parameters d
 (an extra layer, a wider layer, another split into parameter groups). Variants that
 restore must leave the optimizer with the saved moments, so that the next step equals
 the one an uninterrupted run takes.
-
-    python repro.py --list
-    python repro.py --variant baseline-extra-layer --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
 import io
-import sys
-from pathlib import Path
 
 import torch
 from torch import nn
 
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import check_variant, main  # noqa: E402
-
-# reprokit:end
-
-VARIANTS = {
-    "baseline-extra-layer": "state saved for a 2-layer model, loaded into the optimizer of a 3-layer one",
-    "baseline-param-groups": "state saved with two parameter groups, loaded into a one-group optimizer of the same model",
-    "baseline-wider-layer": "state saved for Linear(4, 8), loaded for Linear(4, 16) (same number of tensors), then a step",
-    "workaround1-save-together": "model and optimizer saved in one checkpoint, restored into the same architecture",
-    "workaround1-save-together-changed-model": "the same one-checkpoint save, restored into the 3-layer model",
-    "workaround2-verify-then-load": "compare the checkpoint's parameter shapes with the model's before loading the optimizer (3-layer model)",
-    "deadend1-reset-optimizer": "same architecture, a fresh optimizer instead of loading the saved state",
-    "deadend2-ignore-load-error": "3-layer model, try/except around optimizer.load_state_dict, train on",
-    "control-same-model": "same architecture, optimizer.load_state_dict of its own saved state",
-}
-NOT_WRITTEN: list[str] = []
 STEPS = 3
 
 
@@ -68,15 +43,14 @@ def roundtrip(obj):
     return torch.load(buffer)
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+def saved_run(device, two_groups=False):
+    """A run that is saved: STEPS Adam steps (in two parameter groups where ``two_groups``),
+    its checkpoint (model and optimizer), and what an uninterrupted run does next."""
     g = torch.Generator().manual_seed(1)
     x = torch.randn(16, 4, generator=g).to(device)
     y = torch.randn(16, 2, generator=g).to(device)
-
-    # the run that is saved: two parameter groups for baseline-param-groups, one otherwise
     old = make("base", device)
-    if variant == "baseline-param-groups":
+    if two_groups:
         old_opt = torch.optim.Adam(
             [{"params": old[0].parameters()}, {"params": old[2].parameters(), "lr": 1e-3}], lr=1e-2
         )
@@ -91,46 +65,25 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     reference = {k: v.clone() for k, v in old.state_dict().items()}
     step(old, old_opt, x, y)
     continued = {k: v.detach().clone() for k, v in old.state_dict().items()}
+    return x, y, checkpoint, saved_steps, reference, continued
 
-    kind = {
-        "baseline-extra-layer": "extra",
-        "baseline-wider-layer": "wider",
-        "workaround1-save-together-changed-model": "extra",
-        "workaround2-verify-then-load": "extra",
-        "deadend2-ignore-load-error": "extra",
-    }.get(variant, "base")
+
+def resume(device, kind="base", two_groups=False, load_model=None, load=None) -> dict:
+    """A fresh ``kind`` of model (its weights restored from the checkpoint where
+    ``load_model``, default: the same architecture) and Adam, ``load(opt, checkpoint, notes)``
+    (default optimizer.load_state_dict), one more step; against the uninterrupted run."""
+    x, y, checkpoint, saved_steps, reference, continued = saved_run(device, two_groups)
     model = make(kind, device)
     notes = []
-    if kind == "base" or variant == "workaround1-save-together-changed-model":
-        model.load_state_dict(
-            checkpoint["model"]
-        )  # restoring the model first, as a checkpoint does
+    if kind == "base" if load_model is None else load_model:
+        # restoring the model first, as a checkpoint does
+        model.load_state_dict(checkpoint["model"])
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-
-    if variant == "workaround2-verify-then-load":
-        saved = {k: tuple(v.shape) for k, v in checkpoint["model"].items()}
-        now = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-        matches = saved == now
-        notes.append("shapes match: %s (saved %s, model %s)" % (matches, saved, now))
-        if matches:
-            opt.load_state_dict(checkpoint["optimizer"])
-        step(model, opt, x, y)
-        return {
-            "mismatch_detected": {"ok": not matches, "detail": "; ".join(notes)},
-            "trains_after": {
-                "ok": all(bool(torch.isfinite(p).all()) for p in model.parameters()),
-                "detail": "the model trains on with a fresh optimizer state",
-            },
-        }
-    if variant == "deadend2-ignore-load-error":
-        try:
-            opt.load_state_dict(checkpoint["optimizer"])
-        except (ValueError, RuntimeError, KeyError) as exc:
-            notes.append("ignored %s: %s" % (type(exc).__name__, exc))
-    elif variant != "deadend1-reset-optimizer":
+    if load is None:
         opt.load_state_dict(checkpoint["optimizer"])
+    else:
+        load(opt, checkpoint, notes)
     step(model, opt, x, y)
-
     restored = opt.state_dict()["state"]
     same_state = len(restored) == len(saved_steps) and all(
         k in restored and int(restored[k]["step"]) == saved_steps[k] + 1 for k in saved_steps
@@ -161,14 +114,72 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(
-        main(
-            run,
-            VARIANTS,
-            __doc__,
-            sys.argv[1:],
-            not_written=NOT_WRITTEN,
-            fixed_precision={v: "fp32" for v in VARIANTS},
-        )
-    )
+def baseline_extra_layer(device, precision):
+    return resume(device, "extra")
+
+
+def baseline_param_groups(device, precision):
+    return resume(device, two_groups=True)
+
+
+def baseline_wider_layer(device, precision):
+    return resume(device, "wider")
+
+
+def workaround1_save_together(device, precision):
+    return resume(device)
+
+
+def workaround1_save_together_changed_model(device, precision):
+    return resume(device, "extra", load_model=True)
+
+
+def workaround2_verify_then_load(device, precision):
+    x, y, checkpoint, *_ = saved_run(device)
+    model = make("extra", device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    saved = {k: tuple(v.shape) for k, v in checkpoint["model"].items()}
+    now = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    matches = saved == now
+    note = "shapes match: %s (saved %s, model %s)" % (matches, saved, now)
+    if matches:
+        opt.load_state_dict(checkpoint["optimizer"])
+    step(model, opt, x, y)
+    return {
+        "mismatch_detected": {"ok": not matches, "detail": note},
+        "trains_after": {
+            "ok": all(bool(torch.isfinite(p).all()) for p in model.parameters()),
+            "detail": "the model trains on with a fresh optimizer state",
+        },
+    }
+
+
+def deadend1_reset_optimizer(device, precision):
+    return resume(device, load=lambda opt, checkpoint, notes: None)
+
+
+def deadend2_ignore_load_error(device, precision):
+    def ignore_errors(opt, checkpoint, notes):
+        try:
+            opt.load_state_dict(checkpoint["optimizer"])
+        except (ValueError, RuntimeError, KeyError) as exc:
+            notes.append("ignored %s: %s" % (type(exc).__name__, exc))
+
+    return resume(device, "extra", load=ignore_errors)
+
+
+def control_same_model(device, precision):
+    return resume(device)
+
+
+VARIANTS = {
+    "baseline-extra-layer": baseline_extra_layer,
+    "baseline-param-groups": baseline_param_groups,
+    "baseline-wider-layer": baseline_wider_layer,
+    "workaround1-save-together": workaround1_save_together,
+    "workaround1-save-together-changed-model": workaround1_save_together_changed_model,
+    "workaround2-verify-then-load": workaround2_verify_then_load,
+    "deadend1-reset-optimizer": deadend1_reset_optimizer,
+    "deadend2-ignore-load-error": deadend2_ignore_load_error,
+    "control-same-model": control_same_model,
+}

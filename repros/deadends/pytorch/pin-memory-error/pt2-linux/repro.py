@@ -6,38 +6,15 @@ torch.cuda.is_available() is False (elsewhere: unsupported, the condition cannot
 It pins a tensor and loads a small dataset with DataLoader(pin_memory=True); each
 variant checks that the batches carry the dataset's values, and whether they are pinned
 where pinning was asked for.
-
-    python repro.py --list
-    python repro.py --variant baseline-tensor-pin-memory --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
 import torch
+from reprokit import Unsupported
 from torch.utils.data import DataLoader, TensorDataset
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-VARIANTS = {
-    "baseline-tensor-pin-memory": "Tensor.pin_memory() on a machine without CUDA",
-    "baseline-dataloader-pin-memory": "DataLoader(dataset, pin_memory=True) iterated on a machine without CUDA",
-    "workaround1-pin-if-cuda-available": "DataLoader(dataset, pin_memory=torch.cuda.is_available())",
-    "workaround2-pin-memory-false": "DataLoader(dataset, pin_memory=False)",
-    "deadend1-ignore-error": "try: x.pin_memory() except RuntimeError: go on with the unpinned tensor",
-    "deadend2-force-cuda-init": "torch.cuda.init() before pinning",
-    "control-no-pinning": "DataLoader(dataset) with its defaults",
-}
-NOT_WRITTEN: list[str] = []
 
 
 def load(pin) -> tuple:
@@ -50,49 +27,44 @@ def load(pin) -> tuple:
     return data, batches, pin_warnings
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+def without_cuda() -> None:
     if torch.cuda.is_available():
         raise Unsupported(
             "the entry's condition is a machine without CUDA; here torch.cuda.is_available() is True"
         )
-    if variant in (
-        "baseline-tensor-pin-memory",
-        "deadend1-ignore-error",
-        "deadend2-force-cuda-init",
-    ):
-        x = torch.arange(6, dtype=torch.float32)
-        if variant == "deadend2-force-cuda-init":
-            torch.cuda.init()
-        try:
-            pinned = x.pin_memory()
-        except RuntimeError as exc:
-            if variant != "deadend1-ignore-error":
-                raise
-            print("ignored RuntimeError:", exc)
-            pinned = x
-        return {
-            "values_intact": {
-                "ok": bool(torch.equal(pinned, x)),
-                "detail": "the tensor in use: %s" % pinned.tolist(),
-            },
-            **(
-                {}
-                if variant == "deadend1-ignore-error"
-                else {
-                    "pinned": {
-                        "ok": pinned.is_pinned(),
-                        "detail": "is_pinned() %s" % pinned.is_pinned(),
-                    }
-                }
-            ),
+
+
+def pin_tensor(init_cuda=False, ignore_error=False) -> dict:
+    """Tensor.pin_memory() (after torch.cuda.init() where ``init_cuda``; its RuntimeError
+    ignored, the tensor used unpinned, where ``ignore_error``)."""
+    without_cuda()
+    x = torch.arange(6, dtype=torch.float32)
+    if init_cuda:
+        torch.cuda.init()
+    try:
+        pinned = x.pin_memory()
+    except RuntimeError as exc:
+        if not ignore_error:
+            raise
+        print("ignored RuntimeError:", exc)
+        pinned = x
+    checks = {
+        "values_intact": {
+            "ok": bool(torch.equal(pinned, x)),
+            "detail": "the tensor in use: %s" % pinned.tolist(),
         }
-    pin = {
-        "baseline-dataloader-pin-memory": True,
-        "workaround1-pin-if-cuda-available": torch.cuda.is_available(),
-        "workaround2-pin-memory-false": False,
-        "control-no-pinning": None,
-    }[variant]
+    }
+    if not ignore_error:
+        checks["pinned"] = {
+            "ok": pinned.is_pinned(),
+            "detail": "is_pinned() %s" % pinned.is_pinned(),
+        }
+    return checks
+
+
+def load_pinned(pin) -> dict:
+    """DataLoader(..., pin_memory=pin) (its default where None)."""
+    without_cuda()
     data, batches, pin_warnings = load(pin)
     got = torch.cat(batches) if batches else torch.empty(0)
     checks = {
@@ -114,14 +86,40 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     return checks
 
 
-if __name__ == "__main__":
-    sys.exit(
-        main(
-            run,
-            VARIANTS,
-            __doc__,
-            sys.argv[1:],
-            not_written=NOT_WRITTEN,
-            fixed_precision={v: "fp32" for v in VARIANTS},
-        )
-    )
+def baseline_tensor_pin_memory(device, precision):
+    return pin_tensor()
+
+
+def baseline_dataloader_pin_memory(device, precision):
+    return load_pinned(True)
+
+
+def workaround1_pin_if_cuda_available(device, precision):
+    return load_pinned(torch.cuda.is_available())
+
+
+def workaround2_pin_memory_false(device, precision):
+    return load_pinned(False)
+
+
+def deadend1_ignore_error(device, precision):
+    return pin_tensor(ignore_error=True)
+
+
+def deadend2_force_cuda_init(device, precision):
+    return pin_tensor(init_cuda=True)
+
+
+def control_no_pinning(device, precision):
+    return load_pinned(None)
+
+
+VARIANTS = {
+    "baseline-tensor-pin-memory": baseline_tensor_pin_memory,
+    "baseline-dataloader-pin-memory": baseline_dataloader_pin_memory,
+    "workaround1-pin-if-cuda-available": workaround1_pin_if_cuda_available,
+    "workaround2-pin-memory-false": workaround2_pin_memory_false,
+    "deadend1-ignore-error": deadend1_ignore_error,
+    "deadend2-force-cuda-init": deadend2_force_cuda_init,
+    "control-no-pinning": control_no_pinning,
+}

@@ -4,40 +4,19 @@
 Post-training static quantization (int8, CPU) of a small MLP. The baseline uses eager
 mode without QuantStub/DeQuantStub, so the converted model's quantized Linear receives a
 float tensor. Every variant that produces a model must agree with the float model within
-a tolerance (10% of the float output's range) on held-out data.
-
-    python repro.py --list
-    python repro.py --variant baseline-eager-no-stubs --device cpu --precision fp32
+a tolerance (10% of the float output's range) on held-out data. int8 static quantization
+runs on CPU engines only (entry.yaml: cpu).
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
-import sys
-from pathlib import Path
 
 import torch
+from reprokit import Unsupported
 from torch import nn
 
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-VARIANTS = {
-    "baseline-eager-no-stubs": "eager prepare -> calibrate -> convert of an MLP without QuantStub/DeQuantStub, run on float input",
-    "workaround1-fx-prepare-calibrate-convert": "quantize_fx.prepare_fx -> calibrate -> convert_fx",
-    "workaround2-representative-calibration-fx": "the FX path calibrated with data drawn like the evaluation data",
-    "workaround2-representative-calibration-eager": "the baseline (eager, no stubs) calibrated with data drawn like the evaluation data",
-    "deadend1-skip-first-layer": "the baseline with qconfig None on the first Linear (the layer that receives the float input)",
-    "deadend2-dynamic-quantization": "torch quantize_dynamic of every nn.Linear (int8 weights)",
-    "control-eager-with-stubs": "eager static quantization with QuantStub/DeQuantStub around the MLP",
-}
-NOT_WRITTEN: list[str] = []
 TOLERANCE = 0.10  # of the float output's range
 
 
@@ -100,41 +79,19 @@ def fx_quantize(model: nn.Module, q, engine: str, calibration: torch.Tensor, exa
     return quantize_fx.convert_fx(prepared)
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if device != "cpu":
-        raise Unsupported(
-            "int8 static quantization runs on CPU engines only (asked for %s)" % device
-        )
+def against_float(quantize, stubs=False) -> dict:
+    """``quantize(model, q, engine, data)`` of a copy of the float MLP (with QuantStub and
+    DeQuantStub where ``stubs``), against the float model on held-out data; ``data`` holds the
+    "representative" and "narrow" calibration sets and the "evaluation" set."""
     q, engine = quantization_api()
     g = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
-    representative = torch.randn(256, 8, generator=g)
-    narrow = 0.01 * torch.randn(256, 8, generator=g)  # what a careless calibration set looks like
-    evaluation = torch.randn(64, 8, generator=g)
-
-    float_model = MLP(stubs=variant == "control-eager-with-stubs", q=q).eval()
+    data = {"representative": torch.randn(256, 8, generator=g)}
+    data["narrow"] = 0.01 * torch.randn(256, 8, generator=g)  # a careless calibration set
+    data["evaluation"] = evaluation = torch.randn(64, 8, generator=g)
+    float_model = MLP(stubs=stubs, q=q).eval()
     want = float_model(evaluation).detach()
-    model = copy.deepcopy(float_model)
-
-    if variant.startswith("workaround1") or variant == "workaround2-representative-calibration-fx":
-        calibration = representative
-        quantized = fx_quantize(model, q, engine, calibration, evaluation[:1])
-    elif variant == "deadend2-dynamic-quantization":
-        quantized = q.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
-    else:
-        model.qconfig = q.get_default_qconfig(engine)
-        if variant == "deadend1-skip-first-layer":
-            model.fc1.qconfig = None
-        q.prepare(model, inplace=True)
-        # the baseline calibrates carelessly; workaround 2's eager reading calibrates representatively
-        model(
-            representative
-            if variant
-            in ("workaround2-representative-calibration-eager", "control-eager-with-stubs")
-            else narrow
-        )
-        quantized = q.convert(model, inplace=False)
+    quantized = quantize(copy.deepcopy(float_model), q, engine, data)
     got = quantized(evaluation)
     span = (want.max() - want.min()).item()
     error = (got - want).abs().max().item()
@@ -155,14 +112,62 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(
-        main(
-            run,
-            VARIANTS,
-            __doc__,
-            sys.argv[1:],
-            not_written=NOT_WRITTEN,
-            fixed_precision={v: "fp32" for v in VARIANTS},
-        )
-    )
+def eager(calibration, skip_first=False):
+    """Eager prepare -> calibrate on data[calibration] -> convert (the first Linear left
+    float where ``skip_first``)."""
+
+    def quantize(model, q, engine, data):
+        model.qconfig = q.get_default_qconfig(engine)
+        if skip_first:
+            model.fc1.qconfig = None
+        q.prepare(model, inplace=True)
+        model(data[calibration])
+        return q.convert(model, inplace=False)
+
+    return quantize
+
+
+def fx_representative(model, q, engine, data):
+    return fx_quantize(model, q, engine, data["representative"], data["evaluation"][:1])
+
+
+def baseline_eager_no_stubs(device, precision):
+    return against_float(eager("narrow"))  # the baseline calibrates carelessly
+
+
+def workaround1_fx_prepare_calibrate_convert(device, precision):
+    return against_float(fx_representative)
+
+
+def workaround2_representative_calibration_fx(device, precision):
+    return against_float(fx_representative)
+
+
+def workaround2_representative_calibration_eager(device, precision):
+    return against_float(eager("representative"))
+
+
+def deadend1_skip_first_layer(device, precision):
+    return against_float(eager("narrow", skip_first=True))
+
+
+def deadend2_dynamic_quantization(device, precision):
+    def dynamic(model, q, engine, data):
+        return q.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+
+    return against_float(dynamic)
+
+
+def control_eager_with_stubs(device, precision):
+    return against_float(eager("representative"), stubs=True)
+
+
+VARIANTS = {
+    "baseline-eager-no-stubs": baseline_eager_no_stubs,
+    "workaround1-fx-prepare-calibrate-convert": workaround1_fx_prepare_calibrate_convert,
+    "workaround2-representative-calibration-fx": workaround2_representative_calibration_fx,
+    "workaround2-representative-calibration-eager": workaround2_representative_calibration_eager,
+    "deadend1-skip-first-layer": deadend1_skip_first_layer,
+    "deadend2-dynamic-quantization": deadend2_dynamic_quantization,
+    "control-eager-with-stubs": control_eager_with_stubs,
+}

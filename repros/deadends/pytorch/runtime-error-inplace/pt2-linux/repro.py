@@ -5,87 +5,35 @@ A leaf tensor ``w`` with requires_grad=True is changed in place before it is use
 (``w += 1``, or ``w[0] = 5.0``). Every variant computes the same intended thing: a loss
 from the changed values whose gradient reaches ``w``, without overwriting ``w`` itself.
 The postconditions compare the loss and ``w.grad`` with values computed by hand.
-
-    python repro.py --list
-    python repro.py --variant baseline-augmented-assign --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import check_variant, main  # noqa: E402
-
-# reprokit:end
-
-VARIANTS = {
-    "baseline-augmented-assign": "w += 1 on a leaf that requires grad",
-    "baseline-index-assign": "w[0] = 5.0 on a leaf that requires grad",
-    "workaround1-out-of-place": "w1 = w + 1 (a new tensor) instead of w += 1",
-    "workaround2-clone-then-assign": "w1 = w.clone(); w1[0] = 5.0",
-    "deadend1-detach-rebind": "w1 = w.detach(); w1[0] = 5.0; the loss uses w1",
-    "deadend1-detach-write-through": "w.detach()[0] = 5.0 (writes through the shared storage); the loss uses w",
-    "deadend2-requires-grad-false": "w.requires_grad_(False); w[0] = 5.0; the loss uses w",
-    "control-no-inplace": "the loss uses w unchanged",
-}
-NOT_WRITTEN: list[str] = []
 
 N = 4
 VALUE = 5.0  # what element 0 is set to
+W0 = [0.5, -1.0, 2.0, 3.0]
+C0 = [1.0, 2.0, 3.0, 4.0]
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    w0 = [0.5, -1.0, 2.0, 3.0]
-    c0 = [1.0, 2.0, 3.0, 4.0]
-    w = torch.tensor(w0, device=device, requires_grad=True)
-    c = torch.tensor(c0, device=device)
+def backward_through(device, change, meant="set") -> dict:
+    """The loss sum(change(w) * c), its gradient reaching the leaf w; ``meant``: what the
+    variant means to compute from w ("add" 1, "set" element 0 to VALUE, or "none")."""
+    w = torch.tensor(W0, device=device, requires_grad=True)
+    c = torch.tensor(C0, device=device)
     other = torch.tensor([1.0], device=device, requires_grad=True)  # keeps the loss differentiable
-
     # what the variant means to compute, and the gradient of sum(values * c) w.r.t. w
-    if variant in ("baseline-augmented-assign", "workaround1-out-of-place"):
-        values = [v + 1 for v in w0]
-        grad = list(c0)
-    elif variant == "control-no-inplace":
-        values, grad = list(w0), list(c0)
+    if meant == "add":
+        values, grad = [v + 1 for v in W0], list(C0)
+    elif meant == "none":
+        values, grad = list(W0), list(C0)
     else:
-        values = [VALUE] + w0[1:]
-        grad = [0.0] + c0[1:]
-
-    if variant == "baseline-augmented-assign":
-        w += 1
-        used = w
-    elif variant == "baseline-index-assign":
-        w[0] = VALUE
-        used = w
-    elif variant == "workaround1-out-of-place":
-        used = w + 1
-    elif variant == "workaround2-clone-then-assign":
-        used = w.clone()
-        used[0] = VALUE
-    elif variant == "deadend1-detach-rebind":
-        used = w.detach()
-        used[0] = VALUE
-    elif variant == "deadend1-detach-write-through":
-        w.detach()[0] = VALUE
-        used = w
-    elif variant == "deadend2-requires-grad-false":
-        w.requires_grad_(False)
-        w[0] = VALUE
-        used = w
-    else:
-        used = w
-
+        values, grad = [VALUE] + W0[1:], [0.0] + C0[1:]
+    used = change(w)
     loss = (used * c).sum() + (other * 2).sum()
     loss.backward()
-    expected_loss = sum(v * k for v, k in zip(values, c0)) + 2.0  # noqa: B905 (Python 3.7)
+    expected_loss = sum(v * k for v, k in zip(values, C0)) + 2.0  # noqa: B905 (Python 3.7)
     got_grad = None if w.grad is None else [round(float(g), 6) for g in w.grad]
     leaf_now = [round(float(v), 6) for v in w.detach()]
     return {
@@ -98,20 +46,64 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
             "detail": "w.grad %s, expected %s" % (got_grad, grad),
         },
         "leaf_unchanged": {
-            "ok": leaf_now == [round(v, 6) for v in w0],
-            "detail": "w after the step %s, before %s" % (leaf_now, w0),
+            "ok": leaf_now == [round(v, 6) for v in W0],
+            "detail": "w after the step %s, before %s" % (leaf_now, W0),
         },
     }
 
 
-if __name__ == "__main__":
-    sys.exit(
-        main(
-            run,
-            VARIANTS,
-            __doc__,
-            sys.argv[1:],
-            not_written=NOT_WRITTEN,
-            fixed_precision={v: "fp32" for v in VARIANTS},
-        )
-    )
+def set_first(t):
+    t[0] = VALUE
+    return t
+
+
+def baseline_augmented_assign(device, precision):
+    def add_in_place(w):
+        w += 1
+        return w
+
+    return backward_through(device, add_in_place, "add")
+
+
+def baseline_index_assign(device, precision):
+    return backward_through(device, set_first)
+
+
+def workaround1_out_of_place(device, precision):
+    return backward_through(device, lambda w: w + 1, "add")
+
+
+def workaround2_clone_then_assign(device, precision):
+    return backward_through(device, lambda w: set_first(w.clone()))
+
+
+def deadend1_detach_rebind(device, precision):
+    return backward_through(device, lambda w: set_first(w.detach()))
+
+
+def deadend1_detach_write_through(device, precision):
+    def write_through(w):
+        w.detach()[0] = VALUE
+        return w
+
+    return backward_through(device, write_through)
+
+
+def deadend2_requires_grad_false(device, precision):
+    return backward_through(device, lambda w: set_first(w.requires_grad_(False)))
+
+
+def control_no_inplace(device, precision):
+    return backward_through(device, lambda w: w, "none")
+
+
+VARIANTS = {
+    "baseline-augmented-assign": baseline_augmented_assign,
+    "baseline-index-assign": baseline_index_assign,
+    "workaround1-out-of-place": workaround1_out_of_place,
+    "workaround2-clone-then-assign": workaround2_clone_then_assign,
+    "deadend1-detach-rebind": deadend1_detach_rebind,
+    "deadend1-detach-write-through": deadend1_detach_write_through,
+    "deadend2-requires-grad-false": deadend2_requires_grad_false,
+    "control-no-inplace": control_no_inplace,
+}

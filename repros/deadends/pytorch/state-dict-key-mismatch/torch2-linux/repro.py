@@ -5,39 +5,14 @@ A model wrapped in nn.DataParallel is saved (its keys carry the "module." prefix
 loaded into the plain model; the layer is named ``layer4`` as in the documented message.
 Every variant that loads must leave the fresh model with the saved weights (same outputs).
 nn.DataParallel wraps on CPU too (it runs the module directly without GPUs).
-
-    python repro.py --list
-    python repro.py --variant baseline-dataparallel-prefix --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
 import io
-import sys
-from pathlib import Path
 
 import torch
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import check_variant, main  # noqa: E402
-
-# reprokit:end
-
-VARIANTS = {
-    "baseline-dataparallel-prefix": "save DataParallel(model).state_dict(), load into the plain model",
-    "workaround1-strip-prefix": "the document's key.replace('module.', '') on every key, then load",
-    "workaround2-save-unwrapped": "save wrapped.module.state_dict() (the unwrapped model), then load",
-    "workaround3-compare-keys-literal": "compare the key sets (missing / unexpected), then load the checkpoint as it is",
-    "workaround3-compare-keys-then-map": "compare the key sets, map each missing key to the unexpected key it is a suffix of, then load",
-    "deadend1-strict-false": "load_state_dict(checkpoint, strict=False)",
-    "deadend2-rename-every-key": "a hand-written rename of each key of this checkpoint, then load",
-    "control-plain-save-load": "save and load the plain model (no wrapper)",
-}
-NOT_WRITTEN: list[str] = []
 
 
 class Net(nn.Module):
@@ -57,50 +32,25 @@ def roundtrip(state: dict) -> dict:
     return torch.load(buffer)
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+def save_and_load(device, save="wrapped", fix=None, strict=True) -> dict:
+    """The trained model saved ``save``: "wrapped" in nn.DataParallel, its "unwrapped"
+    module, or "plain"; ``fix(fresh, checkpoint, notes)`` -> the checkpoint to load into a
+    fresh model (with ``strict``); the fresh model must then hold the saved weights."""
     torch.manual_seed(0)
     trained = Net().to(device)
     x = torch.randn(5, 6, device=device)
     want = trained(x).detach()
-    if variant == "control-plain-save-load":
+    if save == "plain":
         checkpoint = roundtrip(trained.state_dict())
     else:
         wrapped = nn.DataParallel(trained)
-        source = wrapped.module if variant == "workaround2-save-unwrapped" else wrapped
+        source = wrapped.module if save == "unwrapped" else wrapped
         checkpoint = roundtrip(source.state_dict())
-
     torch.manual_seed(1)  # a fresh model with other weights
     fresh = Net().to(device)
     notes = ["checkpoint keys %s" % sorted(checkpoint)]
-    strict = True
-    if variant == "workaround1-strip-prefix":
-        checkpoint = {k.replace("module.", ""): v for k, v in checkpoint.items()}
-    elif variant.startswith("workaround3-compare-keys"):
-        model_keys = set(fresh.state_dict().keys())
-        ckpt_keys = set(checkpoint.keys())
-        missing, unexpected = model_keys - ckpt_keys, ckpt_keys - model_keys
-        print("Missing:", sorted(missing))
-        print("Unexpected:", sorted(unexpected))
-        notes.append("missing %s, unexpected %s" % (sorted(missing), sorted(unexpected)))
-        if variant == "workaround3-compare-keys-then-map":
-            mapping = {}
-            for key in missing:
-                found = [u for u in unexpected if u.endswith("." + key)]
-                if len(found) == 1:
-                    mapping[found[0]] = key
-            notes.append("mapping %s" % mapping)
-            checkpoint = {mapping.get(k, k): v for k, v in checkpoint.items()}
-    elif variant == "deadend1-strict-false":
-        strict = False
-    elif variant == "deadend2-rename-every-key":
-        checkpoint = {
-            "layer1.weight": checkpoint["module.layer1.weight"],
-            "layer1.bias": checkpoint["module.layer1.bias"],
-            "layer4.weight": checkpoint["module.layer4.weight"],
-            "layer4.bias": checkpoint["module.layer4.bias"],
-        }
-
+    if fix is not None:
+        checkpoint = fix(fresh, checkpoint, notes)
     result = fresh.load_state_dict(checkpoint, strict=strict)
     notes.append("load_state_dict returned %s" % (result,))
     got = fresh(x).detach()
@@ -120,14 +70,80 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     }
 
 
-if __name__ == "__main__":
-    sys.exit(
-        main(
-            run,
-            VARIANTS,
-            __doc__,
-            sys.argv[1:],
-            not_written=NOT_WRITTEN,
-            fixed_precision={v: "fp32" for v in VARIANTS},
-        )
-    )
+def compare_keys(map_suffixes):
+    """Compare the key sets (and map each missing key to the unexpected key it is a suffix
+    of, where ``map_suffixes``)."""
+
+    def fix(fresh, checkpoint, notes):
+        model_keys = set(fresh.state_dict().keys())
+        ckpt_keys = set(checkpoint.keys())
+        missing, unexpected = model_keys - ckpt_keys, ckpt_keys - model_keys
+        print("Missing:", sorted(missing))
+        print("Unexpected:", sorted(unexpected))
+        notes.append("missing %s, unexpected %s" % (sorted(missing), sorted(unexpected)))
+        if not map_suffixes:
+            return checkpoint
+        mapping = {}
+        for key in missing:
+            found = [u for u in unexpected if u.endswith("." + key)]
+            if len(found) == 1:
+                mapping[found[0]] = key
+        notes.append("mapping %s" % mapping)
+        return {mapping.get(k, k): v for k, v in checkpoint.items()}
+
+    return fix
+
+
+def baseline_dataparallel_prefix(device, precision):
+    return save_and_load(device)
+
+
+def workaround1_strip_prefix(device, precision):
+    def strip(fresh, checkpoint, notes):
+        return {k.replace("module.", ""): v for k, v in checkpoint.items()}
+
+    return save_and_load(device, fix=strip)
+
+
+def workaround2_save_unwrapped(device, precision):
+    return save_and_load(device, "unwrapped")
+
+
+def workaround3_compare_keys_literal(device, precision):
+    return save_and_load(device, fix=compare_keys(map_suffixes=False))
+
+
+def workaround3_compare_keys_then_map(device, precision):
+    return save_and_load(device, fix=compare_keys(map_suffixes=True))
+
+
+def deadend1_strict_false(device, precision):
+    return save_and_load(device, strict=False)
+
+
+def deadend2_rename_every_key(device, precision):
+    def rename(fresh, checkpoint, notes):
+        return {
+            "layer1.weight": checkpoint["module.layer1.weight"],
+            "layer1.bias": checkpoint["module.layer1.bias"],
+            "layer4.weight": checkpoint["module.layer4.weight"],
+            "layer4.bias": checkpoint["module.layer4.bias"],
+        }
+
+    return save_and_load(device, fix=rename)
+
+
+def control_plain_save_load(device, precision):
+    return save_and_load(device, "plain")
+
+
+VARIANTS = {
+    "baseline-dataparallel-prefix": baseline_dataparallel_prefix,
+    "workaround1-strip-prefix": workaround1_strip_prefix,
+    "workaround2-save-unwrapped": workaround2_save_unwrapped,
+    "workaround3-compare-keys-literal": workaround3_compare_keys_literal,
+    "workaround3-compare-keys-then-map": workaround3_compare_keys_then_map,
+    "deadend1-strict-false": deadend1_strict_false,
+    "deadend2-rename-every-key": deadend2_rename_every_key,
+    "control-plain-save-load": control_plain_save_load,
+}

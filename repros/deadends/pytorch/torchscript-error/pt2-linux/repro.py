@@ -8,41 +8,11 @@ of the int argument.
 
 No `from __future__ import annotations` here: TorchScript reads the annotations of the
 scripted methods at run time.
-
-    python repro.py --list
-    python repro.py --variant baseline-unannotated-int --device cpu --precision fp32
 """
 
-# typing.List, not list[...]: torch 1.10 cannot read list[float] in @torch.jit.ignore signatures
-# ruff: noqa: UP006, UP035
-
-import sys
-from pathlib import Path
-from typing import List
-
 import torch
+from reprokit import Unsupported
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-VARIANTS = {
-    "baseline-unannotated-int": "forward(self, x, n) loops range(n) with n unannotated",
-    "baseline-kwargs": "forward(self, x, **kwargs)",
-    "baseline-generator": "forward sums a generator expression",
-    "workaround1-annotate-types": "forward(self, x: Tensor, n: int) -> Tensor",
-    "workaround2-no-kwargs": "the **kwargs forward rewritten with an explicit argument",
-    "workaround2-no-generator": "the generator expression rewritten as a loop",
-    "deadend1-trace-literal": "torch.jit.trace(model, (x, n)) in place of torch.jit.script",
-    "deadend1-trace-fixed-n": "torch.jit.trace of the model with n bound to 2, used for other n",
-    "control-annotated-tensor-only": "a module whose forward takes and returns Tensors only, scripted",
-}
-NOT_WRITTEN: List[str] = []
 
 
 class Unannotated(nn.Module):
@@ -101,49 +71,88 @@ def compare(got, want, what: str) -> dict:
     }
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+def inputs(device):
+    """Preconditions; the input, the two values of n, and the eager module's outputs."""
     if not hasattr(torch.jit, "script"):
         raise Unsupported("torch.jit.script does not exist in torch %s" % torch.__version__)
     x = torch.tensor([1.0, 2.0, 3.0], device=device)
     ns = (2, 3)
-    eager_n = [Annotated()(x, n) for n in ns]
+    return x, ns, [Annotated()(x, n) for n in ns]
 
-    if variant == "baseline-unannotated-int":
-        model = torch.jit.script(Unannotated())
-        return {"same_as_eager": compare([model(x, n) for n in ns], eager_n, "scripted")}
-    if variant == "workaround1-annotate-types":
-        model = torch.jit.script(Annotated())
-        return {"same_as_eager": compare([model(x, n) for n in ns], eager_n, "scripted")}
-    if variant in ("baseline-kwargs", "workaround2-no-kwargs"):
-        model = torch.jit.script(Kwargs() if variant == "baseline-kwargs" else ExplicitScale())
-        return {"same_as_eager": compare([model(x, scale=3.0)], [x * 3.0], "scripted")}
-    if variant in ("baseline-generator", "workaround2-no-generator"):
-        model = torch.jit.script(Generator() if variant == "baseline-generator" else Loop())
-        m = torch.arange(6.0, device=device).reshape(3, 2)
-        return {"same_as_eager": compare([model(m)], [Loop()(m)], "scripted")}
-    if variant == "deadend1-trace-literal":
-        model = torch.jit.trace(Annotated(), (x, 2))
-        return {"same_as_eager": compare([model(x, n) for n in ns], eager_n, "traced")}
-    if variant == "deadend1-trace-fixed-n":
-        model = torch.jit.trace(FixedN(), (x,))
-        return {
-            "same_as_eager": compare(
-                [model(x) for _ in ns], eager_n, "traced with n=2, asked for n=%s" % (ns,)
-            )
-        }
+
+def int_argument(device, module) -> dict:
+    x, ns, eager_n = inputs(device)
+    model = torch.jit.script(module)
+    return {"same_as_eager": compare([model(x, n) for n in ns], eager_n, "scripted")}
+
+
+def keyword_scale(device, module) -> dict:
+    x, _, _ = inputs(device)
+    model = torch.jit.script(module)
+    return {"same_as_eager": compare([model(x, scale=3.0)], [x * 3.0], "scripted")}
+
+
+def weighted_sum(device, module) -> dict:
+    inputs(device)
+    model = torch.jit.script(module)
+    m = torch.arange(6.0, device=device).reshape(3, 2)
+    return {"same_as_eager": compare([model(m)], [Loop()(m)], "scripted")}
+
+
+def baseline_unannotated_int(device, precision):
+    return int_argument(device, Unannotated())
+
+
+def baseline_kwargs(device, precision):
+    return keyword_scale(device, Kwargs())
+
+
+def baseline_generator(device, precision):
+    return weighted_sum(device, Generator())
+
+
+def workaround1_annotate_types(device, precision):
+    return int_argument(device, Annotated())
+
+
+def workaround2_no_kwargs(device, precision):
+    return keyword_scale(device, ExplicitScale())
+
+
+def workaround2_no_generator(device, precision):
+    return weighted_sum(device, Loop())
+
+
+def deadend1_trace_literal(device, precision):
+    x, ns, eager_n = inputs(device)
+    model = torch.jit.trace(Annotated(), (x, 2))
+    return {"same_as_eager": compare([model(x, n) for n in ns], eager_n, "traced")}
+
+
+def deadend1_trace_fixed_n(device, precision):
+    x, ns, eager_n = inputs(device)
+    model = torch.jit.trace(FixedN(), (x,))
+    return {
+        "same_as_eager": compare(
+            [model(x) for _ in ns], eager_n, "traced with n=2, asked for n=%s" % (ns,)
+        )
+    }
+
+
+def control_annotated_tensor_only(device, precision):
+    x, _, _ = inputs(device)
     model = torch.jit.script(Plain())
     return {"same_as_eager": compare([model(x)], [x * 2], "scripted")}
 
 
-if __name__ == "__main__":
-    sys.exit(
-        main(
-            run,
-            VARIANTS,
-            __doc__,
-            sys.argv[1:],
-            not_written=NOT_WRITTEN,
-            fixed_precision={v: "fp32" for v in VARIANTS},
-        )
-    )
+VARIANTS = {
+    "baseline-unannotated-int": baseline_unannotated_int,
+    "baseline-kwargs": baseline_kwargs,
+    "baseline-generator": baseline_generator,
+    "workaround1-annotate-types": workaround1_annotate_types,
+    "workaround2-no-kwargs": workaround2_no_kwargs,
+    "workaround2-no-generator": workaround2_no_generator,
+    "deadend1-trace-literal": deadend1_trace_literal,
+    "deadend1-trace-fixed-n": deadend1_trace_fixed_n,
+    "control-annotated-tensor-only": control_annotated_tensor_only,
+}

@@ -5,9 +5,6 @@ A module whose forward calls a helper that counts distinct values with a Python 
 literal, compiled with torch.jit.script. Every variant that produces a model must give
 the eager module's outputs on two inputs with different numbers of distinct values.
 
-    python repro.py --list
-    python repro.py --variant baseline-set-literal --device cpu --precision fp32
-
 No `from __future__ import annotations` here: TorchScript reads the annotations of the
 scripted methods and ignored helpers at run time.
 """
@@ -16,37 +13,12 @@ scripted methods and ignored helpers at run time.
 # ruff: noqa: UP006, UP035
 
 import io
-import sys
 import warnings
-from pathlib import Path
 from typing import List
 
 import torch
+from reprokit import Unsupported
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-VARIANTS = {
-    "baseline-set-literal": "torch.jit.script of a module whose helper builds a set literal {values[0]}",
-    "baseline-set-comprehension": "the same helper written as a set comprehension {v for v in values}",
-    "workaround1-refactor-to-list": "the helper rewritten with a List (membership test and append)",
-    "workaround2-jit-ignore": "@torch.jit.ignore on the helper; the scripted module must run",
-    "workaround2-jit-ignore-then-save": "@torch.jit.ignore on the helper; the scripted module must survive torch.jit.save/load",
-    "workaround2-jit-unused": "@torch.jit.unused on the helper; the scripted module must run",
-    "workaround3-torch-compile": "torch.compile(model) instead of torch.jit.script (default backend)",
-    "workaround3-torch-compile-eager-backend": "torch.compile(model, backend='eager'): TorchDynamo's Python capture without a code generator",
-    "deadend1-jit-trace": "torch.jit.trace(model, example) instead of torch.jit.script",
-    "deadend2-try-except-around-script": "try: torch.jit.script(model) except: keep the eager model",
-    "deadend2-try-except-in-code": "the set code wrapped in try/except inside the helper, then torch.jit.script",
-    "control-no-set": "a module without the helper (x * 2), scripted",
-}
-NOT_WRITTEN: List[str] = []
 
 
 class SetLiteral(nn.Module):
@@ -139,74 +111,116 @@ def is_script(model) -> dict:
     return {"ok": scripted, "detail": "the model in use is a %s" % type(model).__name__}
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+def inputs(device) -> list:
+    """Two inputs with different numbers of distinct values (where torch.jit.script exists)."""
     if not hasattr(torch.jit, "script"):
         raise Unsupported("torch.jit.script does not exist in torch %s" % torch.__version__)
-    inputs = [
+    return [
         torch.tensor([1.0, 1.0, 2.0], device=device),  # 2 distinct values
         torch.tensor([1.0, 2.0, 3.0, 4.0], device=device),  # 4 distinct values
     ]
-    eager = SetLiteral()
-    cls = {
-        "baseline-set-literal": SetLiteral,
-        "baseline-set-comprehension": SetComprehension,
-        "workaround1-refactor-to-list": ListBased,
-        "workaround2-jit-ignore": Ignored,
-        "workaround2-jit-ignore-then-save": Ignored,
-        "workaround2-jit-unused": Unused,
-        "deadend2-try-except-in-code": TryInCode,
-        "control-no-set": Double,
-    }.get(variant, SetLiteral)
-    if variant == "control-no-set":
-        eager = Double()
-    if variant.startswith("workaround3-torch-compile"):
-        kwargs = {"backend": "eager"} if variant.endswith("eager-backend") else {}
-        require_compile(**kwargs)
-        model = torch.compile(SetLiteral(), **kwargs)
-        return {"same_as_eager": agrees(model, eager, inputs, "torch.compile(%s)" % kwargs)}
-    if variant == "deadend1-jit-trace":
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            model = torch.jit.trace(SetLiteral(), inputs[0])
-        print(
-            "trace warnings:",
-            sorted({"%s: %s" % (w.category.__name__, str(w.message)[:80]) for w in caught}),
-        )
-        return {"same_as_eager": agrees(model, eager, inputs, "traced")}
-    if variant == "deadend2-try-except-around-script":
-        try:
-            model = torch.jit.script(SetLiteral())
-        except Exception as exc:
-            print("caught %s: %s" % (type(exc).__name__, str(exc).splitlines()[0]))
-            model = SetLiteral()
-        return {
-            "scripted": is_script(model),
-            "same_as_eager": agrees(model, eager, inputs, "model in use"),
-        }
 
+
+def scripted(device, cls, eager=SetLiteral, save=False) -> dict:
+    """torch.jit.script(cls()) against the eager module (and after torch.jit.save/load)."""
+    examples = inputs(device)
     model = torch.jit.script(cls())
     checks = {
         "scripted": is_script(model),
-        "same_as_eager": agrees(model, eager, inputs, "scripted"),
+        "same_as_eager": agrees(model, eager(), examples, "scripted"),
     }
-    if variant == "workaround2-jit-ignore-then-save":
+    if save:
         buffer = io.BytesIO()
         torch.jit.save(model, buffer)
         buffer.seek(0)
         loaded = torch.jit.load(buffer)
-        checks["same_after_save_load"] = agrees(loaded, eager, inputs, "saved and loaded")
+        checks["same_after_save_load"] = agrees(loaded, eager(), examples, "saved and loaded")
     return checks
 
 
-if __name__ == "__main__":
-    sys.exit(
-        main(
-            run,
-            VARIANTS,
-            __doc__,
-            sys.argv[1:],
-            not_written=NOT_WRITTEN,
-            fixed_precision={v: "fp32" for v in VARIANTS},
-        )
+def compiled(device, **options) -> dict:
+    examples = inputs(device)
+    require_compile(**options)
+    model = torch.compile(SetLiteral(), **options)
+    return {"same_as_eager": agrees(model, SetLiteral(), examples, "torch.compile(%s)" % options)}
+
+
+def baseline_set_literal(device, precision):
+    return scripted(device, SetLiteral)
+
+
+def baseline_set_comprehension(device, precision):
+    return scripted(device, SetComprehension)
+
+
+def workaround1_refactor_to_list(device, precision):
+    return scripted(device, ListBased)
+
+
+def workaround2_jit_ignore(device, precision):
+    return scripted(device, Ignored)
+
+
+def workaround2_jit_ignore_then_save(device, precision):
+    return scripted(device, Ignored, save=True)
+
+
+def workaround2_jit_unused(device, precision):
+    return scripted(device, Unused)
+
+
+def workaround3_torch_compile(device, precision):
+    return compiled(device)
+
+
+def workaround3_torch_compile_eager_backend(device, precision):
+    return compiled(device, backend="eager")
+
+
+def deadend1_jit_trace(device, precision):
+    examples = inputs(device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = torch.jit.trace(SetLiteral(), examples[0])
+    print(
+        "trace warnings:",
+        sorted({"%s: %s" % (w.category.__name__, str(w.message)[:80]) for w in caught}),
     )
+    return {"same_as_eager": agrees(model, SetLiteral(), examples, "traced")}
+
+
+def deadend2_try_except_around_script(device, precision):
+    examples = inputs(device)
+    try:
+        model = torch.jit.script(SetLiteral())
+    except Exception as exc:
+        print("caught %s: %s" % (type(exc).__name__, str(exc).splitlines()[0]))
+        model = SetLiteral()
+    return {
+        "scripted": is_script(model),
+        "same_as_eager": agrees(model, SetLiteral(), examples, "model in use"),
+    }
+
+
+def deadend2_try_except_in_code(device, precision):
+    return scripted(device, TryInCode)
+
+
+def control_no_set(device, precision):
+    return scripted(device, Double, eager=Double)
+
+
+VARIANTS = {
+    "baseline-set-literal": baseline_set_literal,
+    "baseline-set-comprehension": baseline_set_comprehension,
+    "workaround1-refactor-to-list": workaround1_refactor_to_list,
+    "workaround2-jit-ignore": workaround2_jit_ignore,
+    "workaround2-jit-ignore-then-save": workaround2_jit_ignore_then_save,
+    "workaround2-jit-unused": workaround2_jit_unused,
+    "workaround3-torch-compile": workaround3_torch_compile,
+    "workaround3-torch-compile-eager-backend": workaround3_torch_compile_eager_backend,
+    "deadend1-jit-trace": deadend1_jit_trace,
+    "deadend2-try-except-around-script": deadend2_try_except_around_script,
+    "deadend2-try-except-in-code": deadend2_try_except_in_code,
+    "control-no-set": control_no_set,
+}
