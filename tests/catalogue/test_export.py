@@ -1,20 +1,27 @@
-"""`harness export`: the reproducer with its helpers inlined runs on its own, away from the
-repository (a torch-free demo entry always; the seed reproducer on the test interpreter's
-torch where `nox -s tests` installed it)."""
+"""`harness export`: one variant and only the helpers it calls, as a script that runs on its
+own away from the repository (a torch-free demo entry always; the seed reproducer on the test
+interpreter's torch where `nox -s tests` installed it); and every written variant of every
+entry exports to a script whose every global name is defined."""
 
 from __future__ import annotations
 
 import ast
+import builtins
 import shutil
 import subprocess
+import symtable
 import sys
 from pathlib import Path
 
 import pytest
 
 from harness.__main__ import main
+from harness.catalogue.export import export_script
+from harness.spec.entries import load_entries, load_entry
 from tests.paths import REPO
 
+KIT = REPO / "repros" / "reprokit.py"
+GRAD = "pytorch/grad-scale-unscale-error"
 DEMO_YAML = """\
 id: demo/err
 signature: {type: RuntimeError, message: "demo boom"}
@@ -28,31 +35,38 @@ DEMO_REPRO = '''"""Demo reproducer (no torch)."""
 
 from __future__ import annotations
 
+import os
 import sys
-from pathlib import Path
 
-# reprokit:begin
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import check_variant, finite, main  # noqa: E402
+from reprokit import finite, moved
 
-# reprokit:end
-
-VARIANTS = {"baseline": "raises", "wrong": "fails", "todo": "later", "control": "works"}
-NOT_WRITTEN = ["todo"]
+os.environ["DEMO_SIDE_EFFECT"] = "kept"  # binds no name: every export keeps it
+UNUSED = sys.maxsize  # no exported variant uses it
 
 
-def run(variant, device="cpu", precision="fp32"):
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    if variant == "baseline":
-        raise RuntimeError("demo boom")
-    losses = [1.0, float("nan")] if variant == "wrong" else [1.0, 0.5]
+def losses_check(losses, precision):
     return {"loss_finite": finite(losses), "precision": {"ok": True, "detail": precision}}
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN))
+def baseline(device, precision):
+    raise RuntimeError("demo boom")
+
+
+def wrong(device, precision):
+    return losses_check([1.0, float("nan")], precision)
+
+
+def control(device, precision):
+    checks = losses_check([1.0, 0.5], precision)
+    checks["side_effect"] = {"ok": os.environ.get("DEMO_SIDE_EFFECT") == "kept", "detail": ""}
+    return checks
+
+
+def only_for_moved(device, precision):
+    return {"moved": moved({}, {})}
+
+
+VARIANTS = {"baseline": baseline, "wrong": wrong, "todo": None, "control": control}
 '''
 
 
@@ -61,7 +75,7 @@ def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     entry = root / "repros" / "demo" / "err"
     entry.mkdir(parents=True)
-    shutil.copy(REPO / "repros" / "reprokit.py", root / "repros")
+    shutil.copy(KIT, root / "repros")
     (entry / "entry.yaml").write_text(DEMO_YAML)
     (entry / "repro.py").write_text(DEMO_REPRO)
     for name in ("source.md", "document.md"):
@@ -85,25 +99,54 @@ def _run(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_an_exported_script_runs_alone_and_defaults_to_its_variant(
-    project: Path, tmp_path: Path
-) -> None:
+def _defined(text: str) -> set[str]:
+    return {
+        n.name if isinstance(n, ast.FunctionDef | ast.ClassDef) else ""
+        for n in ast.parse(text).body
+    }
+
+
+def _undefined_globals(text: str) -> set[str]:
+    """The global names the script uses and neither defines nor gets from builtins."""
+    top = symtable.symtable(text, "exported", "exec")
+    bound = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
+
+    def used(table: symtable.SymbolTable) -> set[str]:
+        names = {
+            s.get_name()
+            for s in table.get_symbols()
+            if s.is_referenced() and (s.is_global() or table is top)
+        }
+        for child in table.get_children():
+            names |= used(child)
+        return names
+
+    return used(top) - bound - set(dir(builtins)) - {"__file__"}
+
+
+def test_an_exported_script_runs_alone_with_its_variant_only(project: Path, tmp_path: Path) -> None:
     away = tmp_path / "elsewhere"  # no reprokit.py above it
     away.mkdir()
     script = _export(project, "demo/err", "wrong", away / "bug.py")
     text = script.read_text()
-    assert "import reprokit" not in text and "from reprokit" not in text
+    assert "reprokit" not in text.replace("repros/reprokit.py", "")
     ast.parse(text, feature_version=(3, 7))
+    # the variant and what it calls; not the other variants, not the helpers only they use
+    assert {"wrong", "losses_check", "finite", "report"} <= _defined(text)
+    assert not {"baseline", "control", "only_for_moved", "moved", "autocast"} & _defined(text)
+    assert "UNUSED" not in text and 'os.environ["DEMO_SIDE_EFFECT"] = "kept"' in text
+    assert "a postcondition fails" in text  # entry.yaml's description, in the docstring
     wrong = _run(script)
     assert wrong.returncode == 3, wrong.stdout + wrong.stderr
-    assert "variant wrong, cpu, bf16" in wrong.stdout  # the variant's own precision
+    assert "wrong, cpu, bf16" in wrong.stdout  # the variant's own precision
     assert "loss_finite" in wrong.stdout and "FAIL" in wrong.stdout
-    baseline = _run(script, "--variant", "baseline")
-    assert baseline.returncode == 1 and "RAISED RuntimeError: demo boom" in baseline.stdout
-    control = _run(script, "--variant", "control")
+    assert _run(script, "--precision", "fp16").returncode == 2  # not one of its precisions
+    baseline = _run(_export(project, "demo/err", "baseline", away / "baseline.py"))
+    assert baseline.returncode == 1  # the traceback a bug report wants
+    assert "RuntimeError: demo boom" in baseline.stderr and "Traceback" in baseline.stderr
+    control = _run(_export(project, "demo/err", "control", away / "control.py"))
     assert control.returncode == 0, control.stdout + control.stderr
-    todo = _run(script, "--variant", "todo")
-    assert todo.returncode == 4 and "NOT WRITTEN" in todo.stdout
+    assert "side_effect" in control.stdout
 
 
 @pytest.mark.parametrize(
@@ -118,41 +161,27 @@ def test_export_refuses_what_it_cannot_export(
     assert message in capsys.readouterr().out
 
 
-def test_export_needs_the_marked_import_block(
-    project: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    repro = project / "repros" / "demo" / "err" / "repro.py"
-    repro.write_text(repro.read_text().replace("# reprokit:begin\n", ""))
-    assert main(["--repo", str(project), "export", "demo/err", "--variant", "control"]) == 2
-    assert "no '# reprokit:begin' ... '# reprokit:end' block" in capsys.readouterr().out
+def test_the_grad_scaler_baseline_is_a_short_bug_report() -> None:
+    entry = load_entry(REPO / "repros" / GRAD, REPO / "repros")
+    text = export_script(entry, "baseline-unused-submodule", KIT)
+    lines = len(text.splitlines())
+    # was 447 with every variant and all of reprokit inlined
+    assert lines <= 160, lines
+    assert {"baseline_unused_submodule", "train", "Net", "make_scaler"} <= _defined(text)
+    assert not {"deadend2_unscale_twice", "AuxUnderNoGrad", "import_lightning"} & _defined(text)
 
 
-def test_every_written_reproducer_exports_to_valid_python() -> None:
-    # a reproducer's main(...) may set its own defaults (default_precision="fp32"): the
-    # export's replace them instead of repeating the keyword
-    from harness.catalogue.export import export_script
-    from harness.spec.entries import load_entries
-
-    kit = REPO / "repros" / "reprokit.py"
+def test_every_written_variant_exports_to_a_script_with_every_name_defined() -> None:
     exported = 0
     for entry in load_entries(REPO / "repros"):
-        variant = next(v for v in entry.variants if v.written)
-        script = export_script(entry, variant.name, kit)
-        tree = ast.parse(script, f"{entry.id} exported")
-        [call] = [
-            n
-            for n in ast.walk(tree)
-            if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "main"
-        ]
-        defaults = {
-            k.arg: ast.literal_eval(k.value)
-            for k in call.keywords
-            if k.arg in ("default_variant", "default_precision")
-        }
-        assert defaults["default_variant"] == variant.name, entry.id
-        assert defaults["default_precision"] in variant.precisions, entry.id
-        exported += 1
-    assert exported >= 30
+        for variant in (v for v in entry.variants if v.written):
+            text = export_script(entry, variant.name, KIT)
+            ast.parse(text, f"{entry.id}::{variant.name} exported", feature_version=(3, 7))
+            assert not _undefined_globals(text), (entry.id, variant.name)
+            main_block = text[text.index('if __name__ == "__main__":') :]
+            assert f'default="{variant.devices[0]}"' in main_block, (entry.id, variant.name)
+            exported += 1
+    assert exported >= 270
 
 
 @pytest.mark.torch
@@ -160,14 +189,15 @@ def test_every_written_reproducer_exports_to_valid_python() -> None:
 @pytest.mark.parametrize(
     ("variant", "code", "said"),
     [
+        ("baseline-unused-submodule", 0, "trained_params_moved  ok"),
         ("control-all-params-used", 0, "trained_params_moved  ok"),
-        ("deadend2-unscale-twice", 1, "RAISED RuntimeError: unscale_() has already been called"),
+        ("deadend2-unscale-twice", 1, "RuntimeError: unscale_() has already been called"),
     ],
 )
 def test_the_exported_seed_reproducer_runs_on_real_torch(
     tmp_path: Path, variant: str, code: int, said: str
 ) -> None:
     pytest.importorskip("torch", reason="needs torch in the test interpreter (nox -s tests)")
-    script = _export(REPO, "pytorch/grad-scale-unscale-error", variant, tmp_path / "bug.py")
+    script = _export(REPO, GRAD, variant, tmp_path / "bug.py")
     done = _run(script, "--precision", "bf16")
-    assert done.returncode == code and said in done.stdout, done.stdout + done.stderr
+    assert done.returncode == code and said in done.stdout + done.stderr, done.stdout + done.stderr
