@@ -540,66 +540,39 @@ def render_entry_yaml(s: Scaffold, entry_id: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_repro(s: Scaffold, entry_id: str, names: Sequence[tuple[str, str]]) -> str:
-    variants = "\n".join(f"    {_q(n)}: {_q(d)}," for n, d in names)
-    not_written = "\n".join(f"    {_q(n)}," for n, _ in names)
+def render_repro(s: Scaffold, entry_id: str, names: Sequence[str]) -> str:
+    """repro.py with every variant None in VARIANTS (not written: never run, never counted)
+    and an example of a variant function in a comment."""
+    variants = "\n".join(f"    {_q(n)}: None," for n in names)
     title = s.title.replace('"""', "'''").replace("\\", "/")
     if len(title) > 80:
         title = title[:77] + "..."
     return f'''"""Reproducer: "{title}" ({entry_id}).
 
 {TODO}: what this reproducer does, in a few lines.
-
-    python repro.py --list
-    python repro.py --variant baseline --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from reprokit import Unsupported, autocast, autocast_dtype, finite, moved  # noqa: F401
 
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import (  # noqa: E402, F401  (use what the variants need; drop the rest)
-    NotWritten,
-    Unsupported,
-    autocast,
-    autocast_dtype,
-    check_variant,
-    finite,
-    main,
-    moved,
-)
+# One function per variant, (device, precision) -> its postconditions, each able to fail.
+# Raise Unsupported (before the behaviour under test) where this cell cannot express the
+# variant's intent; entry.yaml says what each variant is and where it runs. For example:
+#
+# def baseline(device, precision):
+#     dtype = autocast_dtype(device, precision)  # Unsupported where autocast cannot run it
+#     torch.manual_seed(0)
+#     ...
+#     return {{"loss_finite": finite(losses), "params_moved": moved(before, params)}}
 
-# reprokit:end
 
+# name -> its function; None while it is not written (the harness never runs it). Replace a
+# None by the function once it is written.
 VARIANTS = {{
 {variants}
 }}
-# Variants whose code is not written yet: the harness never runs them and never counts them.
-# Remove a name once its branch in run() is written.
-NOT_WRITTEN = [
-{not_written}
-]
-
-
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
-    dtype = autocast_dtype(device, precision)  # Unsupported where autocast cannot run it
-    torch.manual_seed(0)
-    # One branch per variant. Raise Unsupported (before the behaviour under test) when this
-    # cell cannot express the variant's intent; return postconditions that can fail, e.g.
-    #     return {{"loss_finite": finite(losses), "params_moved": moved(before, params)}}
-    raise NotWritten("variant %r has no branch in run() (autocast dtype %s)" % (variant, dtype))
-
-
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN))
 '''
 
 
@@ -617,12 +590,7 @@ def write_scaffold(
     folder = repros_dir / entry_id
     if folder.exists():
         raise FileExistsError(f"{folder} exists; `new` never overwrites (remove it or pass --id)")
-    names = [("baseline", "the documented error")]
-    names += [
-        (c.name, f"{c.ref}" + (f" ({c.rate:.0%} claimed)" if c.rate is not None else ""))
-        for c in s.claims
-    ]
-    names.append(("control", "the same program without the cause"))
+    names = ["baseline", *(c.name for c in s.claims), "control"]
     folder.mkdir(parents=True)
     files = {
         "entry.yaml": render_entry_yaml(s, entry_id),
