@@ -261,11 +261,11 @@ def above(values, limit, what):
 # -- running a variant by hand -------------------------------------------------------------
 
 
-def report(variant, device, precision):
+def report(variant, device, precision, name=None):
     """Run a variant function and print its postconditions; exit status 0 if all held, else 3.
     An exception propagates, traceback and all: what a bug report wants."""
     version = getattr(sys.modules.get("torch"), "__version__", "(not imported)")
-    print("torch %s, %s, %s, %s" % (version, variant.__name__, device, precision))
+    print("torch %s, %s, %s, %s" % (version, name or variant.__name__, device, precision))
     checks = variant(device, precision)
     width = max([len(n) for n in checks] + [10]) + 2
     for name, check in checks.items():
@@ -346,7 +346,7 @@ def main(argv=None):
         print("NOT WRITTEN: variant %r is None in VARIANTS" % name)
         return 4
     try:
-        return report(variants[name], args.device, precision)
+        return report(variants[name], args.device, precision, "variant " + name)
     except Unsupported as exc:
         print("UNSUPPORTED:", exc)
         return 2

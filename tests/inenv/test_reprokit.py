@@ -329,7 +329,7 @@ def test_a_reproducer_runs_by_hand_with_entry_yamls_descriptions_and_limits(
     first = _by_hand("repros/demo/hand", cwd=tmp_path)  # a folder; the first variant
     assert first.returncode == 1 and "RAISED RuntimeError: demo boom" in first.stdout
     own = _by_hand(str(entry / "repro.py"), "--variant", "fp32-only", cwd=tmp_path)
-    assert own.returncode == 0 and "fp32_only, cpu, fp32" in own.stdout  # its own precision
+    assert own.returncode == 0 and "variant fp32-only, cpu, fp32" in own.stdout  # its own precision
     outside = _by_hand("demo/hand", "--variant", "fp32-only", "--precision", "fp16", cwd=tmp_path)
     assert outside.returncode == 2 and "entry.yaml runs fp32-only on precisions" in outside.stdout
     todo = _by_hand("demo/hand", "--variant", "todo", cwd=tmp_path)
