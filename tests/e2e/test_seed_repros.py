@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.catalogue.explain import strip_terminal
 from harness.envs.backends import BuiltEnv
 from harness.execute.plan import Job
 from harness.execute.runner import run_job
@@ -108,7 +109,10 @@ _PATH = re.compile(r"(/[^\s\"':]+)+/(repros/[^\s\"':]+)(\"?, line \d+|:\d+)?")
 def _located(message: str) -> str:
     """A message with the checkout's own path and the line cut from the places in a
     reproducer it names (torch's compiler errors quote the reproducer's file: the committed
-    run and this test run in different checkouts, of reproducers edited since)."""
+    run and this test run in different checkouts, of reproducers edited since), and without
+    terminal escapes (the store now removes them whole; records stored before kept
+    "\ufffd[1m")."""
+    message = strip_terminal(message)
     return _PATH.sub(lambda m: f"<repo>/{m[2]}" + (", line <n>" if m[3] else ""), message)
 
 
