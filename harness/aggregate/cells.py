@@ -455,6 +455,7 @@ class _VariantRows:
     not_counted: dict[tuple[str, str], list[tuple[Any, ...]]]
     env_shows: dict[tuple[Any, ...], list[tuple[Any, ...]]]  # baselines: (env, shows, n)
     grades: dict[tuple[str, str], list[tuple[Any, ...]]]  # baselines, by (entry, name)
+    by_env: dict[tuple[Any, ...], list[tuple[Any, ...]]]  # (env, k, n, k anywhere, n anywhere)
 
 
 def _count_variants(
@@ -550,6 +551,16 @@ def _variant_rows(con: Any) -> _VariantRows:
         "GROUP BY ALL"
     ).fetchall():
         env_shows[tuple(row[:5])].append(tuple(row[5:]))
+    # the metric per environment: the reproducing-cell rule looks no further than one
+    # environment's cells, so the rate of any set of environments is the sum of theirs (the
+    # page's answer for some versions adds them up as explain aggregates their records)
+    by_env: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
+    for row in con.execute(
+        f"SELECT {role}, env, coalesce(sum(k) FILTER (WHERE in_scope), 0), "
+        "coalesce(sum(n) FILTER (WHERE in_scope), 0), sum(k), sum(n) FROM scored "
+        "WHERE n > 0 GROUP BY ALL"
+    ).fetchall():
+        by_env[tuple(row[:5])].append((row[5], *(int(x) for x in row[6:])))
     grades: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
         "SELECT entry, variant, grade, count(*) FROM runs SEMI JOIN baselines "
@@ -592,7 +603,7 @@ def _variant_rows(con: Any) -> _VariantRows:
     ).fetchall():
         not_counted[(row[0], row[1])].append(row[2:])
     return _VariantRows(
-        totals, per_slice, ranges, failures, messages, not_counted, env_shows, grades
+        totals, per_slice, ranges, failures, messages, not_counted, env_shows, grades, by_env
     )
 
 
@@ -662,6 +673,12 @@ def _variant(
         anywhere=Rate.of(anywhere, counted),
         shown=Rate.of(shows_all, n_all) if spec.kind == "baseline" else Rate.of(0, 0),
         grades=tuple((g.value, graded[g.value]) for g in GRADES if graded.get(g.value)),
+        by_env=tuple(
+            sorted(
+                ((env, k, n, ka, na) for env, k, n, ka, na in rows.by_env.get(role, ())),
+                key=lambda e: env_rank[e[0]],
+            )
+        ),
         env_shows=tuple(
             sorted(
                 ((env, shows, n) for env, shows, n in rows.env_shows.get(role, ())),

@@ -320,6 +320,9 @@ class VariantAggregate:
     shown: Rate = field(default_factory=lambda: Rate.of(0, 0))
     grades: tuple[tuple[str, int], ...] = ()
     env_shows: tuple[tuple[str, int, int], ...] = ()
+    # per environment (in version order, those with counted runs): (env, k, n of
+    # ``overall``, k, n of ``anywhere``); the rates of a set of environments are their sums
+    by_env: tuple[tuple[str, int, int, int, int], ...] = ()
 
     @property
     def failed_otherwise(self) -> int:
