@@ -60,6 +60,7 @@ __all__ = [
     "choose_envs",
     "explain",
     "match_entries",
+    "message_shape",
     "parse_error",
     "strip_terminal",
 ]
@@ -164,7 +165,7 @@ _PATH = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][\w.+~-]+){2,}[/\\]?")
 _NUMBER = re.compile(r"\d+(?:\.\d+)*")
 
 
-def _shape(text: str) -> str:
+def message_shape(text: str) -> str:
     """A message with what varies from run to run (numbers, addresses, paths) let vary."""
     text = strip_terminal(text)
     text = _HEX.sub("0x#", text)
@@ -219,7 +220,7 @@ class Match:
 def _seen_hits(raised: Raised, type_: str, message: str) -> bool:
     if not _same_type(raised.type, type_):
         return False
-    mine, theirs = _shape(raised.message), _shape(message)
+    mine, theirs = message_shape(raised.message), message_shape(message)
     if not mine or not theirs:
         return False
     if mine == theirs:
@@ -272,9 +273,9 @@ def _guess(entry: Entry | None, agg: EntryAggregate, raised: Raised) -> Match:
             if v.signature is not None
         ]
     texts += [(v.name, f"{m.type}: {m.message}") for v in agg.variants for m in v.messages]
-    mine = _shape(raised.message)
+    mine = message_shape(raised.message)
     scored = [
-        (_similarity(mine, _shape(text.split(": ", 1)[-1])), variant, text)
+        (_similarity(mine, message_shape(text.split(": ", 1)[-1])), variant, text)
         for variant, text in texts
     ]
     score, variant, text = max(scored, key=lambda s: s[0])

@@ -18,7 +18,7 @@ only on:
 The key of an entry is a digest of all of these. results/.cache/render/<key>.json holds
 its page's and PNG's names and SHA-256, its counts and the blocks written back into its
 document; <key>.bin its texts (index.html's row and section, compat.json's part, the data
-file's line). An entry is taken from the cache only when its page and PNG still hold
+file's line, its part of the answers file). An entry is taken from the cache only when its page and PNG still hold
 exactly the bytes it rendered; anything else (a file edited or removed, a cache file
 missing, unreadable or malformed) renders it again. The data files and the whole files are
 put together from every entry's texts on every report and written where their bytes
@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 CACHE_DIR = Path(".cache") / "render"  # under results/
-_FORMAT = 2
+_FORMAT = 3
 _LIBRARIES = ("duckdb", "numpy", "pillow", "jinja2", "markupsafe")
 
 
@@ -116,6 +116,7 @@ class CachedEntry:
     html: HtmlPart  # its row and section of index.html
     json: bytes  # its part of compat.json
     cell_data: str  # its line in its data file
+    answers: str  # its part of the answers file (render/answers.py)
     verdicts: tuple[str, ...]  # its verdicts, one word each
     pages: tuple[tuple[str, str], ...]  # (path under results/, SHA-256): its page and PNG
     documents: tuple[tuple[str, Mapping[str, str]], ...]  # (document, its blocks' texts)
@@ -129,7 +130,13 @@ def _pairs(value: Any) -> tuple[tuple[str, str], ...]:
     return tuple((a, b) for a, b in value)
 
 
-_PARTS = 4  # the .bin's texts: row, section, JSON, data line
+def _strings(value: Any) -> list[str]:
+    if not (isinstance(value, list) and all(isinstance(s, str) for s in value)):
+        raise ValueError("not a list of strings")
+    return value
+
+
+_PARTS = 5  # the .bin's texts: row, section, JSON, data line, answers
 
 
 def _decode(meta: Any, blob: bytes) -> CachedEntry:
@@ -176,9 +183,12 @@ def _decode(meta: Any, blob: bytes) -> CachedEntry:
             slices=frozenset(slices),
             contents=parts[0].decode("utf-8"),
             sections=parts[1].decode("utf-8"),
+            torches=frozenset(_strings(html["torches"])),
+            lightnings=frozenset(_strings(html["lightnings"])),
         ),
         json=parts[2],
         cell_data=parts[3].decode("utf-8"),
+        answers=parts[4].decode("utf-8"),
         verdicts=tuple(verdicts),
         pages=_pairs(meta["pages"]),
         documents=tuple(documents),
@@ -222,6 +232,7 @@ class RenderCache:
             h.sections.encode("utf-8"),
             cached.json,
             cached.cell_data.encode("utf-8"),
+            cached.answers.encode("utf-8"),
         )
         meta = {
             "format": _FORMAT,
@@ -230,6 +241,8 @@ class RenderCache:
                 "runs": h.runs,
                 "verdicts": list(h.verdicts),
                 "slices": sorted(h.slices),
+                "torches": sorted(h.torches),
+                "lightnings": sorted(h.lightnings),
             },
             "sizes": [len(p) for p in parts],
             "verdicts": list(cached.verdicts),

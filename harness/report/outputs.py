@@ -6,6 +6,8 @@
     results/cells/NNNN.js                   the details of each cell's trials, which the
                                             page loads when a cell is looked at (64
                                             entries a file)
+    results/answers.js                      what the page's "paste your error" box
+                                            answers from (render/answers.py)
     results/compat.json                     the aggregates, for machines
 
 Every entry is aggregated at once by the columnar engine (harness/aggregate/cells.py).
@@ -51,6 +53,7 @@ from harness.report.cache import (
 )
 from harness.report.findings import fill_findings, render_findings
 from harness.report.render import entry_slug
+from harness.report.render.answers import ANSWERS_FILE, answers_file, entry_answers
 from harness.report.render.html import (
     assemble_html,
     cell_file_name,
@@ -132,10 +135,12 @@ def _render_entry(
         (results / "compat" / f"{stem}.md", render_entry(a).encode("utf-8")),
         (results / "compat" / f"{stem}.png", render_png(a)),
     ]
+    torch_only = [a.id] if entry is not None and not entry.uses_lightning else []
     share = CachedEntry(
-        html=html_part([a], i),
+        html=html_part([a], i, torch_only=torch_only),
         json=entry_json(a).encode("utf-8"),
         cell_data=render_cell_data(a),
+        answers=entry_answers(a, entry),
         verdicts=tuple(v.verdict for v in a.verdicts),
         pages=tuple((path.relative_to(results).as_posix(), sha256(blob)) for path, blob in pages),
         documents=((str(entry.document), blocks_for(a)),) if entry is not None else (),
@@ -354,7 +359,7 @@ def _whole_files(
     findings: bool,
 ) -> tuple[list[tuple[Path, bytes]], dict[str, Any], list[DomainSummary]]:
     """The files put together from every entry's share, in entry order: the data files,
-    index.html, compat.json and the domains' pages; and what the README's findings are
+    the answers file, index.html, compat.json and the domains' pages; and what the README's findings are
     written from (``findings``: there is a README): compat.json's document and the domains'
     summaries."""
     data = [
@@ -367,6 +372,7 @@ def _whole_files(
     page = assemble_html([s.html for s in ordered], prelude + sections)
     whole = [
         *data,
+        (results / ANSWERS_FILE, answers_file([s.answers for s in ordered]).encode("utf-8")),
         (results / "index.html", page.encode("utf-8")),
         (results / "compat.json", compat),
         *pages,

@@ -1,20 +1,46 @@
 """The HTML report in a real headless Chromium: it renders, its script runs, hostile text
-in the data is not executed."""
+in the data is not executed; the committed page fits 1280 px, and its "paste your error" box
+answers as `harness explain` does. Screenshots at 1280 px go to tests/artifacts/."""
 
 from __future__ import annotations
 
+import dataclasses
+import html
+import json
 import os
+import re
+import shutil
 import subprocess
+from collections.abc import Sequence
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from harness.catalogue.explain import Versions, explain
 from harness.report.outputs import render_all
+from tests.catalogue.test_explain import (
+    BROADCAST,
+    CHECKPOINT,
+    CLIPPING,
+    GRAD_SCALE,
+    INPLACE,
+    Committed,
+    committed,  # noqa: F401  (a fixture: the committed records, aggregated once)
+    traceback_of,
+)
 from tests.paths import REPO
-from tests.report.test_render import entry, records
+from tests.report.test_render import HOSTILE, entry, records
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "tests" / "artifacts"
+WIDTH = 1280
+SEEDS = (GRAD_SCALE, CLIPPING)
+NEWCOMER = (
+    "NotImplementedError: Gradient clipping is not implemented for optimizers handling the "
+    "unscaling"
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -41,29 +67,124 @@ def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, check=True)
 
 
+def with_script(page: Path, where: Path, script: str) -> Path:
+    """A copy of ``page`` in ``where`` that runs ``script`` once the page's own has run, its
+    data files beside it (the answers file copied, cells/ linked)."""
+    where.mkdir(parents=True, exist_ok=True)
+    for name in ("answers.js", "cells"):
+        src, dst = page.parent / name, where / name
+        if dst.exists() or not src.exists():
+            continue
+        if src.is_dir():
+            dst.symlink_to(src.resolve(), target_is_directory=True)
+        else:
+            shutil.copyfile(src, dst)
+    copy = where / "page.html"
+    text = page.read_text(encoding="utf-8")
+    copy.write_text(text.replace("</body>", f"<script>{script}</script></body>"), encoding="utf-8")
+    return copy
+
+
+def run_script(tmp_path: Path, page: Path, script: str, width: int = WIDTH) -> Any:
+    """What ``script`` (run in ``page``) hands to ``done(value)``, as JSON."""
+    wrapped = (
+        "function done(v){var p=document.createElement('pre');p.id='result';"
+        "p.textContent=JSON.stringify(v);document.body.appendChild(p);}"
+        # the box answers once the answers file is loaded: wait for its answer
+        "function answered(f){(function poll(){var o=document.getElementById('lookup-out');"
+        "if(o.children.length)f(o);else setTimeout(poll,20);})();}" + script
+    )
+    copy = with_script(page, tmp_path / "run", wrapped)
+    dom = chromium(
+        tmp_path,
+        f"--window-size={width},1000",
+        "--virtual-time-budget=20000",
+        "--dump-dom",
+        copy.as_uri(),
+    ).stdout
+    found = re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)
+    assert found, dom[-2000:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+def screenshot(
+    tmp_path: Path, page: Path, shot: Path, script: str = "", height: int = 1000
+) -> None:
+    copy = with_script(page, tmp_path / f"shot-{shot.stem}", script)
+    shot.unlink(missing_ok=True)
+    chromium(
+        tmp_path,
+        "--virtual-time-budget=5000",
+        f"--window-size={WIDTH},{height}",
+        f"--screenshot={shot}",
+        copy.as_uri(),
+    )
+    assert shot.read_bytes().startswith(b"\x89PNG")
+
+
+def only(element_id: str) -> str:
+    """A script that leaves only ``element_id`` in <main> (the header stays): a screenshot of
+    one part of the page at the top of the window."""
+    return (
+        "document.querySelectorAll('main > *').forEach(function(x){"
+        f"if(x.id!=={json.dumps(element_id)})x.style.display='none';}});"
+    )
+
+
+def ask(error: str, torch: str, lightning: str, button: str = "ask-go") -> str:
+    return (
+        f"document.getElementById('ask-error').value={json.dumps(error)};"
+        f"document.getElementById('lookup-torch').value={json.dumps(torch)};"
+        f"document.getElementById('lookup-lightning').value={json.dumps(lightning)};"
+        f"document.getElementById({json.dumps(button)}).click();"
+    ).replace("</", "<\\/")
+
+
+def start_tags(page: str) -> list[str]:
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: Any) -> None:
+            self.tags.append(tag)
+
+    parser = Tags()
+    parser.feed(page)
+    return parser.tags
+
+
+# -- a page of hostile records ---------------------------------------------------------------
+
+
+def hostile_entry(tmp_path: Path):
+    e = entry(tmp_path)
+    variants = tuple(
+        dataclasses.replace(v, description=HOSTILE, claim_ref=v.claim_ref and HOSTILE)
+        for v in e.variants
+    )
+    return dataclasses.replace(e, variants=variants)
+
+
 @pytest.fixture(scope="module")
 def page(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("browser")
-    render_all(records(), [entry(tmp)], tmp / "results")
+    render_all(records(), [hostile_entry(tmp)], tmp / "results")
     return tmp / "results" / "index.html"
 
 
 def test_dom_after_script_ran(page, tmp_path):
     # a <script> in the page clicks the first cell, so the dumped DOM shows a detail panel
-    clicking = page.with_name("click.html")
-    clicking.write_text(
-        page.read_text(encoding="utf-8").replace(
-            "</body>", '<script>document.querySelector("td.c").click()</script></body>'
-        ),
-        encoding="utf-8",
-    )
+    assert '<aside id="detail" aria-live="polite" hidden>' in page.read_text(encoding="utf-8")
+    clicking = with_script(page, tmp_path / "click", 'document.querySelector("td.c").click()')
     dom = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", clicking.as_uri()).stdout
     assert 'data-ready="1"' in dom  # the page's own script ran to its end
     assert "<title>Measured compatibility</title>" in dom  # hostile text did not set document.title
     assert "pwned" not in dom.split("</head>")[0]
     assert dom.count('class="heatmap"') == 2  # cpu/fp16 and cuda/bf16
     assert 'class="c s0' in dom and 'class="verdicts"' in dom
-    detail = dom.split('id="detail"', 1)[1]
+    detail = dom.split('<aside id="detail"', 1)[1]
+    assert "hidden" not in detail.split(">", 1)[0]  # shown: no longer hidden
     assert "<dl>" in detail and "Exception" in detail and "Machine" in detail
     # the message shows as text in the detail panel, its markup escaped
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in detail
@@ -72,30 +193,203 @@ def test_dom_after_script_ran(page, tmp_path):
 
 def test_screenshot_artifact(page, tmp_path):
     ARTIFACTS.mkdir(exist_ok=True)
-    shot = ARTIFACTS / "report.png"
-    shot.unlink(missing_ok=True)
-    chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,1000", page.as_uri())
-    assert shot.read_bytes().startswith(b"\x89PNG")
+    screenshot(tmp_path, page, ARTIFACTS / "report.png")
 
 
-def test_look_up_my_versions_answers_from_the_tables(page, tmp_path):
-    # choose torch 2.5.1 with lightning 2.1.4 (what the records say was installed) and look up
-    script = (
-        '<script>document.getElementById("lookup-torch").value="2.5.1";'
-        'document.getElementById("lookup-lightning").value="2.1.4";'
-        'document.getElementById("lookup-go").click()</script></body>'
-    )
-    looking = page.with_name("lookup.html")
-    looking.write_text(
-        page.read_text(encoding="utf-8").replace("</body>", script), encoding="utf-8"
-    )
-    dom = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", looking.as_uri()).stdout
+def test_look_up_my_versions_answers_from_the_answers_file(page, tmp_path):
+    # torch 2.5.1 with lightning 2.1.4 (what the records say was installed); the patch optional
+    for torch in ("2.5.1", "2.5"):
+        looking = with_script(page, tmp_path / torch, ask("", torch, "2.1", "lookup-go"))
+        dom = chromium(
+            tmp_path, "--virtual-time-budget=5000", "--dump-dom", looking.as_uri()
+        ).stdout
+        out = dom.split('id="lookup-out"', 1)[1].split("</section>", 1)[0]
+        assert f"1 entry was measured at torch {torch} + lightning 2.1." in out
+        assert "measured at torch 2.5.1 + lightning 2.1.4" in out
+        assert "pytorch/hostile" in out and "legend-words" in out  # and a legend
+        # the baseline's cell as the heatmap shows it: reproduced (✖) in cpu-fp16
+        base = out.split("<b>base</b>", 1)[1].split("</tr>", 1)[0]
+        assert 'class="c s0" title="reproduced ×2">✖' in base
+        assert "not run" in base  # cuda-bf16 was not run for this pair: said, never inferred
+        # the variant's description, as text
+        assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in base
+        assert "<img" not in dom and "pwned" not in dom.split("</head>")[0]
+    options = page.read_text(encoding="utf-8").split('id="torch-releases"', 1)[1]
+    assert options.index('"1.12.1"') < options.index('"2.5.1"')
+
+
+def test_the_box_keeps_hostile_text_as_text(page, tmp_path):
+    """An error pasted with markup in it, and hostile entry and variant texts in the answers
+    file: everything shows as text, nothing runs."""
+    result = with_script(page, tmp_path / "ask", ask(HOSTILE, "2.5.1", "", "ask-go"))
+    dom = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", result.as_uri()).stdout
     out = dom.split('id="lookup-out"', 1)[1].split("</section>", 1)[0]
-    assert "1 entry was measured on torch 2.5.1 with lightning 2.1.4" in out
-    assert "pytorch/hostile" in out
-    # the baseline's cell as the heatmap shows it: reproduced (✖) in cpu-fp16
-    base = out.split("<td>base</td>", 1)[1].split("</tr>", 1)[0]
-    assert "✖" in base and 'class="c s0' in base
-    assert "not run" in base  # cuda-bf16 was not run for this pair: said, never inferred
-    options = dom.split('id="lookup-torch"', 1)[1].split("</select>", 1)[0]
-    assert options.index(">1.12.1<") < options.index(">2.5.1<")
+    assert "matched by the documented signature: RuntimeError: &lt;script&gt;" in out
+    assert "your error: &lt;script&gt;document.title='pwned'&lt;/script&gt; | `tick`" in out
+    assert "Hostile &lt;title&gt; | test" in out  # the entry's title
+    assert "<img" not in out and "<script" not in out
+    assert "img" not in start_tags(dom)  # the injected script's own text aside, no element
+    assert "<title>Measured compatibility</title>" in dom and 'data-ready="1"' in dom
+
+
+def test_the_entry_filter_hides_the_summary_rows_too(page, tmp_path):
+    script = (
+        "var f=document.getElementById('entry-filter');f.value='no such entry';"
+        "f.dispatchEvent(new Event('input'));"
+        "done([document.querySelector('#summary tbody tr').className,"
+        "document.querySelector('section.entry').className]);"
+    )
+    assert run_script(tmp_path, page, script) == ["hidden", "entry hidden"]
+
+
+def test_a_variant_shows_only_in_the_precisions_it_ran(page, tmp_path):
+    # "wa" alone ran on cuda/bf16 (skipped): the cuda/bf16 table has its row only
+    script = (
+        "done(Array.prototype.map.call(document.querySelectorAll('table.heatmap'),"
+        "function(t){return [t.getAttribute('data-slice'),"
+        "Array.prototype.map.call(t.tBodies[0].rows,function(r){return r.cells[0].textContent;})];}));"
+    )
+    assert run_script(tmp_path, page, script) == [
+        ["cpu-fp16", ["base", "wa", "ctl"]],
+        ["cuda-bf16", ["wa"]],
+    ]
+
+
+# -- the committed page ------------------------------------------------------------------------
+
+COMMITTED = REPO / "results" / "index.html"
+committed_page = pytest.mark.skipif(
+    not COMMITTED.exists(), reason="results/index.html is not rendered (python -m harness report)"
+)
+
+
+@committed_page
+def test_the_seed_entries_fit_1280_px(tmp_path):
+    script = (
+        "var r={page:document.documentElement.scrollWidth,window:window.innerWidth};"
+        "document.querySelectorAll('section.entry').forEach(function(s){var w=0;"
+        "s.querySelectorAll('table.heatmap').forEach(function(t){"
+        "w=Math.max(w,Math.ceil(t.getBoundingClientRect().right));});"
+        "r[s.getAttribute('data-id')]=w;});done(r);"
+    )
+    widths = run_script(tmp_path, COMMITTED, script)
+    assert widths["window"] == WIDTH
+    assert widths["page"] <= WIDTH, widths  # no sideways scrolling
+    for seed in SEEDS:
+        assert 0 < widths[seed] <= WIDTH, (seed, widths[seed])
+    (ARTIFACTS / "widths.json").parent.mkdir(exist_ok=True)
+    (ARTIFACTS / "widths.json").write_text(json.dumps(widths, indent=1), encoding="utf-8")
+
+
+@committed_page
+def test_the_box_answers_the_newcomers_question(tmp_path):
+    script = ask(NEWCOMER, "2.5.1", "2.5") + ("answered(function(o){done(o.innerText);});")
+    text = run_script(tmp_path, COMMITTED, script)
+    assert f"matched by the documented signature: {NEWCOMER}" in text
+    assert CLIPPING in text
+    assert "for your versions: measured at torch 2.5.1 + lightning 2.5.6" in text
+    rows = {line.split("\t")[1].split(" (")[0]: line for line in text.split("\n") if "\t" in line}
+    assert "works: ok in 3/3 runs here" in rows["solution2-plain-optimizer"]
+    assert "does not work: ok in 0/3 runs here" in rows["solution1-trainer-bf16-mixed"]
+    assert "the documented error reproduces" in rows["baseline-fabric-plugin"]
+    assert f"--entry {CLIPPING}" in text
+
+
+def _cases() -> list[tuple[str, str, str]]:
+    """Five real tracebacks from the committed records (two seeds, three domain entries) at
+    their versions; the newcomer's question; versions never measured; no versions; a series;
+    an unknown error."""
+    cases = []
+    for e, variant, outcome in (
+        (CLIPPING, "baseline-fabric-plugin", "reproduced"),
+        (GRAD_SCALE, "baseline-no-grad-params-only", "other_error"),
+        (INPLACE, "baseline-add-inplace", "reproduced"),
+        (BROADCAST, "baseline-rowwise-scale", "other_error"),
+        (CHECKPOINT, "baseline-module-prefix", "reproduced"),
+    ):
+        tb, versions = traceback_of(e, variant, outcome)
+        if e == BROADCAST:  # another user's sizes
+            tb = re.sub(r"tensor a \(\d+\)", "tensor a (512)", tb)
+        cases.append((tb, versions.torch, versions.lightning))
+    return cases + [
+        (NEWCOMER, "2.5.1", "2.5"),
+        (NEWCOMER, "99.0.0", "2.6.6"),
+        (NEWCOMER, "2.5.0", "2.5.6"),
+        (NEWCOMER, "", ""),
+        (cases[1][0], "2.4", "1.9"),
+        ("RuntimeError: Expected all tensors to be on the same devise", "", ""),
+    ]
+
+
+def _compare(case: Sequence[str], x: Any, page: dict[str, Any]) -> None:
+    assert page["guessed"] == x.guessed, case
+    assert [(a["entry"], a["how"]) for a in page["answers"]] == [
+        (a.match.entry, a.match.how) for a in x.answers
+    ], case
+    for a, p in zip(x.answers, page["answers"], strict=True):
+        if x.guessed:
+            assert p["score"] == pytest.approx(a.match.score, abs=1e-9), case
+            continue
+        assert p["where"]["exact"] == a.where.exact, case
+        assert sorted(p["where"]["envs"]) == sorted(a.where.envs), case
+        assert p["where"]["said"] == a.where.said, case
+        answered = {v["name"]: v for v in p["variants"]}
+        for v in a.baselines + a.variants:
+            q = answered.pop(v.name)
+            assert (q["advice"], q["k"], q["n"], q["words"]) == (
+                v.advice,
+                v.here.k,
+                v.here.n,
+                v.words,
+            ), (case[1:], v.name)
+            assert q["cells"] == [c.text() for c in v.cells], (case[1:], v.name)
+        assert not answered, case
+
+
+@committed_page
+def test_the_box_answers_as_explain_does(tmp_path, committed: Committed):  # noqa: F811
+    """The page's answer (static/answer.js over results/answers.js) for each case is
+    explain's: the same entries matched the same way, the same environments, and per
+    variant the same advice, counts, words and cells."""
+    cases = _cases()
+    script = (
+        f"var cases={json.dumps(cases)},out=[];".replace("</", "<\\/")
+        + "(function next(i){if(i===cases.length){done(out);return;}"
+        "harnessExplain(cases[i][0],cases[i][1],cases[i][2],function(r){out.push(r);next(i+1);});})(0);"
+    )
+    answers = run_script(tmp_path, COMMITTED, script)
+    for case, page_answer in zip(cases, answers, strict=True):
+        x = explain(
+            case[0],
+            Versions(case[1], case[2]),
+            committed.entries,
+            committed.table,
+            aggs=committed.aggs,
+        )
+        _compare(case, x, page_answer)
+
+
+@committed_page
+def test_screenshots_of_the_committed_page(tmp_path):
+    """At 1280 px: the top of the page, the box answering the newcomer, the lookup, each
+    seed's section, a domain entry's, and a cell's details (tests/artifacts/page-*.png)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    heatmap = "#e-lightning__gradient-clipping-optimizer-handles-unscaling table.heatmap"
+    shots = {
+        "page-top": ("", 1000),
+        "page-ask": (only("ask") + ask(NEWCOMER, "2.5.1", "2.5"), 1400),
+        "page-lookup": (only("ask") + ask("", "2.5.1", "2.5", "lookup-go"), 1400),
+        "page-seed-lightning": (
+            only("e-lightning__gradient-clipping-optimizer-handles-unscaling"),
+            1100,
+        ),
+        "page-seed-torch": (only("e-pytorch__grad-scale-unscale-error"), 1100),
+        "page-domain-entry": (only("e-deadends__pytorch__amp-autocast-error__pt2-linux"), 1000),
+        "page-detail": (
+            only("e-lightning__gradient-clipping-optimizer-handles-unscaling")
+            + f"document.querySelectorAll({json.dumps(heatmap)})[1].tBodies[0].rows[0].children[50].click();",
+            1000,
+        ),
+    }
+    for name, (script, height) in shots.items():
+        screenshot(tmp_path, COMMITTED, ARTIFACTS / f"{name}.png", script, height)

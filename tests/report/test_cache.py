@@ -81,6 +81,7 @@ def test_only_the_entry_whose_records_changed_is_rendered_and_bytes_equal_a_cold
         "compat/pytorch__other-2.md",
         "compat/pytorch__other-2.png",
         "cells/0001.js",
+        "answers.js",
         "index.html",
         "compat.json",
     }

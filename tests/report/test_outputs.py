@@ -28,6 +28,7 @@ OUTPUTS = [
     "compat/pytorch__other.md",
     "compat/pytorch__other.png",
     "cells/0000.js",
+    "answers.js",
     "index.html",
     "compat.json",
 ]

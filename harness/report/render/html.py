@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,10 +44,19 @@ from harness.aggregate import (
     documented_failure_text,
     slice_id,
 )
+from harness.aggregate.model import CellKey
 from harness.report.render import COLOR, GLYPH, LABEL, STATUSES, entry_slug
+from harness.report.render.columns import (
+    Group,
+    env_columns,
+    join_cells,
+    public_version,
+    version_key,
+)
 from harness.report.render.templating import environment
 
 __all__ = [
+    "ANSWERS_FILE",
     "HtmlPart",
     "assemble_html",
     "CELL_FILE_ENTRIES",
@@ -58,6 +67,7 @@ __all__ = [
     "render_cell_data",
     "render_html",
     "script_json",
+    "variant_title",
 ]
 
 _STATUS_INDEX = {s: i for i, s in enumerate(STATUSES)}
@@ -80,6 +90,7 @@ def script_json(data: Any) -> str:
 
 
 CELL_FILE_ENTRIES = 64
+ANSWERS_FILE = "answers.js"  # the box's data (render/answers.py), relative to index.html
 
 
 def cell_file_name(index: int) -> str:
@@ -143,6 +154,8 @@ class HtmlPart:
     slices: frozenset[str]
     contents: str
     sections: str
+    torches: frozenset[str] = frozenset()  # the public releases measured (the box's lists)
+    lightnings: frozenset[str] = frozenset()
 
 
 def _verdict_counts(a: EntryAggregate) -> list[int]:
@@ -152,8 +165,12 @@ def _verdict_counts(a: EntryAggregate) -> list[int]:
     return c
 
 
-def html_part(entries: Sequence[EntryAggregate], first: int = 0) -> HtmlPart:
-    """The part of ``entries``, the first of them at index ``first`` of all entries."""
+def html_part(
+    entries: Sequence[EntryAggregate], first: int = 0, torch_only: Collection[str] = ()
+) -> HtmlPart:
+    """The part of ``entries``, the first of them at index ``first`` of all entries;
+    ``torch_only``: the ids of the entries whose reproducers import no lightning (drawn
+    with one column per torch release)."""
     row = environment().get_template("templates/contents_row.html")
     section = environment().get_template("templates/entry.html")
     contents: list[str] = []
@@ -164,7 +181,7 @@ def html_part(entries: Sequence[EntryAggregate], first: int = 0) -> HtmlPart:
         totals = [t + x for t, x in zip(totals, c, strict=True)]
         slug = entry_slug(a.id)
         contents.append(row.render(a=a, slug=slug, verdict_counts=c))
-        sections.append(section.render(_section(a, slug, cell_file_name(i))))
+        sections.append(section.render(_section(a, slug, cell_file_name(i), a.id in torch_only)))
     return HtmlPart(
         entries=len(entries),
         runs=sum(a.n_runs for a in entries),
@@ -172,6 +189,10 @@ def html_part(entries: Sequence[EntryAggregate], first: int = 0) -> HtmlPart:
         slices=frozenset(slice_id(s) for a in entries for s in a.slices),
         contents="".join(contents),
         sections="".join(sections),
+        torches=frozenset(public_version(e.torch) for a in entries for e in a.envs),
+        lightnings=frozenset(
+            public_version(e.lightning) for a in entries for e in a.envs if e.lightning
+        ),
     )
 
 
@@ -188,6 +209,10 @@ def assemble_html(parts: Sequence[HtmlPart], prelude: str = "") -> str:
             n_runs=sum(p.runs for p in parts),
             verdicts=[_Count(k, c) for k, c in zip(_VERDICTS, totals, strict=True)],
             slices=sorted(frozenset().union(*(p.slices for p in parts))),
+            torches=sorted(frozenset().union(*(p.torches for p in parts)), key=version_key),
+            lightnings=sorted(frozenset().union(*(p.lightnings for p in parts)), key=version_key),
+            answers=ANSWERS_FILE,
+            status_glyphs=Markup(script_json([GLYPH[s] for s in STATUSES])),
             statuses=_LEGEND,
             status_names=Markup(script_json(list(STATUSES))),
             prelude=Markup(prelude),
@@ -198,9 +223,9 @@ def assemble_html(parts: Sequence[HtmlPart], prelude: str = "") -> str:
     )
 
 
-def render_html(aggs: Aggregates) -> str:
-    """The page; its data files are ``cell_files(aggs.entries)``."""
-    return assemble_html([html_part(aggs.entries)])
+def render_html(aggs: Aggregates, torch_only: Collection[str] = ()) -> str:
+    """The page; its data files are ``cell_files(aggs.entries)`` and the answers file."""
+    return assemble_html([html_part(aggs.entries, torch_only=torch_only)])
 
 
 @functools.lru_cache(maxsize=1)
@@ -212,30 +237,34 @@ def _heatmap() -> Any:
 
 
 def _machines_td(a: EntryAggregate, key: tuple[str, str, str, str], status: str) -> Markup:
-    """A cell measured on several machines: each machine's glyph, and what each saw."""
+    """A cell measured on several machines: one glyph where they agree, each machine's
+    where they disagree (with ‼); what each saw in its title."""
     macros = _heatmap()[0]
     values = a.by_machine[key]
-    glyphs = "/".join(GLYPH[v.status] for _, v in values)
     saw = "; ".join(
         f"{m}: " + ", ".join(f"{LABEL[o]} ×{c}" for o, c in v.counts) for m, v in values
     )
-    flag = " ‼" if key in a.disagree else ""
-    title = ("machines disagree: " if flag else "") + saw
-    return macros.cell(_STATUS_INDEX[status], glyphs, title, flag)  # type: ignore[no-any-return]
+    if key not in a.disagree:
+        return macros.cell(_STATUS_INDEX[status], GLYPH[status], saw)  # type: ignore[no-any-return]
+    glyphs = "/".join(GLYPH[v.status] for _, v in values)
+    return macros.cell(_STATUS_INDEX[status], glyphs, "machines disagree: " + saw, " ‼")  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
 class _Row:
     variant: VariantAggregate
-    cells: list[Markup]  # per environment
+    index: int  # the variant's place in the entry (the data file's order)
+    title: str  # what the variant is: its kind, the claim it answers, its description
+    cells: list[Markup]  # per column
 
 
 @dataclass(frozen=True)
 class _Heatmap:
     id: str  # the slice's id, e.g. "cpu-fp16"
+    index: int  # the slice's place in the entry (the data file's order)
     device: str
     precision: str
-    rows: list[_Row]
+    rows: list[_Row]  # the variants that ran in this slice, in the entry's order
 
 
 @dataclass(frozen=True)
@@ -245,34 +274,63 @@ class _RateRow:
 
 
 @functools.lru_cache(maxsize=64)
-def _env_heads(envs: tuple[EnvInfo, ...]) -> Markup:
-    # entries mostly share their environments: each distinct row of heads is made once
-    return _heatmap()[0].env_heads(envs)  # type: ignore[no-any-return]
+def _heads(envs: tuple[EnvInfo, ...], torch_only: bool) -> tuple[tuple[Group, ...], Markup]:
+    # entries mostly share their environments: each distinct set of heads is made once
+    groups = env_columns(envs, torch_only)
+    return groups, _heatmap()[0].heads(groups, torch_only)
 
 
-def _section(a: EntryAggregate, slug: str, cells: str) -> dict[str, Any]:
-    """What templates/entry.html is given for entry ``a``."""
+def variant_title(v: VariantAggregate) -> str:
+    """What a variant is, in a line: its kind, the claim it answers, what it does."""
+    what = v.kind.replace("_", " ") + (f" ({v.claim_ref})" if v.claim_ref else "")
+    description = " ".join(v.description.split())
+    return f"{what}: {description}" if description else what
+
+
+def _column_td(a: EntryAggregate, keys: list[CellKey]) -> Markup:
+    """The cell of one column: its environments' cells joined (join_cells), the status of
+    each named in its title where they differ; a cell measured on several machines shows
+    what each saw (``_machines_td``)."""
     _, td, empty = _heatmap()
+    present = [k for k in keys if k in a.cells]
+    if not present:
+        return empty  # type: ignore[no-any-return]
+    if len(present) == 1:
+        key = present[0]
+        status = a.cells[key].status
+        return _machines_td(a, key, status) if key in a.by_machine else td[status]  # type: ignore[no-any-return]
+    values = [a.cells[k] for k in present]
+    joined = join_cells(values)
+    machines = [k for k in present if k in a.by_machine]
+    if len({v.status for v in values}) == 1 and not machines:
+        return td[joined.status]  # type: ignore[no-any-return]
+    title = "; ".join(
+        f"{k[1]}: " + ", ".join(f"{LABEL[o]} ×{c}" for o, c in a.cells[k].counts) for k in present
+    )
+    flag = " ‼" if any(k in a.disagree for k in machines) else ""
+    return _heatmap()[0].cell(_STATUS_INDEX[joined.status], GLYPH[joined.status], title, flag)  # type: ignore[no-any-return]
+
+
+def _slice_rows(a: EntryAggregate, columns: list[tuple[int, ...]], d: str, p: str) -> list[_Row]:
+    rows = []
     env_ids = [e.id for e in a.envs]
-    values = a.cells
-    by_machine = a.by_machine
-    heatmaps = []
-    for d, p in a.slices:
-        rows = []
-        for v in a.variants:
-            name = v.name
-            row = []
-            for env in env_ids:
-                key = (name, env, d, p)
-                value = values.get(key)
-                if value is None:
-                    row.append(empty)
-                elif key in by_machine:
-                    row.append(_machines_td(a, key, value.status))
-                else:
-                    row.append(td[value.status])
-            rows.append(_Row(v, row))
-        heatmaps.append(_Heatmap(f"{d}-{p}", d, p, rows))
+    for index, v in enumerate(a.variants):
+        name = v.name
+        if not any((name, env, d, p) in a.cells for env in env_ids):
+            continue  # not run in this slice (an fp16-only variant in the fp32 table)
+        cells = [_column_td(a, [(name, env_ids[i], d, p) for i in col]) for col in columns]
+        rows.append(_Row(v, index, variant_title(v), cells))
+    return rows
+
+
+def _section(a: EntryAggregate, slug: str, cells: str, torch_only: bool) -> dict[str, Any]:
+    """What templates/entry.html is given for entry ``a``."""
+    groups, heads = _heads(a.envs, torch_only)
+    columns = [c.envs for g in groups for c in g.columns]
+    heatmaps = [
+        _Heatmap(f"{d}-{p}", i, d, p, _slice_rows(a, columns, d, p))
+        for i, (d, p) in enumerate(a.slices)
+    ]
     rates = [
         _RateRow(
             v,
@@ -294,10 +352,12 @@ def _section(a: EntryAggregate, slug: str, cells: str) -> dict[str, Any]:
         "a": a,
         "slug": slug,
         "cells": cells,
-        "env_heads": _env_heads(a.envs),
+        "torch_only": torch_only,
+        "heads": heads,
         "heatmaps": heatmaps,
         "slice_ids": [slice_id(s) for s in a.slices],
         "rates": rates,
+        "titles": {v.name: variant_title(v) for v in a.variants},
     }
 
 

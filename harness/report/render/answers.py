@@ -1,0 +1,223 @@
+"""The page's answers file (results/answers.js): what its "paste your error" and "look up my
+versions" box needs to answer as ``python -m harness explain`` does, without the records.
+
+Per entry: its documented signature and its variants' related signatures (as JavaScript
+patterns), the messages its runs raised (each shape once: harness/catalogue/explain.py's
+``message_shape``, the most frequent wording kept, cut at ``MESSAGE_CHARS``), whether its
+reproducer imports lightning, and per variant and environment the counts of its metric
+(``VariantAggregate.by_env``: the rate of a set of environments is the sum of theirs) and
+its cells. The environments are numbered once for the whole file (``answers_file``).
+
+The box then matches a pasted error (documented, related, seen; else the closest entries by
+message, said to be guesses), chooses the environments for the versions typed, adds up their
+counts and reads them by the report's advice rule, all in static/answer.js.
+
+Safety: the file is JSON in one function call, written by ``script_json`` (``<``, ``>``, ``&``
+as ``\\u003c``-style escapes); the page puts its texts on the page with ``textContent``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from harness.aggregate import EntryAggregate
+from harness.catalogue.explain import message_shape, strip_terminal
+from harness.domain import pattern_text
+from harness.report.render import STATUSES, entry_slug
+from harness.report.render.columns import public_version
+from harness.report.render.html import ANSWERS_FILE, script_json
+from harness.spec.entries import Entry
+
+__all__ = ["ANSWERS_FILE", "MESSAGE_CHARS", "answers_file", "entry_answers", "js_pattern"]
+
+MESSAGE_CHARS = 400  # explain compares the first 400 characters of two messages
+_MESSAGES = 24  # per entry, the most frequent shapes
+_STATUS_INDEX = {s: i for i, s in enumerate(STATUSES)}
+_NAMED_GROUP = re.compile(r"\(\?P<")
+_NAMED_BACKREF = re.compile(r"\(\?P=(\w+)\)")
+
+
+def js_pattern(pattern: str) -> str:
+    """A signature's Python pattern as JavaScript's RegExp reads it (with the "s" flag, as
+    explain searches with re.DOTALL): named groups and anchors written its way. A pattern
+    JavaScript still cannot read is skipped by the page (its runs' messages still match)."""
+    out = _NAMED_GROUP.sub("(?<", pattern)
+    out = _NAMED_BACKREF.sub(r"\\k<\1>", out)
+    return out.replace("\\A", "^").replace("\\Z", "$")
+
+
+def _signature(type_: str, pattern: str) -> list[str]:
+    return [type_, js_pattern(pattern), f"{type_}: {pattern_text(pattern)}"]
+
+
+def _messages(a: EntryAggregate, env_index: dict[str, int]) -> list[list[Any]]:
+    """[variant index, type, message, runs, env indices]: per variant, each shape of message
+    its runs raised once (its most frequent wording), the most frequent first."""
+    shapes: dict[tuple[int, str, str], list[Any]] = {}
+    for vi, v in enumerate(a.variants):
+        for m in v.messages:
+            message = strip_terminal(m.message)
+            key = (vi, m.type, message_shape(message[:MESSAGE_CHARS]))
+            seen = shapes.get(key)
+            if seen is None:
+                shapes[key] = [vi, m.type, message[:MESSAGE_CHARS], m.count, set(m.envs)]
+            else:
+                seen[3] += m.count
+                seen[4] |= set(m.envs)
+    ranked = sorted(shapes.values(), key=lambda s: (-s[3], s[0], s[1], s[2]))[:_MESSAGES]
+    return [[vi, t, msg, n, sorted(env_index[e] for e in envs)] for vi, t, msg, n, envs in ranked]
+
+
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _coded(rows: Sequence[Sequence[tuple[int, ...] | None]]) -> dict[str, Any]:
+    """Rows of values, one per environment (None: nothing there), as a table of the distinct
+    values and per row a string: for each environment the value's index in base 62 ("." for
+    none), one character each, or two where there are more than 62 values. Most cells of an
+    entry hold one of a few values (3 trials ok, 3 trials unsupported): this keeps the file a
+    few characters per cell."""
+    table: dict[tuple[int, ...], int] = {}
+    for row in rows:
+        for value in row:
+            if value is not None and value not in table:
+                table[value] = len(table)
+    width = 1 if len(table) <= len(_DIGITS) else 2
+
+    def code(value: tuple[int, ...] | None) -> str:
+        if value is None:
+            return "." * width
+        i = table[value]
+        return _DIGITS[i] if width == 1 else _DIGITS[i // len(_DIGITS)] + _DIGITS[i % len(_DIGITS)]
+
+    return {"values": [list(v) for v in table], "rows": ["".join(map(code, row)) for row in rows]}
+
+
+def _cells(a: EntryAggregate, name: str) -> dict[str, Any]:
+    """Per slice, per environment: the variant's cell as (outcome, trials, outcome, ...)."""
+    rows = []
+    for d, p in a.slices:
+        row: list[tuple[int, ...] | None] = []
+        for e in a.envs:
+            value = a.cells.get((name, e.id, d, p))
+            row.append(
+                None
+                if value is None
+                else tuple(x for o, n in value.counts for x in (_STATUS_INDEX[o], n))
+            )
+        rows.append(row)
+    return _coded(rows)
+
+
+def _rates(a: EntryAggregate, by_env: Sequence[tuple[str, int, int, int, int]]) -> dict[str, Any]:
+    """Per environment: the variant's (k, n, k anywhere, n anywhere)."""
+    counts = {env: tuple(rest) for env, *rest in by_env}
+    return _coded([[counts.get(e.id) for e in a.envs]])
+
+
+def entry_answers(a: EntryAggregate, entry: Entry | None) -> str:
+    """The entry's part of the answers file (JSON): see the module's docstring. Its
+    environments are [id, torch, lightning, python] here; ``answers_file`` numbers them."""
+    env_index = {e.id: i for i, e in enumerate(a.envs)}
+    claims: dict[str, Any] = {}
+    for verdict in a.verdicts:
+        claims.setdefault(verdict.subject, verdict)  # the first, as explain reads it
+    message = next((v for v in a.verdicts if v.claim == "documented message"), None)
+    variants = []
+    for v in a.variants:
+        claim = claims.get(v.name)
+        variants.append(
+            {
+                "name": v.name,
+                "kind": v.kind,
+                "ref": v.claim_ref or "",
+                "description": " ".join(v.description.split()),
+                "all": [v.overall.k, v.overall.n],
+                "rates": _rates(a, v.by_env),
+                "cells": _cells(a, v.name),
+                "claim": [claim.claimed, claim.label]
+                if claim and v.claimed_rate is not None
+                else None,
+                # why runs were not counted: [outcome, reason, runs, env indices], most first
+                "not_counted": [
+                    [
+                        nc.outcome,
+                        strip_terminal(nc.reason),
+                        nc.count,
+                        [env_index[e] for e in nc.envs],
+                    ]
+                    for nc in v.not_counted
+                ],
+            }
+        )
+    related = []
+    if entry is not None:
+        related = [
+            [v.name, *_signature(v.signature.type, v.signature.message)]
+            for v in entry.variants
+            if v.signature is not None
+        ]
+    data = {
+        "id": a.id,
+        "slug": entry_slug(a.id),
+        "title": a.title,
+        "lightning": entry.uses_lightning if entry is not None else True,
+        "signature": _signature(a.signature_type, a.signature_message),
+        "message": [message.label, message.measured] if message is not None else None,
+        "related": related,
+        "seen": _messages(a, env_index),
+        "slices": [f"{d}-{p}" for d, p in a.slices],
+        "envs": [
+            [e.id, public_version(e.torch), public_version(e.lightning), e.python] for e in a.envs
+        ],
+        "variants": variants,
+    }
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _intern_reasons(entries: Sequence[dict[str, Any]]) -> list[str]:
+    """The reasons runs were not counted, each once (many variants share one): their
+    not_counted rows name them by index."""
+    reasons: list[str] = []
+    index: dict[str, int] = {}
+    for e in entries:
+        for v in e["variants"]:
+            for nc in v["not_counted"]:
+                i = index.get(nc[1])
+                if i is None:
+                    i = index[nc[1]] = len(reasons)
+                    reasons.append(nc[1])
+                nc[1] = i
+    return reasons
+
+
+def answers_file(parts: Sequence[str]) -> str:
+    """results/answers.js from every entry's part (in entry order): each environment once,
+    in ``envs``, and each reason a run was not counted once, in ``reasons``, the entries
+    naming them by index."""
+    envs: list[list[str]] = []
+    index: dict[tuple[str, ...], int] = {}
+    entries = []
+    for part in parts:
+        e = json.loads(part)
+        numbers = []
+        for env in e["envs"]:
+            key = tuple(env)  # an id with the versions its records say were installed
+            i = index.get(key)
+            if i is None:
+                i = index[key] = len(envs)
+                envs.append(env)
+            numbers.append(i)
+        e["envs"] = numbers
+        entries.append(e)
+    data = {
+        "schema": 1,
+        "statuses": list(STATUSES),
+        "envs": envs,
+        "reasons": _intern_reasons(entries),
+        "entries": entries,
+    }
+    return f"harnessAnswers({script_json(data)});\n"

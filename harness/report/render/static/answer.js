@@ -1,0 +1,475 @@
+(function(){
+  "use strict";
+  // The "paste your error" box: harness/catalogue/explain.py's rules, over the answers file
+  // (render/answers.py). Every text goes on the page through textContent.
+  var G = {{ status_glyphs }};
+  var box = document.getElementById("ask"), out = document.getElementById("lookup-out");
+  var D = null, waiting = null, requested = false;
+  function el(tag, text, cls){ var e = document.createElement(tag); if (text !== undefined && text !== null) e.textContent = text; if (cls) e.className = cls; return e; }
+  // the file's coded rows (render/answers.py's _coded): per environment a value's index in
+  // base 62, "." for none, two characters each where there are more than 62 values
+  var DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  function decode(coded, row, f){
+    var w = coded.values.length > DIGITS.length ? 2 : 1, text = coded.rows[row];
+    for (var e = 0; e * w < text.length; e++) {
+      var c = text.substr(e * w, w);
+      if (c.charAt(0) === ".") continue;
+      var i = w === 1 ? DIGITS.indexOf(c) : DIGITS.indexOf(c.charAt(0)) * DIGITS.length + DIGITS.indexOf(c.charAt(1));
+      f(e, coded.values[i]);
+    }
+  }
+  window.harnessAnswers = function(data){
+    data.entries.forEach(function(e){
+      e.variants.forEach(function(v){
+        v.envs = []; v.cellList = [];
+        decode(v.rates, 0, function(i, r){ v.envs.push([i].concat(r)); });
+        e.slices.forEach(function(_, si){ decode(v.cells, si, function(i, c){ v.cellList.push([i, si].concat(c)); }); });
+        v.cellList.sort(function(x, y){ var a = e.slices[x[1]], b = e.slices[y[1]]; return x[0] - y[0] || (a < b ? -1 : a > b ? 1 : 0); });  // as explain lists them
+        v.not_counted.forEach(function(nc){ nc[1] = data.reasons[nc[1]]; });
+        v.title = v.kind.replace("_", " ") + (v.ref ? " (" + v.ref + ")" : "") + (v.description ? ": " + v.description : "");
+      });
+    });
+    D = data;
+    if (waiting) { var f = waiting; waiting = null; f(); }
+  };
+  function withData(f){
+    if (D) { f(); return; }
+    waiting = f;
+    if (requested) return;
+    requested = true;
+    var s = document.createElement("script");
+    s.src = box.getAttribute("data-answers");
+    s.onerror = function(){ out.textContent = ""; out.appendChild(el("p", "The answers are missing: " + s.src + " could not be loaded.")); };
+    document.head.appendChild(s);
+  }
+  box.addEventListener("focusin", function(){ withData(function(){}); });
+
+  // -- what the user pasted (explain.parse_error) -------------------------------------------
+  var TERMINAL = /\x1b\[[0-?]*[ -\/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\ufffd\[[0-9;]*m/g;
+  function stripTerminal(t){ return t.replace(TERMINAL, ""); }
+  var EXC = "(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Failed|Iteration)";
+  var LOOSE = new RegExp("^\\s*(?:\\S.*?:\\d+: )?((?:[A-Za-z_]\\w*\\.)*\\w*" + EXC + ")(?::[ \\t]?(.*))?$");
+  var IN_TRACEBACK = /^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?::[ \t]?(.*))?$/;
+  var TRACEBACK = "Traceback (most recent call last):";
+  var CHAIN = ["During handling of the above exception", "The above exception was the direct cause"];
+  function startsChain(line){ return line.indexOf(TRACEBACK) === 0 || CHAIN.some(function(c){ return line.indexOf(c) === 0; }); }
+  function messageLines(lines, start, first){
+    var outLines = [first];
+    for (var i = start + 1; i < lines.length && !startsChain(lines[i]); i++) outLines.push(lines[i]);
+    return outLines.join("\n").trim();
+  }
+  function parseError(text){
+    var cleaned = stripTerminal(text).replace(/\r\n/g, "\n").replace(/\r/g, "\n");
+    var lines = cleaned.split("\n"), found = [], i = 0, m;
+    while (i < lines.length) {
+      if (lines[i].trim() !== TRACEBACK) { i++; continue; }
+      var j = i + 1;
+      while (j < lines.length && (!lines[j].trim() || " \t".indexOf(lines[j].charAt(0)) >= 0)) j++;
+      if (j < lines.length) {
+        m = IN_TRACEBACK.exec(lines[j].trim()) || LOOSE.exec(lines[j]);
+        if (m) found.push({type: m[1], message: messageLines(lines, j, m[2] || "")});
+      }
+      i = j + 1;
+    }
+    if (!found.length) {
+      for (var k = 0; k < lines.length; k++) {
+        m = LOOSE.exec(lines[k]);
+        if (m && (m[2] || "").trim()) { found.push({type: m[1], message: messageLines(lines, k, m[2] || "")}); break; }
+      }
+    }
+    if (!found.length) {
+      var message = cleaned.split(/\s+/).filter(Boolean).join(" ");
+      return message ? [{type: "", message: message}] : [];
+    }
+    return found.reverse();
+  }
+  function raisedText(r){ return r.type ? r.type + ": " + r.message : r.message; }
+
+  // -- which entries (explain.match_entries) -------------------------------------------------
+  function lastPart(t){ var p = t.split("."); return p[p.length - 1]; }
+  function sameType(asked, known){ return !asked || !known || lastPart(asked) === lastPart(known); }
+  function shape(t){
+    t = stripTerminal(t).replace(/0x[0-9a-fA-F]+/g, "0x#").replace(/(?:[A-Za-z]:)?(?:[\/\\][\w.+~-]+){2,}[\/\\]?/g, "/…").replace(/\d+(?:\.\d+)*/g, "#");
+    return t.split(/\s+/).filter(Boolean).join(" ");
+  }
+  // difflib.SequenceMatcher(None, a, b, autojunk=False).ratio(), as explain compares messages
+  function longest(a, b, b2j, alo, ahi, blo, bhi){
+    var besti = alo, bestj = blo, best = 0, j2len = {};
+    for (var i = alo; i < ahi; i++) {
+      var next = {}, js = b2j[a.charAt(i)] || [];
+      for (var x = 0; x < js.length; x++) {
+        var j = js[x];
+        if (j < blo) continue;
+        if (j >= bhi) break;
+        var k = next[j] = (j2len[j - 1] || 0) + 1;
+        if (k > best) { besti = i - k + 1; bestj = j - k + 1; best = k; }
+      }
+      j2len = next;
+    }
+    return [besti, bestj, best];
+  }
+  function ratio(a, b){
+    var b2j = {}, matches = 0, queue = [[0, a.length, 0, b.length]];
+    for (var j = 0; j < b.length; j++) (b2j[b.charAt(j)] = b2j[b.charAt(j)] || []).push(j);
+    while (queue.length) {
+      var q = queue.pop(), m = longest(a, b, b2j, q[0], q[1], q[2], q[3]), i = m[0], jj = m[1], k = m[2];
+      if (!k) continue;
+      matches += k;
+      if (q[0] < i && q[2] < jj) queue.push([q[0], i, q[2], jj]);
+      if (i + k < q[1] && jj + k < q[3]) queue.push([i + k, q[1], jj + k, q[3]]);
+    }
+    return a.length + b.length ? 2 * matches / (a.length + b.length) : 1;
+  }
+  function similarity(a, b){ a = a.toLowerCase().slice(0, 400); b = b.toLowerCase().slice(0, 400); return a && b ? ratio(a, b) : 0; }
+  var patterns = {};
+  function hits(sig, r){
+    if (!sameType(r.type, sig[0])) return false;
+    var re = patterns[sig[1]];
+    if (re === undefined) { try { re = new RegExp(sig[1], "s"); } catch (e) { re = null; } patterns[sig[1]] = re; }
+    return re !== null && re.test(r.message);
+  }
+  function seenHits(r, type, message){
+    if (!sameType(r.type, type)) return false;
+    var mine = shape(r.message), theirs = shape(message);
+    if (!mine || !theirs) return false;
+    if (mine === theirs) return true;
+    var short = mine.length <= theirs.length ? mine : theirs, long = short === mine ? theirs : mine;
+    return short.length >= 24 && long.indexOf(short) >= 0;
+  }
+  var RANK = {documented: 0, related: 1, seen: 2, guess: 3};
+  function entryMatch(e, raised){
+    var i, j;
+    for (i = 0; i < raised.length; i++) if (hits(e.signature, raised[i])) return {e: e, how: "documented", what: e.signature[2], runs: 0};
+    for (i = 0; i < raised.length; i++) for (j = 0; j < e.related.length; j++) {
+      var rel = e.related[j];
+      if (hits([rel[1], rel[2]], raised[i])) return {e: e, how: "related", what: rel[3], variant: rel[0], runs: 0};
+    }
+    for (i = 0; i < raised.length; i++) {
+      var best = null;
+      e.seen.forEach(function(s){
+        if (seenHits(raised[i], s[1], s[2]) && (!best || s[3] > best.runs)) best = {e: e, how: "seen", what: s[1] + ": " + s[2], variant: e.variants[s[0]].name, runs: s[3]};
+      });
+      if (best) return best;
+    }
+    return null;
+  }
+  function guess(e, r){
+    var texts = [e.signature[2]].concat(e.related.map(function(x){ return x[3]; }), e.seen.map(function(s){ return s[1] + ": " + s[2]; }));
+    var mine = shape(r.message), best = null;
+    texts.forEach(function(t){
+      var cut = t.indexOf(": "), score = similarity(mine, shape(cut >= 0 ? t.slice(cut + 2) : t));
+      if (!best || score > best.score) best = {e: e, how: "guess", what: t, score: score, runs: 0};
+    });
+    return best;
+  }
+  function matchEntries(raised){
+    var found = [];
+    D.entries.forEach(function(e){ var m = entryMatch(e, raised); if (m) found.push(m); });
+    if (found.length) return found.sort(function(x, y){ return RANK[x.how] - RANK[y.how] || y.runs - x.runs || (x.e.id < y.e.id ? -1 : 1); });
+    if (!raised.length) return [];
+    return D.entries.map(function(e){ return guess(e, raised[0]); })
+      .filter(function(g){ return g && g.score >= 0.3; })
+      .sort(function(x, y){ return y.score - x.score || (x.e.id < y.e.id ? -1 : 1); }).slice(0, 3);
+  }
+
+  // -- which versions (explain.choose_envs; a series asked for is its newest measured release) --
+  function release(t){
+    var m = /^v?(\d+(?:\.\d+)*)((?:a|b|rc|\.?post|\.?dev)\d*)*$/i.exec(t);
+    return m ? m[1].split(".").map(Number) : null;
+  }
+  function asked(t){
+    t = t.trim().split("+")[0];
+    var series = /\.[x*]$/i.test(t);
+    t = t.replace(/\.[x*]$/i, "");
+    var r = release(t);
+    return r ? {want: r, series: series || r.length < 3} : null;
+  }
+  function cmp(x, y){ for (var i = 0; i < Math.max(x.length, y.length); i++) { var a = x[i] || 0, b = y[i] || 0; if (a !== b) return a < b ? -1 : 1; } return 0; }
+  function agrees(a, installed){
+    var r = release(installed);
+    if (!r) return false;
+    if (a.series) return cmp(r.slice(0, a.want.length), a.want) === 0 && r.length >= a.want.length;
+    return cmp(r, a.want) === 0;  // 2.0 is 2.0.0
+  }
+  function below(a, r){ return a.series ? cmp(r.slice(0, a.want.length), a.want) < 0 : cmp(r, a.want) < 0; }
+  function envOf(e, i){ var x = D.envs[e.envs[i]]; return {i: i, id: x[0], torch: x[1], lightning: x[2], python: x[3]}; }
+  function envsOf(e){ return e.envs.map(function(_, i){ return envOf(e, i); }); }
+  function names(envs, axis){ var seen = []; envs.forEach(function(x){ if (seen.indexOf(x[axis]) < 0) seen.push(x[axis]); }); return seen.join(", "); }
+  function newest(envs, axis){  // of a series asked for, its newest measured release
+    var top = null;
+    envs.forEach(function(x){ var r = release(x[axis]); if (r && (!top || cmp(r, top) > 0)) top = r; });
+    return envs.filter(function(x){ var r = release(x[axis]); return r && cmp(r, top) === 0; });
+  }
+  function agreeing(envs, a, axis){
+    var same = envs.filter(function(x){ return agrees(a, x[axis]); });
+    return a.series && same.length ? newest(same, axis) : same;
+  }
+  function nearest(envs, a, axis){
+    var rs = [];
+    envs.forEach(function(x){ var r = release(x[axis]); if (r && !agrees(a, x[axis]) && !rs.some(function(y){ return cmp(y, r) === 0; })) rs.push(r); });
+    rs.sort(cmp);
+    var lo = rs.filter(function(r){ return below(a, r); }), hi = rs.filter(function(r){ return !below(a, r); });
+    var chosen = lo.slice(-1).concat(hi.slice(0, 1));
+    return envs.filter(function(x){ var r = release(x[axis]); return r && chosen.some(function(c){ return cmp(c, r) === 0; }); });
+  }
+  function chooseEnvs(e, torchText, lightningText){
+    var envs = envsOf(e), uses = e.lightning;
+    var t = torchText ? asked(torchText) : null;
+    if (!t) return {exact: false, envs: envs, said: torchText ? "torch " + JSON.stringify(torchText) + " is not a version: every measured environment" : "torch unknown: every measured environment"};
+    var l = lightningText && uses ? asked(lightningText) : null;
+    var same = agreeing(envs, t, "torch");
+    var only = uses ? "" : " (the entry does not import lightning: any lightning gives this answer)";
+    var said;
+    if (same.length && !l) {
+      said = "measured at torch " + names(same, "torch");
+      if (!uses) said += " beside lightning " + names(same, "lightning") + only;
+      else if (!lightningText) said += ", lightning unknown: with lightning " + names(same, "lightning");
+      else said += "; lightning " + JSON.stringify(lightningText) + " is not a version: with lightning " + names(same, "lightning");
+      return {exact: true, envs: same, said: said};
+    }
+    if (same.length) {
+      var both = agreeing(same, l, "lightning");
+      if (both.length) return {exact: true, envs: both, said: "measured at torch " + names(both, "torch") + " + lightning " + names(both, "lightning")};
+      var nl = nearest(same, l, "lightning");
+      return {exact: false, envs: nl, said: "lightning " + lightningText + " was not measured with torch " + names(same, "torch") + "; the nearest measured: lightning " + names(nl, "lightning") + " (torch " + names(nl, "torch") + ")"};
+    }
+    var nt = nearest(envs, t, "torch");
+    if (!nt.length) return {exact: false, envs: [], said: "no environment was measured"};
+    var chosen = [], torches = [];
+    nt.forEach(function(x){ if (torches.indexOf(x.torch) < 0) torches.push(x.torch); });
+    torches.forEach(function(tr){
+      var group = nt.filter(function(x){ return x.torch === tr; });
+      if (l) {
+        var s = agreeing(group, l, "lightning");
+        group = s.length ? s : (nearest(group, l, "lightning").slice(-1).length ? nearest(group, l, "lightning").slice(-1) : group);
+      }
+      chosen = chosen.concat(group);
+    });
+    said = "torch " + torchText + " was not measured; the nearest measured: " + chosen.map(function(x){ return "torch " + x.torch + (uses ? " + lightning " + x.lightning : ""); }).filter(function(x, i, all){ return all.indexOf(x) === i; }).join("; ") + only;
+    return {exact: false, envs: chosen, said: said};
+  }
+
+  // -- the answer (explain.advise: the report's advice rule, "in most applicable runs") ------
+  var Z = 1.959963984540054, EPS = 1e-12;
+  function wilson(k, n){
+    var p = k / n, z2 = Z * Z, denom = 1 + z2 / n, centre = (p + z2 / (2 * n)) / denom;
+    var half = Z * Math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom;
+    return [k === 0 ? 0 : Math.max(0, centre - half), k === n ? 1 : Math.min(1, centre + half)];
+  }
+  function most(k, n){ var w = wilson(k, n); if (w[0] > 0.5 + EPS) return "confirmed"; if (0.5 > w[1] + EPS) return "contradicted"; return "inconclusive"; }
+  var ADVICE = {
+    workaround: {confirmed: "works", contradicted: "does not work", inconclusive: "not settled", "not measurable": "not measured"},
+    dead_end: {confirmed: "fails as documented: avoid it", contradicted: "does not fail as documented", inconclusive: "not settled", "not measurable": "not measured"},
+    baseline: {confirmed: "the documented error reproduces", contradicted: "the documented error does not reproduce", inconclusive: "not settled", "not measurable": "not measured"}
+  };
+  var DID = {workaround: "ok", dead_end: "failed as documented", baseline: "reproduced"};
+  function advise(kind, s, all){
+    kind = ADVICE[kind] ? kind : "workaround";
+    var overall = all[1] ? most(all[0], all[1]) : "not measurable";
+    var where = kind !== "baseline" ? " where the documented error reproduces" : "";
+    var also = "; over every measured version " + all[0] + "/" + all[1];
+    if (!s.n) {
+      var text;
+      if (s.na && kind !== "baseline") text = "not judged here: the documented error did not reproduce in these cells; where it ran it was " + DID[kind] + " in " + s.ka + "/" + s.na + " runs";
+      else text = "no applicable run here" + (s.reasons ? " (" + s.reasons + ")" : "");
+      if (all[1]) text += also + " (" + ADVICE[kind][overall] + ")";
+      return ["not measurable", text];
+    }
+    var advice = most(s.k, s.n), counts = DID[kind] + " in " + s.k + "/" + s.n + " runs here" + where;
+    if (advice === "inconclusive") {
+      var agree = (overall === "confirmed" && s.k * 2 > s.n) || (overall === "contradicted" && s.k * 2 < s.n);
+      if (agree) return [overall, ADVICE[kind][overall] + ": " + counts + ", too few to call alone, as over every measured version (" + all[0] + "/" + all[1] + ")"];
+      return ["inconclusive", "not settled: " + counts + " (n=" + s.n + ")" + also];
+    }
+    return [advice, ADVICE[kind][advice] + ": " + counts + also];
+  }
+  // the mark of an answer, and its row's class: as the terminal's (cli/explain.py's _MARK)
+  var MARK = {"workaround confirmed": ["✔", "a-ok"], "workaround contradicted": ["✖", "a-bad"], "dead_end confirmed": ["✖", "a-bad"], "dead_end contradicted": ["!", "a-open"], "baseline confirmed": ["✖", "a-bad"], "baseline contradicted": ["✔", "a-ok"], "control confirmed": ["✔", "a-ok"], "control contradicted": ["✖", "a-bad"]};
+  function mark(kind, advice){ return advice === "inconclusive" ? ["?", "a-open"] : (MARK[kind + " " + advice] || ["–", "a-none"]); }
+  function variantHere(e, v, chosen){
+    var on = {}, s = {k: 0, n: 0, ka: 0, na: 0, cells: [], instead: ""};
+    chosen.forEach(function(x){ on[x.i] = true; });
+    v.envs.forEach(function(r){ if (on[r[0]]) { s.k += r[1]; s.n += r[2]; s.ka += r[3]; s.na += r[4]; } });
+    v.cellList.forEach(function(c){ if (on[c[0]]) s.cells.push(c); });
+    var vi = e.variants.indexOf(v);
+    var raised = e.seen.filter(function(m){ return m[0] === vi && m[4].some(function(i){ return on[i]; }); });
+    if (raised.length) s.instead = raised[0][1] + ": " + raised[0][2];
+    s.reasons = v.not_counted.filter(function(nc){ return nc[3].some(function(i){ return on[i]; }); }).slice(0, 2)
+      .map(function(nc){ return nc[0].replace("_", " ") + ": " + nc[1]; }).join("; ");
+    var a = advise(v.kind, s, v.all);
+    s.advice = a[0]; s.words = a[1];
+    return s;
+  }
+  function cellText(e, c){  // explain's CellSeen.text
+    var counts = [];
+    for (var i = 2; i < c.length; i += 2) counts.push(D.statuses[c[i]].replace("_", " ") + " " + c[i + 1]);
+    return e.slices[c[1]] + " " + counts.join(", ");
+  }
+  // one glyph per slice for the chosen environments: the heatmap's, their trials together
+  function sliceCells(e, cells){
+    var per = {};
+    cells.forEach(function(c){
+      var p = per[c[1]] = per[c[1]] || {};
+      for (var i = 2; i < c.length; i += 2) p[c[i]] = (p[c[i]] || 0) + c[i + 1];
+    });
+    return per;
+  }
+  var NOT_COUNTED = ["unsupported", "skipped", "env_failed"];
+  function statusOf(counts){
+    var keys = Object.keys(counts).map(Number).sort(function(a, b){ return a - b; });
+    var counted = keys.filter(function(k){ return NOT_COUNTED.indexOf(D.statuses[k]) < 0; });
+    if (counted.length > 1) return D.statuses.indexOf("flaky");
+    if (counted.length) return counted[0];
+    return keys.reduce(function(best, k){ return counts[k] > counts[best] ? k : best; }, keys[0]);
+  }
+  function statusTd(counts){
+    var td = el("td");
+    if (!counts) { td.textContent = "not run"; return td; }
+    var s = statusOf(counts);
+    td.className = "c s" + s;
+    td.textContent = G[s];
+    td.title = Object.keys(counts).map(function(k){ return D.statuses[k].replace("_", " ") + " ×" + counts[k]; }).join(", ");
+    return td;
+  }
+  function heading(e, extra){
+    var h = el("h3"), a = el("a", e.title);
+    a.href = "#e-" + e.slug;
+    h.appendChild(a);
+    if (e.title !== e.id) h.appendChild(el("small", " " + e.id));
+    if (extra) h.appendChild(el("span", extra, "guess"));
+    return h;
+  }
+  var HOW = {documented: "the documented signature", related: "the related error of variant ", seen: "a message the runs raised ("};
+  function howText(m){
+    if (m.how === "related") return HOW.related + m.variant;
+    if (m.how === "seen") return HOW.seen + m.variant + ", ×" + m.runs + ")";
+    return HOW.documented;
+  }
+  function legend(){
+    return el("p", "✔ works (a workaround), or the error does not reproduce · ✖ does not work, the error reproduces, or a dead end fails as documented (avoid it) · ! a dead end that does not fail as documented · ? not settled: too few runs · – not measured here. The cells are the heatmaps' (legend at the top): these versions' runs per device and precision.", "legend-words");
+  }
+  function variantTable(e, chosen, kinds, detailed){
+    var t = el("table"), head = el("tr");
+    var cols = ["", "Variant", "For your versions"].concat(detailed ? ["What it is"] : e.slices.concat(["What it is"]));
+    cols.forEach(function(h){ head.appendChild(el("th", h)); });
+    t.appendChild(head);
+    kinds.forEach(function(group){
+      var vs = e.variants.filter(function(v){ return group[0].indexOf(v.kind) >= 0; });
+      if (!vs.length) return;
+      if (group[1]) { var tr0 = el("tr"), th = el("th", group[1]); th.colSpan = cols.length; tr0.appendChild(th); t.appendChild(tr0); }
+      vs.forEach(function(v){
+        var s = variantHere(e, v, chosen), m = mark(v.kind, s.advice), tr = el("tr");
+        tr.className = m[1];
+        tr.appendChild(el("td", m[0], "c"));
+        var name = el("td"), b = el("b", v.name);
+        name.appendChild(b);
+        name.title = v.title;
+        if (v.ref) name.appendChild(el("span", " (" + v.ref + ")"));
+        tr.appendChild(name);
+        var words = el("td"), lead = /^[^:(]*/.exec(s.words)[0].replace(/ $/, "");
+        words.appendChild(el("b", lead));  // the answer in words; its counts after it
+        words.appendChild(document.createTextNode(s.words.slice(lead.length)));
+        if (detailed && s.instead && s.advice !== "confirmed") words.appendChild(el("div", "raised here: " + s.instead.slice(0, 300), "sig"));
+        if (detailed && s.cells.length) words.appendChild(el("div", "cells here: " + s.cells.slice(0, 6).map(function(c){ return cellText(e, c); }).join("; ") + (s.cells.length > 6 ? "; … " + (s.cells.length - 6) + " more" : ""), "legend-words"));
+        if (detailed && v.claim) words.appendChild(el("div", "the document claims " + v.claim[0] + ": over every measured version " + v.claim[1], "legend-words"));
+        tr.appendChild(words);
+        if (!detailed) {
+          var per = sliceCells(e, s.cells);
+          e.slices.forEach(function(_, si){ tr.appendChild(statusTd(per[si])); });
+        }
+        tr.appendChild(el("td", v.description, "d"));
+        t.appendChild(tr);
+      });
+    });
+    return t;
+  }
+  function command(e){ var p = el("p", "check it on your machine now: "); p.appendChild(el("span", "python -m harness run --python <your python> --entry " + e.id, "cmd")); return p; }
+  function versionsText(torch, lightning){ return "torch " + (torch || "unknown") + " + lightning " + (lightning || "unknown"); }
+  // the answer in a line: which workarounds work here, which do not, which dead ends to avoid
+  function glance(variants){
+    var groups = [["works", "workaround", "confirmed"], ["does not work", "workaround", "contradicted"], ["avoid (fails as documented)", "dead_end", "confirmed"], ["dead end that does not fail as documented", "dead_end", "contradicted"], ["not settled", null, "inconclusive"]];
+    var p = el("p", null, "glance");
+    groups.forEach(function(g){
+      var names = variants.filter(function(x){ return x[0].kind !== "baseline" && (g[1] === null || x[0].kind === g[1]) && x[1].advice === g[2]; }).map(function(x){ return x[0].name; });
+      if (!names.length) return;
+      if (p.childNodes.length) p.appendChild(document.createTextNode(" · "));
+      p.appendChild(el("b", g[0] + ": "));
+      p.appendChild(document.createTextNode(names.join(", ")));
+    });
+    if (!p.childNodes.length) p.textContent = "No workaround or dead end was judged at these versions (see each for why).";
+    return p;
+  }
+  // what the box answers, as data: explain's answer for one error and one set of versions
+  function explainError(text, torch, lightning){
+    var raised = parseError(text), matches = raised.length ? matchEntries(raised) : [];
+    var guessed = matches.length > 0 && matches[0].how === "guess";
+    return {raised: raised, guessed: guessed, answers: matches.map(function(m){
+      var e = m.e, where = chooseEnvs(e, torch, lightning);
+      return {m: m, e: e, where: where, variants: e.variants.filter(function(v){ return v.kind !== "control"; }).map(function(v){ return [v, variantHere(e, v, where.envs)]; })};
+    })};
+  }
+  window.harnessExplain = function(text, torch, lightning, done){
+    withData(function(){
+      var x = explainError(text, torch, lightning);
+      done({raised: x.raised, guessed: x.guessed, answers: x.answers.map(function(a){
+        return {entry: a.e.id, how: a.m.how, what: a.m.what, variant: a.m.variant || "", score: a.m.score || 1,
+          where: {exact: a.where.exact, said: a.where.said, envs: a.where.envs.map(function(x){ return x.id; })},
+          variants: a.variants.map(function(p){ return {name: p[0].name, kind: p[0].kind, advice: p[1].advice, words: p[1].words, k: p[1].k, n: p[1].n, cells: p[1].cells.map(function(c){ return cellText(a.e, c); })}; })};
+      })});
+    });
+  };
+  function ask(){
+    var text = document.getElementById("ask-error").value, torch = document.getElementById("lookup-torch").value.trim(), lightning = document.getElementById("lookup-lightning").value.trim();
+    out.textContent = "";
+    var x = explainError(text, torch, lightning);
+    if (!x.raised.length) { out.appendChild(el("p", "Paste an error message or a traceback first, or look up every entry at these versions.")); return; }
+    out.appendChild(el("p", "your error: " + raisedText(x.raised[0]).slice(0, 500)));
+    out.appendChild(el("p", "your versions: " + versionsText(torch, lightning)));
+    if (!x.answers.length) { out.appendChild(el("p", "No entry knows this error, and none is close.", "guess")); return; }
+    if (x.guessed) {
+      out.appendChild(el("p", "No entry knows this error. The closest entries by message (guesses, not matches):", "guess"));
+      x.answers.forEach(function(a){
+        var d = el("div", null, "answer");
+        d.appendChild(heading(a.e, " guess: " + Math.round(a.m.score * 100) + "% alike"));
+        d.appendChild(el("p", "closest message: " + a.m.what.slice(0, 300), "sig"));
+        d.appendChild(command(a.e));
+        out.appendChild(d);
+      });
+      return;
+    }
+    out.appendChild(legend());
+    x.answers.forEach(function(a){
+      var e = a.e, m = a.m, d = el("div", null, "answer");
+      d.appendChild(heading(e));
+      d.appendChild(el("p", "matched by " + howText(m) + ": " + m.what.slice(0, 300)));
+      if (e.message) d.appendChild(el("p", "the runs on " + (m.how === "documented" ? "it" : "the documented message (" + e.signature[2] + ")") + ": " + e.message[0] + ", " + e.message[1], "legend-words"));
+      d.appendChild(el("p", "for your versions: " + a.where.said, a.where.exact ? "said" : "said near"));
+      d.appendChild(glance(a.variants));
+      d.appendChild(variantTable(e, a.where.envs, [[["baseline"], "The error"], [["workaround"], "Workarounds"], [["dead_end"], "Dead ends"]], true));
+      d.appendChild(command(e));
+      out.appendChild(d);
+    });
+  }
+  function lookup(){
+    var torch = document.getElementById("lookup-torch").value.trim(), lightning = document.getElementById("lookup-lightning").value.trim();
+    out.textContent = "";
+    var exact = [], near = [], none = [];
+    D.entries.forEach(function(e){
+      if (!e.envs.length) { none.push(e.id); return; }
+      var where = chooseEnvs(e, torch, lightning);
+      (where.exact ? exact : near).push([e, where]);
+    });
+    out.appendChild(el("p", exact.length + " entr" + (exact.length === 1 ? "y was" : "ies were") + " measured at " + versionsText(torch, lightning) + (near.length ? "; " + near.length + " answered from the nearest measured releases" : "") + (none.length ? "; never measured: " + none.join(", ") : "") + "."));
+    out.appendChild(legend());
+    exact.concat(near).forEach(function(x){
+      var e = x[0], d = el("div", null, "answer");
+      d.appendChild(heading(e));
+      d.appendChild(el("p", x[1].said, x[1].exact ? "said" : "said near"));
+      d.appendChild(variantTable(e, x[1].envs, [[["baseline", "workaround", "dead_end", "control"], ""]], false));
+      out.appendChild(d);
+    });
+  }
+  document.getElementById("ask-go").addEventListener("click", function(){ withData(ask); });
+  document.getElementById("lookup-go").addEventListener("click", function(){ withData(lookup); });
+  document.body.setAttribute("data-ready", "1");
+})();

@@ -1,0 +1,128 @@
+"""The answers file the page's box reads: inert in a <script>, each environment and reason
+once, coded rows that decode to the aggregates' cells and rates; the per-environment rates
+add up to the rates of any set of environments (what explain aggregates from the records)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from harness.aggregate import aggregate, aggregate_table
+from harness.catalogue.explain import _subset
+from harness.report.render import STATUSES
+from harness.report.render.answers import _DIGITS, _coded, answers_file, entry_answers, js_pattern
+from tests.catalogue.test_explain import (
+    CLIPPING,
+    GRAD_SCALE,
+    Committed,
+    committed,  # noqa: F401  (a fixture)
+)
+from tests.report.test_render import ENVS, HOSTILE, entry, records
+
+
+def decode(coded: dict, row: int) -> dict[int, list[int]]:
+    """As static/answer.js decodes a row: environment index -> value."""
+    width = 1 if len(coded["values"]) <= len(_DIGITS) else 2
+    text, out = coded["rows"][row], {}
+    for e in range(len(text) // width):
+        code = text[e * width : (e + 1) * width]
+        if code[0] == ".":
+            continue
+        i = (
+            _DIGITS.index(code)
+            if width == 1
+            else _DIGITS.index(code[0]) * 62 + _DIGITS.index(code[1])
+        )
+        out[e] = coded["values"][i]
+    return out
+
+
+def the_file(tmp_path) -> dict:
+    e = entry(tmp_path)
+    e = dataclasses.replace(
+        e, variants=tuple(dataclasses.replace(v, description=HOSTILE) for v in e.variants)
+    )
+    recs = records() + [dataclasses.replace(r, entry="pytorch/other") for r in records()]
+    aggs = aggregate(recs, [e]).entries
+    known = {e.id: e}
+    text = answers_file([entry_answers(a, known.get(a.id)) for a in aggs])
+    prefix = "harnessAnswers("
+    assert text.startswith(prefix) and text.endswith(");\n")
+    body = text[len(prefix) : -3]
+    assert not set("<>&") & set(body)  # inert inside <script>, whatever the texts hold
+    return json.loads(body)
+
+
+def test_the_file_is_inert_and_names_each_environment_and_reason_once(tmp_path):
+    data = the_file(tmp_path)
+    assert data["schema"] == 1 and data["statuses"] == list(STATUSES)
+    hostile, other = data["entries"]
+    assert [d["id"] for d in data["entries"]] == ["pytorch/hostile", "pytorch/other"]
+    # both entries ran in the same two environments: listed once, named by index
+    assert hostile["envs"] == other["envs"] == [0, 1]
+    assert [env[0] for env in data["envs"]] == ENVS
+    assert data["envs"][1][1:3] == ["2.5.1", "2.1.4"]  # the installed releases, public
+    assert hostile["signature"] == ["RuntimeError", "<script>", "RuntimeError: <script>"]
+    assert hostile["lightning"] is True and other["lightning"] is True  # not known: as explain
+    seen = {(m[1], m[2]) for m in hostile["seen"]}
+    assert ("RuntimeError", HOSTILE) in seen
+    wa = next(v for v in hostile["variants"] if v["name"] == "wa")
+    assert wa["description"] == " ".join(HOSTILE.split()) and wa["ref"] == "workaround 1"
+    # the reason a run was not counted, once for both entries' "wa"
+    assert data["reasons"] == ["no CUDA | here"]
+    assert wa["not_counted"] == [["skipped", 0, 1, [0]]]
+
+
+def test_coded_rows_decode_to_the_cells_and_rates(tmp_path):
+    data = the_file(tmp_path)
+    hostile = data["entries"][0]
+    assert hostile["slices"] == ["cpu-fp16", "cuda-bf16"]
+    base, wa = hostile["variants"][0], hostile["variants"][1]
+    reproduced, other_error, skipped = (
+        STATUSES.index(s) for s in ("reproduced", "other_error", "skipped")
+    )
+    assert decode(base["cells"], 0) == {0: [reproduced, 2], 1: [reproduced, 2]}
+    assert decode(base["cells"], 1) == {}  # not run on cuda/bf16
+    assert decode(wa["cells"], 1) == {0: [skipped, 1]}
+    assert decode(wa["cells"], 0) == {0: [other_error, 2], 1: [other_error, 2]}
+    # per environment: k, n of the metric, k, n anywhere; the baseline reproduced in both
+    assert decode(base["rates"], 0) == {0: [2, 2, 2, 2], 1: [2, 2, 2, 2]}
+    assert decode(wa["rates"], 0) == {0: [0, 2, 0, 2], 1: [0, 2, 0, 2]}
+
+
+def test_more_than_62_values_take_two_characters_each():
+    rows = [[(i,) for i in range(70)] + [None]]
+    coded = _coded(rows)
+    assert len(coded["rows"][0]) == 71 * 2 and coded["rows"][0].endswith("..")
+    assert decode(coded, 0) == {i: [i] for i in range(70)}
+
+
+def test_js_pattern():
+    assert js_pattern(r"\Aunscale_\(\) (?P<n>\d+) (?P=n)\Z") == r"^unscale_\(\) (?<n>\d+) \k<n>$"
+    assert js_pattern("plain text") == "plain text"
+
+
+@pytest.mark.parametrize("entry_id", [CLIPPING, GRAD_SCALE])
+def test_the_rates_of_a_set_of_environments_are_the_sums_of_theirs(
+    committed: Committed,  # noqa: F811
+    entry_id: str,
+) -> None:
+    """What the box adds up (VariantAggregate.by_env) is what explain aggregates from the
+    records of those environments, for the seed entries' every variant."""
+    [whole] = [a for a in committed.aggs if a.id == entry_id]
+    envs = [e.id for e in whole.envs]
+    for chosen in (envs[:1], envs[20:23], envs[-2:], envs[::7]):
+        [here] = aggregate_table(
+            _subset(committed.table, chosen, entry_id), committed.entries, ids=[entry_id]
+        )
+        for v in whole.variants:
+            rows = [r for r in v.by_env if r[0] in chosen]
+            sums = tuple(sum(r[i] for r in rows) for i in range(1, 5))
+            try:
+                h = here.variant(v.name)
+            except KeyError:  # no record of it in these environments
+                assert sums == (0, 0, 0, 0)
+                continue
+            assert sums == (h.overall.k, h.overall.n, h.anywhere.k, h.anywhere.n), (chosen, v.name)
