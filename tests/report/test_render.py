@@ -299,3 +299,44 @@ def test_grid_leaves_a_pair_that_was_not_run_empty() -> None:
     rows = [ln for ln in grid.splitlines() if ln.startswith("| ")]
     assert rows[0] == "| torch ↓ lightning → | 2.1.4 | 2.4.0 |"
     assert rows[2:] == ["| 1.12.1 | ✖ |  |", "| 2.5.1 |  | ✖ |"]
+
+
+def test_html_heatmap_columns_rows_and_variant_titles(tmp_path):
+    """Columns grouped by torch with lightning beneath; a torch-only entry's one per torch
+    release; a variant only in the slices it ran; its description in its row's title, as
+    text."""
+    e = entry(tmp_path)
+    e = dataclasses.replace(
+        e, variants=tuple(dataclasses.replace(v, description=HOSTILE) for v in e.variants)
+    )
+    aggs = aggregate(records(), [e])
+    page = render_html(aggs)
+    section = page.split('<section class="entry"', 1)[1]
+    assert '<th class="axis">lightning →</th>' in section
+    assert 'colspan="1" title="torch 1.12.1">1.12.1</th>' in section
+    assert 'data-envs="0" title="torch 1.12.1 + lightning 2.1.4: ' + ENVS[0] in section
+    # cuda/bf16: "wa" alone ran there (skipped); base and ctl have no row
+    cuda = section.split('data-slice="cuda-bf16" data-si="1"', 1)[1].split("</table>", 1)[0]
+    assert cuda.count("<tr>") == 3 and 'data-v="1"' in cuda and 'data-v="0"' not in cuda
+    escaped = "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;"
+    assert f'title="workaround (workaround 1): {escaped}' in section
+    assert page.count("<script") == 1 and "<img" not in page
+    # the same entry as one whose reproducer imports no lightning
+    torch_only = render_html(aggs, torch_only={"pytorch/hostile"})
+    heads = torch_only.split('<table class="heatmap', 1)[1].split("</thead>", 1)[0]
+    assert "lightning →" not in heads and heads.count('th class="col"') == 2
+    assert 'table class="heatmap by-torch"' in torch_only
+    assert "(the reproducer imports no lightning: any lightning gives this answer)" in heads
+
+
+def test_markdown_lists_what_each_variant_is(tmp_path):
+    e = entry(tmp_path)
+    e = dataclasses.replace(
+        e, variants=tuple(dataclasses.replace(v, description=HOSTILE) for v in e.variants)
+    )
+    [agg] = aggregate(records(), [e]).entries
+    text = render_entry(agg)
+    table = text.split("## Variants", 1)[1].split("## Outcomes", 1)[0]
+    assert "| Variant | Kind | Claim | What it is |" in table
+    assert "| wa | workaround | workaround 1 | \\<script>document.title='pwned'\\</script>" in table
+    assert "\\[l\\](javascript:x) line2 \\_em\\_ |" in table  # one line, as text

@@ -325,6 +325,20 @@ def range_table(agg: EntryAggregate) -> list[str]:
     )
 
 
+def variants_table(agg: EntryAggregate) -> list[str]:
+    """What each variant is (entry.yaml's description), before the tables that name them."""
+    rows = [
+        [
+            md(v.name),
+            md(v.kind),
+            md(v.claim_ref) if v.claim_ref else "–",
+            md(" ".join(v.description.split())) or "–",
+        ]
+        for v in agg.variants
+    ]
+    return ["## Variants", "", *_table(["Variant", "Kind", "Claim", "What it is"], rows)]
+
+
 def rates_table(agg: EntryAggregate) -> list[str]:
     header = [
         "Variant",
@@ -455,6 +469,8 @@ def render_entry(agg: EntryAggregate) -> str:
         f"{md(agg.newest[:10]) or '–'}, harness {md(', '.join(agg.harness_versions)) or '–'}.",
         "",
         f"![heatmap]({entry_slug(agg.id)}.png)",
+        "",
+        *variants_table(agg),
         "",
         "## Outcomes",
         "",
