@@ -230,6 +230,14 @@ def test_the_box_keeps_hostile_text_as_text(page, tmp_path):
     assert "<img" not in out and "<script" not in out
     assert "img" not in start_tags(dom)  # the injected script's own text aside, no element
     assert "<title>Measured compatibility</title>" in dom and 'data-ready="1"' in dom
+    # versions typed with markup in them: said to be no version, as text
+    typed = "<img src=x onerror=alert(1)>"
+    for button in ("ask-go", "lookup-go"):
+        result = with_script(page, tmp_path / button, ask(HOSTILE, typed, typed, button))
+        dom = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", result.as_uri()).stdout
+        out = dom.split('id="lookup-out"', 1)[1].split("</section>", 1)[0]
+        assert 'torch "&lt;img src=x onerror=alert(1)&gt;" is not a version' in out
+        assert "<img" not in out and "img" not in start_tags(dom)
 
 
 def test_the_entry_filter_hides_the_summary_rows_too(page, tmp_path):

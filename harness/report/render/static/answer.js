@@ -453,6 +453,7 @@
   function lookup(){
     var torch = document.getElementById("lookup-torch").value.trim(), lightning = document.getElementById("lookup-lightning").value.trim();
     out.textContent = "";
+    if (!torch) { out.appendChild(el("p", "Type your torch release (and lightning, if you use it) to look up every entry at those versions.")); return; }
     var exact = [], near = [], none = [];
     D.entries.forEach(function(e){
       if (!e.envs.length) { none.push(e.id); return; }
