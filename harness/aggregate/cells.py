@@ -10,6 +10,7 @@ verdicts.py. No files, no clocks.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from collections import defaultdict
@@ -234,8 +235,8 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
         "ELSE outcome END AS outcome, reason, has_exception, exc_type, "
         f"{_checkout_relative('exc_message', p)} AS exc_message, "
         f"{_checkout_relative('exc_frame', p)} AS exc_frame, "
-        f"duration_s, versions, provenance, started_at, machine, machine_id, checks FROM records "
-        f"WHERE {wanted}",
+        f"duration_s, versions, provenance, started_at, machine, machine_id, checks, ran_in, "
+        f"requires FROM records WHERE {wanted}",
         p.values,
     )
     _graded(con, {e.id: e for e in entries})
@@ -295,6 +296,9 @@ class _Grouped:
     envs: dict[str, list[tuple[str, str, str, str]]]  # (env, python, torch, lightning)
     machines: dict[str, list[tuple[Any, ...]]]
     newest: dict[str, str]
+    # version advice: (entry, variant) -> what its requirements changed, per environment
+    changed: dict[tuple[str, str], list[tuple[str, str]]]  # (env, text)
+    requires: dict[tuple[str, str], tuple[str, ...]]  # as the records name them
 
 
 def _group(con: Any) -> _Grouped:
@@ -351,10 +355,13 @@ def _group(con: Any) -> _Grouped:
         runs[eid] += n
 
     envs: dict[str, list[tuple[str, str, str, str]]] = defaultdict(list)
+    # an environment's versions are those of the runs in it, not of the runs of version
+    # advice that answer for it (they ran in an environment derived from it)
     for eid, *row in con.execute(
         "SELECT entry, env, "
         + ", ".join(
-            f"coalesce(min(nullif(json_extract_string(versions, '$.{f}'), '')), '')"
+            "coalesce(min(nullif(CASE WHEN ran_in = '' THEN "
+            f"json_extract_string(versions, '$.{f}') END, '')), '')"
             for f in ("python", "torch", "lightning")
         )
         + " FROM runs GROUP BY ALL"
@@ -375,7 +382,70 @@ def _group(con: Any) -> _Grouped:
     ).fetchall():
         machines[row[0]].append(row[1:])
     newest = dict(con.execute("SELECT entry, max(started_at) FROM runs GROUP BY entry").fetchall())
-    return _Grouped(cells, first_kind, runs, envs, machines, newest)
+    changed, requires = _advice(con)
+    return _Grouped(cells, first_kind, runs, envs, machines, newest, changed, requires)
+
+
+def _advice(
+    con: Any,
+) -> tuple[dict[tuple[str, str], list[tuple[str, str]]], dict[tuple[str, str], tuple[str, ...]]]:
+    """Per variant of version advice: what its requirements changed in each environment
+    (its runs' versions against those of a run in the environment itself, else the versions
+    the environment's id names), and its requirements as its records name them."""
+    derived = con.execute(
+        "SELECT DISTINCT entry, variant, env, requires, versions FROM runs WHERE ran_in <> '' "
+        "ORDER BY ALL"
+    ).fetchall()
+    if not derived:
+        return {}, {}
+    own = dict(
+        con.execute(
+            "SELECT env, arg_min(versions, rid) FROM runs WHERE ran_in = '' AND env IN "
+            "(SELECT env FROM runs WHERE ran_in <> '') GROUP BY env"
+        ).fetchall()
+    )
+    changed: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    requires: dict[tuple[str, str], tuple[str, ...]] = {}
+    for eid, variant, env, wanted, versions in derived:
+        wanted = json.loads(wanted)
+        requires.setdefault((eid, variant), tuple(wanted.values()))
+        named = env_info(env)
+        base = {"python": named.python, "torch": named.torch, "lightning": named.lightning}
+        base.update(json.loads(own[env]) if env in own else {})
+        text = change_text(base, json.loads(versions), wanted)
+        if text:
+            changed[(eid, variant)].append((env, text))
+    return changed, requires
+
+
+def _canonical(versions: Mapping[str, str]) -> dict[str, str]:
+    # versions are keyed by module ("pytorch_lightning") or by distribution ("pytorch-lightning")
+    return {k.lower().replace("_", "-").replace(".", "-"): v for k, v in versions.items()}
+
+
+def change_text(
+    base: Mapping[str, str], ran: Mapping[str, str], requires: Mapping[str, str]
+) -> str:
+    """What a variant's requirements changed: "numpy 2.4.6 → 1.26.4", "lightning 2.1.4 →
+    pytorch-lightning 1.9.5", "onnx 1.17.0 (added)"; "" where nothing differs."""
+    was, now = _canonical(base), _canonical(ran)
+    parts = []
+    for package in requires:
+        name = package.lower().replace("_", "-")
+        after = now.get(name)
+        before = was.get(name)
+        before_name = name
+        if before is None and name == "pytorch-lightning" and "lightning" in was:
+            before, before_name = was["lightning"], "lightning"  # one axis, another package
+        if after is None:
+            parts.append(f"{name} not installed")
+        elif before is None:
+            parts.append(f"{name} {after} (added)")
+        elif before_name != name:
+            parts.append(f"{before_name} {before} → {name} {after}")
+        elif before != after:
+            parts.append(f"{name} {before} → {after}")
+    return ", ".join(parts)
 
 
 def _first(pair: tuple[Any, Any]) -> Any:
@@ -394,6 +464,7 @@ class _Spec:
     reading: str | None
     scope: int  # 3: counted in cells (env, device, precision) where a baseline reproduces; 2: (env, device)
     fails_as: tuple[str, ...] = ()  # a dead end's silent documented failure (entry.yaml)
+    requires: tuple[str, ...] = ()  # version advice: what it adds to its cells' requirements
 
     @property
     def role(self) -> tuple[str, str, int, str]:
@@ -428,6 +499,7 @@ def _specs(entry: Entry | None, first_kind: Mapping[str, str]) -> tuple[list[_Sp
             # a workaround that changes the precision itself counts across precisions
             2 if v.kind in _RESTRICTED and not set(v.precisions) & baseline_precisions else 3,
             v.fails_as.postconditions if v.fails_as is not None else (),
+            entry.requirements_for(v) if entry is not None else (),
         )
         for v in declared
     ]
@@ -689,6 +761,19 @@ def _variant(
     return va, counted
 
 
+def _with_advice(
+    va: VariantAggregate, spec: _Spec, grouped: _Grouped, eid: str, env_rank: Mapping[str, int]
+) -> VariantAggregate:
+    """``va`` with its requirements and what they changed (version advice); as it is else."""
+    key = (eid, spec.name)
+    requires = spec.requires or grouped.requires.get(key, ())
+    if not requires:
+        return va
+    found = sorted(grouped.changed.get(key, ()), key=lambda c: env_rank.get(c[0], len(env_rank)))
+    changed = tuple(dict.fromkeys(text for _, text in found))
+    return dataclasses.replace(va, requires=requires, changed=changed)
+
+
 def _ranges(
     rows: Iterable[tuple[Any, ...]],
     slices: tuple[Slice, ...],
@@ -835,6 +920,7 @@ def aggregate_table(
         n_counted = 0
         for spec in specs[eid]:
             va, counted = _variant(eid, spec, rows, slices, env_rank)
+            va = _with_advice(va, spec, grouped, eid, env_rank)
             variants.append(va)
             if spec.name not in seen:  # (a repeated declared name counts its runs once)
                 seen.add(spec.name)

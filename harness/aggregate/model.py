@@ -323,6 +323,11 @@ class VariantAggregate:
     # per environment (in version order, those with counted runs): (env, k, n of
     # ``overall``, k, n of ``anywhere``); the rates of a set of environments are their sums
     by_env: tuple[tuple[str, int, int, int, int], ...] = ()
+    # version advice: the requirements the variant adds to its cells' (entry.yaml
+    # ``requires``), and what they changed where it ran, per environment in order
+    # ("numpy 2.4.6 → 1.26.4"), each text once
+    requires: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
 
     @property
     def failed_otherwise(self) -> int:
@@ -354,6 +359,12 @@ class VariantAggregate:
             "shown": self.shown.to_dict(),
             "grades": dict(self.grades),
             "env_shows": [list(e) for e in self.env_shows],
+            # version advice only (the other variants' JSON stays as it was)
+            **(
+                {"requires": list(self.requires), "changed": list(self.changed)}
+                if self.requires
+                else {}
+            ),
         }
 
 

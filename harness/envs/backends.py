@@ -21,18 +21,19 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
 from harness.atomic import write_atomically
-from harness.spec.matrix import Environment
+from harness.spec.matrix import Environment, package_of
 
 __all__ = [
     "PROBE_FACTS",
     "STANDIN_VAR",
     "BuiltEnv",
+    "CannotServe",
     "EnvBackend",
     "EnvFailed",
     "EnvSpec",
@@ -85,6 +86,44 @@ class BuiltEnv:
 
 class EnvFailed(Exception):
     """The environment could not be built or does not import; str() is the reason."""
+
+
+class CannotServe(EnvFailed):
+    """The package index cannot serve these requirements: the resolver found no set of
+    releases that satisfies them together, or one names a build that only another index
+    has (a CUDA-specific torch). For a variant's version advice this is a measurement
+    (``unsupported``: the advice cannot be followed in that cell), not a failed build."""
+
+
+# uv's words when resolution, not the download or the build, is what failed
+_UNRESOLVABLE = ("no solution found when resolving", "requirements are unsatisfiable")
+
+
+def install_failure(requirements: Iterable[str], stderr: str) -> EnvFailed:
+    """What a failed ``uv pip install`` of ``requirements`` means: CannotServe where the
+    resolver says they cannot be satisfied (naming a requirement's local build, e.g.
+    ``torch==2.4.1+cu118``: PyPI serves no local versions, PyTorch's own index does),
+    EnvFailed otherwise. The installer's own words are kept in both."""
+    reqs = tuple(requirements)
+    reason = f"uv pip install {' '.join(reqs)} failed:\n{_installer_reason(stderr)}"
+    if not any(text in stderr.lower() for text in _UNRESOLVABLE):
+        return EnvFailed(reason)
+    local = [r for r in reqs if any(s.version and "+" in s.version for s in _specifiers(r))]
+    if local:
+        return CannotServe(
+            f"{', '.join(local)}: a local build ('+...', e.g. a CUDA-specific torch), which "
+            "the package index this harness installs from does not serve (PyPI never has "
+            "local versions: such builds come from another index, e.g. "
+            f"https://download.pytorch.org/whl/); {reason}"
+        )
+    return CannotServe(reason)
+
+
+def _specifiers(requirement: str) -> list[Any]:
+    try:
+        return list(Requirement(requirement).specifier)
+    except ValueError:
+        return []
 
 
 # Another way to run the health check: (interpreter, imports) -> what it found. The warm
@@ -159,7 +198,11 @@ class EnvSpec:
             for r in standin.split()
         )
         modules = tuple((Requirement(r).name.replace("-", "_"),) for r in reqs)
-        return cls(env.id, env.python, (*reqs, *env.pins), env.find_links, imports=modules)
+        replaced = {package_of(r) for r in env.requires}
+        pins = tuple(p for p in env.pins if package_of(p) not in replaced)
+        return cls(
+            env.id, env.python, (*reqs, *pins, *env.requires), env.find_links, imports=modules
+        )
 
 
 def fingerprint(spec: EnvSpec, interpreter: Path) -> str:
@@ -385,10 +428,7 @@ class UvBackend:
                 args += ["--find-links", links]
         installed = self._uv(*args, *spec.requirements)
         if installed.returncode != 0:
-            raise EnvFailed(
-                f"uv pip install {' '.join(spec.requirements)} failed:\n"
-                f"{_installer_reason(installed.stderr)}"
-            )
+            raise install_failure(spec.requirements, installed.stderr)
         seen = probe(python, spec.imports, prober=prober)
         frozen = self._uv("pip", "freeze", "--python", str(python))
         versions = {}
@@ -512,6 +552,12 @@ class ExistingBackend:
         # an existing interpreter is probed once per run by inspect(), not by ``prober``
         if not env.interpreter:
             raise EnvFailed(f"{env.id} names no interpreter")
+        if env.requires:
+            raise CannotServe(
+                f"{' '.join(env.requires)}: nothing is installed into an existing interpreter "
+                f"({env.interpreter}); a variant's requirements need an environment the "
+                "harness builds"
+            )
         python = Path(env.interpreter)
         found = self.inspect(python)
         if found.problem:

@@ -11,6 +11,7 @@ environments, so that no runner has to recompute the split.
 from __future__ import annotations
 
 import fnmatch
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -36,8 +37,14 @@ __all__ = [
 class Job:
     entry: Entry
     variant: Variant
-    cell: Cell
+    cell: Cell  # the cell the job's record answers for
     trial: int
+
+    @functools.cached_property
+    def env(self) -> Environment:
+        """Where the job runs: the cell's environment, or one derived from it for the
+        variant's (and entry's) requirements (version advice: Environment.with_requires)."""
+        return self.cell.env.with_requires(self.entry.requirements_for(self.variant))
 
     @property
     def key(self) -> RecordKey:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from harness.envs.backends import CHILD, BuiltEnv, EnvBackend, EnvFailed
+from harness.envs.backends import CHILD, BuiltEnv, CannotServe, EnvBackend, EnvFailed
 from harness.envs.provenance import cuda_provenance
 from harness.execute.proc import ProcessGroups
 from harness.execute.warm import WarmProber, WarmWorker, WorkerFailed
@@ -25,6 +25,8 @@ class Prepared:
     failure: str = ""
     worker: WarmWorker | None = None
     note: str = ""
+    # the package index cannot serve the environment's requirements (backends.CannotServe)
+    cannot_serve: bool = False
 
 
 @dataclass
@@ -69,7 +71,7 @@ class Preparer:
         except EnvFailed as exc:
             if prober is not None:
                 prober.discard()
-            return Prepared(None, str(exc))
+            return Prepared(None, str(exc), cannot_serve=isinstance(exc, CannotServe))
         if prober is None:
             return Prepared(built)
         if prober.worker is None and not prober.failure:  # checked another way: start one now

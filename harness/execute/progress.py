@@ -123,6 +123,10 @@ class RunProgress:
             f"[red]env_failed[/] {env.id}: {escape(failure.splitlines()[0]) if failure else ''}",
         )
 
+    def env_unservable(self, env: Environment, failure: str) -> None:
+        first = failure.splitlines()[0] if failure else ""
+        self.console.print(f"[yellow]unsupported[/] {env.id}: {escape(first)}")
+
     def env_built(self, built: BuiltEnv, note: str) -> None:
         self.say(
             f"  {_how(built)} in {built.seconds:.1f} s: "

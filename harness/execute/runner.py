@@ -7,15 +7,27 @@ import os
 import signal as signals
 from typing import Any
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from harness.envs.backends import CHILD, BuiltEnv
 from harness.execute.plan import Job
 from harness.execute.proc import ChildResult, ProcessGroups, run_isolated
 from harness.execute.warm import Refused, WarmWorker
 from harness.outcomes import Outcome
+from harness.spec.matrix import package_of
 from harness.store.records import Record
 from harness.store.validate import RecordRefused, validate_record
 
-__all__ = ["decided_record", "env_failed_record", "fallback", "record_of", "run_job"]
+__all__ = [
+    "decided_record",
+    "env_failed_record",
+    "fallback",
+    "record_of",
+    "run_job",
+    "unservable_record",
+    "versions_of",
+]
 
 CHILD_PROTOCOL = 2
 OOM_MARKERS = (
@@ -79,6 +91,9 @@ def fallback(child: ChildResult, timeout_s: float) -> tuple[Outcome, str]:
 
 
 def _base(job: Job) -> dict[str, Any]:
+    # cell and env: what the record answers for; ran_in: the environment derived from it
+    # for the variant's requirements (version advice), where it ran instead
+    ran_in = job.env
     return {
         "entry": job.entry.id,
         "variant": job.variant.name,
@@ -88,7 +103,21 @@ def _base(job: Job) -> dict[str, Any]:
         "device": job.cell.device,
         "precision": job.cell.precision,
         "trial": job.trial,
+        "ran_in": ran_in.id if ran_in != job.cell.env else "",
+        "requires": {package_of(r): r for r in ran_in.requires},
     }
+
+
+def versions_of(built: BuiltEnv) -> dict[str, str]:
+    """The versions a record carries: those the health check imported, and, in a derived
+    environment, what was really installed of each package its requirements name."""
+    found = built.versions()
+    seen = {canonicalize_name(k) for k in found}  # the probe names modules: pytorch_lightning
+    for requirement in built.env.requires:
+        name = canonicalize_name(Requirement(requirement).name)
+        if name in built.installed and name not in seen:
+            found[name] = built.installed[name]
+    return found
 
 
 def _from_result(res: dict[str, Any], env_versions: dict[str, str]) -> dict[str, Any]:
@@ -177,7 +206,7 @@ def run_job(
             timeout_s,
             groups=groups,
         )
-    return record_of(job, child, timeout_s, provenance, started_at, built.versions(), isolation)
+    return record_of(job, child, timeout_s, provenance, started_at, versions_of(built), isolation)
 
 
 def env_failed_record(
@@ -188,6 +217,31 @@ def env_failed_record(
             **_base(job),
             "outcome": Outcome.ENV_FAILED.value,
             "reason": reason,
+            "versions": {
+                "python_requested": job.cell.env.python,
+                "torch_requested": job.cell.env.torch,
+                "lightning_requested": job.cell.env.lightning,
+            },
+            "provenance": provenance,
+            "started_at": now(),
+            "isolation": isolation,
+        }
+    )
+
+
+def unservable_record(
+    job: Job, reason: str, provenance: dict[str, str], isolation: str = "process"
+) -> Record:
+    """A variant whose requirements the package index cannot serve in its cell (no set of
+    releases satisfies them with the cell's own, or a build of another index): the advice
+    cannot be followed there, which is ``unsupported``, with the resolver's words."""
+    env = job.env
+    return validate_record(
+        {
+            **_base(job),
+            "outcome": Outcome.UNSUPPORTED.value,
+            "reason": f"the variant's requirements {' '.join(env.requires)} cannot be "
+            f"installed with {job.cell.env.id}'s own: {reason}",
             "versions": {
                 "python_requested": job.cell.env.python,
                 "torch_requested": job.cell.env.torch,
@@ -214,7 +268,7 @@ def decided_record(
             **_base(job),
             "outcome": outcome.value,
             "reason": reason,
-            "versions": built.versions(),
+            "versions": versions_of(built),
             "provenance": provenance,
             "started_at": now(),
             "isolation": isolation,

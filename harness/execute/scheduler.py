@@ -60,8 +60,8 @@ class _Queue(Generic[E, J]):
         return self.prepared and not self.jobs and not self.running
 
 
-def _cell_env(job: Any) -> Any:
-    return job.cell.env  # a harness.execute.plan.Job
+def _job_env(job: Any) -> Any:
+    return job.env  # a harness.execute.plan.Job: its cell's environment, or one derived from it
 
 
 class Scheduler(Generic[E, J]):
@@ -73,7 +73,7 @@ class Scheduler(Generic[E, J]):
         self,
         jobs: Iterable[J],
         slots: int = 1,
-        env_of: Callable[[J], E] = _cell_env,
+        env_of: Callable[[J], E] = _job_env,
         lookahead: int = LOOKAHEAD,
     ) -> None:
         self.slots = max(1, slots)

@@ -36,7 +36,12 @@ from harness.execute.plan import Job, Plan, explain_no_job, make_plan
 from harness.execute.prepare import Prepared, Preparer
 from harness.execute.proc import FULL_ERRNOS, DiskFull, ProcessGroups, end_own_children
 from harness.execute.progress import RunProgress
-from harness.execute.runner import decided_record, env_failed_record, run_job
+from harness.execute.runner import (
+    decided_record,
+    env_failed_record,
+    run_job,
+    unservable_record,
+)
 from harness.execute.scheduler import Prepare, Run, Scheduler
 from harness.execute.warm import FORK_AVAILABLE
 from harness.spec.entries import Entry, load_entries
@@ -163,7 +168,7 @@ def list_or_continue(state: RunState) -> RunState | int:
 
     for line in describe(state.expansion):
         state.console.print(line, markup=False)
-    per_env = collections.Counter(j.cell.env.id for j in state.plan.jobs)
+    per_env = collections.Counter(j.env.id for j in state.plan.jobs)
     state.console.print(
         f"\n{len(state.plan.jobs)} jobs in profile {state.expansion.profile!r}"
         f" ({state.expansion.trials} trial(s) each):",
@@ -317,6 +322,14 @@ class _MatrixRun:
         now), or failed (each of its jobs is env_failed; a full disk stops the run)."""
         jobs = self.sched.prepared(env, failed=result.built is None)
         self.show.env_prepared(env, len(jobs))
+        if result.built is None and result.cannot_serve and env.requires:
+            # version advice the index cannot serve in this cell: measured, not a failure
+            self.show.env_unservable(env, result.failure)
+            for job in jobs:
+                self._store(
+                    job, unservable_record(job, result.failure, self.machine, self.isolation)
+                )
+            return
         if result.built is None:
             self.show.env_failed(env, result.failure)
             for job in jobs:

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from harness.domain import (
@@ -159,6 +161,10 @@ class Variant:
     isolation: str | None = None
     line: int | None = None
     written: bool = True  # False while repro.py's VARIANTS maps it to None: never planned
+    # version advice ("pin lightning<2.0", "downgrade numpy"): PEP 508 requirements added to
+    # the cell's own; the variant runs in an environment derived from the cell it answers
+    # for (spec/matrix.py, Environment.with_requires) and is judged in that cell
+    requires: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,15 @@ class Entry:
     # plan.make_plan
     uses_lightning: bool = True
     reworded: Reworded | None = None  # signature.reworded: torch's words for the same error
+    # requirements every variant adds to the cell's (a package the matrix lacks: onnx,
+    # torchvision, transformers); a variant's own requirement on the same package wins
+    requires: tuple[str, ...] = ()
+
+    def requirements_for(self, variant: Variant) -> tuple[str, ...]:
+        """What ``variant`` adds to the cell's environment: the entry's requirements, then
+        the variant's own (one on a package the entry names replaces the entry's)."""
+        own = {_package(r) for r in variant.requires}
+        return (*(r for r in self.requires if _package(r) not in own), *variant.requires)
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -299,6 +314,7 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         "reading",
         "isolation",
         "fails_as",
+        "requires",
     }
     _check_keys(data, allowed, {"name", "kind", "description"}, path, "variant")
     name = str(data["name"])
@@ -350,7 +366,46 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         reading=reading,
         isolation=isolation,
         line=data.line,
+        requires=_requires(data, path),
     )
+
+
+def _package(requirement: str) -> str:
+    return canonicalize_name(Requirement(requirement).name)
+
+
+def _requires(data: Lines, path: Path) -> tuple[str, ...]:
+    """``requires: [PEP 508 requirement, ...]`` of an entry or a variant: each a
+    requirement uv can resolve from the package index (no direct reference), one per
+    package."""
+    if "requires" not in data:
+        return ()
+    values = data["requires"]
+    line = data.key_lines["requires"]
+    if not isinstance(values, list) or not values:
+        raise EntryError(
+            path, line, 'requires must be a non-empty list of requirement strings, e.g. ["numpy<2"]'
+        )
+    seen: set[str] = set()
+    for value in values:
+        try:
+            requirement = Requirement(str(value))
+        except InvalidRequirement as exc:
+            raise EntryError(
+                path, line, f"requires: {str(value)!r} is not a PEP 508 requirement ({exc})"
+            ) from None
+        if requirement.url:
+            raise EntryError(
+                path,
+                line,
+                f"requires: {str(value)!r} is a direct reference; name a version range the "
+                "package index serves (the environments are resolved from it)",
+            )
+        name = canonicalize_name(requirement.name)
+        if name in seen:
+            raise EntryError(path, line, f"requires names {name} twice; keep one requirement")
+        seen.add(name)
+    return tuple(str(v) for v in values)
 
 
 def _claim(data: Lines, path: Path, kind: str) -> tuple[str, float | None]:
@@ -492,6 +547,7 @@ def load_entry(
         "document",
         "repro",
         "origin",
+        "requires",
     }
     _check_keys(data, allowed, {"id", "signature", "variants"}, path, "entry")
     entry_id = _entry_id(data, path, entry_dir, root)
@@ -523,6 +579,7 @@ def load_entry(
         origin=_origin(data.get("origin"), path, data.key_lines.get("origin", data.line)),
         uses_lightning=lightning,
         reworded=reworded,
+        requires=_requires(data, path),
     )
 
 

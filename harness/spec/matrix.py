@@ -9,9 +9,12 @@ constructed from tags, and every value keeps the line it came from.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import itertools
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -41,6 +44,7 @@ __all__ = [
     "Rule",
     "describe",
     "load_matrix",
+    "package_of",
     "version_key",
 ]
 
@@ -75,10 +79,57 @@ def _choice_key(text: str, order: tuple[str, ...]) -> tuple[int, str]:
     return (order.index(text), "") if text in order else (len(order), text)
 
 
+# the packages a requirement replaces the row's own pin of: the row's torch and lightning
+# axes (lightning 1.x is also published as pytorch-lightning), and the row's pins by name
+_AXIS_PACKAGES = {
+    "torch": "torch",
+    "lightning": "lightning",
+    "pytorch-lightning": "lightning",
+}
+_OPERATORS = (
+    ("===", "aeq"),
+    ("~=", "compat"),
+    ("==", "eq"),
+    ("!=", "ne"),
+    ("<=", "le"),
+    (">=", "ge"),
+    ("<", "lt"),
+    (">", "gt"),
+)
+_MAX_ID = 160  # an environment id, so that a cell id stays within a record's identifier limit
+
+
+def _requirement_slug(text: str) -> str:
+    """ "numpy<2" -> "numpy-lt2", "transformers==4.40.*" -> "transformers-eq4.40.x": a
+    requirement as a part of a file name (a marker becomes a short digest of itself)."""
+    requirement = Requirement(text)
+    slug = canonicalize_name(requirement.name)
+    if requirement.extras:
+        slug += "-" + "-".join(sorted(requirement.extras))
+    for spec in sorted(requirement.specifier, key=str):
+        op = next(word for sign, word in _OPERATORS if spec.operator == sign)
+        slug += f"-{op}{spec.version.replace('*', 'x')}"
+    if requirement.marker is not None:
+        slug += "-if" + hashlib.sha256(str(requirement.marker).encode()).hexdigest()[:6]
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", slug)
+
+
+def package_of(requirement: str) -> str:
+    """The package a requirement names, canonical; torch and lightning by their axis."""
+    name = canonicalize_name(Requirement(requirement).name)
+    return _AXIS_PACKAGES.get(name, name)
+
+
 @functools.total_ordering
 @dataclass(frozen=True)
 class Environment:
-    """One virtualenv: an interpreter, a torch, a lightning and the pins old releases need."""
+    """One virtualenv: an interpreter, a torch, a lightning and the pins old releases need.
+
+    A *derived* environment (``requires`` not empty) is a cell's own with a variant's
+    version advice applied ("numpy<2", "lightning<2.0"): the row's requirements, each one
+    on a package the variant names replaced by the variant's. Its python, torch and
+    lightning stay those of the cell it answers for (what ``base`` is); what it really
+    installed is recorded with each run."""
 
     python: str  # "3.10" (major.minor)
     torch: str  # "1.12.1", an exact release
@@ -88,13 +139,33 @@ class Environment:
     # an interpreter that already has this torch and lightning (nothing is installed);
     # "" for an environment the harness builds
     interpreter: str = ""
+    requires: tuple[str, ...] = ()  # a variant's requirements (a derived environment)
 
     @property
     def id(self) -> str:
-        return env_id(self.python, self.torch, self.lightning)
+        base = env_id(self.python, self.torch, self.lightning)
+        if not self.requires:
+            return base
+        derived = f"{base}-with-" + "-".join(_requirement_slug(r) for r in self.requires)
+        if len(derived) <= _MAX_ID:
+            return derived
+        digest = hashlib.sha256("\n".join(self.requires).encode()).hexdigest()[:12]
+        head = derived[: _MAX_ID - len(digest) - 1].rstrip("-")
+        return f"{head}-{digest}"
+
+    @property
+    def base(self) -> Environment:
+        """The cell's own environment (itself, where nothing is derived)."""
+        return dataclasses.replace(self, requires=()) if self.requires else self
+
+    def with_requires(self, requires: Iterable[str]) -> Environment:
+        """This environment with ``requires`` applied (a derived one; itself for none)."""
+        return dataclasses.replace(self, requires=tuple(requires))
 
     def requirements(self) -> tuple[str, ...]:
-        return (f"torch=={self.torch}", f"lightning=={self.lightning}", *self.pins)
+        row = (f"torch=={self.torch}", f"lightning=={self.lightning}", *self.pins)
+        replaced = {package_of(r) for r in self.requires}
+        return (*(r for r in row if package_of(r) not in replaced), *self.requires)
 
     def _key(self) -> tuple[object, ...]:
         return (
@@ -104,6 +175,7 @@ class Environment:
             self.pins,
             self.find_links,
             self.interpreter,
+            self.requires,
         )
 
     def __lt__(self, other: object) -> bool:

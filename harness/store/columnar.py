@@ -5,7 +5,8 @@ that table in the engine too (harness/aggregate/cells.py).
 DuckDB reads every line of every record file and parses it as JSON. A SQL predicate
 (``_accept``) takes a line as it is only when it proves the line valid and in no need of
 sanitising under harness/store/validate.py's rules: a *sufficient* condition, stricter than the
-rules (identifiers of printable ASCII, the current schema, no character or escape that R12
+rules (identifiers of printable ASCII, the current schema or schema 4 without the two fields
+5 added, whose migration only adds their defaults, no character or escape that R12
 would replace, no text over its cap, no duplicate key, time stamps in UTC in the format the
 runner writes, no JSON that DuckDB's parser forgives and Python's refuses, such as a
 trailing comma). Every other line goes through the store's own reader (``store.read_line``),
@@ -126,6 +127,7 @@ _TEXT_CAP = {
     "machine": MAX_TEXT,
     "machine_id": MAX_TEXT,
     "imported_from": MAX_TEXT,
+    "ran_in": MAX_TEXT,
 }
 _CLOSED = {
     "kind": KINDS,
@@ -204,7 +206,12 @@ def _accept(p: Params) -> str:
     its values' JSON texts, in PATHS order) is a record that validate_record accepts
     unchanged (its patterns and closed values parameters of the statement, in ``p``)."""
     rules: dict[str, str] = {
-        "schema": f"{_t('schema')} = {p(str(SCHEMA))}",
+        # schema 4 lines too: their migration to 5 only adds ran_in and requires, as their
+        # defaults (a line of 4 that has either goes to Python)
+        "schema": (
+            f"({_t('schema')} = {p(str(SCHEMA))} OR ({_t('schema')} = {p('4')} "
+            f"AND {_absent('ran_in')} AND {_absent('requires')}))"
+        ),
         "trial": _integer_ok("trial", 0, MAX_TRIAL, p),
         "duration_s": f"({_absent('duration_s')} OR {_number_ok('duration_s', p)})",
         "run_s": f"({_null('run_s')} OR {_number_ok('run_s', p)})",
@@ -224,7 +231,7 @@ def _accept(p: Params) -> str:
             f"AND coalesce(json_array_length({_v('checks')}, '$._warnings'), 0) <= {MAX_ITEMS}))"
         ),
     }
-    for name in ("versions", "provenance"):
+    for name in ("versions", "provenance", "requires"):
         rules[name] = (
             f"({_absent(name)} OR ({_match(name, _MAP, p)} AND strlen({_t(name)}) <= {MAX_VALUE} "
             f"AND {_distinct_keys(name, MAX_ITEMS)}))"
@@ -278,6 +285,8 @@ def _columns() -> str:
         imported_from=f"coalesce({_string('imported_from')}, '')",
         isolation=f"coalesce({_string('isolation')}, 'process')",
         run_s=f"TRY_CAST({_t('run_s')} AS DOUBLE)",
+        ran_in=f"coalesce({_string('ran_in')}, '')",
+        requires=f"coalesce({_t('requires')}, '{{}}')",
     )
     return ", ".join(f"{expr} AS {name}" for name, expr in cols.items())
 
@@ -286,7 +295,7 @@ _RECORD_COLUMNS = (
     "entry, variant, kind, cell, env, device, precision, trial, outcome, reason, "
     "has_exception, exc_type, exc_message, exc_frame, exc_traceback, checks, duration_s, "
     "exit_code, signal, stdout_tail, stderr_tail, versions, provenance, started_at, machine, "
-    "machine_id, imported_from, isolation, run_s"
+    "machine_id, imported_from, isolation, run_s, ran_in, requires"
 )
 
 
@@ -321,6 +330,8 @@ def _record(row: tuple[Any, ...]) -> Record:
         imported_from,
         isolation,
         run_s,
+        ran_in,
+        requires,
     ) = row
     return Record(
         entry=entry,
@@ -352,6 +363,8 @@ def _record(row: tuple[Any, ...]) -> Record:
         imported_from=imported_from,
         isolation=isolation,
         run_s=run_s,
+        ran_in=ran_in,
+        requires=json.loads(requires),
     )
 
 
@@ -366,7 +379,7 @@ _SCHEMA = (
     "exc_traceback VARCHAR, checks VARCHAR, duration_s DOUBLE, exit_code BIGINT, "
     "signal BIGINT, stdout_tail VARCHAR, stderr_tail VARCHAR, versions VARCHAR, "
     "provenance VARCHAR, started_at VARCHAR, machine VARCHAR, machine_id VARCHAR, "
-    "imported_from VARCHAR, isolation VARCHAR, run_s DOUBLE"
+    "imported_from VARCHAR, isolation VARCHAR, run_s DOUBLE, ran_in VARCHAR, requires VARCHAR"
 )
 
 
@@ -402,6 +415,8 @@ def _row(r: Record) -> tuple[Any, ...]:
         r.imported_from,
         r.isolation,
         None if r.run_s is None else float(r.run_s),
+        r.ran_in,
+        json.dumps(r.requires),
     )
 
 

@@ -103,11 +103,21 @@ def _v3_to_v4(d: dict[str, Any], source: Path | None) -> dict[str, Any]:
     return d
 
 
+def _v4_to_v5(d: dict[str, Any]) -> dict[str, Any]:
+    # schema 4 had no version advice: every record ran in its own cell's environment
+    d = dict(d)
+    d.setdefault("ran_in", "")
+    d.setdefault("requires", {})
+    d["schema"] = 5
+    return d
+
+
 Migration = Callable[[dict[str, Any], "Path | None"], dict[str, Any]]
 MIGRATIONS: dict[int, Migration] = {
     1: lambda d, source: _v1_to_v2(d),
     2: lambda d, source: _v2_to_v3(d),
     3: _v3_to_v4,
+    4: lambda d, source: _v4_to_v5(d),
 }
 
 

@@ -21,7 +21,9 @@ from harness.outcomes import Outcome
 
 __all__ = ["SCHEMA", "ExceptionInfo", "MachineKey", "Record", "RecordKey"]
 
-SCHEMA = 4  # 3: outcome "related" apart from "reproduced"; 4: machine, machine_id, imported_from
+# 3: outcome "related" apart from "reproduced"; 4: machine, machine_id, imported_from;
+# 5: ran_in, requires (a variant's version advice runs in an environment derived from its cell)
+SCHEMA = 5
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,12 @@ class Record:
     isolation: str = "process"
     # seconds spent inside the reproducer's run(), measured in the child; None without a result
     run_s: float | None = None
+    # a variant with requirements (version advice, entry.yaml ``requires``) answers for
+    # ``cell`` and ``env`` but ran in an environment derived from them: its id ("" where it
+    # ran in the cell's own), and the requirements it added, by package ({"numpy": "numpy<2"});
+    # ``versions`` are what that environment really had
+    ran_in: str = ""
+    requires: dict[str, str] = field(default_factory=dict)
     schema: int = SCHEMA
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -710,3 +711,70 @@ def test_one_message_quoting_the_reproducer_is_one_message_whichever_checkout_ra
         ('Unknown builtin op in "repros/pytorch/demo/repro.py", line 12', 3),
         ("in /opt/lib/site-packages/torch/jit.py", 1),  # not a reproducer's path: as it was
     ]
+
+
+# -- version advice: a variant with requirements -----------------------------------------------
+
+
+def advised(r: Record, requires: dict[str, str], **installed: str) -> Record:
+    """``r`` as run in the environment derived from its cell for ``requires``."""
+    derived = r.env + "-with-" + "-".join(requires)
+    return dataclasses.replace(
+        r, ran_in=derived, requires=requires, versions={**r.versions, **installed}
+    )
+
+
+def test_version_advice_is_judged_in_the_cell_it_answers_for_and_says_what_it_changed() -> None:
+    base = make_entry(wa_rate=0.9)
+    pin = Variant(
+        "wa",
+        "workaround",
+        "pin lightning<2.0",
+        claim_ref="workaround 1",
+        claimed_rate=0.9,
+        requires=("lightning<2.0",),
+    )
+    entry = dataclasses.replace(
+        base, variants=tuple(pin if v.name == "wa" else v for v in base.variants)
+    )
+    pinned = {"lightning": "lightning<2.0"}
+    records = [
+        rec("base", E1, OK),
+        rec("base", E2, R),
+        rec("base", E3, R),
+        advised(rec("wa", E1, OK), pinned, lightning="1.9.5"),  # E1 has it: not reproducing
+        advised(rec("wa", E2, OK), pinned, lightning="1.9.5"),
+        advised(rec("wa", E3, OTHER), pinned, lightning="1.9.5"),
+    ]
+    agg = aggregate_entry(entry, records)
+    wa = next(v for v in agg.variants if v.name == "wa")
+    # counted in the cells it answers for, where the baseline reproduces there
+    assert (wa.overall.k, wa.overall.n) == (1, 2)
+    assert agg.cells[("wa", E2, "cpu", "fp16")].status == "ok"
+    # the environments are the cells': the derived runs' versions are not theirs
+    assert [(e.id, e.lightning) for e in agg.envs] == [(E1, "1.9.5"), (E2, "2.1.4"), (E3, "2.4.0")]
+    assert wa.requires == ("lightning<2.0",)
+    assert wa.changed == ("lightning 2.1.4 → 1.9.5", "lightning 2.4.0 → 1.9.5")
+    assert verdict(agg, "workaround 1").subject == "wa"
+    page = render_entry(agg)
+    assert "workaround 1, 90%, requires lightning&lt;2.0" in page
+    assert (
+        "### wa (workaround) on cpu: fp16, run with lightning&lt;2.0 (lightning 2.1.4 → 1.9.5"
+        in page
+    )
+
+
+def test_advice_on_a_package_the_cells_lack_says_what_it_added() -> None:
+    base = make_entry()
+    onnx = Variant("wa", "workaround", "export", requires=("pytorch-lightning<2.0", "onnx>=1.14"))
+    entry = dataclasses.replace(
+        base, variants=tuple(onnx if v.name == "wa" else v for v in base.variants)
+    )
+    versions = {"pytorch_lightning": "1.9.5", "onnx": "1.17.0"}
+    wanted = {"pytorch-lightning": "pytorch-lightning<2.0", "onnx": "onnx>=1.14"}
+    record = advised(rec("wa", E2, OK), wanted, **versions)
+    record = dataclasses.replace(
+        record, versions={k: v for k, v in record.versions.items() if k != "lightning"}
+    )
+    [wa] = [v for v in aggregate_entry(entry, [record]).variants if v.name == "wa"]
+    assert wa.changed == ("lightning 2.1.4 → pytorch-lightning 1.9.5, onnx 1.17.0 (added)",)

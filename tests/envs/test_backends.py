@@ -12,10 +12,12 @@ import pytest
 
 from harness.envs.backends import (
     MARKER,
+    CannotServe,
     EnvFailed,
     EnvSpec,
     UvBackend,
     find_interpreter,
+    install_failure,
     prune_environments,
 )
 from harness.spec.matrix import Environment
@@ -193,3 +195,36 @@ def test_envs_prune_cli_keeps_what_the_matrix_names(tmp_path: Path) -> None:
     done = prune()
     assert done.returncode == 0 and "1 environment(s)" in done.stdout
     assert sorted(p.name for p in envs.iterdir()) == ["py3.11-torch2.13.0-lightning2.6.6"]
+
+
+UNSAT = """Resolved 3 packages in 12ms
+  x No solution found when resolving dependencies:
+  `-> Because there is no version of six==1.16.0+cu118 and you require six==1.16.0+cu118, we
+      can conclude that your requirements are unsatisfiable.
+"""
+
+
+def test_an_install_failure_says_whether_the_index_cannot_serve_it() -> None:
+    unsat = install_failure(("six==1.16.0+cu118",), UNSAT)
+    assert isinstance(unsat, CannotServe)
+    assert str(unsat).startswith("six==1.16.0+cu118: a local build")
+    assert "does not serve" in str(unsat) and "download.pytorch.org" in str(unsat)
+    assert "we\n      can conclude that your requirements are unsatisfiable" in str(unsat)
+    assert "Resolved 3 packages" not in str(unsat)  # uv's progress is not its reason
+    plain = install_failure(("numpy<1", "torch==2.6.0"), UNSAT.replace("+cu118", ""))
+    assert isinstance(plain, CannotServe) and str(plain).startswith("uv pip install numpy<1 ")
+    # a download or a build that failed is not a measurement: the environment failed
+    down = install_failure(("six==1.16.0",), "error: Failed to fetch: `https://pypi.org/simple`")
+    assert type(down) is EnvFailed and "Failed to fetch" in str(down)
+
+
+@pytest.mark.slow
+def test_requirements_the_index_cannot_serve_are_said_so_by_the_resolver(tmp_path: Path) -> None:
+    backend = UvBackend(tmp_path)
+    with pytest.raises(CannotServe) as info:
+        backend.ensure_spec(EnvSpec("x", PY, ("six==1.16.0+cu118",), imports=(("six",),)), ENV)
+    assert "a local build" in str(info.value) and "unsatisfiable" in str(info.value)
+    with pytest.raises(CannotServe) as info:
+        backend.ensure_spec(EnvSpec("y", PY, ("six==1.16.0", "six<1.10"), imports=(("six",),)), ENV)
+    assert "No solution found when resolving dependencies" in str(info.value)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

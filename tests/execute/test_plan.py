@@ -183,3 +183,27 @@ def test_fan_out_costs_jobs_by_stored_durations(cpu, tiny_entry) -> None:
     assert [m["machine"] for m in matrix] == ["ci-cpu-1", "ci-cpu-2", "ci-cpu-3", "ci-cpu-4"]
     assert matrix[0]["envs"] == slow_env and matrix[0]["profile"] == "cpu"
     assert sum(m["jobs"] for m in matrix) == len(jobs)
+
+
+def test_a_variant_with_requirements_answers_for_its_cell_and_runs_in_a_derived_one(
+    cpu, tiny_entry
+) -> None:
+    entry = dataclasses.replace(
+        tiny_entry,
+        requires=("onnx>=1.14",),
+        variants=tuple(
+            dataclasses.replace(v, requires=("numpy<2",)) if v.name == "ok" else v
+            for v in tiny_entry.variants
+        ),
+    )
+    plan = make_plan(cpu, [entry])
+    plain = make_plan(cpu, [tiny_entry])
+    # the same jobs, keys and cells: what they answer for does not change
+    assert [j.key for j in plan.jobs] == [j.key for j in plain.jobs]
+    for job in plan.jobs:
+        wanted = ("onnx>=1.14", "numpy<2") if job.variant.name == "ok" else ("onnx>=1.14",)
+        assert job.env == job.cell.env.with_requires(wanted) and job.env.base == job.cell.env
+        assert job.env.requirements()[-len(wanted) :] == wanted
+    # --env names the cell's environment, as without requirements
+    old = next(j.cell.env.id for j in plan.jobs)
+    assert {j.cell.env.id for j in make_plan(cpu, [entry], env_filter=[old]).jobs} == {old}

@@ -5,6 +5,7 @@ is the scheduler's, tested in test_scheduler.py; the CLI's runs are in tests/e2e
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -18,7 +19,7 @@ import pytest
 from rich.console import Console
 
 from harness.config import Config
-from harness.envs.backends import BuiltEnv, EnvFailed, Prober
+from harness.envs.backends import BuiltEnv, CannotServe, EnvFailed, Prober
 from harness.execute import steps
 from harness.execute.plan import Job
 from harness.execute.steps import RunState, run_matrix
@@ -45,6 +46,21 @@ class Backend:
         self.asked.append(env.id)
         if env == self.interrupt:
             raise KeyboardInterrupt
+        if "six>=99" in env.requires:
+            raise CannotServe(
+                "uv pip install six>=99 failed:\nNo solution found when resolving dependencies:"
+                "\n  Because there is no version of six>=99 ..."
+            )
+        if "six==1.0.0.post7" in env.requires:
+            raise EnvFailed("uv pip install six==1.0.0.post7 failed:\nFailed to fetch: ...")
+        if env.requires:  # built: what uv really installed for the variant's requirements
+            return BuiltEnv(
+                env,
+                Path(sys.prefix),
+                Path(sys.executable),
+                installed={"six": "1.16.0"},
+                imports=(("json",),),
+            )
         if env == BAD:
             raise EnvFailed("uv pip install six==99.0.0 failed:\nno such version")
         python = Path(sys.executable) if env == GOOD else Path("/nonexistent/python")
@@ -218,3 +234,58 @@ def test_a_slow_environment_build_is_told_while_it_takes(
     assert text.count(f"  still preparing {BAD.id}: ") >= 2, text
     assert re.search(rf"still preparing {re.escape(BAD.id)}: \d+ s\n", text), text
     assert f"env_failed {BAD.id}: uv pip install six==99.0.0 failed:" in text
+
+
+def _advised(entry: Entry, **requires: tuple[str, ...]) -> Entry:
+    return dataclasses.replace(
+        entry,
+        variants=tuple(
+            dataclasses.replace(v, requires=requires.get(v.name, ())) for v in entry.variants
+        ),
+    )
+
+
+def records_of(tmp_path: Path) -> dict[str, dict[str, object]]:
+    lines = (tmp_path / "records" / "m.jsonl").read_text().splitlines()
+    return {f"{r['variant']}@{r['cell']}": r for r in map(json.loads, lines)}
+
+
+def test_version_advice_runs_in_an_environment_derived_from_the_cell_it_answers_for(
+    tmp_path: Path, tiny_entry: Entry
+) -> None:
+    entry = _advised(tiny_entry, ok=("six<2",))
+    state, out = state_for(tmp_path, entry, [GOOD], "process")
+    backend = state.backend = Backend()
+    assert run_matrix(state) is state
+    derived = GOOD.with_requires(("six<2",))
+    assert backend.asked == [GOOD.id, derived.id]  # its own environment, built once
+    records = records_of(tmp_path)
+    ok = records[f"ok@{GOOD.id}-cpu-fp32"]
+    # the cell it answers for, and the environment it ran in with what was really installed
+    assert (ok["outcome"], ok["cell"], ok["env"]) == ("ok", f"{GOOD.id}-cpu-fp32", GOOD.id)
+    assert ok["ran_in"] == derived.id and ok["requires"] == {"six": "six<2"}
+    assert ok["versions"]["six"] == "1.16.0"
+    documented = records[f"documented@{GOOD.id}-cpu-fp32"]
+    assert (documented["ran_in"], documented["requires"]) == ("", {})
+    assert f"environment {derived.id}: 1 jobs\n" in out.getvalue()
+
+
+def test_advice_that_cannot_be_installed_is_unsupported_with_the_resolvers_words(
+    tmp_path: Path, tiny_entry: Entry
+) -> None:
+    entry = _advised(tiny_entry, ok=("six>=99",), documented=("six==1.0.0.post7",))
+    state, _ = state_for(tmp_path, entry, [GOOD], "process")
+    state.backend = Backend()
+    assert run_matrix(state) is state
+    records = records_of(tmp_path)
+    ok = records[f"ok@{GOOD.id}-cpu-fp32"]
+    assert ok["outcome"] == "unsupported"
+    assert "No solution found when resolving dependencies" in ok["reason"]
+    assert ok["reason"].startswith("the variant's requirements six>=99 cannot be installed")
+    assert ok["ran_in"] == GOOD.with_requires(("six>=99",)).id
+    # a build that failed for another reason (the network, a full disk) measured nothing
+    for device in ("cpu", "cuda"):
+        failed = records[f"documented@{GOOD.id}-{device}-fp32"]
+        assert failed["outcome"] == "env_failed" and failed["requires"] == {
+            "six": "six==1.0.0.post7"
+        }

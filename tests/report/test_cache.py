@@ -229,6 +229,8 @@ def test_a_record_digest_changes_with_every_field_and_not_with_other_entries():
         "imported_from": "x",
         "isolation": "fork" if base.isolation != "fork" else "process",
         "run_s": 0.25,
+        "ran_in": base.env + "-with-numpy-lt2",
+        "requires": {"numpy": "numpy<2"},
     }
     fields = {f.name for f in dataclasses.fields(base)} - {"entry", "schema"}
     assert fields <= set(changes), "a Record field this test does not change"

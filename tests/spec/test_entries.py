@@ -390,3 +390,59 @@ def test_a_variant_signature_cannot_declare_a_rewording(tmp_path: Path) -> None:
     assert info.value.line == 4 and "reworded belongs to the documented signature" in str(
         info.value
     )
+
+
+REQUIRES = """\
+id: demo/err
+signature: {type: RuntimeError, message: "boom"}
+requires: ["onnx>=1.14"]
+variants:
+  - {name: baseline, kind: baseline, description: "raises"}
+  - name: control
+    kind: control
+    description: "works"
+    requires: ["numpy<2", "onnx==1.16.*"]
+"""
+
+
+def test_requires_on_an_entry_and_a_variant_load_and_merge(tmp_path: Path) -> None:
+    e = load_entry(make(tmp_path, REQUIRES), tmp_path)
+    assert e.requires == ("onnx>=1.14",)
+    assert e.variant("control").requires == ("numpy<2", "onnx==1.16.*")
+    assert e.variant("baseline").requires == ()
+    # what a variant runs with: the entry's, the variant's own replacing one of the same package
+    assert e.requirements_for(e.variant("baseline")) == ("onnx>=1.14",)
+    assert e.requirements_for(e.variant("control")) == ("numpy<2", "onnx==1.16.*")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (
+            REQUIRES.replace('["numpy<2", "onnx==1.16.*"]', '"numpy<2"'),
+            9,
+            "requires must be a non-empty list of requirement strings",
+        ),
+        (
+            REQUIRES.replace('"numpy<2", ', '"numpy<<2", '),
+            9,
+            "requires: 'numpy<<2' is not a PEP 508 requirement",
+        ),
+        (
+            REQUIRES.replace('"numpy<2", ', '"numpy<2", "NumPy>=1.20", '),
+            9,
+            "requires names numpy twice",
+        ),
+        (
+            REQUIRES.replace('"numpy<2", ', '"tiny @ https://example.org/tiny.whl", '),
+            9,
+            "a direct reference",
+        ),
+        (REQUIRES.replace('["onnx>=1.14"]', "[]"), 3, "requires must be a non-empty list"),
+    ],
+)
+def test_a_malformed_requires_is_named(tmp_path: Path, text: str, line: int, message: str) -> None:
+    with pytest.raises(EntryError) as info:
+        load_entry(make(tmp_path, text), tmp_path)
+    assert f"entry.yaml:{line}:" in str(info.value)
+    assert message in str(info.value)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from harness.domain import parse_env_id
 from harness.spec.matrix import (
     AXES,
     Cell,
@@ -47,6 +48,35 @@ def test_environment_and_cell_ids() -> None:
     cell = Cell(env, "cpu", "bf16")
     assert cell.id == "py3.10-torch1.12.1-lightning2.1.4-cpu-bf16"
     assert [cell.value(axis) for axis in AXES] == ["3.10", "1.12.1", "2.1.4", "cpu", "bf16"]
+
+
+def test_a_derived_environment_is_the_cells_with_the_variants_requirements() -> None:
+    env = Environment("3.10", "1.12.1", "2.1.4", pins=("numpy<2", "setuptools<70"))
+    numpy2 = env.with_requires(("numpy>=2", "onnx==1.16.*"))
+    # the row's torch, lightning and pins, a pin of a package the variant names replaced
+    assert numpy2.requirements() == (
+        "torch==1.12.1",
+        "lightning==2.1.4",
+        "setuptools<70",
+        "numpy>=2",
+        "onnx==1.16.*",
+    )
+    assert numpy2.base == env and env.base == env and not env.requires
+    # a readable id of its own (a folder, a lock): the cell's, and what it changed
+    assert numpy2.id == "py3.10-torch1.12.1-lightning2.1.4-with-numpy-ge2-onnx-eq1.16.x"
+    assert parse_env_id(numpy2.id) == parse_env_id(env.id)  # it names the cell's versions
+    assert numpy2 != env and env.with_requires(()) == env
+    # torch and lightning are the row's axes: a requirement on one replaces the row's pin
+    assert env.with_requires(("torch>=2.6",)).requirements()[:2] == ("lightning==2.1.4", "numpy<2")
+    for name in ("lightning<2.0", "pytorch-lightning<2.0", "pytorch_lightning<2.0"):
+        reqs = env.with_requires((name,)).requirements()
+        assert reqs == ("torch==1.12.1", "numpy<2", "setuptools<70", name)
+    # an id stays a file name and within the record's identifier limit however long the list
+    many = env.with_requires(
+        tuple(f"package-number-{i}>=1.0; python_version>'3'" for i in range(20))
+    )
+    assert len(Cell(many, "cuda", "bf16").id) <= 200 and "/" not in many.id and " " not in many.id
+    assert many.id.startswith(env.id + "-with-")
 
 
 def test_records_sort_by_version_not_by_text() -> None:

@@ -130,11 +130,20 @@ def record(draw: st.DrawFn) -> dict[str, Any]:
         "imported_from": draw(st.sampled_from(["", "x.jsonl"])),
         "isolation": "fork",
         "run_s": draw(st.sampled_from([0.25, 0, 0.0])),
+        "ran_in": draw(st.sampled_from(["", env + "-with-numpy-lt2"])),
+        "requires": draw(st.sampled_from([{}, {"numpy": "numpy<2"}, {"numpy": "numpy>=1,<2"}])),
     }
     for _ in range(draw(st.integers(0, 2))):
         name = draw(
             st.sampled_from(
-                [*d, "exception.type", "checks.finite", "checks._warnings", "versions.torch"]
+                [
+                    *d,
+                    "exception.type",
+                    "checks.finite",
+                    "checks._warnings",
+                    "versions.torch",
+                    "requires.numpy",
+                ]
             )
         )
         value = draw(VALUE)
@@ -154,9 +163,13 @@ def record(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.integers(0, 7)) == 0:
         d[draw(st.sampled_from(["extra", "schema"]))] = draw(VALUE)
     if draw(st.integers(0, 5)) == 0:  # an older schema: migrated by the store
-        d["schema"] = draw(st.sampled_from([1, 2, 3]))
-        for name in ("machine", "machine_id", "imported_from"):
-            d.pop(name, None)
+        d["schema"] = draw(st.sampled_from([1, 2, 3, 4, 4]))
+        if draw(st.integers(0, 3)):  # (schema 4 without the fields 5 added, mostly)
+            d.pop("ran_in", None)
+            d.pop("requires", None)
+        if d["schema"] < 4:
+            for name in ("machine", "machine_id", "imported_from"):
+                d.pop(name, None)
         if d["schema"] == 1:
             d["status"] = d.pop("outcome", "ok")
     return d

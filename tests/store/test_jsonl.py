@@ -129,6 +129,17 @@ def test_records_before_schema4_belong_to_the_machine_their_file_is_named_for(
     assert migrate(first)["machine"] == "vm"  # no file to go by: the host
 
 
+def test_schema4_records_ran_in_their_cells_own_environment(tmp_path: Path) -> None:
+    # schema 5 added where a variant with requirements (version advice) ran: before it,
+    # every record ran in the environment of the cell it answers for
+    shutil.copy(RESOURCES / "schema4.jsonl", tmp_path / "vm.jsonl")
+    loaded = Store(tmp_path).load()
+    assert loaded.warnings == [] and len(loaded.records) == 2
+    for r in loaded.records:
+        assert r.schema == SCHEMA and (r.ran_in, r.requires) == ("", {})
+        assert r.machine_key == MachineKey("vm", "8d0f4c1e2a3b") and r.isolation == "fork"
+
+
 def test_newer_schema_is_refused_with_a_reason(tmp_path: Path) -> None:
     d = rec().to_dict()
     d["schema"] = SCHEMA + 1

@@ -55,6 +55,8 @@ def good(**overrides: Any) -> dict[str, Any]:
         "imported_from": "",
         "isolation": "fork",
         "run_s": 0.25,
+        "ran_in": "py3.11-torch1.16.0-lightning0-with-numpy-lt2",
+        "requires": {"numpy": "numpy<2"},
     }
     d.update(overrides)
     return d
@@ -115,6 +117,9 @@ REFUSED = [
     ({"stderr_tail": 7}, "stderr_tail"),
     ({"schema": SCHEMA + 1}, "schema"),
     ({"bogus_field": 1}, "record"),
+    ({"ran_in": None}, "ran_in"),
+    ({"requires": ["numpy<2"]}, "requires"),
+    ({"requires": {"numpy": 2}}, "requires.numpy"),
 ]
 
 

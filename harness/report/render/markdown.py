@@ -183,7 +183,20 @@ def _claim(v: VariantAggregate) -> str:
         parts.append(
             f"shows the documented error ({md(', '.join(read))}) in {v.shown.k}/{v.shown.n}"
         )
+    if v.requires:
+        parts.append("requires " + md(" ".join(v.requires)))
     return ", ".join(parts) or "–"
+
+
+def advice_text(v: VariantAggregate, limit: int = 3) -> str:
+    """ "run with numpy<2 (numpy 2.4.6 → 1.26.4)": a variant of version advice, shown in
+    the cells it answers for, and what its requirements changed there; "" for the others."""
+    if not v.requires:
+        return ""
+    shown = "; ".join(md(c) for c in v.changed[:limit])
+    if len(v.changed) > limit:
+        shown += f"; … and {len(v.changed) - limit} more"
+    return f"run with {md(' '.join(v.requires))}" + (f" ({shown})" if shown else "")
 
 
 def _range_cells(r: ReproRange) -> list[str]:
@@ -267,7 +280,13 @@ def outcome_tables(
             if not grid.torches:
                 continue
             precisions = " ".join(variant_precisions(agg, v.name, device))
-            lines += ["", f"### {md(v.name)} ({md(v.kind)}) on {md(device)}: {precisions}", ""]
+            advice = advice_text(v)
+            lines += [
+                "",
+                f"### {md(v.name)} ({md(v.kind)}) on {md(device)}: {precisions}"
+                + (f", {advice}" if advice else ""),
+                "",
+            ]
             lines += grid_table(grid)
     return lines
 
