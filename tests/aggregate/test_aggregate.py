@@ -757,9 +757,9 @@ def test_version_advice_is_judged_in_the_cell_it_answers_for_and_says_what_it_ch
     assert wa.changed == ("lightning 2.1.4 → 1.9.5", "lightning 2.4.0 → 1.9.5")
     assert verdict(agg, "workaround 1").subject == "wa"
     page = render_entry(agg)
-    assert "workaround 1, 90%, requires lightning&lt;2.0" in page
+    assert "workaround 1, 90%, requires lightning\\<2.0" in page
     assert (
-        "### wa (workaround) on cpu: fp16, run with lightning&lt;2.0 (lightning 2.1.4 → 1.9.5"
+        "### wa (workaround) on cpu: fp16, run with lightning\\<2.0 (lightning 2.1.4 → 1.9.5"
         in page
     )
 
