@@ -192,7 +192,8 @@ class EnvSpec:
     @classmethod
     def of(cls, env: Environment, standin: str | None = None) -> EnvSpec:
         if not standin:
-            return cls(env.id, env.python, env.requirements(), env.find_links)
+            imports = cls.imports if env.installs_lightning else (("torch",),)
+            return cls(env.id, env.python, env.requirements(), env.find_links, imports)
         reqs = tuple(
             r.replace("{torch}", env.torch).replace("{lightning}", env.lightning)
             for r in standin.split()

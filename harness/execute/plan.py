@@ -44,7 +44,9 @@ class Job:
     def env(self) -> Environment:
         """Where the job runs: the cell's environment, or one derived from it for the
         variant's (and entry's) requirements (version advice: Environment.with_requires)."""
-        return self.cell.env.with_requires(self.entry.requirements_for(self.variant))
+        return self.cell.env.with_requires(
+            self.entry.requirements_for(self.variant), lightning=self.entry.uses_lightning
+        )
 
     @property
     def key(self) -> RecordKey:

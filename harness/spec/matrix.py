@@ -140,30 +140,41 @@ class Environment:
     # "" for an environment the harness builds
     interpreter: str = ""
     requires: tuple[str, ...] = ()  # a variant's requirements (a derived environment)
+    # False: a derived environment for a reproducer that imports no lightning installs none
+    installs_lightning: bool = True
 
     @property
     def id(self) -> str:
         base = env_id(self.python, self.torch, self.lightning)
         if not self.requires:
             return base
+        tail = "" if self.installs_lightning else "-no-lightning"
         derived = f"{base}-with-" + "-".join(_requirement_slug(r) for r in self.requires)
-        if len(derived) <= _MAX_ID:
-            return derived
+        if len(derived + tail) <= _MAX_ID:
+            return derived + tail
         digest = hashlib.sha256("\n".join(self.requires).encode()).hexdigest()[:12]
-        head = derived[: _MAX_ID - len(digest) - 1].rstrip("-")
-        return f"{head}-{digest}"
+        head = derived[: _MAX_ID - len(digest) - len(tail) - 1].rstrip("-")
+        return f"{head}-{digest}{tail}"
 
     @property
     def base(self) -> Environment:
         """The cell's own environment (itself, where nothing is derived)."""
-        return dataclasses.replace(self, requires=()) if self.requires else self
+        if not self.requires:
+            return self
+        return dataclasses.replace(self, requires=(), installs_lightning=True)
 
-    def with_requires(self, requires: Iterable[str]) -> Environment:
-        """This environment with ``requires`` applied (a derived one; itself for none)."""
-        return dataclasses.replace(self, requires=tuple(requires))
+    def with_requires(self, requires: Iterable[str], lightning: bool = True) -> Environment:
+        """This environment with ``requires`` applied (a derived one; itself for none).
+        ``lightning=False``: for a reproducer that imports no lightning, which then plays no
+        part in what it measures (plan.one_per_torch) and is not installed."""
+        requires = tuple(requires)
+        if not requires:
+            return self
+        return dataclasses.replace(self, requires=requires, installs_lightning=lightning)
 
     def requirements(self) -> tuple[str, ...]:
-        row = (f"torch=={self.torch}", f"lightning=={self.lightning}", *self.pins)
+        lightning = (f"lightning=={self.lightning}",) if self.installs_lightning else ()
+        row = (f"torch=={self.torch}", *lightning, *self.pins)
         replaced = {package_of(r) for r in self.requires}
         return (*(r for r in row if package_of(r) not in replaced), *self.requires)
 
@@ -176,6 +187,7 @@ class Environment:
             self.find_links,
             self.interpreter,
             self.requires,
+            self.installs_lightning,
         )
 
     def __lt__(self, other: object) -> bool:

@@ -257,7 +257,7 @@ def test_version_advice_runs_in_an_environment_derived_from_the_cell_it_answers_
     state, out = state_for(tmp_path, entry, [GOOD], "process")
     backend = state.backend = Backend()
     assert run_matrix(state) is state
-    derived = GOOD.with_requires(("six<2",))
+    derived = GOOD.with_requires(("six<2",), lightning=False)
     assert backend.asked == [GOOD.id, derived.id]  # its own environment, built once
     records = records_of(tmp_path)
     ok = records[f"ok@{GOOD.id}-cpu-fp32"]
@@ -282,7 +282,7 @@ def test_advice_that_cannot_be_installed_is_unsupported_with_the_resolvers_words
     assert ok["outcome"] == "unsupported"
     assert "No solution found when resolving dependencies" in ok["reason"]
     assert ok["reason"].startswith("the variant's requirements six>=99 cannot be installed")
-    assert ok["ran_in"] == GOOD.with_requires(("six>=99",)).id
+    assert ok["ran_in"] == GOOD.with_requires(("six>=99",), lightning=False).id
     # a build that failed for another reason (the network, a full disk) measured nothing
     for device in ("cpu", "cuda"):
         failed = records[f"documented@{GOOD.id}-{device}-fp32"]

@@ -71,6 +71,12 @@ def test_a_derived_environment_is_the_cells_with_the_variants_requirements() -> 
     for name in ("lightning<2.0", "pytorch-lightning<2.0", "pytorch_lightning<2.0"):
         reqs = env.with_requires((name,)).requirements()
         assert reqs == ("torch==1.12.1", "numpy<2", "setuptools<70", name)
+    # for a reproducer that imports no lightning, the derived environment installs none (it
+    # plays no part in what it measures, and would hold torch back: lightning 2.6 needs 2.1)
+    free = env.with_requires(("torch<2.1",), lightning=False)
+    assert free.requirements() == ("numpy<2", "setuptools<70", "torch<2.1")
+    assert free.id == env.id + "-with-torch-lt2.1-no-lightning" and free.base == env
+    assert env.with_requires((), lightning=False) == env
     # an id stays a file name and within the record's identifier limit however long the list
     many = env.with_requires(
         tuple(f"package-number-{i}>=1.0; python_version>'3'" for i in range(20))
