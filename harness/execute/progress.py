@@ -128,11 +128,16 @@ class RunProgress:
         self.console.print(f"[yellow]unsupported[/] {env.id}: {escape(first)}")
 
     def env_built(self, built: BuiltEnv, note: str) -> None:
+        probe = built.probe
+        if "lightning" in probe or "pytorch_lightning" not in probe:
+            lightning = f"lightning {probe.get('lightning')}"
+            if "lightning" not in probe and not built.env.installs_lightning:
+                lightning = "no lightning"  # a derived environment of a lightning-free reproducer
+        else:
+            lightning = f"pytorch-lightning {probe['pytorch_lightning']}"
         self.say(
-            f"  {_how(built)} in {built.seconds:.1f} s: "
-            f"torch {built.probe.get('torch')}, lightning "
-            f"{built.probe.get('lightning', built.probe.get('pytorch_lightning'))}"
-            f"{'; ' + note if note else ''}"
+            f"  {_how(built)} in {built.seconds:.1f} s: torch {probe.get('torch')}, "
+            f"{lightning}{'; ' + note if note else ''}"
         )
 
     def refused(self, env: Environment, refusal: str) -> None:
