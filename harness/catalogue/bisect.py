@@ -3,15 +3,23 @@
 Finds the release where one cell's outcome changes. The released versions come from the
 package index (PyPI's JSON API, cached under the environments folder for a day), only
 those with a wheel for the interpreter. Each version's environment is the matrix's pairing
-for it (matrix.yaml's row with the greatest torch not above it: its python, lightning and
-pins; ``--python``/``--with-lightning``/``--with-torch`` override), so that a version the
-matrix already measured reuses its stored records and built environment.
+for it, with the pins of the row the release belongs to (a torch: the row of its series, or
+of the greatest torch below it; a lightning: the rows listing its line; see environment_for;
+``--python``/``--with-lightning``/``--with-torch`` override), so that a version the matrix
+already measured reuses its stored records and built environment.
 
 The search is a binary search that prefers, inside the interval still open, a version
 whose outcome is already stored, then one whose environment is already built, then the
-middle one: it builds as few environments as it can. Each run is a normal record in the
-store. A version whose outcome is neither end's, or stored outcomes that contradict the
-boundary found, are reported as a non-monotonic history.
+middle one: it builds as few environments as it can; an end that cannot be built stops it
+before the other end is built. Each run is a normal record: in the store where a profile
+names its environment, else in results/bisect/ (beside results/records/), which the report
+does not read, so that a bisect's environments stay out of the report's tables. A version
+whose outcome is neither end's, or stored outcomes that contradict the boundary found, are
+reported as a non-monotonic history.
+
+A range's end written short stands for its series (``..2.6`` includes 2.6.1 to 2.6.6). A
+lightning bisect holds torch at the newest release the matrix crosses with every lightning
+line of the range (the lightning sweep's 2.4.1), unless ``--with-torch`` says another.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from rich.console import Console
 from harness.config import Config
 from harness.errors import InputError
 from harness.spec.entries import Entry, Variant
-from harness.spec.matrix import Cell, Environment, Matrix
+from harness.spec.matrix import Cell, Environment, EnvironmentRow, Matrix
 
 __all__ = [
     "BisectError",
@@ -39,8 +47,10 @@ __all__ = [
     "Step",
     "bisect",
     "environment_for",
+    "held_torch",
     "list_releases",
     "parse_range",
+    "records_dir_for",
     "run_bisect",
 ]
 
@@ -65,6 +75,12 @@ def parse_range(text: str) -> tuple[Version, Version]:
     if a > b:
         raise BisectError(f"range {text!r}: {a} is above {b}")
     return a, b
+
+
+def _within(v: Version, lo: Version, hi: Version) -> bool:
+    """lo <= v <= hi, where an end written short stands for its whole series: ..2.6 holds
+    2.6.1 to 2.6.6 (and 2.6.0.post1), 1.8.. starts at 1.8.0."""
+    return v >= lo and tuple(v.release[: len(hi.release)]) <= hi.release
 
 
 def _fetch(url: str) -> dict:
@@ -128,11 +144,42 @@ def list_releases(
             v = Version(text)
         except InvalidVersion:
             continue
-        if v.is_prerelease or v.is_devrelease or not lo <= v <= hi:
+        if v.is_prerelease or v.is_devrelease or not _within(v, lo, hi):
             continue
         if any(_wheel_fits(n, python_of(str(v))) for n in names):
             out.append(v)
     return [str(v) for v in sorted(out)], source
+
+
+def _series(version: str) -> tuple[int, ...]:
+    """A release's line: "1.8.0.post1" -> (1, 8)."""
+    return Version(version).release[:2]
+
+
+def _buildable(matrix: Matrix) -> list[EnvironmentRow]:
+    rows = sorted((r for r in matrix.rows if not r.interpreter), key=lambda r: Version(r.torch))
+    if not rows:
+        raise BisectError(f"{matrix.path} lists no environments the harness builds")
+    return rows
+
+
+def _lists_line(row: EnvironmentRow, version: str) -> bool:
+    return any(_series(lit) == _series(version) for lit in row.lightning)
+
+
+def held_torch(matrix: Matrix, lightnings: Sequence[str]) -> str | None:
+    """The torch a lightning bisect holds: the newest release the matrix crosses with every
+    lightning line of ``lightnings`` (so that only lightning changes between steps); None
+    where no torch has them all."""
+    rows = _buildable(matrix)
+    lines = {_series(v) for v in lightnings}
+    torches = {r.torch for r in rows}
+    fits = [
+        t
+        for t in torches
+        if all(any(_lists_line(r, f"{a}.{b}") for r in rows if r.torch == t) for a, b in lines)
+    ]
+    return max(fits, key=Version) if fits else None
 
 
 def environment_for(
@@ -144,24 +191,31 @@ def environment_for(
     with_lightning: str | None = None,
     with_torch: str | None = None,
 ) -> Environment:
-    """The environment that measures ``version`` on ``axis`` (torch or lightning): the
-    matrix's own environment where it has one, else the pairing of the matrix row of the
-    same release series (2.4.0 -> the 2.4.1 row), or of the greatest torch below it: that
-    row's newest python and lightning that no rule excludes, and its pins."""
+    """The environment that measures ``version`` on ``axis`` (torch or lightning), with the
+    pins of the matrix row the release belongs to (what its release needs to import).
+
+    torch: the row of the same release series (2.4.0 -> the 2.4.1 row), or of the greatest
+    torch below it; its newest lightning and python that no rule excludes (``with_lightning``:
+    that lightning, with the pins of the row of that torch listing its line).
+    lightning: the rows listing the release's line (1.8.0 -> the rows of 1.8.6); the newest
+    torch among them, or ``with_torch`` (the pins of that line's row at that torch, else at
+    the greatest torch below it)."""
+    rows = _buildable(matrix)
 
     def allowed(env: Environment) -> bool:
         return matrix.excluding_rule(Cell(env, "cpu", "fp32")) is None
 
-    rows = sorted((r for r in matrix.rows if not r.interpreter), key=lambda r: Version(r.torch))
-    if not rows:
-        raise BisectError(f"{matrix.path} lists no environments the harness builds")
-    torch = version if axis == "torch" else with_torch or rows[-1].torch
+    if axis == "lightning":
+        return _lightning_environment(rows, version, python, with_torch, allowed)
+    torch = version
     wanted = Version(torch)
     series = [r for r in rows if Version(r.torch).release[:2] == wanted.release[:2]]
     below = [r for r in rows if Version(r.torch) <= wanted] or rows[:1]
     # a torch release may span several rows (lightning lines that need different pins):
     # of all of them, the environment with the newest lightning, then the newest python
     same = series or [r for r in below if r.torch == below[-1].torch]
+    if with_lightning is not None:  # the row whose lightning line that is, where one has it
+        same = [r for r in same if _lists_line(r, with_lightning)] or same
     pairs = [(r, e) for r in same for e in r.environments() if allowed(e)] or [
         (r, e) for r in same for e in r.environments()
     ]
@@ -169,10 +223,53 @@ def environment_for(
     return Environment(
         python=python or base.python,
         torch=torch,
-        lightning=version if axis == "lightning" else with_lightning or base.lightning,
+        lightning=with_lightning or base.lightning,
         pins=row.pins,
         find_links=row.find_links,
     )
+
+
+def _lightning_environment(
+    rows: list[EnvironmentRow],
+    version: str,
+    python: str | None,
+    with_torch: str | None,
+    allowed: Callable[[Environment], bool],
+) -> Environment:
+    own = [r for r in rows if _lists_line(r, version)]
+    if not own:  # a line no row lists: the rows of the greatest line below it (or the first)
+        lines = sorted({_series(lit) for r in rows for lit in r.lightning})
+        near = [ln for ln in lines if ln <= _series(version)] or lines[:1]
+        own = [r for r in rows if _lists_line(r, ".".join(map(str, near[-1])))]
+    torch = with_torch or max((r.torch for r in own), key=Version)
+    at = [r for r in own if r.torch == torch]
+    if not at:
+        below = [r for r in own if Version(r.torch) <= Version(torch)] or own[:1]
+        at = [r for r in below if r.torch == below[-1].torch]
+    row = at[-1]
+    candidates = [Environment(py, torch, version, row.pins, row.find_links) for py in row.python]
+    fits = [e for e in candidates if allowed(e)] or candidates
+    chosen = max(fits, key=lambda e: Version(e.python))
+    return Environment(
+        python=python or chosen.python,
+        torch=torch,
+        lightning=version,
+        pins=row.pins,
+        find_links=row.find_links,
+    )
+
+
+def records_dir_for(env: Environment, matrix: Matrix, records_dir: Path) -> Path:
+    """Where a bisect keeps the records of ``env``: with the matrix's (``records_dir``)
+    where a profile names the environment, else in a bisect folder beside it, which the
+    report does not read (its tables show the matrix's environments)."""
+    if env.id in _profile_environments(matrix):
+        return records_dir
+    return records_dir.parent / "bisect"
+
+
+def _profile_environments(matrix: Matrix) -> frozenset[str]:
+    return frozenset(e.id for name in matrix.profiles for e in matrix.expand(name).environments)
 
 
 @dataclass(frozen=True)
@@ -240,13 +337,18 @@ def bisect(
         return 1 if is_built(env_of(v)) else 2
 
     lo, hi = 0, len(versions) - 1
-    low, high = outcome(lo), outcome(hi)
-    for end, seen in ((versions[lo], low), (versions[hi], high)):
-        if seen == "env_failed":
+
+    def end(i: int) -> str:
+        seen = outcome(i)
+        if seen == "env_failed":  # stop here: the other end is not built for nothing
             raise BisectError(
-                f"{end}: its environment could not be built (stored as env_failed); "
+                f"{versions[i]}: its environment could not be built (stored as env_failed); "
                 "choose a range whose ends build"
             )
+        return seen
+
+    low = end(lo)
+    high = end(hi)
     if low == high:
         result.notes.append(
             f"the outcome is {low} at both ends ({versions[lo]}, {versions[hi]}): no change "
@@ -353,6 +455,8 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
             f"{', '.join(variant.precisions)} only"
         )
 
+    held = request.with_torch
+
     def env_of(version: str) -> Environment:
         return environment_for(
             matrix,
@@ -360,7 +464,7 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
             version,
             python=request.python,
             with_lightning=request.with_lightning,
-            with_torch=request.with_torch,
+            with_torch=held,
         )
 
     envs_dir = cfg.envs_dir
@@ -372,12 +476,34 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
         f"{len(versions)} ({', '.join(versions)}) from {source}",
         markup=False,
     )
+    if request.axis == "lightning" and held is None:
+        held = held_torch(matrix, versions)
+        console.print(
+            f"torch held at {held}: the newest torch the matrix crosses with every lightning "
+            "line of the range (--with-torch holds another)"
+            if held
+            else "no torch is crossed with every lightning line of the range: each lightning "
+            "with the newest torch of its own rows",
+            markup=False,
+        )
     cell_of = {v: Cell(env_of(v), request.device, request.precision) for v in versions}
-    store = Store(cfg.records_dir, cfg.machine)
-    loaded = store.load()
-    stored = stored_outcomes(
-        latest(loaded.records), entry, variant, {c.id: v for v, c in cell_of.items()}
-    )
+    # the records of environments no profile names go to a bisect folder the report does
+    # not read; both are read for what is already stored
+    stores: dict[Path, Store] = {}
+
+    def store_of(env: Environment) -> Store:
+        root = records_dir_for(env, matrix, cfg.records_dir)
+        if root not in stores:
+            stores[root] = Store(root, cfg.machine)
+        return stores[root]
+
+    stores[cfg.records_dir] = Store(cfg.records_dir, cfg.machine)
+    for cell in cell_of.values():
+        store_of(cell.env)
+    records = []
+    for each in stores.values():
+        records += each.load().records
+    stored = stored_outcomes(latest(records), entry, variant, {c.id: v for v, c in cell_of.items()})
     backend = UvBackend(envs_dir, standin=os.environ.get(STANDIN_VAR))
     machine = machine_provenance(cfg.repo)
     built_ids: list[str] = []
@@ -392,7 +518,7 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
         try:
             built = backend.ensure(env)
         except EnvFailed as exc:
-            store.append(env_failed_record(job, str(exc), machine))
+            store_of(env).append(env_failed_record(job, str(exc), machine))
             return Step(version, env, "env_failed", "environment failed", str(exc)[:200])
         how = "run, environment " + ("reused" if built.reused else "built")
         if not built.reused:
@@ -406,7 +532,7 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
             record = run_job(
                 job, built, timeout_s=timeout_s, memory_limit_mb=memory_mb, provenance=provenance
             )
-        store.append(record)
+        store_of(env).append(record)
         detail = record.reason or (
             f"{record.exception.type}: {record.exception.message}" if record.exception else ""
         )
@@ -439,7 +565,8 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
     runs = sum(1 for s in result.steps if s.how != "stored record")
     console.print(
         f"{len(result.steps)} steps: {len(result.steps) - runs} from stored records, {runs} "
-        f"runs; environments built: {', '.join(built_ids) or 'none'}; records in {store.path}",
+        f"runs; environments built: {', '.join(built_ids) or 'none'}; records in "
+        + ", ".join(str(each.path) for each in stores.values()),
         markup=False,
     )
     return 0

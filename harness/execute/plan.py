@@ -30,6 +30,7 @@ __all__ = [
     "make_plan",
     "one_per_torch",
     "parse_shard",
+    "unmatched_filter",
 ]
 
 
@@ -217,7 +218,7 @@ def make_plan(
     )
 
 
-def explain_no_job(
+def unmatched_filter(
     expansion: Expansion,
     entries: Sequence[Entry],
     *,
@@ -226,11 +227,11 @@ def explain_no_job(
     env_filter: Sequence[str] = (),
     cell_filter: Sequence[str] = (),
     other_profiles: Mapping[str, Expansion] | None = None,
-    not_applicable: Sequence[NotApplicable] = (),
 ) -> str:
-    """Why the filters select no job of the profile: the first filter that matches
-    nothing (and, for an environment or cell of another profile, which profile has it),
-    or the pairs they select together and why none applies."""
+    """The first filter pattern that matches nothing of the profile (and, for an
+    environment or cell of another profile, which profile has it); "" where each matches.
+    A filter that names what the profile lacks (an environment a bisect built) is an
+    error even where the other patterns select jobs."""
     profile = expansion.profile
     chosen = [e for e in entries if _match(e.id, entry_filter)]
     axes: list[tuple[str, Sequence[str], list[str], str, Callable[[Expansion], list[str]]]] = [
@@ -275,6 +276,33 @@ def explain_no_job(
                 else ""
             )
             return f"{flag} {pattern!r} matches no {what}{hint}"
+    return ""
+
+
+def explain_no_job(
+    expansion: Expansion,
+    entries: Sequence[Entry],
+    *,
+    entry_filter: Sequence[str] = (),
+    variant_filter: Sequence[str] = (),
+    env_filter: Sequence[str] = (),
+    cell_filter: Sequence[str] = (),
+    other_profiles: Mapping[str, Expansion] | None = None,
+    not_applicable: Sequence[NotApplicable] = (),
+) -> str:
+    """Why the filters select no job of the profile: the first filter that matches
+    nothing (``unmatched_filter``), or the pairs they select together and why none applies."""
+    unmatched = unmatched_filter(
+        expansion,
+        entries,
+        entry_filter=entry_filter,
+        variant_filter=variant_filter,
+        env_filter=env_filter,
+        cell_filter=cell_filter,
+        other_profiles=other_profiles,
+    )
+    if unmatched:
+        return unmatched
     if not_applicable:
         first = not_applicable[0]
         return (

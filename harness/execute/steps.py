@@ -32,7 +32,7 @@ from harness.envs.backends import (
 from harness.envs.capabilities import CudaFacts, precheck
 from harness.envs.provenance import machine_provenance
 from harness.errors import InputError
-from harness.execute.plan import Job, Plan, explain_no_job, make_plan
+from harness.execute.plan import Job, Plan, explain_no_job, make_plan, unmatched_filter
 from harness.execute.prepare import Prepared, Preparer
 from harness.execute.proc import FULL_ERRNOS, DiskFull, ProcessGroups, end_own_children
 from harness.execute.progress import RunProgress
@@ -113,9 +113,19 @@ def _existing_interpreter(state: RunState, matrix: Matrix) -> None:
         state.expansion = dataclasses.replace(state.expansion, trials=state.config.trials)
 
 
+def _other_profiles(state: RunState) -> dict[str, Expansion]:
+    others = {}
+    if state.matrix is not None:
+        for name in state.matrix.profiles:
+            with contextlib.suppress(MatrixError):
+                others[name] = state.matrix.expand(name)
+    return others
+
+
 def plan_jobs(state: RunState) -> RunState | int:
     cfg = state.config
     assert state.expansion is not None
+    filters = {"entry": cfg.entries, "variant": cfg.variants, "env": cfg.envs, "cell": cfg.cells}
     state.plan = make_plan(
         state.expansion,
         state.entries,
@@ -126,8 +136,17 @@ def plan_jobs(state: RunState) -> RunState | int:
         shard=cfg.shard,
     )
     if state.plan.jobs:
+        if any(filters.values()):
+            # each pattern must name something of the profile, even where the others select
+            unmatched = unmatched_filter(
+                state.expansion,
+                state.entries,
+                **{f"{k}_filter": v for k, v in filters.items()},
+                other_profiles=_other_profiles(state),
+            )
+            if unmatched:
+                raise InputError(unmatched)
         return state
-    filters = {"entry": cfg.entries, "variant": cfg.variants, "env": cfg.envs, "cell": cfg.cells}
     if not any(filters.values()):
         if cfg.shard != (1, 1):  # a shard of a profile with fewer jobs than shards
             state.console.print(f"nothing to run: shard {cfg.shard[0]}/{cfg.shard[1]} is empty")
@@ -145,16 +164,11 @@ def plan_jobs(state: RunState) -> RunState | int:
             f"{cfg.shard[1]}"
         )
         return state if cfg.list_only else 0
-    others = {}
-    if state.matrix is not None:
-        for name in state.matrix.profiles:
-            with contextlib.suppress(MatrixError):
-                others[name] = state.matrix.expand(name)
     why = explain_no_job(
         state.expansion,
         state.entries,
         **{f"{k}_filter": v for k, v in filters.items()},
-        other_profiles=others,
+        other_profiles=_other_profiles(state),
         not_applicable=state.plan.not_applicable,
     )
     raise InputError(f"no job selected: {why}")

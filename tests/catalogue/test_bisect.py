@@ -15,8 +15,10 @@ from harness.catalogue.bisect import (
     Step,
     bisect,
     environment_for,
+    held_torch,
     list_releases,
     parse_range,
+    records_dir_for,
 )
 from harness.spec.matrix import Environment, load_matrix
 from tests.paths import REPO
@@ -95,6 +97,23 @@ def test_an_unbuildable_version_is_skipped_not_counted() -> None:
     assert "2.7.0: environment could not be built, skipped" in result.notes
 
 
+def test_an_end_that_cannot_be_built_stops_the_bisect_before_the_other_is_built() -> None:
+    truth = {v: "reproduced" for v in VERSIONS}
+    truth["2.0.0"] = "env_failed"
+    with pytest.raises(BisectError) as info:
+        _search(truth)
+    assert "2.0.0: its environment could not be built" in str(info.value)
+    ran: list[str] = []
+
+    def measure(version: str, env: Environment) -> Step:
+        ran.append(version)
+        return Step(version, env, truth[version], "run")
+
+    with pytest.raises(BisectError):
+        bisect("torch", VERSIONS, _env, {}, lambda env: False, measure)
+    assert ran == ["2.0.0"]  # the far end (2.15.0) was never built
+
+
 def test_ranges_are_checked() -> None:
     assert parse_range("2.0..2.13") == (Version("2.0"), Version("2.13"))
     for bad in ("2.0", "2.13..2.0", "x..y"):
@@ -107,6 +126,7 @@ def _index() -> dict:
         "2.3.0": ["torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl"],
         "2.3.1": ["torch-2.3.1-cp312-cp312-manylinux1_x86_64.whl"],  # no cp311 wheel
         "2.4.0": ["torch-2.4.0-cp311-cp311-manylinux1_x86_64.whl"],
+        "2.4.1": ["torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl"],
         "2.5.0rc1": ["torch-2.5.0rc1-cp311-cp311-manylinux1_x86_64.whl"],
         "2.9.0": ["torch-2.9.0-cp311-cp311-manylinux_2_28_x86_64.whl"],
     }
@@ -123,11 +143,20 @@ def test_releases_are_listed_filtered_and_cached(tmp_path: Path) -> None:
     found, source = list_releases(
         "torch", Version("2.3"), Version("2.5"), lambda v: "3.11", tmp_path, fetch, now=1000.0
     )
-    assert found == ["2.3.0", "2.4.0"] and calls == ["https://pypi.org/pypi/torch/json"]
+    assert found == ["2.3.0", "2.4.0", "2.4.1"] and calls == ["https://pypi.org/pypi/torch/json"]
     again, source = list_releases(
         "torch", Version("2.0"), Version("3.0"), lambda v: "3.11", tmp_path, fetch, now=2000.0
     )
-    assert again == ["2.3.0", "2.4.0", "2.9.0"] and len(calls) == 1 and "cached" in source
+    assert again == ["2.3.0", "2.4.0", "2.4.1", "2.9.0"] and len(calls) == 1 and "cached" in source
+    # an end written short stands for its series: ..2.4 includes 2.4.1, 2.4..2.9 starts at 2.4.0
+    short, _ = list_releases(
+        "torch", Version("2.4"), Version("2.4"), lambda v: "3.11", tmp_path, fetch, now=2000.0
+    )
+    assert short == ["2.4.0", "2.4.1"]
+    exact, _ = list_releases(
+        "torch", Version("2.3.0"), Version("2.4.0"), lambda v: "3.11", tmp_path, fetch, now=2000.0
+    )
+    assert exact == ["2.3.0", "2.4.0"]
     list_releases(
         "torch", Version("2.0"), Version("3.0"), lambda v: "3.11", tmp_path, fetch, now=1e9
     )
@@ -148,6 +177,38 @@ def test_each_version_gets_the_matrix_pairing() -> None:
     assert held.lightning == "2.6.6"
     light = environment_for(matrix, "lightning", "2.5.0", with_torch="2.4.1")
     assert (light.torch, light.lightning, light.python) == ("2.4.1", "2.5.0", "3.11")
+
+
+def test_each_release_gets_the_pins_of_the_row_it_belongs_to() -> None:
+    matrix = load_matrix(REPO / "matrix.yaml")
+    app_pins = ("pydantic<2", "setuptools<70", "lightning-cloud==0.5.32")
+    # lightning 1.8 belongs to the rows that list 1.8.6: their pins (setuptools with
+    # pkg_resources, lightning.app's pydantic), never the newest torch row's
+    old = environment_for(matrix, "lightning", "1.8.0.post1")
+    assert old.torch == "2.4.1" and all(p in old.pins for p in app_pins), old
+    assert environment_for(matrix, "lightning", "2.6.3").torch == "2.13.0"  # its own newest row
+    # held at one torch, each lightning still takes the pins of its own row at that torch
+    held = environment_for(matrix, "lightning", "1.9.2", with_torch="2.4.1")
+    assert held.pins == old.pins
+    new = environment_for(matrix, "lightning", "2.5.3", with_torch="2.4.1")
+    assert new.pins == ("setuptools",) and new.torch == "2.4.1"
+    # on the torch axis, a held lightning takes the pins of the row that lists its line
+    pinned = environment_for(matrix, "torch", "2.4.0", with_lightning="1.9.5")
+    assert all(p in pinned.pins for p in app_pins), pinned
+    # the torch a lightning bisect holds: the newest the matrix crosses with every line
+    lines = ["1.8.0", "1.9.5", "2.0.0", "2.3.3", "2.6.6"]
+    assert held_torch(matrix, lines) == "2.4.1"
+    assert held_torch(matrix, ["2.5.0", "2.6.6"]) == "2.8.0"
+    assert held_torch(matrix, ["1.8.0", "1.9.5", "2.6.6", "9.0.0"]) is None  # no row has 9.0
+
+
+def test_a_bisects_own_environments_keep_their_records_out_of_the_report(tmp_path: Path) -> None:
+    matrix = load_matrix(REPO / "matrix.yaml")
+    records = tmp_path / "results" / "records"
+    named = matrix.expand("lightning-sweep").environments[0]
+    assert records_dir_for(named, matrix, records) == records
+    own = environment_for(matrix, "lightning", "1.8.0.post1")
+    assert records_dir_for(own, matrix, records) == tmp_path / "results" / "bisect"
 
 
 # -- envs build, in real environments (six standing in for torch, as in test_reliability) --

@@ -185,3 +185,16 @@ def test_a_harness_error_formats_as_file_line_problem() -> None:
 )
 def test_every_user_input_error_is_a_harness_error(kind: type[Exception]) -> None:
     assert issubclass(kind, HarnessError)
+
+
+def test_an_env_filter_naming_an_environment_the_profile_lacks_says_so(project: Path) -> None:
+    """`run --env A --env B` where B is not the profile's (an environment a bisect built)
+    ran A's jobs and dropped B without a word ("9 of 12 jobs already stored")."""
+    own = f"py{PY}-torch1.16.0-lightning0"
+    bisected = f"py{PY}-torch1.16.0-lightning1.8.0.post1"
+    for command in (("run", "--list"), ("run", "--resume", "--no-report")):
+        out = harness(project, *command, "--env", own, "--env", bisected)
+        assert_one_error(
+            out,
+            f"--env '{bisected}' matches no environment of profile 'one'; there are 1, e.g. {own}",
+        )
