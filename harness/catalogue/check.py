@@ -2,7 +2,8 @@
 
 Per entry: entry.yaml loads (schema, signatures compile, claims parse: entries.py), its
 variants and repro.py's VARIANTS agree both ways, document.md has
-every write-back block, the reproducer parses as Python 3.7 (the oldest target). Problems
+every write-back block, the reproducer parses as Python 3.7 (the oldest target), the
+signature is borne out by the document's own error text (``signature_problems``). Problems
 are errors with file:line (exit 2); what is still to write (variants VARIANTS maps to None, TODO
 lines) is listed as to-do and does not fail the check. So are the rewordings it sees in
 the measured runs (results/compat.json): a baseline message of the documented type, at
@@ -21,12 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.catalogue.scaffold import PLACEHOLDER
 from harness.domain import pattern_text
 from harness.outcomes import SHOWS, Grade, grade, type_named
 from harness.spec.declared import parse_source
 from harness.spec.entries import Entry, EntryError, load_entry
 
-__all__ = ["EntryCheck", "check_entries", "check_entry", "reworded_candidates"]
+__all__ = [
+    "EntryCheck",
+    "check_entries",
+    "check_entry",
+    "reworded_candidates",
+    "signature_problems",
+]
 
 _TODO = re.compile(r"\bTODO\b")
 _WORD = re.compile(r"[A-Za-z][A-Za-z_]{2,}")
@@ -144,6 +152,54 @@ def reworded_candidates(entry: Entry, measured: Mapping[str, Any]) -> list[str]:
     ]
 
 
+_LINK = re.compile(r"https?://")
+
+
+def _message_line(yaml_path: Path) -> str:
+    """entry.yaml:N of the signature's message (the first ``  message:`` line)."""
+    try:
+        lines = yaml_path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return str(yaml_path)
+    n = next((i for i, t in enumerate(lines, 1) if t.startswith("  message:")), None)
+    return f"{yaml_path}:{n}" if n else str(yaml_path)
+
+
+def signature_problems(entry: Entry, yaml_path: Path) -> list[str]:
+    """What the document's own words say against the signature: it matches no part of the
+    error text the document quotes (origin.message), or only the document's placeholder as
+    written (``{type(model).__name__}``: a release prints a class name there), or it holds a
+    link (links in messages change between releases: Lightning-AI/lightning became
+    Lightning-AI/pytorch-lightning)."""
+    sig = entry.signature.message
+    where = _message_line(yaml_path)
+    problems = []
+    if _LINK.search(pattern_text(sig)):
+        problems.append(
+            f"{where}: signature.message holds a link; links in messages change between "
+            "releases: match the message's first sentence"
+        )
+    quoted = entry.origin.get("message")
+    if not isinstance(quoted, str) or not quoted.strip():
+        return problems
+    head, sep, rest = quoted.partition(": ")
+    text = rest if sep and type_named(head.strip(), entry.signature.type) else quoted
+    sample = PLACEHOLDER.sub("Sample0", text)  # what a release prints where the document has one
+    as_written, as_printed = re.search(sig, text), re.search(sig, sample)
+    if as_written and not as_printed:
+        held = ", ".join(sorted(set(PLACEHOLDER.findall(text))))
+        problems.append(
+            f"{where}: signature.message matches the document's placeholder {held} as written; "
+            "a release prints a value there: make it a variable part (.+?)"
+        )
+    elif not as_written and not as_printed:
+        problems.append(
+            f"{where}: signature.message does not match the document's own error text "
+            f"(origin.message: {' '.join(text.split())[:160]})"
+        )
+    return problems
+
+
 def check_entry(
     entry_dir: Path, repros_dir: Path, compat: Mapping[str, Any] | None = None
 ) -> EntryCheck:
@@ -158,6 +214,7 @@ def check_entry(
         return result
     result.entry = entry
     yaml_path = entry_dir / "entry.yaml"
+    result.errors += signature_problems(entry, yaml_path)
     try:
         fill(entry.document.read_text(encoding="utf-8"), dict.fromkeys(BLOCKS, ""), entry.document)
     except WritebackError as exc:

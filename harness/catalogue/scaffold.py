@@ -31,8 +31,10 @@ __all__ = [
     "Claimed",
     "DocumentError",
     "FORMATS",
+    "PLACEHOLDER",
     "Scaffold",
     "detect_format",
+    "message_pattern",
     "parse_document",
     "write_scaffold",
 ]
@@ -102,12 +104,50 @@ def _split_type(text: str) -> tuple[str, str, bool]:
     return "Exception", text.strip(), False
 
 
+# a sentence ends at a period before a capital, a quote, a backtick or a placeholder (Lightning
+# writes "... in v2.0.0. `{type(model).__name__}` implements ..."), not after an abbreviation
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)(?<!\bvs)\.\s+(?=[A-Z`'\"{<(\[])")
+# the document's own placeholders for what a release prints there: a format field
+# ({type(model).__name__}, {name}) or a bracketed word (<device>, <module name>); a repr such as
+# <class 'x.Y'> is text, not a placeholder
+PLACEHOLDER = re.compile(r"\{[^{}\s][^{}]*\}|<[a-z_][a-z0-9_ ]*>")
+
+
 def _first_sentence(message: str) -> str:
     """The error itself, without the advice a message often appends ('... gradient.
-    Ensure loss.backward() ...' -> '... gradient'), and without a final period."""
-    m = re.search(r"\.\s+(?=[A-Z])", message)
+    Ensure loss.backward() ...' -> '... gradient'; links and class names that differ between
+    releases come after it), and without a final period."""
+    m = _SENTENCE_END.search(message)
     cut = message[: m.start()] if m else message
     return cut.rstrip().rstrip(".")
+
+
+def message_pattern(message: str) -> str:
+    """The signature's pattern for a message as a document writes it: its text literally
+    (``escape``), each of its placeholders a variable part (what a release prints there)."""
+    parts: list[str] = []
+    last = 0
+    for m in PLACEHOLDER.finditer(message):
+        parts += [escape(message[last : m.start()]), ".+?" if m.end() < len(message) else ".+"]
+        last = m.end()
+    parts.append(escape(message[last:]))
+    return "".join(parts)
+
+
+# the axes a version range may name (domain.CLAIM_PACKAGES); another goes to conditions
+_AXIS_NAMES = ("torch", "pytorch", "lightning", "pytorch-lightning", "pytorch_lightning", "python")
+
+
+def _on_an_axis(spec: str) -> bool:
+    m = re.match(r"^\s*([A-Za-z_][\w.-]*)", spec)
+    return bool(m) and m.group(1).lower() in _AXIS_NAMES
+
+
+def _axis_note(spec: str) -> str:
+    return (
+        f"{spec}: the document's version range, on an axis the matrix does not have (torch, "
+        "lightning, python): kept as a condition, not judged"
+    )
 
 
 def _percent(text: str) -> float:
@@ -168,6 +208,8 @@ def parse_markdown(text: str, path: str | Path) -> Scaffold:
                 raise DocumentError(path, "a Version Compatibility row needs 4 cells", line=offset)
             intro, dep = (None if c in ("—", "-", "") else c for c in cells[2:4])
             rows.append((cells[0].replace(" ", ""), cells[1], intro, dep))
+    off_axis = [r[0] for r in rows if not _on_an_axis(r[0])]
+    rows = [r for r in rows if _on_an_axis(r[0])]
     claims: list[Claimed] = []
     start, body = sections["workarounds"]
     for line in body:
@@ -191,20 +233,23 @@ def parse_markdown(text: str, path: str | Path) -> Scaffold:
                 n += 1
                 rate = _percent(m.group(2)) if m.group(2) else None
                 claims.append(Claimed(f"deadend{n}", "dead_end", f"dead end {n}", rate, m.group(1)))
-    conditions = ()
+    conditions: tuple[str, ...] = ()
     if "root cause" in sections:
         cause = " ".join(ln.strip() for ln in sections["root cause"][1] if ln.strip())
         conditions = (cause,) if cause else ()
+    conditions += tuple(_axis_note(spec) for spec in off_axis)
     origin = {"format": "markdown", "id": bullets["id"]}
     for key in ("domain", "category"):
         if key in bullets:
             origin[key] = bullets[key]
+    origin["message"] = title
+    first = _first_sentence(message)
     return Scaffold(
         format="markdown",
         entry_id=bullets["id"],
-        title=title,
+        title=f"{exc_type}: {first}" if named else first,
         exc_type=exc_type,
-        message=escape(_first_sentence(message)),
+        message=message_pattern(first),
         type_named=named,
         verification=bullets.get("verification"),
         fix_rate=fix_rate,
@@ -299,12 +344,13 @@ def parse_scraped(text: str, path: str | Path) -> Scaffold:
                 conditions.append(line.strip())
     verification = "ai_generated" if "AI-assisted analysis" in text else None
     domain = origin["domain"]
+    origin["message"] = message
     return Scaffold(
         format="scraped",
         entry_id=f"{domain}/{slugify(message)}",
         title=f"{exc_type}: {message}",
         exc_type=exc_type,
-        message=escape(message.rstrip().rstrip(".")),
+        message=message_pattern(_first_sentence(message)),
         type_named=True,
         verification=verification,
         claims=tuple(claims),
@@ -381,10 +427,15 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
                 )
             )
     package = {"pytorch": "torch", "torch": "torch", "lightning": "lightning"}.get(runtime, runtime)
-    rows = ()
+    rows: tuple[tuple[str, str, str | None, str | None], ...] = ()
+    conditions: tuple[str, ...] = ()
     if version_range.strip():
         spec = version_range if version_range[0].isalpha() else f"{package}{version_range}"
-        rows = ((spec.replace(" ", ""), "active", None, None),)
+        spec = spec.replace(" ", "")
+        if _on_an_axis(spec):
+            rows = ((spec, "active", None, None),)
+        else:  # e.g. the cuda domain's runtime "cuda>=11.0,<13.0"
+            conditions = (_axis_note(spec),)
     origin: dict[str, Any] = {"format": "deadends-json", "id": doc_id, "url": url}
     flat = {
         "schema_version": data.get("schema_version"),
@@ -406,7 +457,9 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
     if related:
         origin["related"] = [str(r) for r in related]
     origin["message"] = signature
-    title = signature
+    origin["regex"] = regex  # the record's own pattern, kept as a fact; not what is matched
+    first = _first_sentence(message)
+    title = f"{exc_type}: {first}" if named else first
     document = (
         f"# {title}\n\n"
         f"Source: [{doc_id}]({url}) (deadends.dev, review status "
@@ -424,11 +477,12 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
         entry_id="deadends/" + doc_id,
         title=title,
         exc_type=exc_type,
-        message=regex,
+        message=message_pattern(first),
         type_named=named,
         verification=origin.get("review_status"),
         fix_rate=fix_rate,
         version_table=rows,
+        conditions=conditions,
         claims=tuple(claims),
         origin=origin,
         source_text=source,
@@ -532,6 +586,12 @@ def render_entry_yaml(s: Scaffold, entry_id: str) -> str:
         claim = f"{{ref: {_q(c.ref)}" + (f", rate: {_q(c.rate)}}}" if c.rate is not None else "}")
         out.append(f"    claim: {claim}")
         out.append(f"    description: {_q(c.text)}")
+        if c.kind == "dead_end":
+            out += [
+                f"    # {TODO}: how it fails, if not with the documented error: signature or fails_as",
+                "    # (another error: signature: {type, message}; silently: fails_as: {outcome:",
+                "    # wrong_result, postconditions: [...]}); else only the documented error counts",
+            ]
     out += [
         "  - name: control",
         "    kind: control",

@@ -5,6 +5,7 @@ deadends ids through loader, plan, report file names and write-back."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -56,7 +57,9 @@ def test_the_json_form_keeps_facts_and_copies_no_prose(project: Path) -> None:
     entry = load_entries(project / "repros")[0]
     assert entry.id == "deadends/pytorch/fixture-widget-error/pt2-linux" and entry.dir == folder
     assert entry.signature.type == "RuntimeError"
-    assert entry.signature.message == "(widget.*frobnication|frobnicat.*failed)"
+    # the signature is made from the message; the record's own regex is kept as a fact
+    assert entry.signature.message == "widget frobnication failed for tensor"
+    assert entry.origin["regex"] == "(widget.*frobnication|frobnicat.*failed)"
     assert entry.claims.fix_rate == 0.8 and entry.claims.verification == "auto_generated"
     assert [(r.spec, r.status) for r in entry.claims.version_table] == [("torch>=2.1", "active")]
     assert _claims(entry) == {
@@ -180,3 +183,100 @@ def test_a_malformed_document_names_what_is_missing(text: str, message: str) -> 
     with pytest.raises(DocumentError) as info:
         parse_document(text, "doc.txt")
     assert message in str(info.value) and str(info.value).startswith("doc.txt")
+
+
+# -- scaffolds that check clean (issue 23) ------------------------------------------------------
+
+HOOK = DOCS / "lightning-hook-removed.md"
+
+
+def test_the_signature_is_the_messages_first_sentence_with_its_placeholders_free() -> None:
+    # the message holds the document's placeholder and a link that differs between releases
+    s = parse_document(HOOK.read_text(), HOOK)
+    assert s.message == "Support for `training_epoch_end` has been removed in v2\\.0\\.0"
+    assert (
+        s.title
+        == "NotImplementedError: Support for `training_epoch_end` has been removed in v2.0.0"
+    )
+    assert s.origin["message"].startswith("NotImplementedError: Support for")
+    assert "{type(model).__name__}" in s.origin["message"]  # the document's words, kept
+    # a placeholder inside the first sentence is a variable part: it matches what torch prints
+    doc = HOOK.read_text().replace(
+        HOOK.read_text().splitlines()[0],
+        "# RuntimeError: Expected `{name}` on <device>, got {actual} (and more). See the docs.",
+    )
+    message = parse_document(doc, HOOK).message
+    assert re.search(message, "Expected `weight` on cuda:0, got cpu (and more)"), message
+    assert not re.search(message, "Expected `weight` on cuda:0")
+    # an abbreviation is not the end of a sentence
+    doc = doc.replace("(and more). See", "(e.g. `w`). See")
+    assert parse_document(doc, HOOK).message.endswith("(e\\.g\\. `w`\\)")
+
+
+def test_a_range_on_an_axis_the_matrix_lacks_is_a_condition_with_a_note() -> None:
+    s = parse_document(
+        _record(
+            environment__runtime__name="cuda", environment__runtime__version_range=">=11.0,<13.0"
+        ),
+        "doc.json",
+    )
+    assert s.version_table == ()
+    assert any(
+        c.startswith("cuda>=11.0,<13.0: ") and "an axis the matrix does not have" in c
+        for c in s.conditions
+    )
+    doc = HOOK.read_text().replace("| lightning<2.0 | not_affected |", "| cuda>=12 | active |")
+    md = parse_document(doc, HOOK)
+    assert [r[0] for r in md.version_table] == ["lightning>=2.0"]
+    assert any(c.startswith("cuda>=12: ") for c in md.conditions)
+
+
+def test_every_dead_end_gets_a_failure_declaration_to_do(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--repo", str(project), "new", str(HOOK)]) == 0
+    folder = project / "repros" / "lightning" / "training-epoch-end-removed"
+    lines = (folder / "entry.yaml").read_text().splitlines()
+    dead = next(n for n, t in enumerate(lines) if t.strip() == "kind: dead_end")
+    todo = next(t for t in lines[dead:] if "TODO" in t)
+    assert "signature" in todo and "fails_as" in todo, todo
+    capsys.readouterr()
+    assert main(["--repo", str(project), "check", "lightning/*"]) == 0
+    out = capsys.readouterr().out
+    assert "ok     lightning/training-epoch-end-removed" in out and "fails_as" in out
+
+
+def _with_signature(folder: Path, message: str) -> None:
+    path = folder / "entry.yaml"
+    text = path.read_text()
+    old = next(t for t in text.splitlines() if t.startswith("  message: "))
+    path.write_text(text.replace(old, f"  message: {json.dumps(message)}", 1))
+
+
+@pytest.mark.parametrize(
+    ("message", "problem"),
+    [
+        # the escaped placeholder `new` used to write: it matches no release's message
+        (
+            "Support for `training_epoch_end` has been removed in v2\\.0\\.0\\. "
+            "`\\{type\\(model\\)\\.__name__\\}` implements this method",
+            "matches the document's placeholder {type(model).__name__} as written",
+        ),
+        ("Support for `validation_epoch_end` has been removed", "does not match the document"),
+        (
+            "Support for `training_epoch_end` has been removed in v2.0.0. .* examples in "
+            "https://github.com/Lightning-AI/lightning/pull/16520",
+            "holds a link",
+        ),
+    ],
+)
+def test_check_flags_a_signature_the_documents_own_error_text_does_not_bear_out(
+    project: Path, capsys: pytest.CaptureFixture[str], message: str, problem: str
+) -> None:
+    main(["--repo", str(project), "new", str(HOOK)])
+    folder = project / "repros" / "lightning" / "training-epoch-end-removed"
+    _with_signature(folder, message)
+    capsys.readouterr()
+    assert main(["--repo", str(project), "check", "lightning/*"]) == 2
+    out = capsys.readouterr().out
+    assert "FAILED lightning/training-epoch-end-removed" in out and problem in out, out
