@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.catalogue.scaffold import PLACEHOLDER
+from harness.catalogue.scaffold import PLACEHOLDER, split_type
 from harness.domain import pattern_text
 from harness.outcomes import SHOWS, Grade, grade, type_named
 from harness.spec.declared import parse_source
@@ -182,8 +182,10 @@ def signature_problems(entry: Entry, yaml_path: Path) -> list[str]:
     quoted = entry.origin.get("message")
     if not isinstance(quoted, str) or not quoted.strip():
         return problems
-    head, sep, rest = quoted.partition(": ")
-    text = rest if sep and type_named(head.strip(), entry.signature.type) else quoted
+    named, rest, is_type = split_type(
+        quoted
+    )  # "RuntimeError: msg"; "CUDA error: msg" is all message
+    text = rest if is_type and type_named(named, entry.signature.type) else quoted
     sample = PLACEHOLDER.sub("Sample0", text)  # what a release prints where the document has one
     as_written, as_printed = re.search(sig, text), re.search(sig, sample)
     if as_written and not as_printed:

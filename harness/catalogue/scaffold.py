@@ -35,6 +35,7 @@ __all__ = [
     "Scaffold",
     "detect_format",
     "message_pattern",
+    "split_type",
     "parse_document",
     "write_scaffold",
 ]
@@ -95,7 +96,7 @@ def slugify(text: str, words: int = 8) -> str:
     return "-".join(_SLUG_RE.sub(" ", text.lower()).split()[:words]) or "entry"
 
 
-def _split_type(text: str) -> tuple[str, str, bool]:
+def split_type(text: str) -> tuple[str, str, bool]:
     """'RuntimeError: msg' -> ('RuntimeError', 'msg', True); a message without a class
     name in front -> ('Exception', text, False)."""
     head, sep, rest = text.partition(": ")
@@ -181,7 +182,7 @@ def parse_markdown(text: str, path: str | Path) -> Scaffold:
     if title_line is None:
         raise DocumentError(path, "no title line '# <ExceptionType>: <message>'")
     title = title_line[2:].strip()
-    exc_type, message, named = _split_type(title)
+    exc_type, message, named = split_type(title)
     bullets = {
         m.group(1).lower(): m.group(2).strip().strip("`")
         for m in re.finditer(r"^-\s+\*\*([^*:]+):\*\*\s*(.+)$", text, re.MULTILINE)
@@ -404,7 +405,7 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
         raise DocumentError(
             path, f"'error.regex' is not a valid regular expression: {exc}"
         ) from exc
-    exc_type, message, named = _split_type(signature)
+    exc_type, message, named = split_type(signature)
     runtime = _get(data, "environment.runtime.name", path, str)
     version_range = _get(data, "environment.runtime.version_range", path, str)
     fix_rate = _rate(
