@@ -280,3 +280,14 @@ def test_check_flags_a_signature_the_documents_own_error_text_does_not_bear_out(
     assert main(["--repo", str(project), "check", "lightning/*"]) == 2
     out = capsys.readouterr().out
     assert "FAILED lightning/training-epoch-end-removed" in out and problem in out, out
+
+
+def test_a_message_that_names_no_exception_type_checks_clean(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "CUDA error: ..." is the message itself, not a type and a message
+    doc = project / "record.json"
+    doc.write_text(_record(error__signature="CUDA error: context is destroyed (cudaErrorX)"))
+    assert main(["--repo", str(project), "new", str(doc)]) == 0
+    capsys.readouterr()
+    assert main(["--repo", str(project), "check"]) == 0, capsys.readouterr().out
