@@ -297,7 +297,7 @@ class _Grouped:
     machines: dict[str, list[tuple[Any, ...]]]
     newest: dict[str, str]
     # version advice: (entry, variant) -> what its requirements changed, per environment
-    changed: dict[tuple[str, str], list[tuple[str, str]]]  # (env, text)
+    changed: dict[tuple[str, str], list[tuple[str, Change]]]  # (env, per package)
     requires: dict[tuple[str, str], tuple[str, ...]]  # as the records name them
 
 
@@ -386,9 +386,12 @@ def _group(con: Any) -> _Grouped:
     return _Grouped(cells, first_kind, runs, envs, machines, newest, changed, requires)
 
 
+Change = tuple[str, str, str, str | None, str | None]  # package, was named, its version, now
+
+
 def _advice(
     con: Any,
-) -> tuple[dict[tuple[str, str], list[tuple[str, str]]], dict[tuple[str, str], tuple[str, ...]]]:
+) -> tuple[dict[tuple[str, str], list[tuple[str, Change]]], dict[tuple[str, str], tuple[str, ...]]]:
     """Per variant of version advice: what its requirements changed in each environment
     (its runs' versions against those of a run in the environment itself, else the versions
     the environment's id names), and its requirements as its records name them."""
@@ -404,7 +407,7 @@ def _advice(
             "(SELECT env FROM runs WHERE ran_in <> '') GROUP BY env"
         ).fetchall()
     )
-    changed: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    changed: dict[tuple[str, str], list[tuple[str, Change]]] = defaultdict(list)
     requires: dict[tuple[str, str], tuple[str, ...]] = {}
     for eid, variant, env, wanted, versions in derived:
         wanted = json.loads(wanted)
@@ -412,9 +415,8 @@ def _advice(
         named = env_info(env)
         base = {"python": named.python, "torch": named.torch, "lightning": named.lightning}
         base.update(json.loads(own[env]) if env in own else {})
-        text = change_text(base, json.loads(versions), wanted)
-        if text:
-            changed[(eid, variant)].append((env, text))
+        for change in changes(base, json.loads(versions), wanted):
+            changed[(eid, variant)].append((env, change))
     return changed, requires
 
 
@@ -423,29 +425,64 @@ def _canonical(versions: Mapping[str, str]) -> dict[str, str]:
     return {k.lower().replace("_", "-").replace(".", "-"): v for k, v in versions.items()}
 
 
-def change_text(
+def _release(version: str) -> str:
+    """ "1.13.1+cu117" -> "1.13.1": the release a reader looks up."""
+    return version.split("+", 1)[0]
+
+
+def changes(
     base: Mapping[str, str], ran: Mapping[str, str], requires: Mapping[str, str]
-) -> str:
-    """What a variant's requirements changed: "numpy 2.4.6 → 1.26.4", "lightning 2.1.4 →
-    pytorch-lightning 1.9.5", "onnx 1.17.0 (added)"; "" where nothing differs."""
+) -> list[Change]:
+    """Per package a variant's requirements name: (package, the package the environment had
+    in its place, its version there or None where unknown, the version it ran with or None
+    where it was not installed). pytorch-lightning takes lightning's place (one axis)."""
     was, now = _canonical(base), _canonical(ran)
-    parts = []
+    out: list[Change] = []
     for package in requires:
         name = package.lower().replace("_", "-")
-        after = now.get(name)
-        before = was.get(name)
-        before_name = name
+        before, before_name = was.get(name), name
         if before is None and name == "pytorch-lightning" and "lightning" in was:
-            before, before_name = was["lightning"], "lightning"  # one axis, another package
-        if after is None:
-            parts.append(f"{name} not installed")
-        elif before is None:
-            parts.append(f"{name} {after} (added)")
-        elif before_name != name:
-            parts.append(f"{before_name} {before} → {name} {after}")
-        elif before != after:
-            parts.append(f"{name} {before} → {after}")
-    return ", ".join(parts)
+            before, before_name = was["lightning"], "lightning"
+        after = now.get(name)
+        out.append(
+            (
+                name,
+                before_name,
+                None if before is None else _release(before),
+                None if after is None else _release(after),
+            )
+        )
+    return out
+
+
+def _span(values: Sequence[str]) -> str:
+    return ", ".join(values) if len(values) <= 3 else f"{values[0]} … {values[-1]} ({len(values)})"
+
+
+def change_texts(found: Sequence[tuple[str, Change]], order: Mapping[str, int]) -> tuple[str, ...]:
+    """What the requirements changed, one text per package over the environments (in
+    ``order``): "torch 2.1.2 … 2.13.0 (14) → 2.0.1", "lightning 2.1.4 → pytorch-lightning
+    1.9.5", "onnx 1.17.0" (its version where the environment had none known), "numpy 1.26.4
+    (unchanged)"."""
+    by_package: dict[tuple[str, str], list[tuple[int, str | None, str | None]]] = {}
+    for env, (name, before_name, before, after) in found:
+        by_package.setdefault((name, before_name), []).append(
+            (order.get(env, len(order)), before, after)
+        )
+    texts = []
+    for (name, before_name), rows in by_package.items():
+        rows.sort(key=lambda r: r[0])
+        moved = [r for r in rows if r[1] is not None and r[1] != r[2]]
+        afters = list(dict.fromkeys(r[2] or "not installed" for r in (moved or rows)))
+        if moved:
+            befores = list(dict.fromkeys(r[1] for r in moved if r[1] is not None))
+            into = f"{name} " if before_name != name else ""
+            texts.append(f"{before_name} {_span(befores)} → {into}{_span(afters)}")
+        elif any(r[1] is not None for r in rows):
+            texts.append(f"{name} {_span(afters)} (unchanged)")
+        else:
+            texts.append(f"{name} {_span(afters)}")
+    return tuple(texts)
 
 
 def _first(pair: tuple[Any, Any]) -> Any:
@@ -769,8 +806,7 @@ def _with_advice(
     requires = spec.requires or grouped.requires.get(key, ())
     if not requires:
         return va
-    found = sorted(grouped.changed.get(key, ()), key=lambda c: env_rank.get(c[0], len(env_rank)))
-    changed = tuple(dict.fromkeys(text for _, text in found))
+    changed = change_texts(grouped.changed.get(key, ()), env_rank)
     return dataclasses.replace(va, requires=requires, changed=changed)
 
 

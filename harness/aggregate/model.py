@@ -324,8 +324,8 @@ class VariantAggregate:
     # ``overall``, k, n of ``anywhere``); the rates of a set of environments are their sums
     by_env: tuple[tuple[str, int, int, int, int], ...] = ()
     # version advice: the requirements the variant adds to its cells' (entry.yaml
-    # ``requires``), and what they changed where it ran, per environment in order
-    # ("numpy 2.4.6 → 1.26.4"), each text once
+    # ``requires``), and what they changed where it ran, one text per package over the
+    # environments ("numpy 2.4.6 → 1.26.4", "torch 2.1.2 … 2.13.0 (14) → 2.0.1")
     requires: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
 

@@ -754,12 +754,12 @@ def test_version_advice_is_judged_in_the_cell_it_answers_for_and_says_what_it_ch
     # the environments are the cells': the derived runs' versions are not theirs
     assert [(e.id, e.lightning) for e in agg.envs] == [(E1, "1.9.5"), (E2, "2.1.4"), (E3, "2.4.0")]
     assert wa.requires == ("lightning<2.0",)
-    assert wa.changed == ("lightning 2.1.4 → 1.9.5", "lightning 2.4.0 → 1.9.5")
+    assert wa.changed == ("lightning 2.1.4, 2.4.0 → 1.9.5",)  # E1 had it already
     assert verdict(agg, "workaround 1").subject == "wa"
     page = render_entry(agg)
     assert "workaround 1, 90%, requires lightning\\<2.0" in page
     assert (
-        "### wa (workaround) on cpu: fp16, run with lightning\\<2.0 (lightning 2.1.4 → 1.9.5"
+        "### wa (workaround) on cpu: fp16, run with lightning\\<2.0 (lightning 2.1.4, 2.4.0 → 1.9.5)"
         in page
     )
 
@@ -777,4 +777,24 @@ def test_advice_on_a_package_the_cells_lack_says_what_it_added() -> None:
         record, versions={k: v for k, v in record.versions.items() if k != "lightning"}
     )
     [wa] = [v for v in aggregate_entry(entry, [record]).variants if v.name == "wa"]
-    assert wa.changed == ("lightning 2.1.4 → pytorch-lightning 1.9.5, onnx 1.17.0 (added)",)
+    assert wa.changed == ("lightning 2.1.4 → pytorch-lightning 1.9.5", "onnx 1.17.0")
+
+
+def test_what_advice_changed_is_one_line_per_package_over_the_environments() -> None:
+    from harness.aggregate.cells import change_texts, changes
+
+    envs = [f"py3.11-torch2.{i}.0-lightning2.6.6" for i in range(1, 15)]
+    found = [
+        (env, c)
+        for i, env in enumerate(envs, 1)
+        for c in changes(
+            {"torch": f"2.{i}.0+cu121", "numpy": "1.26.4"},
+            {"torch": "2.0.1+cu117", "numpy": "1.26.4"},
+            {"torch": "torch<2.1", "numpy": "numpy<2"},
+        )
+    ]
+    order = {e: i for i, e in enumerate(envs)}
+    assert change_texts(found, order) == (
+        "torch 2.1.0 … 2.14.0 (14) → 2.0.1",
+        "numpy 1.26.4 (unchanged)",
+    )
