@@ -492,7 +492,10 @@ def probe_report(wanted, facts_in_a_fork=False):
             except Exception as exc:
                 errors.append("%s: %s" % (type(exc).__name__, exc))
         else:
-            missing["/".join(alternatives)] = errors[0]  # the first alternative's explains
+            # the first alternative's error, then why each other one did not import either
+            missing["/".join(alternatives)] = errors[0] + "".join(
+                " (%s: %s)" % (name, error) for name, error in zip(alternatives[1:], errors[1:])
+            )
     for optional in ("numpy",):
         try:
             importlib.import_module(optional)

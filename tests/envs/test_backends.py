@@ -228,3 +228,16 @@ def test_requirements_the_index_cannot_serve_are_said_so_by_the_resolver(tmp_pat
         backend.ensure_spec(EnvSpec("y", PY, ("six==1.16.0", "six<1.10"), imports=(("six",),)), ENV)
     assert "No solution found when resolving dependencies" in str(info.value)
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_health_check_names_why_each_alternative_does_not_import(tmp_path: Path) -> None:
+    # pytorch-lightning<2.0 in place of lightning: "No module named 'lightning'" alone hid
+    # why pytorch_lightning did not import either
+    broken = EnvSpec(
+        "broken", PY, ("six==1.16.0",), imports=(("six",), ("no_such_module_x", "six.moves.nope"))
+    )
+    with pytest.raises(EnvFailed) as info:
+        UvBackend(tmp_path).ensure_spec(broken, ENV)
+    text = str(info.value)
+    assert "No module named 'no_such_module_x'" in text
+    assert "(six.moves.nope: ModuleNotFoundError: No module named 'six.moves.nope')" in text
