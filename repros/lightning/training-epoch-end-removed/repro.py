@@ -6,41 +6,20 @@ hook Lightning 2.0.0 removed (CHANGELOG.md 2.0.0, "Removed", #16520), trained fo
 of four batches on the CPU. The workarounds and the dead end change where the epoch-end code
 lives; workaround 2 (pin Lightning below 2.0) is version advice: the harness installs the
 pinned release (entry.yaml `requires`), and the variant trains the baseline's module there.
-
-    python repro.py --list
-    python repro.py --variant baseline-training-epoch-end --device cpu --precision fp32
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from reprokit import Unsupported, finite, import_lightning
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, finite, import_lightning, main  # noqa: E402
-
-# reprokit:end
 
 BATCHES = 4
 
-VARIANTS = {
-    "baseline-training-epoch-end": "training_epoch_end(self, outputs) averages the epoch's step losses",
-    "workaround1-on-train-epoch-end": "on_train_epoch_end(self) averages the losses training_step kept in a list on the module",
-    "workaround2-pin-pytorch-lightning": "the baseline's module, with pytorch-lightning<2.0 installed as the workaround's command says",
-    "workaround2-pin-lightning": "the baseline's module, with the lightning package the cell has pinned below 2.0 (lightning<2.0)",
-    "deadend1-rename-keeping-outputs": "the hook renamed on_train_epoch_end(self, outputs), its body unchanged",
-    "control-no-epoch-end": "the same module and training without an epoch-end hook",
-}
-NOT_WRITTEN = []
 
+def modules(pl):
+    """The modules the variants train, on the installed Lightning's LightningModule."""
 
-def _modules(pl):
     class Base(pl.LightningModule):
         def __init__(self):
             super().__init__()
@@ -49,8 +28,7 @@ def _modules(pl):
 
         def training_step(self, batch, batch_idx):
             x, y = batch
-            loss = nn.functional.mse_loss(self.layer(x), y)
-            return {"loss": loss}
+            return {"loss": nn.functional.mse_loss(self.layer(x), y)}
 
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.1)
@@ -77,18 +55,12 @@ def _modules(pl):
         def on_train_epoch_end(self, outputs):
             self.epoch_losses = [float(o["loss"]) for o in outputs]
 
-    return {
-        "baseline-training-epoch-end": OldHook,
-        "workaround1-on-train-epoch-end": NewHook,
-        "workaround2-pin-pytorch-lightning": OldHook,
-        "workaround2-pin-lightning": OldHook,
-        "deadend1-rename-keeping-outputs": Renamed,
-        "control-no-epoch-end": Base,
-    }
+    return {"base": Base, "old": OldHook, "new": NewHook, "renamed": Renamed}
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+def train(device, precision, module) -> dict:
+    """One epoch of four batches of ``module`` (a key of ``modules``): the optimizer steps,
+    and (where it has epoch-end code) whether that code saw every step's loss."""
     if device != "cpu" or precision != "fp32":
         raise Unsupported("the hook's removal does not depend on the device: cpu, fp32 only")
     pl = import_lightning("pytorch")
@@ -97,7 +69,7 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     data = torch.utils.data.DataLoader(
         torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=4
     )
-    model = _modules(pl)[variant]()
+    model = modules(pl)[module]()
     trainer = pl.Trainer(
         max_epochs=1,
         accelerator="cpu",
@@ -114,7 +86,7 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
             "detail": "%d optimizer steps of %d" % (trainer.global_step, BATCHES),
         }
     }
-    if variant != "control-no-epoch-end":
+    if module != "base":
         losses = model.epoch_losses or []
         checks["epoch_end_saw_every_step"] = {
             "ok": len(losses) == BATCHES and finite(losses)["ok"],
@@ -124,5 +96,37 @@ def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
     return checks
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def baseline_training_epoch_end(device, precision):
+    return train(device, precision, "old")
+
+
+def workaround1_on_train_epoch_end(device, precision):
+    return train(device, precision, "new")
+
+
+def workaround2_pin_pytorch_lightning(device, precision):
+    # pytorch-lightning<2.0 is installed by the harness (entry.yaml requires)
+    return train(device, precision, "old")
+
+
+def workaround2_pin_lightning(device, precision):
+    # lightning<2.0 is installed by the harness (entry.yaml requires)
+    return train(device, precision, "old")
+
+
+def deadend1_rename_keeping_outputs(device, precision):
+    return train(device, precision, "renamed")
+
+
+def control_no_epoch_end(device, precision):
+    return train(device, precision, "base")
+
+
+VARIANTS = {
+    "baseline-training-epoch-end": baseline_training_epoch_end,
+    "workaround1-on-train-epoch-end": workaround1_on_train_epoch_end,
+    "workaround2-pin-pytorch-lightning": workaround2_pin_pytorch_lightning,
+    "workaround2-pin-lightning": workaround2_pin_lightning,
+    "deadend1-rename-keeping-outputs": deadend1_rename_keeping_outputs,
+    "control-no-epoch-end": control_no_epoch_end,
+}

@@ -8,44 +8,18 @@ with torch.serialization.register_package for the save only gives this CPU model
 that tag. Each variant applies one workaround or dead end of the knowledge-base entry
 (https://deadends.dev/cuda/checkpoint-device-mismatch/cuda12-linux); the version advice
 (dead end 3, downgrade PyTorch) and the CUDA runtime of dead end 1 are installed by the
-harness (entry.yaml `requires`), so their branches load the checkpoint as the baseline does.
-
-    python repro.py --list
-    python repro.py --variant baseline-gpu-checkpoint --device cpu --precision fp32
+harness (entry.yaml `requires`), so their functions load the checkpoint as the baseline does.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
-from pathlib import Path
 
 import torch
+from reprokit import Unsupported
 from torch import nn
-
-# reprokit:begin (the shared helpers, repros/reprokit.py; `harness export` inlines them)
-sys.path.insert(
-    0, next(str(d) for d in Path(__file__).resolve().parents if (d / "reprokit.py").is_file())
-)
-from reprokit import Unsupported, check_variant, main  # noqa: E402
-
-# reprokit:end
-
-VARIANTS = {
-    "baseline-gpu-checkpoint": "a state_dict saved on a GPU (storages tagged cuda:0), torch.load(path) without CUDA",
-    "workaround1-map-location-device": "torch.load(path, map_location=torch.device('cpu'))",
-    "workaround2-map-location-cpu-then-move": "map_location='cpu', load_state_dict, then the model moved to cuda if available, else cpu",
-    "workaround3-state-dict-literal": "the checkpoint is a state_dict, as the workaround says to save, loaded with torch.load(path) alone",
-    "workaround3-state-dict-as-shown": "the state_dict loaded with map_location='cpu', as the workaround's example does",
-    "deadend1-cuda-runtime-installed": "the CUDA runtime (pip's nvidia-cuda-runtime-cu12) installed on the machine without a GPU, then torch.load(path)",
-    "deadend2-edit-bytes": "the checkpoint's bytes edited by hand (b'cuda:0' replaced by b'cpu'), then torch.load(path)",
-    "deadend3-downgrade-torch-literal": "torch downgraded below 2.0 (torch<2), then torch.load(path)",
-    "deadend3-downgrade-torch-sensible": "torch downgraded to the first 2.x line (torch<2.1), then torch.load(path)",
-    "control-cpu-checkpoint": "a checkpoint saved on this CPU machine, torch.load(path)",
-}
-NOT_WRITTEN = []
 
 _TAG_PRIORITY = -1  # before every tagger torch registers (cpu is 10, cuda 20)
 
@@ -78,61 +52,107 @@ class Net(nn.Module):
         return self.head(torch.relu(self.body(x)))
 
 
-def run(variant: str, device: str = "cpu", precision: str = "fp32") -> dict:
-    check_variant(variant, VARIANTS, NOT_WRITTEN)
+def checkpoint(precision, load, save=save_as_gpu_machine, edit=None, move=False) -> dict:
+    """A state_dict saved (by ``save``, its file then ``edit``-ed), ``load(path)`` into a
+    fresh model (then moved to cuda where available, if ``move``): whether the saved weights
+    came back, on this machine."""
     if precision != "fp32":
         raise Unsupported("a checkpoint's device tags do not depend on precision: fp32 only")
     if torch.cuda.is_available():
         raise Unsupported("this machine has CUDA; the error is about loading without it")
     folder = tempfile.mkdtemp(prefix="kb-gpu-ckpt-")
     try:
-        return _run(variant, os.path.join(folder, "model.pt"))
+        path = os.path.join(folder, "model.pt")
+        torch.manual_seed(0)
+        state = Net().state_dict()
+        save(state, path)
+        if edit is not None:
+            edit(path)
+        torch.manual_seed(1)  # the fresh model starts from other weights
+        model = Net()
+        model.load_state_dict(load(path))
+        note = ""
+        if move:
+            target = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            model = model.to(target)
+            note = "moved to %s" % target
+        got = model.state_dict()
+        same = [k for k in state if k in got and torch.equal(got[k].cpu(), state[k])]
+        devices = sorted({str(t.device) for t in got.values()})
+        return {
+            "saved_weights_restored": {
+                "ok": len(same) == len(state),
+                "detail": "%d of %d saved tensors restored (%s) %s"
+                % (len(same), len(state), ", ".join(sorted(state)), note),
+            },
+            "weights_on_this_machine": {
+                "ok": devices == ["cpu"],
+                "detail": "the loaded weights are on %s" % ", ".join(devices),
+            },
+        }
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run(variant: str, path: str) -> dict:
-    torch.manual_seed(0)
-    saved = Net()
-    state = saved.state_dict()
-    if variant == "control-cpu-checkpoint":
-        torch.save(state, path)
-    else:
-        save_as_gpu_machine(state, path)
-    if variant == "deadend2-edit-bytes":
+def baseline_gpu_checkpoint(device, precision):
+    return checkpoint(precision, torch.load)
+
+
+def workaround1_map_location_device(device, precision):
+    return checkpoint(precision, lambda path: torch.load(path, map_location=torch.device("cpu")))
+
+
+def workaround2_map_location_cpu_then_move(device, precision):
+    return checkpoint(precision, lambda path: torch.load(path, map_location="cpu"), move=True)
+
+
+def workaround3_state_dict_literal(device, precision):
+    # the checkpoint already is a state_dict, the form the workaround says to save
+    return checkpoint(precision, torch.load)
+
+
+def workaround3_state_dict_as_shown(device, precision):
+    return checkpoint(precision, lambda path: torch.load(path, map_location="cpu"))
+
+
+def deadend1_cuda_runtime_installed(device, precision):
+    # the CUDA runtime is installed by the harness (entry.yaml requires)
+    return checkpoint(precision, torch.load)
+
+
+def deadend2_edit_bytes(device, precision):
+    def replace_tag(path):
         with open(path, "rb") as f:
             data = f.read()
         with open(path, "wb") as f:
             f.write(data.replace(b"cuda:0", b"cpu"))
-    note = ""
-    if variant == "workaround1-map-location-device":
-        loaded = torch.load(path, map_location=torch.device("cpu"))
-    elif variant in ("workaround2-map-location-cpu-then-move", "workaround3-state-dict-as-shown"):
-        loaded = torch.load(path, map_location="cpu")
-    else:
-        loaded = torch.load(path)
-    torch.manual_seed(1)  # the fresh model starts from other weights
-    model = Net()
-    model.load_state_dict(loaded)
-    if variant == "workaround2-map-location-cpu-then-move":
-        target = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        model = model.to(target)
-        note = "moved to %s" % target
-    got = model.state_dict()
-    same = [k for k in state if k in got and torch.equal(got[k].cpu(), state[k])]
-    devices = sorted({str(t.device) for t in got.values()})
-    return {
-        "saved_weights_restored": {
-            "ok": len(same) == len(state),
-            "detail": "%d of %d saved tensors restored (%s) %s"
-            % (len(same), len(state), ", ".join(sorted(state)), note),
-        },
-        "weights_on_this_machine": {
-            "ok": devices == ["cpu"],
-            "detail": "the loaded weights are on %s" % ", ".join(devices),
-        },
-    }
+
+    return checkpoint(precision, torch.load, edit=replace_tag)
 
 
-if __name__ == "__main__":
-    sys.exit(main(run, VARIANTS, __doc__, not_written=NOT_WRITTEN, default_precision="fp32"))
+def deadend3_downgrade_torch_literal(device, precision):
+    # torch<2 is installed by the harness (entry.yaml requires)
+    return checkpoint(precision, torch.load)
+
+
+def deadend3_downgrade_torch_sensible(device, precision):
+    # torch<2.1 is installed by the harness (entry.yaml requires)
+    return checkpoint(precision, torch.load)
+
+
+def control_cpu_checkpoint(device, precision):
+    return checkpoint(precision, torch.load, save=torch.save)
+
+
+VARIANTS = {
+    "baseline-gpu-checkpoint": baseline_gpu_checkpoint,
+    "workaround1-map-location-device": workaround1_map_location_device,
+    "workaround2-map-location-cpu-then-move": workaround2_map_location_cpu_then_move,
+    "workaround3-state-dict-literal": workaround3_state_dict_literal,
+    "workaround3-state-dict-as-shown": workaround3_state_dict_as_shown,
+    "deadend1-cuda-runtime-installed": deadend1_cuda_runtime_installed,
+    "deadend2-edit-bytes": deadend2_edit_bytes,
+    "deadend3-downgrade-torch-literal": deadend3_downgrade_torch_literal,
+    "deadend3-downgrade-torch-sensible": deadend3_downgrade_torch_sensible,
+    "control-cpu-checkpoint": control_cpu_checkpoint,
+}
