@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from harness.aggregate.model import (
     KIND_ORDER,
@@ -395,9 +397,11 @@ def _advice(
     """Per variant of version advice: what its requirements changed in each environment
     (its runs' versions against those of a run in the environment itself, else the versions
     the environment's id names), and its requirements as its records name them."""
+    # the runs that had their environment: not those that could not build or resolve it
+    # (their versions are what was requested: torch_requested, ...)
     derived = con.execute(
         "SELECT DISTINCT entry, variant, env, requires, versions FROM runs WHERE ran_in <> '' "
-        "ORDER BY ALL"
+        "AND json_extract_string(versions, '$.torch_requested') IS NULL ORDER BY ALL"
     ).fetchall()
     if not derived:
         return {}, {}
@@ -438,8 +442,8 @@ def changes(
     where it was not installed). pytorch-lightning takes lightning's place (one axis)."""
     was, now = _canonical(base), _canonical(ran)
     out: list[Change] = []
-    for package in requires:
-        name = package.lower().replace("_", "-")
+    for requirement in requires.values():  # (its package: the key may name its axis)
+        name = canonicalize_name(Requirement(requirement).name)
         before, before_name = was.get(name), name
         if before is None and name == "pytorch-lightning" and "lightning" in was:
             before, before_name = was["lightning"], "lightning"

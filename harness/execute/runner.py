@@ -15,7 +15,6 @@ from harness.execute.plan import Job
 from harness.execute.proc import ChildResult, ProcessGroups, run_isolated
 from harness.execute.warm import Refused, WarmWorker
 from harness.outcomes import Outcome
-from harness.spec.matrix import package_of
 from harness.store.records import Record
 from harness.store.validate import RecordRefused, validate_record
 
@@ -104,7 +103,7 @@ def _base(job: Job) -> dict[str, Any]:
         "precision": job.cell.precision,
         "trial": job.trial,
         "ran_in": ran_in.id if ran_in != job.cell.env else "",
-        "requires": {package_of(r): r for r in ran_in.requires},
+        "requires": {canonicalize_name(Requirement(r).name): r for r in ran_in.requires},
     }
 
 

@@ -798,3 +798,22 @@ def test_what_advice_changed_is_one_line_per_package_over_the_environments() -> 
         "torch 2.1.0 … 2.14.0 (14) → 2.0.1",
         "numpy 1.26.4 (unchanged)",
     )
+
+
+def test_advice_that_did_not_install_changes_nothing_and_the_requirement_names_its_package() -> (
+    None
+):
+    base = make_entry()
+    pin = Variant("wa", "workaround", "pin", requires=("pytorch-lightning<2.0",))
+    entry = dataclasses.replace(
+        base, variants=tuple(pin if v.name == "wa" else v for v in base.variants)
+    )
+    # keyed by its axis, as the first records of version advice were
+    wanted = {"lightning": "pytorch-lightning<2.0"}
+    ran = advised(rec("wa", E2, OK), wanted, pytorch_lightning="1.9.5", lightning="?")
+    failed = dataclasses.replace(
+        advised(rec("wa", E3, ENVF), wanted),
+        versions={"python_requested": "3.11", "torch_requested": "2.5.1"},
+    )
+    [wa] = [v for v in aggregate_entry(entry, [ran, failed]).variants if v.name == "wa"]
+    assert wa.changed == ("lightning 2.1.4 → pytorch-lightning 1.9.5",)
