@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shlex
 import symtable
 import sys
 import textwrap
@@ -247,6 +248,9 @@ def _docstring(entry: Entry, v: Variant, precision: str) -> str:
         f"`python -m harness export {entry.id} --variant {v.name}`: this variant and the",
         f"shared helpers it calls. Run: {run}",
     ]
+    requires = entry.requirements_for(v)
+    if requires:  # version advice: what the variant installs beside torch and lightning
+        lines.append("Install first: pip install " + " ".join(shlex.quote(r) for r in requires))
     text = "\n".join(lines).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
     return f'"""{text}\n"""'
 

@@ -201,3 +201,16 @@ def test_the_exported_seed_reproducer_runs_on_real_torch(
     script = _export(REPO, GRAD, variant, tmp_path / "bug.py")
     done = _run(script, "--precision", "bf16")
     assert done.returncode == code and said in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_an_exported_version_advice_says_what_to_install() -> None:
+    from harness.catalogue.export import export_script
+    from harness.spec.entries import load_entry
+
+    entry = load_entry(
+        REPO / "repros" / "lightning" / "training-epoch-end-removed", REPO / "repros"
+    )
+    kit = REPO / "repros" / "reprokit.py"
+    text = export_script(entry, "workaround2-pin-pytorch-lightning", kit)
+    assert "Install first: pip install 'pytorch-lightning<2.0'" in text
+    assert "Install first" not in export_script(entry, "workaround1-on-train-epoch-end", kit)
