@@ -2,6 +2,13 @@
 timeout that ends the whole group, output captured to bounded files, the result read
 from a file and the exit status as the fallback.
 
+Daemons (issue 25): a process that leaves the run's group and session (fork, setsid,
+fork) is not ended by the group's kill. The job's own process is a child subreaper
+(harness/inenv/child.py) and ends them when it ends; when it dies first they are
+reparented here, this process being a subreaper too (Linux, ``become_subreaper``), and
+``end_strays`` finds them by the run's token in their environment and ends them. On
+other systems there is no subreaper: only the process group is ended, as before.
+
 This is isolation "process" (a fresh interpreter per job); harness/execute/warm.py is isolation
 "fork" (a warm worker per environment forks a child per job) and returns the same
 ``ChildResult``.
@@ -11,25 +18,34 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
+import itertools
 import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "TOKEN_VAR",
     "ChildResult",
     "DiskFull",
     "ProcessGroups",
+    "become_subreaper",
     "end_own_children",
+    "end_strays",
+    "new_token",
     "read_result",
     "run_isolated",
     "signal_group",
+    "strays_text",
     "tail_of",
 ]
 
@@ -50,6 +66,9 @@ class ChildResult:
     result_problem: str = ""  # why a result file that was there is not ``result``
     # set when the warm worker that held the job died or hung: why there is no result
     worker_failure: str | None = None
+    # "pid (name)" of each daemon the run left that was found and ended after its process
+    # died (those it ended itself are in its result's warnings)
+    strays: tuple[str, ...] = ()
 
 
 def tail_of(path: Path, limit: int = TAIL_BYTES) -> str:
@@ -130,6 +149,133 @@ def read_result(path: Path) -> tuple[dict[str, Any] | None, str]:
     return loaded, ""
 
 
+TOKEN_VAR = "HARNESS_RUN_TOKEN"  # in a run's environment: what its daemons are known by
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+_tokens = itertools.count(1)
+
+
+def new_token(kind: str = "job") -> str:
+    """A token no other run of this process carries: ``<pid>.<kind><n>``."""
+    return f"{os.getpid()}.{kind}{next(_tokens)}"
+
+
+@functools.cache
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux 3.4+): a daemon
+    whose run's process died is reparented here, not to init, so that ``end_strays`` can
+    end it. Once per process; False where it cannot be (another OS)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def _stat(pid: str) -> tuple[int, str, int, str] | None:
+    """(parent, state, process group, name) of a process (Linux /proc), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+        end = text.rindex(")")
+        fields = text[end + 2 :].split()
+        return int(fields[1]), fields[0], int(fields[2]), text[text.index("(") + 1 : end]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _carries(pid: int, token: str | None) -> bool:
+    """True when ``pid``'s environment holds ``token`` (None: any token of this process's
+    runs). A zombie's cannot be read: False."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return False
+    prefix = f"{TOKEN_VAR}={os.getpid()}." if token is None else f"{TOKEN_VAR}={token}"
+    want = prefix.encode()
+    return any(
+        item.startswith(want) if token is None else item == want for item in env.split(b"\0")
+    )
+
+
+def end_strays(
+    token: str | None,
+    *,
+    keep: Collection[int] = (),
+    groups: Collection[int] = (),
+    grace: float = TERM_GRACE_S,
+    live: bool = True,
+    after: Collection[int] = (),
+) -> list[str]:
+    """Kill and reap, again and again, each child of this process (a subreaper: the
+    daemons of runs whose process died are reparented here) whose environment carries
+    ``token`` (None: any run's), and reap the zombies of process ``groups`` (a run's
+    members reparented here). ``keep``: children started here (their Popen reaps them);
+    ``live``: False reaps the zombies only; ``after``: processes (killed, not children of
+    this one) to wait for first, whose children are reparented when they end. Returns
+    "pid (name)" of each live one outside ``groups``: the daemons."""
+    me = os.getpid()
+    escaped: list[str] = []
+    seen: set[int] = set()
+    deadline = time.monotonic() + grace
+    for pid in after:
+        while time.monotonic() < deadline:
+            st = _stat(str(pid))
+            if st is None or st[1] in ("Z", "X"):
+                break
+            time.sleep(0.005)
+    while time.monotonic() < deadline:
+        found = []
+        with contextlib.suppress(OSError):
+            for name in os.listdir("/proc"):
+                if not name.isdigit() or int(name) in keep:
+                    continue
+                st = _stat(name)
+                if st is None or st[0] != me:
+                    continue
+                pid, (_, state, pgid, comm) = int(name), st
+                zombie = state in ("Z", "X")
+                if zombie and pgid in groups or live and not zombie and _carries(pid, token):
+                    found.append(pid)
+                    if not zombie and pgid not in groups and pid not in seen:
+                        seen.add(pid)
+                        escaped.append(f"{pid} ({comm})")
+        if not found:
+            break
+        for pid in found:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in found:
+            _reap(pid, deadline)
+    return escaped
+
+
+def _reap(pid: int, deadline: float) -> None:
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done or time.monotonic() > deadline:
+            return
+        time.sleep(0.005)
+
+
+def strays_text(escaped: Collection[str]) -> str:
+    """What a record says of the daemons a run left (child.strays_text's words)."""
+    items = list(escaped)
+    n = len(items)
+    more = f" and {n - 10} more" if n > 10 else ""
+    return (
+        f"ended {n} process{'' if n == 1 else 'es'} the run left running outside its "
+        f"process group: {', '.join(items[:10])}{more}"
+    )
+
+
 class ProcessGroups:
     """The process groups now running, so that an interrupt can end every one of them."""
 
@@ -157,9 +303,13 @@ class ProcessGroups:
             signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + TERM_GRACE_S
         while time.monotonic() < deadline and any(_group_alive(g) for g in groups):
+            # members reparented here (this process is a subreaper) are reaped here
+            end_strays(None, keep=groups, groups=groups, grace=0.05, live=False)
             time.sleep(0.05)
         for pgid in groups:
             signal_group(pgid, signal.SIGKILL)
+        # the daemons of every run: their runs' processes are gone or going
+        end_strays(None, keep=groups, groups=groups)
 
 
 def signal_group(pgid: int, sig: int) -> None:
@@ -213,6 +363,9 @@ def run_isolated(
     """Run ``argv + [job.json, result.json]`` in a new session and collect what it left.
     Raises DiskFull when the run folder's disk is full before the child starts, or when
     the child left no usable result and the disk is full after it."""
+    become_subreaper()
+    token = new_token()
+    env = {**(os.environ if env is None else env), TOKEN_VAR: token}
     with tempfile.TemporaryDirectory(prefix="harness-run-") as tmp:
         work = Path(tmp)
         job_path = work / "job.json"
@@ -255,6 +408,11 @@ def run_isolated(
         result, problem = None, ""
         if result_path.is_file() and not timed_out:
             result, problem = read_result(result_path)
+        strays: list[str] = []
+        if proc.returncode != 0 or result is None:
+            # it died before it could end its daemons (it wrote its result after): they
+            # are this process's now, and so are its group's zombies
+            strays = end_strays(token, groups=(proc.pid,))
         if result is None and not timed_out and disk_full(work):
             raise DiskFull(work.parent)
         rc = proc.returncode
@@ -267,4 +425,5 @@ def run_isolated(
             stdout_tail=tail_of(out_path),
             stderr_tail=tail_of(err_path),
             result_problem=problem,
+            strays=tuple(strays),
         )

@@ -12,7 +12,7 @@ from packaging.utils import canonicalize_name
 
 from harness.envs.backends import CHILD, BuiltEnv
 from harness.execute.plan import Job
-from harness.execute.proc import ChildResult, ProcessGroups, run_isolated
+from harness.execute.proc import ChildResult, ProcessGroups, run_isolated, strays_text
 from harness.execute.warm import Refused, WarmWorker
 from harness.outcomes import Outcome
 from harness.store.records import Record
@@ -163,14 +163,22 @@ def record_of(
         "isolation": isolation,
     }
     res = child.result
+    said = strays_text(child.strays) if child.strays else ""
     if res is not None:
+        fields = _from_result(res, env_versions)
+        checks = fields["checks"]
+        warned = checks.get("_warnings", []) if isinstance(checks, dict) else None
+        if said and isinstance(warned, list):  # the daemons ended after its process died
+            fields["checks"] = {**checks, "_warnings": [*warned, said]}
         try:
-            return validate_record({**common, **_from_result(res, env_versions)})
+            return validate_record({**common, **fields})
         except RecordRefused as exc:
             outcome = Outcome.CRASHED
             reason = f"the run's result file was refused: {exc}"
     else:
         outcome, reason = fallback(child, timeout_s)
+    if said:
+        reason = f"{reason}; {said}"
     return validate_record(
         {**common, "outcome": outcome.value, "reason": reason, "versions": dict(env_versions)}
     )

@@ -13,6 +13,7 @@ starts a new worker.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import queue
@@ -30,10 +31,14 @@ from typing import Any
 from harness.envs.backends import ProbeResult, run_probe
 from harness.execute.proc import (
     TERM_GRACE_S,
+    TOKEN_VAR,
     ChildResult,
     DiskFull,
     ProcessGroups,
+    become_subreaper,
     disk_full,
+    end_strays,
+    new_token,
     read_result,
     signal_group,
     tail_of,
@@ -91,6 +96,7 @@ class WarmWorker:
         self.import_s = 0.0
         self.refusal: str | None = None  # why it refused to fork; then every job runs fresh
         self._proc: subprocess.Popen[bytes] | None = None
+        self._token = new_token("worker")  # its jobs' daemons carry it (proc.end_strays)
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self._write_lock = threading.Lock()
         self._waiting: dict[str, queue.Queue[object]] = {}
@@ -112,6 +118,7 @@ class WarmWorker:
     def start(self, timeout_s: float = START_TIMEOUT_S) -> ProbeResult:
         """Start the worker and wait until it has imported; return what the imports found
         (the health check's report: versions, CUDA facts, the modules that did not import)."""
+        become_subreaper()  # the worker's jobs' daemons come here if the worker dies
         self._dir = tempfile.TemporaryDirectory(prefix="harness-run-")
         work = Path(self._dir.name)
         (work / "imports.json").write_text(json.dumps([list(i) for i in self.imports]))
@@ -129,6 +136,7 @@ class WarmWorker:
                 stderr=err,
                 start_new_session=True,  # Ctrl-C reaches the harness, which ends the children
                 cwd=work,
+                env={**os.environ, TOKEN_VAR: self._token},
             )
         if self.groups is not None:
             self.groups.add(self._proc.pid)
@@ -171,10 +179,20 @@ class WarmWorker:
             signal_group(proc.pid, signal.SIGKILL)
             if self.groups is not None:
                 self.groups.discard(proc.pid)
+            self._sweep()
         self._dead = True
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
+
+    def _sweep(self, job: int | None = None) -> list[str]:
+        """End what the worker's jobs left once the worker is gone (reparented here, once
+        the process of ``job``, whose group was killed, is gone too)."""
+        proc = self._proc
+        if proc is None or proc.poll() is None:
+            return []
+        jobs = () if job is None else (job,)
+        return end_strays(self._token, groups=jobs, after=jobs)
 
     def _death_reason(self) -> str:
         proc = self._proc
@@ -249,11 +267,14 @@ class WarmWorker:
             if self.groups is not None:
                 self.groups.add(pid)
             try:
-                return self._wait_child(work, events, pid, started, deadline, label)
+                child = self._wait_child(work, events, pid, started, deadline, label)
             finally:
                 if self.groups is not None:
                     self.groups.discard(pid)
                 signal_group(pid, signal.SIGKILL)  # a forked grandchild left behind
+            if child.worker_failure:  # the worker died: the job's daemons come here
+                child = dataclasses.replace(child, strays=(*child.strays, *self._sweep(pid)))
+            return child
 
     def _wait_child(
         self,
@@ -278,6 +299,7 @@ class WarmWorker:
             return self._lost(work, started, pid, timed_out, label, hung=event is None)
         assert isinstance(event, dict)
         status = int(event.get("status", 0))
+        strays = event.get("strays")
         exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         result, problem = None, ""
@@ -294,6 +316,7 @@ class WarmWorker:
             stdout_tail=tail_of(work / "stdout"),
             stderr_tail=tail_of(work / "stderr"),
             result_problem=problem,
+            strays=tuple(str(x) for x in strays) if isinstance(strays, list) else (),
         )
 
     def _lost(

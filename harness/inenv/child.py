@@ -30,11 +30,16 @@ per line on stdin and answers one JSON event per line on stdout:
     <- {"op": "run", "id": "7", "job": {...}, "result": "/r.json", "stdout": "/o", "stderr": "/e"}
     -> {"event": "started", "id": "7", "pid": 4242}     a forked child runs the job
     -> {"event": "refused", "id": "7", "reason": "..."}  forking is not safe here
-    -> {"event": "ended", "id": "7", "pid": 4242, "status": 0}  (raw wait status)
+    -> {"event": "ended", "id": "7", "pid": 4242, "status": 0, "strays": []}
+       (raw wait status; "strays": "pid (name)" of the daemons it left, ended here)
 Each child is a fresh fork of the clean worker, leads a session of its own and runs
 exactly one job, as the one-job mode does. The worker never initialises CUDA; it
 refuses to fork once CUDA is initialised in it. When stdin closes (the harness ended or
 died) the worker kills its children's process groups and exits.
+
+Daemons: the worker and each job's process (both modes) are child subreapers (Linux). A
+daemon a job starts (fork, setsid, fork) is ended when the job ends and named in the
+result's warnings, or in the worker's "strays" when the job's process died first.
 
 A reproducer module (loaded as REPRO_MODULE, registered in sys.modules for the run) maps
 each variant's name to its function in ``VARIANTS``; ``f(device, precision) -> dict`` returns
@@ -98,13 +103,24 @@ def type_matches(exc, wanted):
     return False
 
 
+def message_of(exc):
+    """``str(exc)``, or its repr where str() raises, or "<unprintable message>" where both
+    raise: a variant's exception is measured, never a crash of the child's own code."""
+    for show in (str, repr):
+        try:
+            return show(exc)
+        except Exception:
+            pass
+    return "<unprintable message: str() and repr() of %s raise>" % type(exc).__name__
+
+
 def signature_matches(exc, signature):
     if not signature:
         return False
     if not type_matches(exc, signature.get("type", "")):
         return False
     pattern = signature.get("message", "")
-    return re.search(pattern, str(exc), re.DOTALL) is not None
+    return re.search(pattern, message_of(exc), re.DOTALL) is not None
 
 
 def _frame_of(tb):
@@ -118,10 +134,13 @@ def _frame_of(tb):
 
 
 def exception_info(exc):
-    tb_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        tb_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:  # an exception object hostile enough to break the formatter
+        tb_text = "<the traceback of %s could not be formatted>" % type(exc).__name__
     return {
         "type": _qualname(type(exc)),
-        "message": _bounded(str(exc)),
+        "message": _bounded(message_of(exc)),
         "frame": _frame_of(exc.__traceback__),
         "traceback": _bounded(tb_text),
     }
@@ -130,7 +149,7 @@ def exception_info(exc):
 def _is_oom(exc):
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
         return True
-    text = str(exc).lower()
+    text = message_of(exc).lower()
     return any(re.search(p, text) for p in OOM_PATTERNS)
 
 
@@ -152,7 +171,7 @@ def classify(exc, checks, signature, variant_signature=None):
     if exc is not None:
         info = exception_info(exc)
         if is_unsupported(exc):
-            return {"outcome": "unsupported", "reason": _bounded(str(exc)), "exception": None}
+            return {"outcome": "unsupported", "reason": _bounded(message_of(exc)), "exception": None}
         # the documented signature first: a variant's own (related) signature never
         # stands in for it, and the documented error is never recorded as related
         if signature_matches(exc, signature):
@@ -308,7 +327,7 @@ def execute(job):
             result = classify(exc, checks, job.get("signature"), job.get("variant_signature"))
     seen = []
     for w in caught or []:
-        text = "%s: %s" % (w.category.__name__, w.message)
+        text = "%s: %s" % (w.category.__name__, message_of(w.message))
         if text not in seen:
             seen.append(_bounded(text, 500))
     result.update(
@@ -374,6 +393,112 @@ def watch_parent(parent_pid, interval=0.2):
         os._exit(0)
 
 
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def become_subreaper():
+    """Make this process the reaper of its orphaned descendants (Linux 3.4+, prctl via
+    ctypes): one that leaves the run's process group and session (fork, setsid, fork) is
+    then reparented here, not to init, and is found when the run ends. Not inherited by
+    a fork. False where it cannot be (another OS, no ctypes): there only the run's
+    process group is ended, as before."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except Exception:  # no ctypes in this build, no prctl in this libc
+        return False
+
+
+def _children_of(pid):
+    """(pid, state, process group, name) of each process whose parent is ``pid``
+    (Linux /proc; none where it cannot be read)."""
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                text = f.read()
+            end = text.rindex(")")
+            fields = text[end + 2 :].split()
+            if int(fields[1]) == pid:
+                found.append((int(name), fields[0], int(fields[2]), text[text.index("(") + 1 : end]))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _has_children():
+    """False when this process has no child at all (cheap: no /proc scan)."""
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def end_descendants(keep=(), group=None, grace=5.0):
+    """Kill and reap every child of this process but ``keep``, again and again: a
+    subreaper inherits the children of each one it kills, so the loop ends when nothing
+    the run started is left (or after ``grace`` seconds). Returns "pid (name)" of each
+    that was running outside process group ``group`` (default: this process's), a
+    daemon the run left behind; those inside it would end with the group anyway."""
+    group = os.getpgid(0) if group is None else group
+    me = os.getpid()
+    escaped = []
+    seen = set()
+    deadline = time.time() + grace
+    while time.time() < deadline:
+        children = [c for c in _children_of(me) if c[0] not in keep]
+        if not children:
+            break
+        for pid, state, pgid, name in children:
+            if state not in ("Z", "X") and pgid != group and pid not in seen:
+                seen.add(pid)
+                escaped.append("%d (%s)" % (pid, name))
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for child in children:
+            _reap(child[0], deadline)
+    return escaped
+
+
+def _reap(pid, deadline):
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done or time.time() > deadline:
+            return
+        time.sleep(0.005)
+
+
+def _end_run(watcher):
+    stop_watching(watcher)
+    return end_descendants() if _has_children() else []
+
+
+def strays_text(escaped):
+    """What a record says of the daemons a run left (the host writes the same words)."""
+    n = len(escaped)
+    return "ended %d process%s the run left running outside its process group: %s" % (
+        n,
+        "" if n == 1 else "es",
+        ", ".join(escaped[:10]) + (" and %d more" % (n - 10) if n > 10 else ""),
+    )
+
+
 def stop_watching(pid):
     if pid:
         try:
@@ -405,15 +530,24 @@ def run_here(job, result_path, parent_pid, already_mapped=0):
     Not on CUDA, whose driver reserves huge virtual ranges.
     """
     watcher = watch_parent(parent_pid)
+    become_subreaper()  # a daemon the variant starts stays this process's to end
     limit_mb = job.get("memory_limit_mb") or 0
     if limit_mb and job["device"] == "cpu":
         import resource
 
         limit = int(already_mapped) + int(limit_mb) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    result = execute(job)
+    try:
+        result = execute(job)
+    except BaseException:  # sys.exit() in a variant: nothing it started outlives it either
+        escaped = _end_run(watcher)
+        if escaped:
+            sys.stderr.write("harness: %s\n" % strays_text(escaped))
+        raise
+    escaped = _end_run(watcher)
+    if escaped:
+        result["warnings"] = list(result.get("warnings") or []) + [strays_text(escaped)]
     write_atomically(result_path, result)
-    stop_watching(watcher)
 
 
 def main(argv):
@@ -723,8 +857,11 @@ def serve(wanted):
         while data:
             data = data[os.write(channel, data) :]  # BrokenPipeError: the harness is gone
 
+    # a job's process that dies leaving a daemon (it killed by the timeout, or it crashed)
+    # leaves it to the worker, which ends it (_serve_requests)
+    become_subreaper()
     # forked while the worker is still small: one reaper instead of a watcher per job
-    reaper = _start_reaper()
+    reaper, reaper_pid = _start_reaper()
     started = time.time()
     try:
         report = probe_report(wanted, facts_in_a_fork=True)
@@ -760,7 +897,7 @@ def serve(wanted):
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     try:
-        _serve_requests(send, (channel, wake_read, wake_write, reaper), running)
+        _serve_requests(send, (channel, wake_read, wake_write, reaper), running, reaper_pid)
     except (BrokenPipeError, KeyboardInterrupt):
         pass
     for pid in running:  # the harness is gone: nobody will read their results
@@ -773,8 +910,9 @@ def serve(wanted):
     return 0
 
 
-def _serve_requests(send, own_fds, running):
+def _serve_requests(send, own_fds, running, reaper_pid):
     wake, reaper = own_fds[1], own_fds[3]
+    results = {}  # pid -> the result file its job writes
     pending = b""
     reading = True
     spare = None  # a child forked ahead of the next request (_fork_spare)
@@ -817,6 +955,7 @@ def _serve_requests(send, own_fds, running):
                         pid = _start_child(request, own_fds)
                         os.write(reaper, ("+%d\n" % pid).encode())
                     running[pid] = request["id"]
+                    results[pid] = request.get("result", "")
                     send({"event": "started", "id": request["id"], "pid": pid})
             while True:
                 try:
@@ -832,10 +971,27 @@ def _serve_requests(send, own_fds, running):
                     os.write(reaper, ("-%d\n" % pid).encode())
                     continue
                 request_id = running.pop(pid, None)
+                strays = []
                 if request_id is not None:
                     os.write(reaper, ("-%d\n" % pid).encode())
+                    result = results.pop(pid, "")
+                    # a job's process that wrote its result ended its own daemons first
+                    # (run_here); one that did not may have left them here
+                    if status != 0 or not (result and os.path.exists(result)):
+                        keep = set(running) | {reaper_pid}
+                        if spare is not None:
+                            keep.add(spare.pid)
+                        strays = end_descendants(keep, group=pid)
                 if request_id is not None and reading:
-                    send({"event": "ended", "id": request_id, "pid": pid, "status": status})
+                    send(
+                        {
+                            "event": "ended",
+                            "id": request_id,
+                            "pid": pid,
+                            "status": status,
+                            "strays": strays,
+                        }
+                    )
     finally:
         if spare is not None:  # stopping: the spare exits when its pipe closes unread
             spare.dismiss()
@@ -846,7 +1002,8 @@ def _serve_requests(send, own_fds, running):
 
 
 def _start_reaper():
-    """Fork the worker's reaper; return the pipe that tells it the children's groups.
+    """Fork the worker's reaper; return the pipe that tells it the children's groups, and
+    its pid.
 
     It reads "+PGID" / "-PGID" lines; when the pipe closes (the worker exited or was
     killed, however) it kills every group still listed and exits, so that a job's
@@ -854,9 +1011,10 @@ def _start_reaper():
     is to outlive the worker by a moment.
     """
     read_end, write_end = os.pipe()
-    if os.fork():
+    pid = os.fork()
+    if pid:
         os.close(read_end)
-        return write_end
+        return write_end, pid
     try:
         os.close(write_end)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -4,10 +4,13 @@ through both isolation modes: forked from a warm worker ("fork") and a fresh int
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -375,3 +378,60 @@ def test_each_job_runs_in_a_child_forked_ahead_of_it(tiny_entry, host_env, cpu_c
     finally:
         warm.stop()
     assert not _alive(last)
+
+
+# --- issue 25: nothing escapes a run --------------------------------------------------------
+
+
+def _running_with(mark: str) -> list[int]:
+    """Live processes (zombies aside) whose command line holds ``mark``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if mark.encode() in argv and state not in ("Z", "X"):
+            found.append(int(pid))
+    return found
+
+
+@pytest.fixture
+def mark() -> Iterator[str]:
+    """A word that names this test's daemons; any left at the end are killed."""
+    word = f"escape{os.getpid()}x{time.monotonic_ns()}"
+    yield word
+    for pid in _running_with(word):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER")
+@pytest.mark.parametrize("how", ["ok", "hang", "crash"])
+def test_a_daemon_the_variant_leaves_behind_is_ended_and_the_record_says_so(
+    tiny_entry, host_env, cpu_cell, worker, mark: str, how: str
+) -> None:
+    """fork, setsid, fork, close every descriptor, sleep: the grandchild (its own session,
+    PPID 1) outlived an ``ok`` record in both modes (issue 25, item 1). It is ended with
+    the job however the job ends (returns, times out, exits without a result)."""
+    r = run(tiny_entry, host_env, cpu_cell, f"escape-{how}-{mark}", timeout=3, worker=worker)
+    left = _running_with(mark)
+    assert left == [], f"the daemon {left} outlived its run"
+    expected = {"ok": Outcome.OK, "hang": Outcome.TIMEOUT, "crash": Outcome.CRASHED}[how]
+    assert r.outcome is expected, r
+    said = " ".join([r.reason, *r.checks.get("_warnings", [])])
+    assert "1 process" in said and "outside its process group" in said, said
+
+
+def test_an_exception_that_cannot_be_printed_is_other_error(tiny_entry, host_env, cpu_cell, worker):
+    """__str__ and __repr__ raise: the child's own classification raised with them and the
+    job was ``crashed`` ("exit status 1 without a result", issue 25, item 10)."""
+    r = run(tiny_entry, host_env, cpu_cell, "unprintable", worker=worker)
+    assert r.outcome is Outcome.OTHER_ERROR, r.reason
+    assert r.exception is not None
+    assert r.exception.type == "repro_under_test.Unprintable"
+    assert "unprintable message" in r.exception.message
+    assert "repro.py" in r.exception.frame

@@ -25,3 +25,26 @@ def test_torchs_own_unsupported_is_a_measured_error() -> None:
         result = classify(_exc(module, RuntimeError), {}, SIGNATURE)
         assert result["outcome"] == "other_error", module
         assert result["exception"]["type"] == module + ".Unsupported"
+
+
+class Unprintable(RuntimeError):
+    def __str__(self) -> str:
+        raise ValueError("no str")
+
+    def __repr__(self) -> str:
+        raise ValueError("no repr")
+
+
+def test_an_exception_whose_str_and_repr_raise_is_other_error_with_its_type() -> None:
+    """classify() raised with the exception (issue 25, item 10): the job was crashed."""
+    try:
+        raise Unprintable()
+    except Unprintable as exc:
+        result = classify(exc, {}, SIGNATURE)
+    assert result["outcome"] == "other_error"
+    assert result["exception"]["type"] == "tests.inenv.test_child.Unprintable"
+    assert "unprintable message" in result["exception"]["message"]
+    assert "test_child.py" in result["exception"]["frame"]
+    # an Unsupported whose message cannot be read is still unsupported, with a reason
+    cls = type("Unsupported", (Unprintable,), {"__module__": "reprokit"})
+    assert classify(cls(), {}, SIGNATURE)["outcome"] == "unsupported"

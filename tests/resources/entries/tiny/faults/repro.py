@@ -14,6 +14,38 @@ class DocumentedError(RuntimeError):
     pass
 
 
+class Unprintable(Exception):
+    """An exception whose message cannot be read: str() and repr() raise."""
+
+    def __str__(self):
+        raise RuntimeError("no str for you")
+
+    def __repr__(self):
+        raise RuntimeError("no repr either")
+
+
+def _escape(mark):
+    """fork, setsid, fork: a grandchild in a session of its own (PPID 1 once its parent
+    is gone) that closes every descriptor and sleeps, as a daemon does. It execs a
+    Python whose command line ends with ``mark``, so that a test can find it; returns
+    once it has (its end of the pipe closes on exec)."""
+    read_end, write_end = os.pipe()  # not inheritable: exec closes it
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.closerange(0, write_end)
+            os.closerange(write_end + 1, 4096)
+            code = "import time; time.sleep(3600)"
+            os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", code, mark])
+        os._exit(0)
+    os.close(write_end)
+    os.waitpid(pid, 0)
+    while os.read(read_end, 1):
+        pass
+    os.close(read_end)
+
+
 def run(variant, device, precision):
     if variant == "documented":
         raise DocumentedError("GradScaler unscale_() encountered None gradient (tiny)")
@@ -72,6 +104,16 @@ def run(variant, device, precision):
             sys.stdout.write("x" * 10000 + "\n")
         sys.stderr.buffer.write(bytes(range(256)) * 100)
         return {"moved": {"ok": True, "detail": "after printing 2 MB"}}
+    if variant == "unprintable":
+        raise Unprintable()
+    if variant.startswith("escape-"):  # escape-{ok,hang,crash}-MARK: leaves a daemon behind
+        _, how, mark = variant.split("-", 2)
+        _escape(mark)
+        if how == "hang":
+            time.sleep(3600)
+        if how == "crash":
+            os._exit(3)
+        return {"moved": {"ok": True, "detail": "left a daemon behind"}}
     raise ValueError("unknown variant " + variant)
 
 

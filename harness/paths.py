@@ -1,0 +1,131 @@
+"""Paths the harness writes or removes, checked before it acts: resolved (every link
+followed) they must lie inside the project; a link in the way is refused with its path,
+never followed for deletion (issue 25: a `report` unlinked files through a linked cache
+folder, `export -o` overwrote the committed records).
+
+Checks, not locks: a process that swaps a folder for a link between the check and the
+write is out of scope; deletion alone is race-free (``remove_files`` works relative to a
+folder opened without following a link).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["OutsideProject", "check_output", "inside", "remove_files", "safe_folder"]
+
+
+class OutsideProject(Exception):
+    """A path the harness will not write or remove: ``path`` and why."""
+
+    def __init__(self, path: str | os.PathLike[str], why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = Path(path)
+        self.why = why
+
+
+def inside(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
+    """True when ``path``, with every link resolved (the parts that exist), lies in
+    ``root`` (resolved too) or is ``root``."""
+    top = os.path.realpath(root)
+    return os.path.commonpath([top, os.path.realpath(path)]) == top
+
+
+def _link_text(path: Path) -> str:
+    try:
+        return f"is a link (to {os.readlink(path)})"
+    except OSError:
+        return "is a link"
+
+
+def safe_folder(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -> Path:
+    """``folder`` if each of its parts below ``root`` is a real folder or not there yet
+    (mkdir makes them real) and it lies inside ``root``; else OutsideProject naming the
+    first part that is a link or not a folder."""
+    top, target = Path(root), Path(folder)
+    try:
+        parts = target.relative_to(top).parts
+    except ValueError:
+        raise OutsideProject(target, f"lies outside {top}") from None
+    at = top
+    for part in parts:
+        at = at / part
+        try:
+            info = os.lstat(at)
+        except FileNotFoundError:
+            break
+        if stat.S_ISLNK(info.st_mode):
+            raise OutsideProject(
+                at, f"{_link_text(at)}; the harness writes and deletes nothing through a link"
+            )
+        if not stat.S_ISDIR(info.st_mode):
+            raise OutsideProject(at, "is not a folder")
+    if not inside(top, target):
+        raise OutsideProject(target, f"lies outside {top}")
+    return target
+
+
+def remove_files(folder: str | os.PathLike[str], drop: Callable[[os.DirEntry[str]], bool]) -> int:
+    """Unlink each entry of ``folder`` that ``drop`` picks; returns how many. The folder is
+    opened without following a link (a linked folder raises OSError, ELOOP or ENOTDIR),
+    each entry is removed relative to it (a link goes, not what it points to) and
+    folders are left alone."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    removed = 0
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False) or not drop(entry):
+                    continue
+                try:
+                    os.unlink(entry.name, dir_fd=fd)
+                except FileNotFoundError:
+                    continue  # a concurrent clean took it
+                removed += 1
+    finally:
+        os.close(fd)
+    return removed
+
+
+def check_output(
+    path: str | os.PathLike[str],
+    project: str | os.PathLike[str],
+    *,
+    force: bool = False,
+    protected: tuple[str, ...] = ("results", "repros"),
+) -> Path:
+    """Where a command may write a file the user named (``export -o``): not a link, a
+    folder or a file that is not a regular one; its folder there; nowhere inside the
+    project's ``protected`` folders (its records, reports and entries); an existing file
+    only with ``force``. Raises OutsideProject saying what to do instead."""
+    target = Path(path)
+    try:
+        info: os.stat_result | None = os.lstat(target)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise OutsideProject(target, f"cannot be read: {exc.strerror or exc}") from None
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        raise OutsideProject(target, f"{_link_text(target)}; name the file itself")
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise OutsideProject(target, "is a folder; name a file in it")
+    parent = target.parent
+    if not parent.exists():
+        raise OutsideProject(target, f"no such folder {parent}")
+    if not parent.is_dir():
+        raise OutsideProject(target, f"{parent} is not a folder")
+    for name in protected:
+        if inside(Path(project) / name, target):
+            raise OutsideProject(
+                target,
+                f"lies inside the project's {name}/ (its records, reports and entries are "
+                "the harness's own data); write the script elsewhere",
+            )
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise OutsideProject(target, "is not a regular file")
+    if info is not None and not force:
+        raise OutsideProject(target, "exists; pass --force to replace it")
+    return target
