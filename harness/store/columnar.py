@@ -55,9 +55,14 @@ from harness.store import snapshot
 from harness.store.jsonl import (
     MAX_LINE_BYTES,
     LoadResult,
+    NotARecordFile,
     Refused,
     Store,
+    being_written,
+    has_long_line,
     latest,
+    open_record_file,
+    parse_fd,
     read_line,
 )
 from harness.store.records import SCHEMA, ExceptionInfo, Record
@@ -531,6 +536,9 @@ class _Source:
     whole: Future[Any] | None = None  # digest_lines of a file read in full
     # the non-blank lines the engine did not accept, (n, bytes): the snapshot's, then the rest
     others: list[tuple[int, bytes]] = field(default_factory=list)
+    # a line longer than MAX_LINE_BYTES: the whole file is read by Python, in chunks (the
+    # engine would hold the line whole, and read_text the file whole)
+    python_only: bool = False
 
 
 def _open_snapshot(con: duckdb.DuckDBPyConnection, cache: Path, src: _Source) -> None:
@@ -539,6 +547,9 @@ def _open_snapshot(con: duckdb.DuckDBPyConnection, cache: Path, src: _Source) ->
     before the load returns)."""
     snap = snapshot.open_snapshot(cache, src.path.name)
     if snap is None or src.before.st_size < snap.bytes:
+        return
+    if has_long_line(src.fd, snap.bytes, src.before.st_size):
+        src.python_only = True
         return
     files = snapshot.good_parquet(cache, snap)
     try:
@@ -580,22 +591,31 @@ def load_latest(store: Store, cache: Path | None = None, *, update: bool = True)
 
 
 def _load(store: Store, cache: Path | None, update: bool, skip: set[str]) -> RecordTable:
-    files = store.files()
+    files, skipped = store.scan()
     con = _connect()
     sources: list[_Source] = []
     try:
         with ThreadPoolExecutor(max_workers=1) as hashing:
-            for i, path in enumerate(files):
-                fd = os.open(path, os.O_RDONLY)
-                src = _Source(i, path, fd, os.fstat(fd))
+            for path in files:
+                try:
+                    fd = open_record_file(path)
+                except NotARecordFile as exc:  # swapped since the listing
+                    skipped.append(str(exc))
+                    continue
+                except FileNotFoundError:
+                    continue
+                src = _Source(len(sources), path, fd, os.fstat(fd))
                 sources.append(src)
                 if cache is not None and path.name not in skip:
                     _open_snapshot(con, cache, src)
+                if src.snap is None and not src.python_only:
+                    src.python_only = has_long_line(fd, 0, src.before.st_size)
                 if src.snap is not None:
                     src.prefix = hashing.submit(snapshot.digest_prefix, fd, src.snap.bytes)
-                elif cache is not None and update:
+                elif cache is not None and update and not src.python_only:
                     src.whole = hashing.submit(snapshot.digest_lines, fd)
             table = _load_sources(con, sources, cache)
+            table.warnings[:0] = skipped
             if cache is not None and update:
                 _save_snapshots(con, cache, sources)
                 snapshot.clean(cache, [p.name for p in files])
@@ -606,6 +626,13 @@ def _load(store: Store, cache: Path | None, update: bool, skip: set[str]) -> Rec
     finally:
         for src in sources:
             os.close(src.fd)
+
+
+def _by_descriptor(s: _Source) -> Path:
+    """The path the engine reads ``s`` by: its open descriptor where /proc has it (what was
+    checked to be a regular file, whatever the name points to now), else its name."""
+    fd_path = Path(f"/proc/self/fd/{s.fd}")
+    return fd_path if fd_path.exists() else s.path
 
 
 def _result(future: Future[Any] | None) -> Any:
@@ -645,8 +672,10 @@ def _accept_lines(
     with tempfile.TemporaryDirectory(prefix="harness-columnar-") as scratch:
         texts = []
         for s in sources:
+            if s.python_only:
+                continue
             if s.snap is None:
-                texts.append((s.index, s.path, 0))
+                texts.append((s.index, _by_descriptor(s), 0))
             else:
                 tail = Path(scratch) / f"{s.index}.tail.jsonl"
                 tail.write_bytes(s.tail)
@@ -694,12 +723,21 @@ def _read_the_rest(
     ends = dict(con.execute("SELECT file, max(n) FROM lines GROUP BY file").fetchall())
     for s in sources:
         i, path = s.index, s.path
+        if s.python_only:
+            named = len(result.warnings)
+            for n, record in parse_fd(s.fd, path, result):
+                python_lines += 1
+                read_by_python.append((i, n, record))
+            python_lines += len(result.warnings) - named
+            continue
         for n, data in s.others:  # the snapshot's: complete lines, none of them the last
             python_lines += 1
             record = read_line(data, n, False, path, str(path), result)
             if record is not None:
                 read_by_python.append((i, n, record))
         last = ends.get(i, 0)
+        # a last line without a newline that a writer is still writing: not a warning
+        written = being_written(s.fd, s.before.st_size)
         pieces = raw[i].split(b"\n") if i in raw else None
         for n, line in con.execute(
             "SELECT n, line FROM lines WHERE file = ? AND n NOT IN "
@@ -711,7 +749,7 @@ def _read_the_rest(
                 python_lines += 1
                 s.others.append((n, data))
             # the last piece of a file ending with a newline is empty (blank: skipped)
-            record = read_line(data, n, n == last, path, str(path), result)
+            record = read_line(data, n, n == last, path, str(path), result, None, written)
             if record is not None:
                 read_by_python.append((i, n, record))
     return result, read_by_python, python_lines

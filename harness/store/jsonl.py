@@ -3,8 +3,13 @@
 Every record is appended as one line the moment it exists (flushed and fsynced, under an
 exclusive lock), so an interrupted run loses nothing that completed and two runs on one
 machine never interleave lines. Loading keeps every complete record, warns about a
-truncated last line (a crash mid-write), names file:line for a corrupt line elsewhere,
-migrates older schemas step by step and refuses newer ones.
+truncated last line (a crash mid-write) unless a writer holds the file's lock or the file
+grew meanwhile (a line being written: kept out without a word), names file:line for a
+corrupt line elsewhere, migrates older schemas step by step and refuses newer ones.
+
+Only regular files are record files: a FIFO, a device, a folder or a dangling link named
+``*.jsonl`` is named in a warning and skipped. Files are read in chunks: a line longer
+than MAX_LINE_BYTES is refused without ever being held whole (its head is quarantined).
 
 Identity: a record belongs to the machine that ran it (``Record.machine_key``: the name
 and id the store stamps on append). ``latest`` keeps, per key and per machine, the record
@@ -25,6 +30,7 @@ import functools
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,23 +45,196 @@ __all__ = [
     "LoadResult",
     "MAX_LINE_BYTES",
     "MergeResult",
+    "NotARecordFile",
     "Refused",
     "Store",
     "StoreError",
+    "being_written",
+    "has_long_line",
+    "iter_lines",
     "latest",
     "machine_name",
     "migrate",
+    "not_regular",
+    "open_record_file",
     "parse_bytes",
     "read_line",
+    "record_files",
 ]
 
 SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 MAX_LINE_BYTES = 1 << 20  # a record line longer than this is refused unread (R1)
+HEAD_BYTES = 4096  # what is kept (and quarantined) of a line longer than MAX_LINE_BYTES
+CHUNK_BYTES = 1 << 20  # record files are read this much at a time
 QUARANTINE = "quarantine"  # beside records/: a copy of every line kept out, with the reason
 
 
 class StoreError(Exception):
     pass
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+class NotARecordFile(OSError):
+    """A path named like a record file that is not a regular file (or a link to one)."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(f"{path}: not a regular file ({kind}); skipped")
+        self.path = path
+        self.kind = kind
+
+
+def not_regular(path: Path) -> str | None:
+    """What ``path`` is when it is not a regular file (a link followed), else None."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return "a dangling link" if os.path.islink(path) else "gone"
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    return None if stat.S_ISREG(info.st_mode) else _kind(info.st_mode)
+
+
+def record_files(folder: Path) -> tuple[list[Path], list[str]]:
+    """The ``*.jsonl`` of ``folder`` that are regular files, sorted, and a warning naming
+    each that is not (a FIFO would hang a read, /dev/zero never end one)."""
+    if not folder.is_dir():
+        return [], []
+    files, warnings = [], []
+    for path in sorted(folder.glob("*.jsonl")):
+        kind = not_regular(path)
+        if kind is None:
+            files.append(path)
+        elif kind != "gone":  # removed since the listing: nothing to say
+            warnings.append(str(NotARecordFile(path, kind)))
+    return files, warnings
+
+
+def open_record_file(path: Path) -> int:
+    """A read-only descriptor of the regular file ``path``; NotARecordFile for anything
+    else. Opened without blocking (a FIFO swapped in after the listing must not hang the
+    open), then checked on the descriptor itself."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise NotARecordFile(path, _kind(mode))
+    return fd
+
+
+def iter_lines(
+    fd: int,
+    start: int = 0,
+    end: int | None = None,
+    limit: int = MAX_LINE_BYTES,
+    chunk: int = CHUNK_BYTES,
+) -> Iterator[tuple[bytes, int, bool]]:
+    """(line, length, ends with a newline) for each line of the bytes ``start`` to ``end``
+    (None: to the end of the file, however long it grows) of open file ``fd``, read
+    ``chunk`` bytes at a time. A line longer than ``limit`` is never held whole: only its
+    first HEAD_BYTES come, with its real length. The last item is what follows the last
+    newline (b"" where the file ends with one), as ``bytes.split`` gives it."""
+    held = bytearray()
+    length = 0
+    at = start
+    while end is None or at < end:
+        data = os.pread(fd, chunk if end is None else min(chunk, end - at), at)
+        if not data:
+            break
+        at += len(data)
+        if length > limit and len(held) >= HEAD_BYTES and b"\n" not in data:
+            # the middle of a long line whose head is kept: count it, skip a hole
+            length += len(data)
+            skipped = _hole_after(fd, at, end)  # a hole holds zeros, no newline
+            length += skipped
+            at += skipped
+            continue
+        pieces = data.split(b"\n")
+        for i, piece in enumerate(pieces):
+            if length + len(piece) <= limit:
+                held += piece
+            elif len(held) < HEAD_BYTES:
+                held += piece[: HEAD_BYTES - len(held)]
+            length += len(piece)
+            if i < len(pieces) - 1:
+                yield bytes(held if length <= limit else held[:HEAD_BYTES]), length, True
+                held = bytearray()
+                length = 0
+    yield bytes(held if length <= limit else held[:HEAD_BYTES]), length, False
+
+
+def _hole_after(fd: int, at: int, end: int | None) -> int:
+    """How many bytes from ``at`` are a hole of a sparse file (0 where the system cannot
+    tell: SEEK_DATA is Linux's and a few others')."""
+    if not hasattr(os, "SEEK_DATA"):
+        return 0
+    try:
+        data = os.lseek(fd, at, os.SEEK_DATA)
+    except OSError:  # ENXIO: nothing but a hole to the end of the file
+        try:
+            data = os.fstat(fd).st_size
+        except OSError:
+            return 0
+    stop = data if end is None else min(data, end)
+    return max(0, stop - at)
+
+
+def has_long_line(
+    fd: int, start: int = 0, end: int | None = None, limit: int = MAX_LINE_BYTES
+) -> bool:
+    """True when a line of the bytes ``start`` to ``end`` of ``fd`` is longer than
+    ``limit``: read in chunks no longer than ``limit`` + 1, so that only the lines that
+    cross a chunk's edge need counting (two memchr calls a chunk)."""
+    size = min(CHUNK_BYTES, limit + 1)
+    run = 0  # bytes since the last newline
+    at = start
+    while end is None or at < end:
+        data = os.pread(fd, size if end is None else min(size, end - at), at)
+        if not data:
+            break
+        at += len(data)
+        first = data.find(b"\n")
+        if first < 0:
+            run += len(data)
+        else:
+            if run + first > limit:
+                return True
+            run = len(data) - data.rfind(b"\n") - 1
+        if run > limit:
+            return True
+    return False
+
+
+def being_written(fd: int, read_up_to: int) -> bool:
+    """True when a writer holds the file's lock (Store._append_lines) or the file grew
+    past what was read: its last line without a newline is one being written, not one a
+    crash cut."""
+    try:
+        if os.fstat(fd).st_size > read_up_to:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
 
 
 def _v1_to_v2(d: dict[str, Any]) -> dict[str, Any]:
@@ -174,11 +353,13 @@ class MergeResult:
     refused: list[Refused] = field(default_factory=list)  # lines of the sources kept out
 
 
-def _line_record(line: bytes, path: Path | None = None) -> Record:
+def _line_record(line: bytes, path: Path | None = None, length: int | None = None) -> Record:
     """One stored line -> its Record (migrated, validated, text made safe); raises
-    ValueError (RecordRefused names the field) for anything else."""
-    if len(line) > MAX_LINE_BYTES:
-        raise ValueError(f"line is {len(line)} bytes long (at most {MAX_LINE_BYTES})")
+    ValueError (RecordRefused names the field) for anything else. ``length``: the line's
+    real length, where ``line`` is only its head (iter_lines)."""
+    length = len(line) if length is None else length
+    if length > MAX_LINE_BYTES:
+        raise ValueError(f"line is {length} bytes long (at most {MAX_LINE_BYTES})")
     try:
         d = json.loads(line.decode("utf-8"))
     except RecursionError:
@@ -202,11 +383,36 @@ def parse_bytes(raw: bytes, path: Path, result: LoadResult, label: str | None = 
 
 
 def _parse_lines(path: Path, result: LoadResult) -> Iterator[tuple[int, Record]]:
-    """(line number, record) of each complete record of ``path``; the others are kept out
-    (``result.warnings`` and ``result.refused`` name them)."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    yield from _parse_raw(raw, path, result, str(path))
+    """(line number, record) of each complete record of ``path``, read in chunks; the
+    others are kept out (``result.warnings`` and ``result.refused`` name them). A path
+    that is not a regular file is named and skipped."""
+    try:
+        fd = open_record_file(path)
+    except NotARecordFile as exc:
+        result.warnings.append(str(exc))
+        return
+    except FileNotFoundError:
+        return  # removed since the listing
+    try:
+        yield from parse_fd(fd, path, result)
+    finally:
+        os.close(fd)
+
+
+def parse_fd(
+    fd: int, path: Path, result: LoadResult, start: int = 0, first: int = 0
+) -> Iterator[tuple[int, Record]]:
+    """(line number, record) of the lines of open record file ``fd`` from byte ``start``
+    (numbered after ``first`` lines), as Store.load reads them."""
+    number = first
+    read = start
+    for line, length, newline in iter_lines(fd, start):
+        number += 1
+        read += length + newline
+        in_progress = not newline and line.strip() != b"" and being_written(fd, read)
+        record = read_line(line, number, not newline, path, str(path), result, length, in_progress)
+        if record is not None:
+            yield number, record
 
 
 def _parse_raw(
@@ -223,16 +429,27 @@ def _parse_raw(
 
 
 def read_line(
-    line: bytes, number: int, cut_short: bool, path: Path, where: str, result: LoadResult
+    line: bytes,
+    number: int,
+    cut_short: bool,
+    path: Path,
+    where: str,
+    result: LoadResult,
+    length: int | None = None,
+    in_progress: bool = False,
 ) -> Record | None:
     """Line ``number`` of a record file as the store reads it: its Record, or None for a
     blank line or one kept out (named in ``result.warnings`` and ``result.refused``).
-    ``cut_short``: the last line of a file that does not end with a newline."""
-    if not line.strip():
+    ``cut_short``: the last line of a file that does not end with a newline;
+    ``in_progress``: that line is being written (being_written): not yet a record, kept
+    out without a word; ``length``: the line's length where ``line`` is its head."""
+    if not line.strip() and (length is None or length <= MAX_LINE_BYTES):
         return None
     try:
-        return _line_record(line, path)
+        return _line_record(line, path, length)
     except Exception as exc:  # noqa: BLE001 - whatever a line holds, it is named, never raised
+        if cut_short and in_progress:
+            return None  # the next read finds it complete
         what = safe_text(str(exc), 300)
         if isinstance(exc, RecordRefused):
             message = f"refused record kept out: {what}"
@@ -317,13 +534,17 @@ class Store:
         return MachineKey(self.name, machine_id(self.root))
 
     def files(self) -> list[Path]:
-        if not self.root.is_dir():
-            return []
-        return sorted(self.root.glob("*.jsonl"))
+        """The record files: the regular ``*.jsonl`` files of the folder."""
+        return record_files(self.root)[0]
+
+    def scan(self) -> tuple[list[Path], list[str]]:
+        """The record files, and a warning naming each ``*.jsonl`` that is not one."""
+        return record_files(self.root)
 
     def load(self) -> LoadResult:
-        result = LoadResult()
-        for path in self.files():
+        files, skipped = self.scan()
+        result = LoadResult(warnings=list(skipped))
+        for path in files:
             _parse_file(path, result)
         return result
 
@@ -437,7 +658,11 @@ class Store:
                 stored.setdefault((r.key, r.machine_key, r.started_at), (_content(r), r))
             for source in sources:
                 src = Path(source)
-                files = sorted(src.glob("*.jsonl")) if src.is_dir() else [src]
+                if src.is_dir():
+                    files, skipped = record_files(src)
+                    result.warnings.extend(skipped)
+                else:
+                    files = [src]
                 for path in files:
                     loaded = LoadResult()
                     fresh: dict[str, list[str]] = {}

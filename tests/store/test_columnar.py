@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -578,3 +579,39 @@ def test_a_project_whose_path_holds_quotes_and_a_newline_reads_its_snapshots(
     assert any(p.name.endswith(".parquet") for p in cache.iterdir())
     again = _same_as_a_full_read(Store(root), cache)
     assert again.snapshot_lines == 20 and len(again) == 20
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_the_engine_skips_what_is_not_a_regular_file_as_the_store_does(tmp_path: Path) -> None:
+    """A FIFO hung the engine's read_text, a folder or a dangling link raised (issue 25)."""
+    root = tmp_path / "results" / "records"
+    root.mkdir(parents=True)
+    (root / "box.jsonl").write_text(_ordinary(1) + "\n")
+    os.mkfifo(root / "fifo.jsonl")
+    (root / "folder.jsonl").mkdir()
+    (root / "dangling.jsonl").symlink_to(root / "nowhere")
+    (root / "zero.jsonl").symlink_to("/dev/zero")
+    for cache in (None, cache_dir(root), cache_dir(root)):  # no snapshot, a new one, from it
+        got = _same_as_a_full_read(Store(root), cache) if cache else load_latest(Store(root))
+        assert len(got) == 1 and len(got.warnings) == 4
+        assert all("not a regular file" in w for w in got.warnings)
+
+
+def test_a_line_too_long_for_the_engine_is_read_by_python_in_chunks(tmp_path: Path) -> None:
+    """A file with a line over MAX_LINE_BYTES (one of 2 GiB made `report` read the file
+    whole and hold 9 GB) is read by the store's chunked reader, with or without snapshot."""
+    root = tmp_path / "results" / "records"
+    root.mkdir(parents=True)
+    path = root / "box.jsonl"
+    path.write_text(_ordinary(1) + "\n")
+    cache = cache_dir(root)
+    _same_as_a_full_read(Store(root), cache)
+    assert _same_as_a_full_read(Store(root), cache).snapshot_lines == 1
+    with open(path, "ab") as f:  # after the snapshot: a 3 MiB line, then a record
+        f.write(b"{" + b" " * (3 << 20) + b"}\n" + _ordinary(2).encode() + b"\n")
+    got = _same_as_a_full_read(Store(root), cache)
+    assert len(got) == 2 and got.snapshot_lines == 0
+    (warning,) = got.warnings
+    assert f"{path}:2: corrupt record kept out: line is {(3 << 20) + 2} bytes long" in warning
+    got = _same_as_a_full_read(Store(root), None)
+    assert len(got) == 2

@@ -3,18 +3,35 @@ record identity across machines, merge."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import multiprocessing
 import multiprocessing.synchronize
+import os
 import shutil
+import signal
+import tempfile
+import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.envs.provenance import MACHINE_ID_FILE, machine_id
 from harness.outcomes import Outcome
-from harness.store.jsonl import Store, StoreError, latest, migrate
+from harness.store.columnar import load_latest
+from harness.store.jsonl import (
+    HEAD_BYTES,
+    MAX_LINE_BYTES,
+    Store,
+    StoreError,
+    has_long_line,
+    iter_lines,
+    latest,
+    migrate,
+)
 from harness.store.records import SCHEMA, ExceptionInfo, MachineKey, Record
 from tests.paths import RESOURCES
 
@@ -332,3 +349,131 @@ def test_machine_ids_tell_apart_clones_and_shared_folders(tmp_path: Path) -> Non
     # no /etc/machine-id at all (macOS, some containers): the folder's own id still works
     assert machine_id(one, tmp_path / "absent") == machine_id(one, tmp_path / "absent")
     assert (one / MACHINE_ID_FILE).read_text().strip()
+
+
+# --- issue 25: only regular files are records, every read bounded, a line being written --
+
+
+def _odd_record_files(root: Path) -> dict[Path, str]:
+    """A FIFO, a folder, a dangling link and a link to /dev/zero, each named *.jsonl."""
+    os.mkfifo(root / "fifo.jsonl")
+    (root / "folder.jsonl").mkdir()
+    (root / "dangling.jsonl").symlink_to(root / "nowhere")
+    (root / "zero.jsonl").symlink_to("/dev/zero")
+    return {
+        root / "fifo.jsonl": "a FIFO",
+        root / "folder.jsonl": "a folder",
+        root / "dangling.jsonl": "a dangling link",
+        root / "zero.jsonl": "a character device",
+    }
+
+
+def _skipped(odd: dict[Path, str]) -> list[str]:
+    return [f"{path}: not a regular file ({kind}); skipped" for path, kind in sorted(odd.items())]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_only_regular_files_are_loaded_merged_and_resumed_from(tmp_path: Path) -> None:
+    """A FIFO hung every reader, a folder raised IsADirectoryError, a dangling link
+    FileNotFoundError, a link to /dev/zero never ended (issue 25, items 4 and 5)."""
+    root = tmp_path / "records"
+    store = Store(root, machine="box")
+    store.append(rec())
+    odd = _odd_record_files(root)
+    with _deadline(30):
+        loaded = store.load()
+        assert [r.variant for r in loaded.records] == ["baseline"]
+        assert loaded.warnings == _skipped(odd)
+        assert store.done_keys() == {rec().key}
+        other = tmp_path / "other"
+        other.mkdir()
+        theirs = _odd_record_files(other)
+        Store(other, machine="theirs").append(rec(trial=1))
+        merged = store.merge([other, other / "fifo.jsonl", other / "zero.jsonl"])
+    assert merged.added == 1
+    assert merged.warnings == [
+        *_skipped(theirs),
+        f"{other / 'fifo.jsonl'}: not a regular file (a FIFO); skipped",
+        f"{other / 'zero.jsonl'}: not a regular file (a character device); skipped",
+    ]
+
+
+@contextlib.contextmanager
+def _deadline(seconds: int) -> Iterator[None]:
+    """Fail instead of hanging (a FIFO opened for reading waits for a writer)."""
+
+    def expired(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still reading after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_line_longer_than_allowed_is_read_in_bounded_memory(tmp_path: Path) -> None:
+    """A record file of one 64 MiB line without a newline (sparse: no disk) was read whole
+    and split (2 GiB: 9 GB of memory, issue 25, item 6); it is read in chunks, named, and
+    only its head is kept."""
+    store = Store(tmp_path, machine="box")
+    store.append(rec())
+    with open(tmp_path / "huge.jsonl", "wb") as f:
+        f.write(b'{"schema": 4, "entry": "')
+        f.truncate(64 << 20)
+    tracemalloc.start()
+    try:
+        loaded = store.load()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"{peak / 2**20:.1f} MiB held at once"
+    assert [r.variant for r in loaded.records] == ["baseline"]
+    (warning,) = loaded.warnings
+    assert warning.startswith(f"{tmp_path / 'huge.jsonl'}:1: truncated last line kept out")
+    assert f"line is {64 << 20} bytes long (at most {MAX_LINE_BYTES})" in warning
+    (refused,) = loaded.refused
+    assert refused.raw.startswith(b'{"schema": 4') and len(refused.raw) == HEAD_BYTES
+
+
+def test_chunked_lines_are_the_lines_split_gives() -> None:
+    """iter_lines over chunk edges, a line longer than the limit in the middle."""
+    data = b"a\n\nbcd\n" + b"x" * 50 + b"\nlast"
+    with tempfile.TemporaryFile() as f:
+        f.write(data)
+        f.flush()
+        got = list(iter_lines(f.fileno(), limit=20, chunk=3))
+        assert has_long_line(f.fileno(), limit=20)
+        assert not has_long_line(f.fileno(), limit=50)
+        assert not has_long_line(f.fileno(), end=7, limit=3)
+    assert got == [
+        (b"a", 1, True),
+        (b"", 0, True),
+        (b"bcd", 3, True),
+        (b"x" * 50, 50, True),  # longer than 20: its first HEAD_BYTES (all 50 here)
+        (b"last", 4, False),
+    ]
+
+
+def test_a_line_being_written_is_not_called_truncated(tmp_path: Path) -> None:
+    """A load beside a `merge` of a large file warned "truncated last line kept out (a run
+    was interrupted mid-write)" about the line being written (issue 25, item 11): while a
+    writer holds the file's lock, or after the file grew, that line is not yet a record."""
+    store = Store(tmp_path, machine="box")
+    store.append(rec())
+    path = tmp_path / "box.jsonl"
+    half = json.dumps(dataclasses.replace(rec(trial=1), machine="box").to_dict())[:40]
+    with open(path, "ab") as f:
+        f.write(half.encode())
+    with open(path, "rb") as writer:  # a writer mid-line, as Store._append_lines holds it
+        fcntl.flock(writer.fileno(), fcntl.LOCK_EX)
+        held = store.load()
+        engine = load_latest(store)
+    assert held.warnings == [] and held.refused == []
+    assert engine.warnings == [] and engine.refused == []
+    assert len(held.records) == len(engine) == 1
+    cut = store.load()  # nobody writes it: a crash cut it
+    assert [w.split(": ", 1)[1][:24] for w in cut.warnings] == ["truncated last line kept"]
+    assert load_latest(store).warnings == cut.warnings
