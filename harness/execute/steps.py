@@ -467,6 +467,7 @@ def render_reports(
     """``since``: a git revision; index.html then opens with what changed since its records.
     ``cache``: use results/.cache (the store's snapshots, harness/store/snapshot.py; the rendered
     entries, harness/report/cache.py); without it everything is read and rendered anew."""
+    from harness.report.cache import RenderCache
     from harness.report.outputs import render_all
     from harness.report.writeback import WritebackError
     from harness.store.columnar import load_latest
@@ -481,6 +482,9 @@ def render_reports(
     loaded = load_latest(store, cache_dir(cfg.records_dir) if cache else None, update=not check)
     # --check writes nothing, not even the quarantine; the warnings still name every line
     problems = [] if check else store.quarantine(loaded.refused)
+    refused = RenderCache(cfg.results_dir).refused if cache else None  # a linked folder
+    if refused:
+        problems.append(f"{refused}; the rendered entries are neither read nor written")
     for warning in (*loaded.warnings, *problems):
         console.print(f"[yellow]warning:[/] {escape(str(warning))}")
     prelude = ""

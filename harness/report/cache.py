@@ -33,6 +33,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import os
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from typing import Any
 
 from harness.atomic import write_atomically
 from harness.envs.provenance import source_digest
+from harness.paths import OutsideProject, remove_files, safe_folder
 from harness.report.render.html import HtmlPart
 from harness.report.render.templating import template_digest
 from harness.spec.entries import Entry
@@ -196,11 +198,18 @@ def _decode(meta: Any, blob: bytes) -> CachedEntry:
 
 
 class RenderCache:
-    """The cache of one results folder (results/.cache/render)."""
+    """The cache of one results folder (results/.cache/render). Where that folder, or
+    results/.cache, is a link (harness/paths.py), nothing is read, written or removed
+    there: ``refused`` says why."""
 
     def __init__(self, results: Path) -> None:
         self.results = results
         self.dir = results / CACHE_DIR
+        self.refused: str | None = None
+        try:
+            safe_folder(results, self.dir)
+        except OutsideProject as exc:
+            self.refused = str(exc)
 
     def _paths(self, key: str) -> tuple[Path, Path]:
         return self.dir / f"{key}.json", self.dir / f"{key}.bin"
@@ -208,6 +217,8 @@ class RenderCache:
     def get(self, key: str) -> CachedEntry | None:
         """The entry stored under ``key`` whose page and PNG still hold the bytes it was
         rendered to; else None."""
+        if self.refused is not None:
+            return None
         meta_path, bin_path = self._paths(key)
         try:
             cached = _decode(json.loads(meta_path.read_bytes()), bin_path.read_bytes())
@@ -226,6 +237,8 @@ class RenderCache:
 
     def put(self, key: str, cached: CachedEntry) -> None:
         """Store ``cached`` (a cache that cannot be written is only slower next time)."""
+        if self.refused is not None:
+            return
         h = cached.html
         parts = (
             h.contents.encode("utf-8"),
@@ -257,9 +270,13 @@ class RenderCache:
             write_atomically(meta_path, json.dumps(meta).encode("utf-8"))
 
     def prune(self, keep: set[str]) -> None:
-        """Remove every cached entry but those of ``keep``."""
+        """Remove every cached entry but those of ``keep`` (never through a link)."""
+        if self.refused is not None:
+            return
+
+        def stale(entry: os.DirEntry[str]) -> bool:
+            stem, dot, suffix = entry.name.rpartition(".")
+            return bool(dot) and suffix in ("json", "bin") and stem not in keep
+
         with contextlib.suppress(OSError):
-            for path in self.dir.iterdir():
-                if path.suffix in (".json", ".bin") and path.stem not in keep:
-                    with contextlib.suppress(OSError):
-                        path.unlink()
+            remove_files(self.dir, stale)

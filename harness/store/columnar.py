@@ -575,7 +575,14 @@ def load_latest(store: Store, cache: Path | None = None, *, update: bool = True)
     """``latest(store.load().records)`` with ``store.load()``'s warnings and refused lines,
     read by the engine (see the module's docstring). ``cache``: the snapshots' folder
     (harness/store/snapshot.py; None: no snapshot is read or written); ``update``: write the
-    snapshots of what was read (False: write nothing, as ``report --check``)."""
+    snapshots of what was read (False: write nothing, as ``report --check``). A cache
+    folder that is a link is refused (snapshot.refusal): named first in the warnings, and
+    the load reads every file in full."""
+    refused = snapshot.refusal(cache) if cache is not None else None
+    if refused is not None:
+        table = load_latest(store, None, update=update)
+        table.warnings.insert(0, f"{refused}; the snapshots are neither read nor written")
+        return table
     skip: set[str] = set()
     while True:
         try:

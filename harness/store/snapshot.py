@@ -46,6 +46,7 @@ import duckdb
 
 from harness.atomic import write_atomically
 from harness.envs.provenance import source_digest
+from harness.paths import OutsideProject, remove_files, safe_folder
 from harness.store.records import SCHEMA
 from harness.store.sql import path_literal
 
@@ -62,6 +63,7 @@ __all__ = [
     "open_snapshot",
     "other_lines",
     "plan_segments",
+    "refusal",
     "save",
     "write_segment",
 ]
@@ -77,6 +79,17 @@ def cache_dir(records_dir: Path) -> Path:
     """results/.cache/snapshot beside results/records (never inside it: the store reads
     every *.jsonl there)."""
     return records_dir.parent / ".cache" / "snapshot"
+
+
+def refusal(cache: Path) -> str | None:
+    """Why the snapshots may not be read or written in ``cache`` (results/.cache/snapshot):
+    it, or results/.cache, is a link (or not a folder), or it lies outside results/;
+    None when it may (harness/paths.py)."""
+    try:
+        safe_folder(cache.parent.parent, cache)
+    except OutsideProject as exc:
+        return str(exc)
+    return None
 
 
 @functools.cache
@@ -348,10 +361,15 @@ def clean(cache: Path, names: Sequence[str]) -> None:
         if snap is not None:
             keep.update(x for s in snap.segments for x in (s.good, s.other))
     now = time.time()
+
+    def unreferenced(entry: os.DirEntry[str]) -> bool:
+        try:
+            age = now - entry.stat(follow_symlinks=False).st_mtime
+        except OSError:
+            return False
+        return entry.name not in keep and age > GRACE_S
+
+    # relative to the folder opened without following a link: a link in it goes, never
+    # what it points to, and a folder that became a link is not cleaned at all
     with contextlib.suppress(OSError):
-        for path in cache.iterdir():
-            with contextlib.suppress(OSError):
-                if path.name not in keep and now - path.lstat().st_mtime > GRACE_S:
-                    if path.is_dir() and not path.is_symlink():
-                        continue  # nothing we wrote: leave it
-                    path.unlink()
+        remove_files(cache, unreferenced)

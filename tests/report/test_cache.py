@@ -256,3 +256,41 @@ def test_a_changed_template_or_static_file_changes_every_key(monkeypatch):
         monkeypatch.undo()
         cache.code_fingerprint.cache_clear()
     assert key() == before
+
+
+def _old_file(path: Path, text: str) -> None:
+    import os
+    import time
+
+    path.write_text(text)
+    then = time.time() - 3600
+    os.utime(path, (then, then))
+
+
+def test_the_render_cache_never_reads_writes_or_deletes_through_a_link(tmp_path: Path) -> None:
+    """results/.cache/render a link to another folder: prune unlinked its .json and .bin
+    files there, put wrote there (issue 25, item 2)."""
+    from harness.report.cache import RenderCache
+
+    results = tmp_path / "results"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _old_file(elsewhere / "a.json", "theirs")
+    _old_file(elsewhere / "b.bin", "theirs")
+    (results / ".cache").mkdir(parents=True)
+    (results / CACHE_DIR).symlink_to(elsewhere, target_is_directory=True)
+    cache = RenderCache(results)
+    assert cache.refused == f"{results / CACHE_DIR}: is a link (to {elsewhere}); " + (
+        "the harness writes and deletes nothing through a link"
+    )
+    cache.prune(set())
+    assert cache.get("a") is None
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["a.json", "b.bin"]
+
+    # a real folder holding a link named like a cache file: the link goes, not its target
+    (results / CACHE_DIR).unlink()
+    (results / CACHE_DIR).mkdir()
+    (results / CACHE_DIR / "c.json").symlink_to(elsewhere / "a.json")
+    RenderCache(results).prune(set())
+    assert list((results / CACHE_DIR).iterdir()) == []
+    assert (elsewhere / "a.json").read_text() == "theirs"

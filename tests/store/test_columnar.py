@@ -615,3 +615,38 @@ def test_a_line_too_long_for_the_engine_is_read_by_python_in_chunks(tmp_path: Pa
     assert f"{path}:2: corrupt record kept out: line is {(3 << 20) + 2} bytes long" in warning
     got = _same_as_a_full_read(Store(root), None)
     assert len(got) == 2
+
+
+@pytest.mark.parametrize("linked", ["snapshot", ".cache"])
+def test_snapshots_are_never_read_written_or_cleaned_through_a_link(
+    tmp_path: Path, monkeypatch: Any, linked: str
+) -> None:
+    """results/.cache/snapshot (or results/.cache) a link to another folder: clean unlinked
+    files there, and the snapshots were written there (issue 25, item 2)."""
+    root = tmp_path / "results" / "records"
+    root.mkdir(parents=True)
+    (root / "box.jsonl").write_text(_ordinary(1) + "\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "box.jsonl.json").write_text("theirs")
+    os.utime(elsewhere / "box.jsonl.json", (0, 0))
+    cache = cache_dir(root)
+    place = cache if linked == "snapshot" else cache.parent
+    place.parent.mkdir(parents=True, exist_ok=True)
+    place.symlink_to(elsewhere, target_is_directory=True)
+    monkeypatch.setattr(snapshot, "GRACE_S", -1.0)
+    got = load_latest(Store(root), cache)
+    assert len(got) == 1
+    assert got.warnings == [
+        f"{place}: is a link (to {elsewhere}); the harness writes and deletes nothing "
+        "through a link; the snapshots are neither read nor written"
+    ]
+    assert [p.name for p in elsewhere.iterdir()] == ["box.jsonl.json"]
+    assert (elsewhere / "box.jsonl.json").read_text() == "theirs"
+    # a link inside a real cache folder is removed itself, never what it points to
+    place.unlink()
+    cache.mkdir(parents=True)
+    (cache / "gone.jsonl.json").symlink_to(elsewhere / "box.jsonl.json")
+    snapshot.clean(cache, ["box.jsonl"])
+    assert not (cache / "gone.jsonl.json").is_symlink()
+    assert (elsewhere / "box.jsonl.json").read_text() == "theirs"
