@@ -15,15 +15,17 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.errors import HarnessError
+
 __all__ = ["OutsideProject", "check_output", "inside", "remove_files", "safe_folder"]
 
 
-class OutsideProject(Exception):
-    """A path the harness will not write or remove: ``path`` and why."""
+class OutsideProject(HarnessError):
+    """A path the harness will not write or remove: ``str()`` is "path: why" (the CLI
+    prints it as an error, exit 2)."""
 
     def __init__(self, path: str | os.PathLike[str], why: str) -> None:
-        super().__init__(f"{path}: {why}")
-        self.path = Path(path)
+        super().__init__(path, None, why)
         self.why = why
 
 
@@ -104,7 +106,7 @@ def check_output(
     target = Path(path)
     try:
         info: os.stat_result | None = os.lstat(target)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         info = None
     except OSError as exc:
         raise OutsideProject(target, f"cannot be read: {exc.strerror or exc}") from None

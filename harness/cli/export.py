@@ -26,7 +26,13 @@ class ExportCommand(Command):
         parser.add_argument(
             "--variant", required=True, help="the variant the script runs by default"
         )
-        parser.add_argument("-o", "--output", default=None, help="write here (default: stdout)")
+        parser.add_argument(
+            "-o",
+            "--output",
+            default=None,
+            help="write here (default: stdout); never into results/ or repros/, never a link",
+        )
+        parser.add_argument("--force", action="store_true", help="replace an existing -o file")
 
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
@@ -39,7 +45,15 @@ class ExportCommand(Command):
             raise InputError(f"no entry {args.entry!r} ({folder}/entry.yaml)")
         script = export_script(load_entry(folder, repros), args.variant, repros / "reprokit.py")
         if args.output:
-            Path(args.output).write_text(script, encoding="utf-8")
+            from harness.atomic import write_atomically
+            from harness.paths import check_output
+
+            # not into the project's data, not through a link, not over a file unasked
+            target = check_output(args.output, repo, force=args.force)
+            try:
+                write_atomically(target, script.encode("utf-8"))
+            except OSError as exc:
+                raise InputError(f"-o {args.output}: {exc.strerror or exc}") from exc
             console.print(f"wrote {args.output} ({len(script.splitlines())} lines)")
         else:
             sys.stdout.write(script)

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from harness.report.writeback import BLOCKS
+from tests.catalogue.test_export import DEMO_REPRO, DEMO_YAML
 from tests.e2e.test_hostile import cli
-from tests.e2e.test_reliability import RESOURCES, Project
+from tests.e2e.test_reliability import REPO, RESOURCES, Project
 
 BOUNDARIES = RESOURCES / "boundaries"
 LINUX = sys.platform.startswith("linux")
@@ -150,6 +151,13 @@ def test_export_writes_only_where_it_may(project: Project, tmp_path: Path) -> No
     entry.yaml broke the project; `-o` a link wrote into its target; `-o` a folder or a
     missing parent was a traceback."""
     _with_records(project)
+    demo = project.root / "repros" / "demo" / "err"  # an entry that exports
+    demo.mkdir(parents=True)
+    shutil.copy(REPO / "repros" / "reprokit.py", project.root / "repros")
+    (demo / "entry.yaml").write_text(DEMO_YAML)
+    (demo / "repro.py").write_text(DEMO_REPRO)
+    for name in ("source.md", "document.md"):
+        (demo / name).write_text("x\n")
     store = project.store.read_bytes()
     entry = (project.root / "repros" / "tiny" / "faults" / "entry.yaml").read_bytes()
     target = tmp_path / "victim.py"
@@ -160,7 +168,7 @@ def test_export_writes_only_where_it_may(project: Project, tmp_path: Path) -> No
     existing.write_text("old\n")
 
     def export(where: Path | str, *more: str) -> subprocess.CompletedProcess[str]:
-        return cli(project, "export", "tiny/faults", "--variant", "ok", "-o", str(where), *more)
+        return cli(project, "export", "demo/err", "--variant", "control", "-o", str(where), *more)
 
     refused = {
         project.store: "lies inside the project's results/",
