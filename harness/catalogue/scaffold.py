@@ -26,6 +26,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.report.writeback import BLOCKS
+from harness.spec.yaml_nodes import MAX_DEPTH
 
 __all__ = [
     "Claimed",
@@ -386,10 +387,35 @@ def _rate(value: Any, path: str | Path, what: str) -> float:
     return float(value)
 
 
+# JSON structure outside strings: a string token is skipped whole, a bracket counted
+_JSON_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+
+
+def _json_depth_within(text: str, most: int) -> int | None:
+    """The line of the first bracket nested deeper than ``most`` in JSON ``text``, or None:
+    json.loads recurses once a level (100,000 levels: a RecursionError), so the depth is
+    bounded first, as YAML's is (harness/spec/yaml_nodes.py)."""
+    depth = 0
+    for token in _JSON_NESTING.finditer(text):
+        bracket = token.group()
+        if bracket in "[{":
+            depth += 1
+            if depth > most:
+                return text.count("\n", 0, token.start()) + 1
+        elif bracket in "]}":
+            depth -= 1
+    return None
+
+
 def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
+    deep = _json_depth_within(text, MAX_DEPTH)
+    if deep is not None:
+        raise DocumentError(
+            path, f"not valid JSON: nested more than {MAX_DEPTH} levels deep; flatten it", deep
+        )
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise DocumentError(path, f"not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise DocumentError(path, "a deadends.dev record is a JSON object")

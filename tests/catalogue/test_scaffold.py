@@ -291,3 +291,17 @@ def test_a_message_that_names_no_exception_type_checks_clean(
     assert main(["--repo", str(project), "new", str(doc)]) == 0
     capsys.readouterr()
     assert main(["--repo", str(project), "check"]) == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("nested", ["[", '{"a": '], ids=["lists", "objects"])
+def test_json_nested_deeper_than_yaml_may_be_is_named_not_a_recursion_error(nested: str) -> None:
+    """`new` on JSON nested 100,000 deep: a RecursionError traceback (issue 25, item 7)."""
+    closing = "]" if nested == "[" else "}"
+    text = '{"id": "x/y/z",\n"deep": ' + nested * 100_000 + "1" + closing * 100_000 + "}"
+    with pytest.raises(DocumentError, match=r"doc.json:2: not valid JSON: nested more than 64"):
+        parse_document(text, "doc.json", "deadends-json")
+    # brackets inside strings are text, not nesting
+    quoted = json.dumps({"id": "x/y/z", "text": "[" * 1000})
+    with pytest.raises(DocumentError) as caught:
+        parse_document(quoted, "doc.json", "deadends-json")
+    assert "nested" not in str(caught.value)
