@@ -15,8 +15,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ from harness.spec.matrix import Environment, package_of
 __all__ = [
     "PROBE_FACTS",
     "STANDIN_VAR",
+    "Bounded",
     "BuiltEnv",
     "CannotServe",
     "EnvBackend",
@@ -40,11 +43,14 @@ __all__ = [
     "ExistingBackend",
     "Found",
     "MatrixBackend",
+    "NotAPython",
     "ProbeResult",
     "Prober",
     "UvBackend",
     "find_interpreter",
     "fingerprint",
+    "identify_python",
+    "run_bounded",
     "run_probe",
     "Pruned",
     "prune_environments",
@@ -135,18 +141,104 @@ class EnvBackend(Protocol):
     def ensure(self, env: Environment, prober: Prober | None = None) -> BuiltEnv: ...
 
 
+PROBE_OUTPUT_BYTES = 1 << 20  # what a probe's stdout and stderr may keep, each
+IDENTIFY_TIMEOUT_S = 10.0  # "are you a Python?": an interpreter answers in well under 1 s
+SHOWN_CHARS = 200  # of what a program that is not a Python printed
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """What a command printed (at most ``limit`` bytes of each stream) and how it ended."""
+
+    returncode: int | None  # None: killed when the time was up
+    stdout: str
+    stderr: str
+    printed: int  # bytes it wrote to stdout, kept or not
+
+
+def run_bounded(argv: list[str], timeout: float, limit: int = PROBE_OUTPUT_BYTES) -> Bounded:
+    """Run ``argv`` in a session of its own, keep the first ``limit`` bytes of its stdout
+    and stderr (the rest is read and dropped: a program printing gigabytes costs no
+    memory) and kill its whole group when ``timeout`` passes (a shell script's `sleep`
+    holds the pipes open after the script is killed). OSError if it cannot start."""
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    kept = [bytearray(), bytearray()]
+    counted = [0, 0]
+
+    def drain(stream: Any, i: int) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while block := stream.read1(1 << 16):
+                counted[i] += len(block)
+                room = limit - len(kept[i])
+                if room > 0:
+                    kept[i] += block[:room]
+
+    readers = [
+        threading.Thread(target=drain, args=(stream, i), daemon=True)
+        for i, stream in enumerate((proc.stdout, proc.stderr))
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.wait(timeout)
+        code: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what it left in its group, too
+        proc.wait()
+    for reader in readers:
+        reader.join(5)  # a daemon that left the group may hold a pipe: stop waiting
+    for stream in (proc.stdout, proc.stderr):
+        with contextlib.suppress(OSError):
+            stream.close()  # type: ignore[union-attr]
+    out, err = (bytes(k).decode("utf-8", "replace") for k in kept)
+    return Bounded(code, out, err, counted[0])
+
+
+class NotAPython(Exception):
+    """A program given as an interpreter that does not answer as a Python does; str() says
+    what it did instead."""
+
+
+IDENTIFY = "import sys; sys.stdout.write('HARNESS-PYTHON %d.%d.%d\\n' % sys.version_info[:3])"
+
+
+def identify_python(exe: str | Path, timeout: float = IDENTIFY_TIMEOUT_S) -> str:
+    """The version ("3.11.7") of the Python ``exe`` is, asked with a timeout and bounded
+    output; NotAPython with what it did instead (the first SHOWN_CHARS it printed)."""
+    try:
+        out = run_bounded([str(exe), "-c", IDENTIFY], timeout, limit=64 * 1024)
+    except OSError as exc:
+        raise NotAPython(f"it does not run: {exc.strerror or exc}") from None
+    for line in out.stdout.splitlines():
+        if line.startswith("HARNESS-PYTHON "):
+            return line.split(" ", 1)[1].strip()
+    if out.returncode is None:
+        return _refuse(f"it did not answer within {timeout:g} s", out)
+    return _refuse(f"it exited with status {out.returncode} without saying its version", out)
+
+
+def _refuse(what: str, out: Bounded) -> str:
+    shown = (out.stdout or out.stderr)[:SHOWN_CHARS]
+    if shown:
+        more = f", of {out.printed} bytes" if out.printed > len(shown) else ""
+        what += f"; it printed {shown!r} (its first {len(shown)} characters{more})"
+    raise NotAPython(what)
+
+
 def _python_version(exe: str | Path) -> str | None:
     try:
-        out = subprocess.run(
-            [str(exe), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        return ".".join(identify_python(exe).split(".")[:2])
+    except NotAPython:
         return None
-    return out.stdout.strip() if out.returncode == 0 else None
 
 
 def interpreter_candidates(version: str) -> list[Path]:
@@ -281,17 +373,13 @@ def run_probe(
     names = " and ".join("/".join(i) for i in imports)
     flags = ["-I"] if isolated else []
     try:
-        out = subprocess.run(
-            [str(python), *flags, "-c", PROBE, str(CHILD.parent), json.dumps(imports)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
+        out = run_bounded(
+            [str(python), *flags, "-c", PROBE, str(CHILD.parent), json.dumps(imports)], timeout
         )
-    except subprocess.TimeoutExpired as exc:
-        raise EnvFailed(f"health check timed out after {timeout:.0f} s importing {names}") from exc
     except OSError as exc:
         raise EnvFailed(f"{python} does not run: {exc}") from exc
+    if out.returncode is None:
+        raise EnvFailed(f"health check timed out after {timeout:.0f} s importing {names}")
     for line in out.stdout.splitlines():
         if line.startswith("HARNESS-PROBE "):
             data = json.loads(line[len("HARNESS-PROBE ") :])
@@ -476,6 +564,8 @@ class Found:
     seen: dict[str, str]  # the probe: versions and CUDA facts
     problem: str  # "" when it can run cells; else why not (its cells are env_failed)
     seconds: float
+    # not a Python at all (identify_python): the run is refused, nothing is stored
+    refusal: str = ""
 
 
 def _public(version: str) -> str:
@@ -516,6 +606,11 @@ class ExistingBackend:
     def _inspect(self, python: Path) -> Found:
         started = time.monotonic()
         roles = self.roles()
+        try:
+            identify_python(python)
+        except NotAPython as exc:
+            nothing = Environment(python="0", torch=MISSING, lightning=MISSING)
+            return Found(nothing, {}, str(exc), time.monotonic() - started, refusal=str(exc))
         try:
             result = run_probe(python, tuple(m for _, m in roles), isolated=False)
         except EnvFailed as exc:

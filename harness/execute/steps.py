@@ -97,6 +97,13 @@ def _existing_interpreter(state: RunState, matrix: Matrix) -> None:
     if not os.path.isfile(python) or not os.access(python, os.X_OK):
         raise InputError(f"--python {python}: no such executable file")
     found = state.existing.inspect(python)
+    if found.refusal:  # not a Python: no environment, no record
+        state.console.print(
+            f"[bold red]error:[/] --python {escape(python)}: not a Python with torch: "
+            f"{escape(found.refusal)}",
+            highlight=False,
+        )
+        return 2
     seen = found.seen
     state.console.print(
         f"interpreter {python}: Python {seen.get('python', '?')}, torch "

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,13 @@ from harness.envs.backends import (
     CannotServe,
     EnvFailed,
     EnvSpec,
+    NotAPython,
     UvBackend,
     find_interpreter,
+    identify_python,
     install_failure,
     prune_environments,
+    run_bounded,
 )
 from harness.spec.matrix import Environment
 from tests.paths import REPO
@@ -241,3 +245,26 @@ def test_health_check_names_why_each_alternative_does_not_import(tmp_path: Path)
     text = str(info.value)
     assert "No module named 'no_such_module_x'" in text
     assert "(six.moves.nope: ModuleNotFoundError: No module named 'six.moves.nope')" in text
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "fake-python"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def test_a_probe_is_bounded_in_time_and_output(tmp_path: Path) -> None:
+    """A shell script that sleeps held `run --python` for ever (its `sleep` kept the pipes
+    open after a timeout killed the shell); one that printed 10 MB had it all kept and
+    shown (issue 25, item 8)."""
+    started = time.monotonic()
+    out = run_bounded([str(_script(tmp_path, "sleep 3600 &\nsleep 3600\n"))], timeout=1)
+    assert out.returncode is None and time.monotonic() - started < 10
+    loud = run_bounded([str(_script(tmp_path, "head -c 50000000 /dev/zero\n"))], 60, limit=1000)
+    assert (loud.returncode, len(loud.stdout), loud.printed) == (0, 1000, 50_000_000)
+    assert identify_python(sys.executable) == ".".join(map(str, sys.version_info[:3]))
+    with pytest.raises(NotAPython, match=r"status 0 .*'x{200}' \(its first 200 .*of 300 bytes"):
+        identify_python(_script(tmp_path, "head -c 300 /dev/zero | tr '\\0' x\n"))
+    with pytest.raises(NotAPython, match="did not answer within 0.5 s"):
+        identify_python(_script(tmp_path, "sleep 3600\n"), timeout=0.5)
