@@ -103,15 +103,39 @@ def harness(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _committed_project(root: Path) -> Path:
+    """A git repository of its own holding this checkout's entries, matrix and records,
+    committed: what HEAD holds there is known, whatever this checkout's working tree holds
+    (a newcomer's records, added by the README's "add an entry and run it")."""
+    import shutil
+
+    root.mkdir(parents=True)
+    for name in ("matrix.yaml", "repros", "results/records"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, root / name)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "records"], check=True)
+    return root
+
+
 def test_cli_diff_of_a_git_revision_and_a_store_with_machines(tmp_path: Path) -> None:
+    """It diffed this checkout's HEAD against its working tree: "22 only in new" on a
+    clone holding records HEAD does not (issue 25, item 9). It builds its revisions."""
+    project = _committed_project(tmp_path / "project")
+    committed = project / "results" / "records" / "vm.jsonl"
     # the committed records against themselves at HEAD: nothing changed
     same = harness(
-        "diff", "HEAD:results/records/vm.jsonl", "results/records/vm.jsonl", "--exit-code"
+        "diff", "HEAD:results/records/vm.jsonl", str(committed), "--exit-code", cwd=project
     )
     assert same.returncode == 0, same.stdout + same.stderr
     assert "0 cells changed" in same.stdout and "only in new (0)" in same.stdout
     # a rerun on another machine that now reproduces a baseline the committed run did not
-    lines = (REPO / "results" / "records" / "vm.jsonl").read_text().splitlines()
+    lines = committed.read_text().splitlines()
     d = next(
         json.loads(x)
         for x in lines
@@ -123,7 +147,9 @@ def test_cli_diff_of_a_git_revision_and_a_store_with_machines(tmp_path: Path) ->
     store.mkdir()
     (store / "ci-cpu-1.jsonl").write_text(json.dumps(d) + "\n")
     (store / "vm.jsonl").write_text("\n".join(lines) + "\n")
-    out = harness("diff", "HEAD", str(store), "--new-machine", "ci-cpu-1", "--exit-code")
+    out = harness(
+        "diff", "HEAD", str(store), "--new-machine", "ci-cpu-1", "--exit-code", cwd=project
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "newly reproduced (1):" in out.stdout
     assert f"{d['entry']} :: {d['variant']} @ {d['cell']}: " in out.stdout
@@ -133,6 +159,13 @@ def test_cli_diff_of_a_git_revision_and_a_store_with_machines(tmp_path: Path) ->
         "diff", str(store), str(store), "--old-machine", "vm", "--new-machine", "ci-cpu-1"
     )
     assert both.returncode == 0 and "1 cells changed" in both.stdout
+    # records the working tree holds and HEAD does not are "only in new", never a failure
+    extra = {**json.loads(lines[0]), "entry": "zz/not-committed", "started_at": d["started_at"]}
+    with open(committed, "a") as f:
+        f.write(json.dumps(extra) + "\n")
+    grown = harness("diff", "HEAD:results/records/vm.jsonl", str(committed), cwd=project)
+    assert grown.returncode == 0, grown.stdout + grown.stderr
+    assert "only in new (1):" in grown.stdout
 
 
 @pytest.mark.parametrize(
