@@ -98,12 +98,7 @@ def _existing_interpreter(state: RunState, matrix: Matrix) -> None:
         raise InputError(f"--python {python}: no such executable file")
     found = state.existing.inspect(python)
     if found.refusal:  # not a Python: no environment, no record
-        state.console.print(
-            f"[bold red]error:[/] --python {escape(python)}: not a Python with torch: "
-            f"{escape(found.refusal)}",
-            highlight=False,
-        )
-        return 2
+        raise InputError(f"--python {python}: not a Python with torch: {found.refusal}")
     seen = found.seen
     state.console.print(
         f"interpreter {python}: Python {seen.get('python', '?')}, torch "
