@@ -308,8 +308,10 @@ class ProcessGroups:
             time.sleep(0.05)
         for pgid in groups:
             signal_group(pgid, signal.SIGKILL)
+        with self._lock:  # a run registered since: its Popen reaps it, not end_strays
+            started = set(self._groups) | set(groups)
         # the daemons of every run: their runs' processes are gone or going
-        end_strays(None, keep=groups, groups=groups)
+        end_strays(None, keep=started, groups=groups)
 
 
 def signal_group(pgid: int, sig: int) -> None:
