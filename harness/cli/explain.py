@@ -13,7 +13,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -94,26 +93,21 @@ def probe_versions(python: str, timeout: float = PROBE_TIMEOUT_S) -> dict[str, s
     if os.path.realpath(python) == os.path.realpath(sys.executable):
         v = sys.version_info
         return {"python": f"{v[0]}.{v[1]}.{v[2]}", **_dist_versions()}
-    try:
-        out = subprocess.run(
-            [python, "-c", _PROBE],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        return f"{python} did not answer within {timeout:.0f} s"
+    from harness.envs.backends import run_bounded
+
+    try:  # bounded: a script's `sleep` holding the pipes, or 10 MB printed (issue 25)
+        out = run_bounded([python, "-c", _PROBE], timeout)
     except OSError as exc:
         return f"{python} does not run: {exc}"
+    if out.returncode is None:
+        return f"{python} did not answer within {timeout:.0f} s"
     for line in out.stdout.splitlines():
         if line.startswith("HARNESS-VERSIONS "):
             try:
                 return {str(k): str(v) for k, v in json.loads(line[17:]).items()}
             except ValueError:
                 break
-    tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+    tail = (out.stderr.strip().splitlines() or ["no output"])[-1][-200:]
     return f"{python} could not list its packages: {tail}"
 
 
