@@ -192,7 +192,7 @@ def test_export_writes_only_where_it_may(project: Project, tmp_path: Path) -> No
 
     fresh = export(tmp_path / "fresh.py")
     assert fresh.returncode == 0, fresh.stdout + fresh.stderr
-    assert "def run(" in (tmp_path / "fresh.py").read_text()
+    assert "def control(" in (tmp_path / "fresh.py").read_text()
     forced = export(existing, "--force")
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert existing.read_text() == (tmp_path / "fresh.py").read_text()

@@ -399,10 +399,15 @@ def _running_with(mark: str) -> list[int]:
     return found
 
 
+# what the escape-* variants name their daemons by: set before any worker starts (the
+# worker fixture's children inherit it); one test at a time in this process
+ESCAPE_MARK = os.environ.setdefault("TINY_ESCAPE_MARK", f"tiny-escape-{os.getpid()}")
+
+
 @pytest.fixture
 def mark() -> Iterator[str]:
-    """A word that names this test's daemons; any left at the end are killed."""
-    word = f"escape{os.getpid()}x{time.monotonic_ns()}"
+    """The word that names the daemons; any left at the end are killed."""
+    word = ESCAPE_MARK
     yield word
     for pid in _running_with(word):
         with contextlib.suppress(OSError):
@@ -417,7 +422,7 @@ def test_a_daemon_the_variant_leaves_behind_is_ended_and_the_record_says_so(
     """fork, setsid, fork, close every descriptor, sleep: the grandchild (its own session,
     PPID 1) outlived an ``ok`` record in both modes (issue 25, item 1). It is ended with
     the job however the job ends (returns, times out, exits without a result)."""
-    r = run(tiny_entry, host_env, cpu_cell, f"escape-{how}-{mark}", timeout=3, worker=worker)
+    r = run(tiny_entry, host_env, cpu_cell, f"escape-{how}", timeout=3, worker=worker)
     left = _running_with(mark)
     assert left == [], f"the daemon {left} outlived its run"
     expected = {"ok": Outcome.OK, "hang": Outcome.TIMEOUT, "crash": Outcome.CRASHED}[how]

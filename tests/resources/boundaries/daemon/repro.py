@@ -5,12 +5,6 @@ import os
 import sys
 import time
 
-VARIANTS = {
-    "leaves": "leaves a daemon and returns",
-    "leaves-and-hangs": "leaves a daemon and hangs",
-    "leaves-and-dies": "leaves a daemon and exits without a result",
-}
-
 
 def _daemon(mark):
     read_end, write_end = os.pipe()  # not inheritable: the daemon's exec closes it
@@ -30,14 +24,27 @@ def _daemon(mark):
     os.close(read_end)
 
 
-def run(variant, device, precision):
+def leaves(device, precision):
     _daemon(os.environ.get("REL_SIGNAL_DIR", "daemon"))
-    if variant == "leaves-and-hangs":
-        time.sleep(3600)
-    if variant == "leaves-and-dies":
-        os._exit(3)
     return {"returned": {"ok": True, "detail": "a daemon is still running"}}
 
 
+def leaves_and_hangs(device, precision):
+    _daemon(os.environ.get("REL_SIGNAL_DIR", "daemon"))
+    time.sleep(3600)
+
+
+def leaves_and_dies(device, precision):
+    _daemon(os.environ.get("REL_SIGNAL_DIR", "daemon"))
+    os._exit(3)
+
+
+VARIANTS = {
+    "leaves": leaves,
+    "leaves-and-hangs": leaves_and_hangs,
+    "leaves-and-dies": leaves_and_dies,
+}
+
+
 if __name__ == "__main__":
-    print(run(sys.argv[1], "cpu", "fp32"))
+    print(VARIANTS[sys.argv[1]]("cpu", "fp32"))
