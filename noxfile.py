@@ -59,10 +59,22 @@ def matrix(session: nox.Session) -> None:
 
 @nox.session(python=HARNESS_PYTHON)
 def tests(session: nox.Session) -> None:
-    """The project's own tests, in parallel (pytest-xdist). `-- -m "not slow"` for the fast ones."""
+    """The project's own tests, in parallel (pytest-xdist), without the slow real-environment
+    ones (`nox -s slow_tests` runs those; CI runs both). Arguments after `--` replace the
+    default selection, e.g. `nox -s tests -- tests/store`."""
+    _pytest(session, *(session.posargs or ["-m", "not slow"]))
+
+
+@nox.session(python=HARNESS_PYTHON)
+def slow_tests(session: nox.Session) -> None:
+    """The slow tests: real environments, real torch reproducers, tox, shards (CI runs them)."""
+    _pytest(session, "-m", "slow", *session.posargs)
+
+
+def _pytest(session: nox.Session, *args: str) -> None:
     session.install(*TEST_TORCH[:1])
     session.install("-e", ".[test]", *TEST_TORCH[1:])
-    session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
+    session.run("python", "-m", "pytest", "-n", "auto", *args)
 
 
 @nox.session(python=HARNESS_PYTHON)
