@@ -31,7 +31,7 @@ from harness.catalogue.explain import (
     parse_error,
     strip_terminal,
 )
-from harness.cli.explain import find_versions, probe_versions
+from harness.catalogue.explain_terminal import find_versions, probe_versions
 from harness.spec.entries import Entry, load_entries
 from harness.store.columnar import RecordTable, load_latest
 from harness.store.jsonl import Store

@@ -96,8 +96,10 @@ def stored(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def own_children() -> list[int]:
-    """This process's children that still run (not zombies)."""
+def own_children(before: frozenset[int] = frozenset()) -> list[int]:
+    """This process's children that still run (not zombies), but for ``before``: those that
+    ran before the test (e.g. multiprocessing's resource tracker, which an earlier test in
+    this process may have started and which stays for the life of the process)."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -105,7 +107,7 @@ def own_children() -> list[int]:
         except OSError:
             continue
         fields = text[text.rindex(")") + 2 :].split()
-        if fields[1] == str(os.getpid()) and fields[0] not in ("Z", "X"):
+        if fields[1] == str(os.getpid()) and fields[0] not in ("Z", "X") and int(pid) not in before:
             found.append(int(pid))
     return found
 
@@ -114,6 +116,7 @@ def own_children() -> list[int]:
 def test_every_job_gets_its_record_and_a_line_as_it_comes(
     tmp_path: Path, tiny_entry: Entry, isolation: str
 ) -> None:
+    before = frozenset(own_children())
     state, out = state_for(tmp_path, tiny_entry, [GOOD, BAD], isolation)
     backend = state.backend = Backend()
     assert run_matrix(state) is state
@@ -140,7 +143,7 @@ def test_every_job_gets_its_record_and_a_line_as_it_comes(
     )
     if isolation == "fork":
         assert "warm worker imported in" in text
-    assert own_children() == []  # the warm worker stopped with its environment's jobs
+    assert own_children(before) == []  # the warm worker stopped with its environment's jobs
 
 
 def test_a_harness_error_on_a_job_leaves_it_unrecorded_and_the_run_ends_1(
@@ -168,6 +171,7 @@ def test_ctrl_c_ends_the_run_with_130_and_counts_what_was_stored(
     ended: list[bool] = []
     # the real one signals every child of this process: the test runner's too
     monkeypatch.setattr(steps, "end_own_children", lambda: ended.append(True))
+    before = frozenset(own_children())
     state, out = state_for(tmp_path, tiny_entry, [GOOD, BAD], "fork")
     state.backend = Backend(interrupt=BAD)  # while GOOD's jobs wait for their slot
     assert run_matrix(state) == 130
@@ -175,7 +179,7 @@ def test_ctrl_c_ends_the_run_with_130_and_counts_what_was_stored(
     assert stored(tmp_path) == {f"documented@{GOOD.id}-cuda": "skipped"}
     assert "interrupted: 1 of 6 records stored; rerun with --resume to finish" in out.getvalue()
     assert state.groups.stopping  # a child started from here on is ended at once
-    assert own_children() == []  # GOOD's warm worker too
+    assert own_children(before) == []  # GOOD's warm worker too
 
 
 def test_a_full_disk_after_a_job_stops_the_run_unless_keep_going(
