@@ -28,6 +28,8 @@ CASES = [
     for e in ENTRIES
     for v in e.variants
     if "cpu" in v.devices
+    # version advice runs in an environment derived from its cell (requires:), not here
+    and not e.requirements_for(v)
     for p in v.precisions
 ]
 

@@ -17,7 +17,7 @@ from torch import nn
 BATCHES = 4
 
 
-def modules(pl):
+def _modules(pl):
     """The modules the variants train, on the installed Lightning's LightningModule."""
 
     class Base(pl.LightningModule):
@@ -69,7 +69,7 @@ def train(device, precision, module) -> dict:
     data = torch.utils.data.DataLoader(
         torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=4
     )
-    model = modules(pl)[module]()
+    model = _modules(pl)[module]()
     trainer = pl.Trainer(
         max_epochs=1,
         accelerator="cpu",
