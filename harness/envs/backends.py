@@ -47,6 +47,7 @@ __all__ = [
     "ProbeResult",
     "Prober",
     "UvBackend",
+    "base_interpreter",
     "find_interpreter",
     "fingerprint",
     "identify_python",
@@ -258,12 +259,33 @@ def interpreter_candidates(version: str) -> list[Path]:
     return found
 
 
+BASE = (
+    "import os, sys; sys.stdout.write('HARNESS-BASE %s\\n' % "
+    "os.path.realpath(getattr(sys, '_base_executable', None) or sys.executable))"
+)
+
+
+def base_interpreter(exe: str | Path, timeout: float = IDENTIFY_TIMEOUT_S) -> Path:
+    """The interpreter ``exe`` really runs: a venv's ``bin/python`` or a pyenv shim names
+    its base installation. Environments are fingerprinted by it, so one found through
+    another venv on PATH (a worktree's, deleted later) is the same interpreter."""
+    try:
+        out = run_bounded([str(exe), "-c", BASE], timeout, limit=64 * 1024)
+    except OSError:
+        return Path(exe)
+    for line in out.stdout.splitlines():
+        if line.startswith("HARNESS-BASE "):
+            return Path(line.split(" ", 1)[1].strip())
+    return Path(exe)
+
+
 def find_interpreter(version: str, candidates: Iterable[Path] | None = None) -> Path:
+    """The base installation of the first candidate that is Python ``version``."""
     looked = []
     for exe in candidates if candidates is not None else interpreter_candidates(version):
         looked.append(str(exe))
         if exe.is_file() and _python_version(exe) == version:
-            return exe
+            return base_interpreter(exe)
     raise EnvFailed(
         f"no Python {version} interpreter found (looked in PATH, pyenv and uv-managed "
         f"pythons: {', '.join(looked) or 'nothing'}); install one, e.g. `pyenv install {version}`"
@@ -308,6 +330,34 @@ def fingerprint(spec: EnvSpec, interpreter: Path) -> str:
         "imports": [list(i) for i in spec.imports],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _same_base(meta: dict, spec: EnvSpec, path: Path, interpreter: Path) -> bool:
+    """A marker written before interpreters were resolved to their base: it differs only
+    in the interpreter's path, and the venv (pyvenv.cfg, written by uv) was made from this
+    very base installation and version. Such an environment is the one asked for."""
+    recorded = meta.get("interpreter")
+    if not isinstance(recorded, str) or meta.get("fingerprint") != fingerprint(
+        spec, Path(recorded)
+    ):
+        return False
+    try:
+        cfg = dict(
+            line.split("=", 1)
+            for line in (path / "pyvenv.cfg").read_text().splitlines()
+            if "=" in line
+        )
+        version = identify_python(interpreter)
+    except (OSError, NotAPython):
+        return False
+    cfg = {k.strip(): v.strip() for k, v in cfg.items()}
+    return cfg.get("home") == str(interpreter.parent) and cfg.get("version_info") == version
+
+
+def _adopt(marker: Path, meta: dict, fp: str, interpreter: Path) -> dict:
+    meta = {**meta, "fingerprint": fp, "interpreter": str(interpreter)}
+    write_atomically(marker, json.dumps(meta, indent=1, sort_keys=True).encode())
+    return meta
 
 
 def _tail(text: str, limit: int = 3000) -> str:
@@ -472,6 +522,8 @@ class UvBackend:
                 meta = json.loads(marker.read_text())
             except ValueError:
                 meta = {}
+            if meta.get("fingerprint") != fp and _same_base(meta, spec, path, interpreter):
+                meta = _adopt(marker, meta, fp, interpreter)
             if meta.get("fingerprint") == fp and python.exists():
                 try:
                     seen = probe(python, spec.imports, prober=prober)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,9 @@ from harness.envs.backends import (
     EnvSpec,
     NotAPython,
     UvBackend,
+    base_interpreter,
     find_interpreter,
+    fingerprint,
     identify_python,
     install_failure,
     prune_environments,
@@ -94,7 +97,42 @@ def test_wrong_interpreter_is_not_taken(tmp_path: Path) -> None:
     fake.symlink_to(sys.executable)  # answers with this interpreter's version, not 3.7
     with pytest.raises(EnvFailed):
         find_interpreter("3.7", [fake])
-    assert find_interpreter(PY, [fake]) == fake
+    # a link (a venv's bin/python, a shim) stands for the installation it runs
+    assert find_interpreter(PY, [fake]) == BASE
+
+
+BASE = Path(os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable))
+
+
+def test_a_venv_interpreter_is_its_base_installation(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([str(BASE), "-m", "venv", "--without-pip", str(venv)], check=True)
+    assert base_interpreter(venv / "bin" / "python") == BASE
+    assert find_interpreter(PY, [venv / "bin" / f"python{PY}"]) == BASE
+
+
+@pytest.mark.slow
+def test_an_environment_found_through_another_venv_is_adopted_not_rebuilt(
+    tmp_path: Path,
+) -> None:
+    """Markers written when the interpreter was recorded as found (a worktree's venv on
+    PATH, deleted since) name the same base: reused, and the marker says the base now."""
+    backend = UvBackend(tmp_path / "envs")
+    built = backend.ensure_spec(spec("1.16.0"), ENV)
+    marker = built.path / MARKER
+    meta = json.loads(marker.read_text())
+    gone = str(tmp_path / "deleted-worktree" / ".venv" / "bin" / f"python{PY}")
+    meta["interpreter"] = gone
+    meta["fingerprint"] = fingerprint(spec("1.16.0"), Path(gone))
+    marker.write_text(json.dumps(meta))
+    again = backend.ensure_spec(spec("1.16.0"), ENV)
+    assert again.reused
+    assert json.loads(marker.read_text())["interpreter"] == str(BASE)
+    # a marker whose requirements differ too is not adopted
+    meta["requirements"] = ["six==1.15.0"]
+    meta["fingerprint"] = fingerprint(spec("1.15.0"), Path(gone))
+    marker.write_text(json.dumps(meta))
+    assert not backend.ensure_spec(spec("1.16.0"), ENV).reused
 
 
 def test_missing_uv_is_env_failed(tmp_path: Path) -> None:
