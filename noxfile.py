@@ -92,6 +92,13 @@ def report(session: nox.Session) -> None:
     session.run("python", "-m", "harness", "report", *session.posargs)
 
 
+@nox.session(python=HARNESS_PYTHON)
+def check(session: nox.Session) -> None:
+    """Validate the entries (`-- --smells` for CI: fail on a smell neither fixed nor explained)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "harness", "check", *session.posargs)
+
+
 @nox.session(python=HARNESS_PYTHON, name="tox-ini")
 def tox_ini(session: nox.Session) -> None:
     """Write tox.ini from matrix.yaml (`-- --check` for CI: fail if it differs)."""

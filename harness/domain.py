@@ -24,6 +24,8 @@ __all__ = [
     "Outcome",
     "PRECISIONS",
     "PRESENT_STATUSES",
+    "SMELLS",
+    "SMELLS_OF_ENTRY",
     "EnvId",
     "cell_id",
     "env_id",
@@ -37,6 +39,18 @@ DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "fp16", "bf16")
 KINDS = ("baseline", "workaround", "dead_end", "control")  # variant kinds
 OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
+# what the records may say about a reproducer (harness/aggregate/smells.py): each is fixed
+# or explained in entry.yaml; SMELLS_OF_ENTRY are about the entry (a postcondition), the
+# others about one variant
+SMELLS = (
+    "never-fails",
+    "same-as-control",
+    "same-as-variant",
+    "no-declared-failure",
+    "judged-elsewhere",
+    "environment-error",
+)
+SMELLS_OF_ENTRY = ("never-fails",)
 
 # version-table statuses of an entry: the error occurs / does not occur in that range
 PRESENT_STATUSES = frozenset({"active", "affected", "present"})

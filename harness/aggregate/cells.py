@@ -506,6 +506,8 @@ class _Spec:
     scope: int  # 3: counted in cells (env, device, precision) where a baseline reproduces; 2: (env, device)
     fails_as: tuple[str, ...] = ()  # a dead end's silent documented failure (entry.yaml)
     requires: tuple[str, ...] = ()  # version advice: what it adds to its cells' requirements
+    # the baselines whose reproducing cells judge it (entry.yaml baselines); (): every one
+    judged_by: tuple[str, ...] = ()
 
     @property
     def role(self) -> tuple[str, str, int, str]:
@@ -541,6 +543,7 @@ def _specs(entry: Entry | None, first_kind: Mapping[str, str]) -> tuple[list[_Sp
             2 if v.kind in _RESTRICTED and not set(v.precisions) & baseline_precisions else 3,
             v.fails_as.postconditions if v.fails_as is not None else (),
             entry.requirements_for(v) if entry is not None else (),
+            v.baselines,
         )
         for v in declared
     ]
@@ -572,16 +575,23 @@ class _VariantRows:
 
 
 def _count_variants(
-    con: Any, roles: list[tuple[str, str, str, int, str]], baselines: list[tuple[str, str]]
+    con: Any,
+    roles: list[tuple[str, str, str, int, str]],
+    baselines: list[tuple[str, str]],
+    judged: Sequence[tuple[str, str, str]] = (),
 ) -> _VariantRows:
     """``roles``: (entry, variant, kind, scope, fails: the postconditions of its silent
-    documented failure, NUL-separated)."""
-    _score(con, roles, baselines)
+    documented failure, NUL-separated); ``judged``: (entry, variant, baseline) where a
+    variant names the baselines whose reproducing cells judge it."""
+    _score(con, roles, baselines, judged)
     return _variant_rows(con)
 
 
 def _score(
-    con: Any, roles: list[tuple[str, str, str, int, str]], baselines: list[tuple[str, str]]
+    con: Any,
+    roles: list[tuple[str, str, str, int, str]],
+    baselines: list[tuple[str, str]],
+    judged: Sequence[tuple[str, str, str]] = (),
 ) -> None:
     """Table scored: per variant role and cell, the runs counted (n), the hits (k: what the
     role counts as its success or failure, silent documented failures included), and
@@ -622,10 +632,21 @@ def _score(
         + "".join(f"WHEN {p(k)} THEN {_sum('n_' + v for v in _hits(k))} " for k in _HITS)
         + f"ELSE {_sum('n_' + v for v in _HITS_DEFAULT)} END"
     )
-    # a reproducing cell: a baseline's run there shows the documented error at its grade
+    # a reproducing cell: a baseline's run there shows the documented error at its grade;
+    # per variant, of the baselines that judge it (all of the entry's, unless it names some)
+    _unnest_table(
+        con,
+        "judged",
+        {name: [j[i] for j in judged] for i, name in enumerate(("entry", "variant", "baseline"))},
+        "entry VARCHAR, variant VARCHAR, baseline VARCHAR",
+    )
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE reproducing AS SELECT DISTINCT entry, env, device, precision "
-        "FROM cells SEMI JOIN baselines USING (entry, variant) WHERE n_shows > 0"
+        "CREATE OR REPLACE TEMP TABLE reproducing AS SELECT DISTINCT roles.entry, "
+        "roles.variant, env, device, precision FROM cells JOIN baselines USING (entry, variant) "
+        "JOIN roles ON roles.entry = cells.entry WHERE n_shows > 0 AND (NOT EXISTS (SELECT 1 "
+        "FROM judged WHERE judged.entry = roles.entry AND judged.variant = roles.variant) OR "
+        "(roles.entry, roles.variant, cells.variant) IN (SELECT (entry, variant, baseline) "
+        "FROM judged))"
     )
     con.execute(
         "CREATE OR REPLACE TEMP TABLE scored AS SELECT roles.entry, roles.variant, roles.kind, "
@@ -633,9 +654,10 @@ def _score(
         f"{counted} AS n, {hits} + coalesce(cell_silent.silent, 0) AS k, n_related AS related, "
         "n_ok AS ok, coalesce(cell_silent.silent, 0) AS silent, n_shows AS shows, "
         "n_shows > 0 AS has_reproduced, "
-        f"(roles.kind NOT IN {_in(_RESTRICTED, p)} OR (roles.scope = 3 AND (entry, env, device, precision) "
-        "IN (SELECT (entry, env, device, precision) FROM reproducing)) OR (roles.scope = 2 AND "
-        "(entry, env, device) IN (SELECT (entry, env, device) FROM reproducing))) AS in_scope "
+        f"(roles.kind NOT IN {_in(_RESTRICTED, p)} OR (roles.scope = 3 AND (entry, variant, env, "
+        "device, precision) IN (SELECT (entry, variant, env, device, precision) FROM "
+        "reproducing)) OR (roles.scope = 2 AND (entry, variant, env, device) IN (SELECT "
+        "(entry, variant, env, device) FROM reproducing))) AS in_scope "
         "FROM cells JOIN roles USING (entry, variant) "
         "LEFT JOIN cell_silent USING (entry, variant, env, device, precision, fails)",
         p.values,
@@ -935,11 +957,13 @@ def aggregate_table(
     specs: dict[str, list[_Spec]] = {}
     roles: set[tuple[str, str, str, int, str]] = set()
     baselines: list[tuple[str, str]] = []
+    judged: set[tuple[str, str, str]] = set()
     for eid in ids:
         specs[eid], names = _specs(known.get(eid), grouped.first_kind.get(eid, {}))
         roles.update((eid, *s.role) for s in specs[eid])
         baselines += [(eid, n) for n in names]
-    rows = _count_variants(con, sorted(roles), baselines)
+        judged.update((eid, s.name, b) for s in specs[eid] for b in s.judged_by)
+    rows = _count_variants(con, sorted(roles), baselines, sorted(judged))
 
     labels = {
         eid: machine_labels((m[0], m[1]) for m in grouped.machines.get(eid, ())) for eid in ids

@@ -10,6 +10,9 @@ the measured runs (results/compat.json): a baseline message of the documented ty
 the documented step, that shares words with the documented one and does not read as it,
 for an expert to declare as ``signature.reworded`` or to leave
 (docs/reference/outcomes-and-verdicts.md, "Documented messages, graded").
+
+With ``--smells``, the smells the stored records show of each entry (harness/aggregate/smells.py):
+each must be fixed or explained in entry.yaml (``smells:``); an unexplained one fails.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.aggregate.smells import Smell, find_smells, stale_explanations
 from harness.catalogue.scaffold import PLACEHOLDER, split_type
 from harness.domain import pattern_text
 from harness.outcomes import SHOWS, Grade, grade, type_named
 from harness.spec.declared import parse_source
 from harness.spec.entries import Entry, EntryError, load_entry
+from harness.store.records import Record
 
 __all__ = [
     "EntryCheck",
@@ -34,6 +39,11 @@ __all__ = [
     "check_entry",
     "reworded_candidates",
     "signature_problems",
+    "SmellReport",
+    "check_entries",
+    "check_entry",
+    "reworded_candidates",
+    "smell_reports",
 ]
 
 _TODO = re.compile(r"\bTODO\b")
@@ -263,4 +273,29 @@ def check_entries(
         if patterns and not any(fnmatch.fnmatchcase(entry_id, p) for p in patterns):
             continue
         out.append(check_entry(yaml_path.parent, repros_dir, measured.get(entry_id)))
+    return out
+
+
+@dataclass(frozen=True)
+class SmellReport:
+    """One entry's smells in the records, and the reasons entry.yaml gives for none seen."""
+
+    entry: Entry
+    smells: tuple[Smell, ...]
+    stale: tuple[str, ...]  # explanations of smells the records no longer show
+
+    @property
+    def unexplained(self) -> tuple[Smell, ...]:
+        return tuple(s for s in self.smells if s.explained is None)
+
+
+def smell_reports(entries: Sequence[Entry], records: Sequence[Record]) -> list[SmellReport]:
+    """Per entry (in the order given), its smells in ``records`` (the store's newest)."""
+    by_entry: dict[str, list[Record]] = {}
+    for r in records:
+        by_entry.setdefault(r.entry, []).append(r)
+    out = []
+    for entry in entries:
+        smells = find_smells(entry, by_entry.get(entry.id, ()))
+        out.append(SmellReport(entry, tuple(smells), tuple(stale_explanations(entry, smells))))
     return out

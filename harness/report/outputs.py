@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.aggregate import EntryAggregate, aggregate_table
+from harness.aggregate.smells import Smell, find_smells
 from harness.atomic import write_atomically
 from harness.report.cache import (
     CachedEntry,
@@ -116,6 +117,7 @@ class _Job:
     entries: Sequence[Entry]
     results: Path
     check: bool
+    smells: Mapping[str, Sequence[Smell]]  # per entry id rendered (harness/aggregate/smells.py)
 
 
 @dataclass(frozen=True)
@@ -128,11 +130,11 @@ Flags = tuple[Path, bool, bool]  # a file: (path, stale, written)
 
 
 def _render_entry(
-    i: int, a: EntryAggregate, entry: Entry | None, results: Path
+    i: int, a: EntryAggregate, entry: Entry | None, results: Path, smells: Sequence[Smell] = ()
 ) -> tuple[CachedEntry, list[tuple[Path, bytes]]]:
     stem = entry_slug(a.id)
     pages = [
-        (results / "compat" / f"{stem}.md", render_entry(a).encode("utf-8")),
+        (results / "compat" / f"{stem}.md", render_entry(a, smells).encode("utf-8")),
         (results / "compat" / f"{stem}.png", render_png(a)),
     ]
     torch_only = [a.id] if entry is not None and not entry.uses_lightning else []
@@ -153,7 +155,7 @@ def _render(job: _Job) -> _Rendered:
     shares: list[CachedEntry] = []
     pages: list[tuple[Path, bytes]] = []
     for i, a in job.items:
-        share, files = _render_entry(i, a, known.get(a.id), job.results)
+        share, files = _render_entry(i, a, known.get(a.id), job.results, job.smells.get(a.id, ()))
         shares.append(share)
         pages += files
     return _Rendered(shares, pages)
@@ -416,6 +418,16 @@ def _summary(
     )
 
 
+def _smells(entries: Sequence[Entry], table: RecordTable) -> dict[str, list[Smell]]:
+    """The smells of the entries to render, from their records in the table."""
+    if not entries:
+        return {}
+    by_entry: dict[str, list[Record]] = {e.id: [] for e in entries}
+    for r in table.records([e.id for e in entries]):
+        by_entry[r.entry].append(r)
+    return {e.id: find_smells(e, by_entry[e.id]) for e in entries}
+
+
 def render_all(
     records: RecordTable | Iterable[Record],
     entries: Sequence[Entry],
@@ -454,10 +466,11 @@ def render_all(
     else:
         aggs = []
     items: list[Item] = list(zip(missed, aggs, strict=True))
+    smells = _smells([known[ids[i]] for i in missed if ids[i] in known], table)
 
     with _gc_paused():
         jobs = [
-            _Job(part, entries, results, check)
+            _Job(part, entries, results, check, smells)
             for part in _shards(items, _workers(workers, len(items)))
         ]
         with _pool(jobs) as futures:

@@ -34,6 +34,8 @@ from harness.domain import (
     KINDS,
     PRECISIONS,
     PRESENT_STATUSES,
+    SMELLS,
+    SMELLS_OF_ENTRY,
     parse_claim_spec,
 )
 from harness.errors import HarnessError
@@ -165,6 +167,11 @@ class Variant:
     # the cell's own; the variant runs in an environment derived from the cell it answers
     # for (spec/matrix.py, Environment.with_requires) and is judged in that cell
     requires: tuple[str, ...] = ()
+    # the baselines whose reproducing cells judge this workaround or dead end (entry.yaml
+    # ``baselines``); () for every baseline of the entry
+    baselines: tuple[str, ...] = ()
+    # the smells the records show of it, explained: kind -> one line (harness/aggregate/smells.py)
+    smells: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -187,6 +194,9 @@ class Entry:
     # requirements every variant adds to the cell's (a package the matrix lacks: onnx,
     # torchvision, transformers); a variant's own requirement on the same package wins
     requires: tuple[str, ...] = ()
+
+    # the entry's own smells, explained: kind -> subject (a postcondition) -> one line
+    smells: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict, hash=False)
 
     def requirements_for(self, variant: Variant) -> tuple[str, ...]:
         """What ``variant`` adds to the cell's environment: the entry's requirements, then
@@ -315,6 +325,8 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         "isolation",
         "fails_as",
         "requires",
+        "baselines",
+        "smells",
     }
     _check_keys(data, allowed, {"name", "kind", "description"}, path, "variant")
     name = str(data["name"])
@@ -367,6 +379,8 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         isolation=isolation,
         line=data.line,
         requires=_requires(data, path),
+        baselines=_baselines(data, path, kind),
+        smells=_variant_smells(data, path),
     )
 
 
@@ -406,6 +420,78 @@ def _requires(data: Lines, path: Path) -> tuple[str, ...]:
             raise EntryError(path, line, f"requires names {name} twice; keep one requirement")
         seen.add(name)
     return tuple(str(v) for v in values)
+
+
+def _one_line(value: Any, path: Path, line: int, what: str) -> str:
+    text = value.strip() if isinstance(value, str) else ""
+    if not text or "\n" in text:
+        raise EntryError(path, line, f"{what} must be one line saying why (a reason, not empty)")
+    return text
+
+
+def _smell_kind(kind: Any, allowed: tuple[str, ...], path: Path, line: int, where: str) -> str:
+    if kind not in allowed:
+        raise EntryError(
+            path, line, f"unknown smell {kind!r} {where}; allowed there: {list(allowed)}"
+        )
+    return str(kind)
+
+
+def _variant_smells(data: Lines, path: Path) -> dict[str, str]:
+    """A variant's ``smells: {kind: reason}``: why a smell the records show is not a defect."""
+    if "smells" not in data:
+        return {}
+    raw, line = data["smells"], data.key_lines["smells"]
+    if not isinstance(raw, Lines) or not raw:
+        raise EntryError(path, line, "smells must be a mapping {kind: one-line reason}")
+    allowed = tuple(k for k in SMELLS if k not in SMELLS_OF_ENTRY)
+    return {
+        _smell_kind(kind, allowed, path, raw.key_lines[kind], "on a variant"): _one_line(
+            reason, path, raw.key_lines[kind], f"smells.{kind}"
+        )
+        for kind, reason in raw.items()
+    }
+
+
+def _entry_smells(data: Lines, path: Path) -> dict[str, dict[str, str]]:
+    """The entry's ``smells: {never-fails: {postcondition: reason}}``."""
+    if "smells" not in data:
+        return {}
+    raw, line = data["smells"], data.key_lines["smells"]
+    shape = "smells must be a mapping {kind: {subject: one-line reason}}"
+    if not isinstance(raw, Lines) or not raw:
+        raise EntryError(path, line, shape)
+    out: dict[str, dict[str, str]] = {}
+    for kind, subjects in raw.items():
+        kline = raw.key_lines[kind]
+        kind = _smell_kind(kind, SMELLS_OF_ENTRY, path, kline, "at the entry's top level")
+        if not isinstance(subjects, Lines) or not subjects:
+            raise EntryError(path, kline, shape)
+        out[kind] = {
+            str(name): _one_line(reason, path, subjects.key_lines[name], f"smells.{kind}.{name}")
+            for name, reason in subjects.items()
+        }
+    return out
+
+
+def _baselines(data: Lines, path: Path, kind: str) -> tuple[str, ...]:
+    """``baselines: [name, ...]``: the baselines a workaround or dead end answers (the
+    names are checked against the entry's baselines once all variants are read)."""
+    if "baselines" not in data:
+        return ()
+    raw, line = data["baselines"], data.key_lines["baselines"]
+    if kind not in ("workaround", "dead_end"):
+        raise EntryError(
+            path,
+            line,
+            f"baselines names the baselines whose reproducing cells judge a workaround or "
+            f"dead end; a {kind} is judged in every cell",
+        )
+    if not isinstance(raw, list) or not raw or not all(isinstance(n, str) for n in raw):
+        raise EntryError(path, line, "baselines must be a non-empty list of baseline names")
+    if len(set(raw)) != len(raw):
+        raise EntryError(path, line, "baselines names a baseline twice")
+    return tuple(raw)
 
 
 def _claim(data: Lines, path: Path, kind: str) -> tuple[str, float | None]:
@@ -548,6 +634,7 @@ def load_entry(
         "repro",
         "origin",
         "requires",
+        "smells",
     }
     _check_keys(data, allowed, {"id", "signature", "variants"}, path, "entry")
     entry_id = _entry_id(data, path, entry_dir, root)
@@ -580,6 +667,7 @@ def load_entry(
         uses_lightning=lightning,
         reworded=reworded,
         requires=_requires(data, path),
+        smells=_entry_smells(data, path),
     )
 
 
@@ -620,6 +708,16 @@ def _variants(data: Lines, path: Path) -> list[Variant]:
         raise EntryError(
             path, data.key_lines["variants"], "an entry needs at least one baseline variant"
         )
+    baselines = [v.name for v in variants if v.kind == "baseline"]
+    for v in variants:
+        unknown = [n for n in v.baselines if n not in baselines]
+        if unknown:
+            raise EntryError(
+                path,
+                v.line,
+                f"variant {v.name!r}: baselines names {', '.join(map(repr, unknown))}, not a "
+                f"baseline of this entry; its baselines are {baselines}",
+            )
     return variants
 
 

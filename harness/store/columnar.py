@@ -475,9 +475,13 @@ class RecordTable:
         row = self.con.execute("SELECT count(*) FROM records").fetchone()
         return row[0] if row else 0
 
-    def records(self) -> list[Record]:
-        """Every record, as Records, in order."""
-        rows = self.con.execute(f"SELECT {_RECORD_COLUMNS} FROM records ORDER BY rid").fetchall()
+    def records(self, entries: Sequence[str] | None = None) -> list[Record]:
+        """Every record (or those of ``entries``), as Records, in order."""
+        where = "" if entries is None else " WHERE entry IN (SELECT unnest(?))"
+        rows = self.con.execute(
+            f"SELECT {_RECORD_COLUMNS} FROM records{where} ORDER BY rid",
+            [] if entries is None else [list(entries)],
+        ).fetchall()
         return [_record(row) for row in rows]
 
 

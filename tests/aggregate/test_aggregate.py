@@ -817,3 +817,28 @@ def test_advice_that_did_not_install_changes_nothing_and_the_requirement_names_i
     )
     [wa] = [v for v in aggregate_entry(entry, [ran, failed]).variants if v.name == "wa"]
     assert wa.changed == ("lightning 2.1.4 → pytorch-lightning 1.9.5",)
+
+
+def test_a_workaround_naming_its_baselines_is_judged_where_they_reproduce() -> None:
+    """entry.yaml ``baselines``: a workaround for one baseline's case is counted only in the
+    cells where that baseline reproduced, not in those only another one did."""
+    base2 = Variant("base2", "baseline", "another case")
+    wa = Variant("wa", "workaround", "fix for base2's case", claim_ref="workaround 1")
+    plain = make_entry()
+    for_base2 = Entry(
+        **{**plain.__dict__, "variants": (plain.variants[0], base2, dataclasses.replace(wa))}
+    )
+    answering = Entry(
+        **{
+            **plain.__dict__,
+            "variants": (plain.variants[0], base2, dataclasses.replace(wa, baselines=("base2",))),
+        }
+    )
+    records = [rec("base", env, R) for env in (E1, E2)]
+    records += [dataclasses.replace(rec("base", E1, R), variant="base2")]
+    records += [dataclasses.replace(rec("base", E2, OTHER), variant="base2")]
+    records += [rec("wa", E1, OK), rec("wa", E2, OTHER)]
+    [every] = [v for v in aggregate_entry(for_base2, records).variants if v.name == "wa"]
+    [named] = [v for v in aggregate_entry(answering, records).variants if v.name == "wa"]
+    assert (every.overall.k, every.overall.n) == (1, 2)  # E2: only base reproduced there
+    assert (named.overall.k, named.overall.n) == (1, 1)

@@ -17,12 +17,14 @@ from harness.aggregate import (
     pct,
     slice_id,
 )
+from harness.aggregate.smells import Smell
 from harness.report.render import GLYPH, LABEL, STATUSES, entry_slug
 from harness.report.render.grid import AxisRange, Grid, GridCell, axis_ranges, make_grid
 
 __all__ = [
     "md",
     "render_entry",
+    "smells_section",
     "measured_versions_block",
     "measured_rates_block",
     "verification_block",
@@ -472,7 +474,29 @@ def machines_table(agg: EntryAggregate) -> list[str]:
     )
 
 
-def render_entry(agg: EntryAggregate) -> str:
+def smells_section(smells: Sequence[Smell]) -> list[str]:
+    """What the records say of the reproducer (harness/aggregate/smells.py), each with the
+    reason entry.yaml gives, or none yet."""
+    lines = [
+        "",
+        "## Smells",
+        "",
+        "What the records say of the reproducer itself (docs/reference/entry-yaml.md, "
+        "smells): each is fixed in repro.py or explained in entry.yaml.",
+        "",
+    ]
+    if not smells:
+        return [*lines, "None."]
+    return lines + _table(
+        ["Where", "Smell", "What the records show", "Explained"],
+        (
+            [md(s.where), md(s.kind), md(s.detail), md(s.explained) if s.explained else "**no**"]
+            for s in smells
+        ),
+    )
+
+
+def render_entry(agg: EntryAggregate, smells: Sequence[Smell] = ()) -> str:
     """An entry's compatibility page (results/compat/<slug>.md), its sections in order."""
     lines = [f"# {md(agg.title)}", ""]
     if agg.title != agg.id:
@@ -515,6 +539,7 @@ def render_entry(agg: EntryAggregate) -> str:
     lines += axis_tables(agg)
     lines += ["", "## Claimed vs measured", ""]
     lines += verdicts_table(agg)
+    lines += smells_section(smells)
     lines += [
         "",
         "## Messages seen",

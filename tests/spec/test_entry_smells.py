@@ -1,0 +1,66 @@
+"""entry.yaml's ``smells`` (why a smell the records show is not a defect) and ``baselines``
+(the baselines whose reproducing cells judge a workaround): loaded, and refused with file:line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.spec.entries import EntryError, load_entry
+from tests.spec.test_entries import make
+
+TEXT = """\
+id: demo/err
+signature: {type: RuntimeError, message: "boom"}
+smells:
+  never-fails:
+    finite: "fails in tests/x.py, where the loss is inf"
+variants:
+  - {name: baseline, kind: baseline, description: "raises"}
+  - {name: other, kind: baseline, description: "raises too"}
+  - name: fix
+    kind: workaround
+    description: "works"
+    baselines: [other]
+    smells: {same-as-control: "the control is the fixed model itself"}
+  - {name: control, kind: control, description: "works"}
+"""
+REPRO = 'VARIANTS = {"baseline": 1, "other": 1, "fix": 1, "control": 1}\n'
+
+
+def test_smells_and_baselines_load(tmp_path: Path) -> None:
+    e = load_entry(make(tmp_path, TEXT, repro=REPRO), tmp_path)
+    assert e.smells == {"never-fails": {"finite": "fails in tests/x.py, where the loss is inf"}}
+    fix = e.variant("fix")
+    assert fix.baselines == ("other",)
+    assert fix.smells == {"same-as-control": "the control is the fixed model itself"}
+    assert e.variant("control").smells == {} and e.variant("control").baselines == ()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "message"),
+    [
+        ("baselines: [other]", "baselines: [nobody]", 9, "'nobody', not a baseline"),
+        ("baselines: [other]", "baselines: other", 12, "non-empty list"),
+        ("baselines: [other]", "baselines: [other, other]", 12, "twice"),
+        (
+            '{name: control, kind: control, description: "works"}',
+            '{name: control, kind: control, description: "works", baselines: [other]}',
+            14,
+            "a control is judged in every cell",
+        ),
+        ("same-as-control:", "smelly:", 13, "unknown smell 'smelly' on a variant"),
+        ("same-as-control:", "never-fails:", 13, "unknown smell 'never-fails' on a variant"),
+        ('"the control is the fixed model itself"', '""', 13, "must be one line"),
+        ("  never-fails:\n", "  same-as-control:\n", 4, "at the entry's top level"),
+        ('    finite: "fails in tests/x.py, where the loss is inf"\n', "", 4, "{kind: {subject"),
+    ],
+)
+def test_malformed_smells_and_baselines_are_named(
+    tmp_path: Path, old: str, new: str, line: int, message: str
+) -> None:
+    assert old in TEXT
+    with pytest.raises(EntryError) as info:
+        load_entry(make(tmp_path, TEXT.replace(old, new), repro=REPRO), tmp_path)
+    assert info.value.line == line and message in info.value.problem, str(info.value)
