@@ -19,6 +19,7 @@ __all__ = [
     "DEVICES",
     "FIXED_STATUSES",
     "KINDS",
+    "NEEDS",
     "NOT_COUNTED",
     "OUTCOMES",
     "Outcome",
@@ -51,6 +52,10 @@ SMELLS = (
     "environment-error",
 )
 SMELLS_OF_ENTRY = ("never-fails",)
+# what a variant may need beyond its cell (entry.yaml ``needs``), decided before it runs
+# (harness/envs/capabilities.py): torch.compile with its default backend (inductor), and
+# TorchDynamo's capture alone (backend="eager"); both refuse a Python torch does not support
+NEEDS = ("torch.compile", "dynamo")
 
 # version-table statuses of an entry: the error occurs / does not occur in that range
 PRESENT_STATUSES = frozenset({"active", "affected", "present"})

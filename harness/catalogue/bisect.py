@@ -429,7 +429,7 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
     """The command: load, list releases, search, print every step and the result. Bad input
     is raised (BisectError, MatrixError, EntryError): the command line says it and exits 2."""
     from harness.envs.backends import MARKER, STANDIN_VAR, EnvFailed, UvBackend
-    from harness.envs.capabilities import CudaFacts, precheck
+    from harness.envs.capabilities import before_run
     from harness.envs.provenance import cuda_provenance, machine_provenance
     from harness.execute.plan import Job
     from harness.execute.runner import decided_record, env_failed_record, run_job
@@ -525,7 +525,7 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
             built_ids.append(env.id)
             how += f" in {built.seconds:.0f} s"
         provenance = cuda_provenance(machine, built.probe)
-        decided = precheck(job.cell.device, job.cell.precision, CudaFacts.from_probe(built.probe))
+        decided = before_run(job.cell.device, job.cell.precision, job.variant.needs, built.probe)
         if decided is not None:
             record = decided_record(job, decided[0], decided[1], built, provenance)
         else:

@@ -401,6 +401,7 @@ PROBE_FACTS = frozenset(
         "device_count",
         "cuda_driver_api",
         "torch_hip",
+        "setuptools",
     }
 )
 

@@ -10,17 +10,36 @@ not available here), and `unsupported` when CUDA is there but cannot do what the
 asks: the GPU's compute capability has no kernel image in this torch build (every kernel
 launch would fail with "no kernel image is available for execution on the device"), or
 the GPU does not support bfloat16.
+
+A variant that needs more than its cell names (entry.yaml ``needs``: ``torch.compile``, or
+``dynamo`` for its graph capture with another backend) is `unsupported` where this torch
+cannot compile on this Python (torch refuses in ``check_if_dynamo_supported``), and
+`env_failed` where the environment lacks what the compiler imports (setuptools): errors of
+the environment, never counted as the reproducer's.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from packaging.version import InvalidVersion, Version
+
+from harness.domain import NEEDS
 from harness.outcomes import Outcome
 
-__all__ = ["CudaFacts", "Decision", "has_kernel_image", "precheck"]
+__all__ = [
+    "NEEDS",
+    "CudaFacts",
+    "Decision",
+    "RuntimeFacts",
+    "before_run",
+    "compile_python_limit",
+    "has_kernel_image",
+    "needs_check",
+    "precheck",
+]
 
 Decision = tuple[Outcome, str]  # the outcome a cell gets without running, and why
 
@@ -139,3 +158,85 @@ def precheck(device: str, precision: str, facts: CudaFacts) -> Decision | None:
             "(torch.cuda.is_bf16_supported() is False)"
         )
     return None
+
+
+# -- what a variant needs beyond its cell (entry.yaml ``needs``) ---------------------------
+
+# the first Python each torch release refuses to compile on, read from its
+# torch/_dynamo/eval_frame.py (check_if_dynamo_supported: "Python 3.X+ not yet supported
+# for torch.compile"); releases after the last row are taken to refuse what it refuses
+_COMPILE_PYTHON: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = (
+    ((2, 0), (3, 11)),
+    ((2, 1), (3, 12)),
+    ((2, 4), (3, 13)),
+    ((2, 6), (3, 14)),
+    ((2, 10), (3, 15)),
+)
+
+
+@dataclass(frozen=True)
+class RuntimeFacts:
+    """What the probe saw of the interpreter and torch; None where it could not tell."""
+
+    python: tuple[int, int] | None
+    torch: Version | None  # the release (2.0.1), local part (+cu117) dropped
+    setuptools: bool | None  # installed; None: the probe did not look (an older probe)
+
+    @classmethod
+    def from_probe(cls, probe: Mapping[str, str]) -> RuntimeFacts:
+        python = None
+        m = re.match(r"^(\d+)\.(\d+)", probe.get("python", ""))
+        if m:
+            python = (int(m.group(1)), int(m.group(2)))
+        torch = None
+        try:
+            torch = Version(probe["torch"].split("+")[0]) if probe.get("torch") else None
+        except InvalidVersion:
+            torch = None
+        found = probe.get("setuptools")
+        return cls(python, torch, None if found is None else found != "")
+
+
+def compile_python_limit(torch: Version) -> tuple[int, int] | None:
+    """The first Python this torch release refuses to compile on; None: no torch.compile."""
+    limit = None
+    for release, python in _COMPILE_PYTHON:
+        if (torch.major, torch.minor) >= release:
+            limit = python
+    return limit
+
+
+def needs_check(needs: Collection[str], facts: RuntimeFacts) -> Decision | None:
+    """The outcome a variant that needs ``needs`` gets here without running, or None."""
+    if not needs or facts.torch is None:
+        return None
+    torch = facts.torch
+    limit = compile_python_limit(torch)
+    if limit is None:
+        return (
+            Outcome.UNSUPPORTED,
+            f"torch.compile does not exist in torch {torch} (it came in 2.0)",
+        )
+    if facts.python is not None and facts.python >= limit:
+        return Outcome.UNSUPPORTED, (
+            f"torch {torch} does not compile on Python {facts.python[0]}.{facts.python[1]}: "
+            f'"Python {limit[0]}.{limit[1]}+ not yet supported for torch.compile" '
+            "(torch._dynamo's check_if_dynamo_supported)"
+        )
+    if "torch.compile" in needs and facts.setuptools is False:
+        return Outcome.ENV_FAILED, (
+            "setuptools is not installed here, and torch.compile's default backend (inductor) "
+            "imports it (torch.utils.cpp_extension) to build its kernels: "
+            "\"No module named 'setuptools'\"; pin setuptools in this environment"
+        )
+    return None
+
+
+def before_run(
+    device: str, precision: str, needs: Collection[str], probe: Mapping[str, str]
+) -> Decision | None:
+    """The outcome a job gets without running, from its environment's probe: its cell's
+    (``precheck``), then its variant's needs (``needs_check``); None: it runs."""
+    return precheck(device, precision, CudaFacts.from_probe(probe)) or needs_check(
+        needs, RuntimeFacts.from_probe(probe)
+    )

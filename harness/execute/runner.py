@@ -269,7 +269,8 @@ def decided_record(
     provenance: dict[str, str],
     isolation: str = "process",
 ) -> Record:
-    """A cell decided before running (harness/envs/capabilities.py): skipped or unsupported."""
+    """A job decided before running (harness/envs/capabilities.py): skipped, unsupported, or
+    env_failed (the environment lacks what the variant needs)."""
     return validate_record(
         {
             **_base(job),

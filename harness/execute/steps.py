@@ -29,7 +29,7 @@ from harness.envs.backends import (
     MatrixBackend,
     UvBackend,
 )
-from harness.envs.capabilities import CudaFacts, precheck
+from harness.envs.capabilities import before_run
 from harness.envs.provenance import machine_provenance
 from harness.errors import InputError
 from harness.execute.plan import Job, Plan, explain_no_job, make_plan, unmatched_filter
@@ -358,11 +358,12 @@ class _MatrixRun:
             return
         ready = self.envs.accept(env, result)
         self.show.env_built(ready.built, result.note)
-        facts = CudaFacts.from_probe(ready.built.probe)
+        probe = ready.built.probe
         decided = [
             (job, found)
             for job in jobs
-            if (found := precheck(job.cell.device, job.cell.precision, facts)) is not None
+            if (found := before_run(job.cell.device, job.cell.precision, job.variant.needs, probe))
+            is not None
         ]
         self.sched.withdraw(env, (job for job, _ in decided))
         for job, (outcome, why) in decided:

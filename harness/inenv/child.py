@@ -664,6 +664,9 @@ def _probe_versions(wanted):
             v[key] = value
 
     fact("torch_hip", lambda: str(getattr(torch.version, "hip", None)))
+    # torch.compile's inductor imports setuptools (torch.utils.cpp_extension) to build its
+    # kernels: found without importing it, "" where it is not installed
+    fact("setuptools", _setuptools_version)
     fact("cuda_available", lambda: str(torch.cuda.is_available()))
     # the architectures this build has kernels for; readable without a GPU
     flags = getattr(torch._C, "_cuda_getArchFlags", None)
@@ -683,6 +686,19 @@ def _probe_versions(wanted):
         if driver is not None:
             fact("cuda_driver_api", lambda: "%d.%d" % divmod(driver() // 10, 100))
     return v
+
+
+def _setuptools_version():
+    if importlib.util.find_spec("setuptools") is None:
+        return ""
+    try:
+        from importlib import metadata  # Python 3.8+
+    except ImportError:
+        return "?"
+    try:
+        return metadata.version("setuptools")
+    except Exception:  # installed without its metadata
+        return "?"
 
 
 def versions_loaded():

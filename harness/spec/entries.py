@@ -32,6 +32,7 @@ from harness.domain import (
     DEVICES,
     FIXED_STATUSES,
     KINDS,
+    NEEDS,
     PRECISIONS,
     PRESENT_STATUSES,
     SMELLS,
@@ -170,6 +171,8 @@ class Variant:
     # the baselines whose reproducing cells judge this workaround or dead end (entry.yaml
     # ``baselines``); () for every baseline of the entry
     baselines: tuple[str, ...] = ()
+    # what it needs beyond its cell (entry.yaml ``needs``), decided before it runs
+    needs: tuple[str, ...] = ()
     # the smells the records show of it, explained: kind -> one line (harness/aggregate/smells.py)
     smells: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
@@ -327,6 +330,7 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         "requires",
         "baselines",
         "smells",
+        "needs",
     }
     _check_keys(data, allowed, {"name", "kind", "description"}, path, "variant")
     name = str(data["name"])
@@ -380,6 +384,7 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         line=data.line,
         requires=_requires(data, path),
         baselines=_baselines(data, path, kind),
+        needs=_needs(data, path),
         smells=_variant_smells(data, path),
     )
 
@@ -472,6 +477,19 @@ def _entry_smells(data: Lines, path: Path) -> dict[str, dict[str, str]]:
             for name, reason in subjects.items()
         }
     return out
+
+
+def _needs(data: Lines, path: Path) -> tuple[str, ...]:
+    """``needs: [torch.compile]``: what the variant needs beyond its cell."""
+    if "needs" not in data:
+        return ()
+    raw, line = data["needs"], data.key_lines["needs"]
+    if not isinstance(raw, list) or not raw:
+        raise EntryError(path, line, f"needs must be a non-empty list drawn from {list(NEEDS)}")
+    for name in raw:
+        if name not in NEEDS:
+            raise EntryError(path, line, f"unknown need {name!r}; known: {list(NEEDS)}")
+    return tuple(raw)
 
 
 def _baselines(data: Lines, path: Path, kind: str) -> tuple[str, ...]:

@@ -1,5 +1,6 @@
-"""entry.yaml's ``smells`` (why a smell the records show is not a defect) and ``baselines``
-(the baselines whose reproducing cells judge a workaround): loaded, and refused with file:line."""
+"""entry.yaml's ``smells`` (why a smell the records show is not a defect), ``baselines``
+(the baselines whose reproducing cells judge a workaround) and ``needs`` (what a variant
+needs beyond its cell): loaded, and refused with file:line."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ variants:
     kind: workaround
     description: "works"
     baselines: [other]
+    needs: [torch.compile]
     smells: {same-as-control: "the control is the fixed model itself"}
   - {name: control, kind: control, description: "works"}
 """
@@ -33,7 +35,7 @@ def test_smells_and_baselines_load(tmp_path: Path) -> None:
     e = load_entry(make(tmp_path, TEXT, repro=REPRO), tmp_path)
     assert e.smells == {"never-fails": {"finite": "fails in tests/x.py, where the loss is inf"}}
     fix = e.variant("fix")
-    assert fix.baselines == ("other",)
+    assert fix.baselines == ("other",) and fix.needs == ("torch.compile",)
     assert fix.smells == {"same-as-control": "the control is the fixed model itself"}
     assert e.variant("control").smells == {} and e.variant("control").baselines == ()
 
@@ -47,12 +49,14 @@ def test_smells_and_baselines_load(tmp_path: Path) -> None:
         (
             '{name: control, kind: control, description: "works"}',
             '{name: control, kind: control, description: "works", baselines: [other]}',
-            14,
+            15,
             "a control is judged in every cell",
         ),
-        ("same-as-control:", "smelly:", 13, "unknown smell 'smelly' on a variant"),
-        ("same-as-control:", "never-fails:", 13, "unknown smell 'never-fails' on a variant"),
-        ('"the control is the fixed model itself"', '""', 13, "must be one line"),
+        ("needs: [torch.compile]", "needs: [triton]", 13, "unknown need 'triton'"),
+        ("needs: [torch.compile]", "needs: []", 13, "non-empty list"),
+        ("same-as-control:", "smelly:", 14, "unknown smell 'smelly' on a variant"),
+        ("same-as-control:", "never-fails:", 14, "unknown smell 'never-fails' on a variant"),
+        ('"the control is the fixed model itself"', '""', 14, "must be one line"),
         ("  never-fails:\n", "  same-as-control:\n", 4, "at the entry's top level"),
         ('    finite: "fails in tests/x.py, where the loss is inf"\n', "", 4, "{kind: {subject"),
     ],
