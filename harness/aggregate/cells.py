@@ -230,6 +230,18 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
             if related_now(own[(eid, variant)], variant, outcome, exc_type, exc_message):
                 flips.append(rid)
     _unnest_table(con, "flips", {"rid": flips}, "rid BIGINT")
+    # a variant whose code changed what it measures reads only the records made since
+    rewritten = [(e.id, v.name, v.rewritten) for e in entries for v in e.variants if v.rewritten]
+    _unnest_table(
+        con,
+        "rewritten",
+        {name: [r[i] for r in rewritten] for i, name in enumerate(("entry", "variant", "since"))},
+        "entry VARCHAR, variant VARCHAR, since VARCHAR",
+    )
+    wanted += (
+        " AND NOT EXISTS (SELECT 1 FROM rewritten w WHERE w.entry = records.entry AND "
+        "w.variant = records.variant AND records.started_at < w.since)"
+    )
     p = Params()
     con.execute(
         "CREATE OR REPLACE TEMP TABLE read_runs AS SELECT rid, entry, variant, kind, env, device, "

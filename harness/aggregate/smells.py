@@ -136,7 +136,13 @@ def _cells(cells: Iterable[Cell], n: int = _EXAMPLES) -> str:
 def find_smells(entry: Entry, records: Iterable[Record]) -> list[Smell]:
     """Every smell of ``entry`` in ``records`` (the store's newest; other entries' records
     are ignored), explained where entry.yaml gives a reason: in entry order, then kind."""
-    mine = [r for r in records if r.entry == entry.id]
+    since = {v.name: v.rewritten for v in entry.variants if v.rewritten}
+    # as the aggregate reads them: a rewritten variant's records made since (cells._runs)
+    mine = [
+        r
+        for r in records
+        if r.entry == entry.id and not (r.variant in since and r.started_at < since[r.variant])
+    ]
     by_variant: dict[str, list[Record]] = defaultdict(list)
     for r in mine:
         by_variant[r.variant].append(r)

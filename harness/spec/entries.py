@@ -15,6 +15,7 @@ never planned. A variant's description and its devices and precisions are entry.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import difflib
 import os
 import re
@@ -173,6 +174,9 @@ class Variant:
     baselines: tuple[str, ...] = ()
     # what it needs beyond its cell (entry.yaml ``needs``), decided before it runs
     needs: tuple[str, ...] = ()
+    # when its code last changed what it measures (ISO date or UTC time, entry.yaml
+    # ``rewritten``): records started before are an older reproducer's and are not read
+    rewritten: str | None = None
     # the smells the records show of it, explained: kind -> one line (harness/aggregate/smells.py)
     smells: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
@@ -331,6 +335,7 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         "baselines",
         "smells",
         "needs",
+        "rewritten",
     }
     _check_keys(data, allowed, {"name", "kind", "description"}, path, "variant")
     name = str(data["name"])
@@ -385,6 +390,7 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         requires=_requires(data, path),
         baselines=_baselines(data, path, kind),
         needs=_needs(data, path),
+        rewritten=_rewritten(data, path),
         smells=_variant_smells(data, path),
     )
 
@@ -477,6 +483,27 @@ def _entry_smells(data: Lines, path: Path) -> dict[str, dict[str, str]]:
             for name, reason in subjects.items()
         }
     return out
+
+
+def _rewritten(data: Lines, path: Path) -> str | None:
+    """``rewritten: "2026-12-01"`` (or an ISO UTC time, quoted: the YAML reader takes no
+    timestamps): the records started before it are not read."""
+    if "rewritten" not in data:
+        return None
+    raw, line = data["rewritten"], data.key_lines["rewritten"]
+    text = str(raw)
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        when = None
+    if when is None or (when.tzinfo is not None and when.utcoffset() != datetime.timedelta(0)):
+        raise EntryError(
+            path,
+            line,
+            f"rewritten must be an ISO date (2026-12-01) or UTC time (2026-12-01T11:00:00Z), "
+            f"when the variant's code last changed what it measures; got {raw!r}",
+        )
+    return text.replace("Z", "+00:00")
 
 
 def _needs(data: Lines, path: Path) -> tuple[str, ...]:

@@ -842,3 +842,19 @@ def test_a_workaround_naming_its_baselines_is_judged_where_they_reproduce() -> N
     [named] = [v for v in aggregate_entry(answering, records).variants if v.name == "wa"]
     assert (every.overall.k, every.overall.n) == (1, 2)  # E2: only base reproduced there
     assert (named.overall.k, named.overall.n) == (1, 1)
+
+
+def test_a_rewritten_variant_reads_only_the_records_made_since() -> None:
+    """entry.yaml ``rewritten``: the records of an older reproducer's variant are not read
+    (another machine's, which a rerun does not replace, included)."""
+    plain = make_entry()
+    wa = dataclasses.replace(plain.variant("wa"), rewritten="2024-05-02")
+    rewritten = Entry(
+        **{**plain.__dict__, "variants": tuple(wa if v.name == "wa" else v for v in plain.variants)}
+    )
+    records = [rec("base", E1, R), rec("wa", E1, OTHER, day=1)]
+    records.append(dataclasses.replace(rec("wa", E1, OK, day=3), machine="other"))
+    [before] = [v for v in aggregate_entry(plain, records).variants if v.name == "wa"]
+    [after] = [v for v in aggregate_entry(rewritten, records).variants if v.name == "wa"]
+    assert (before.overall.k, before.overall.n, before.runs) == (1, 2, 2)
+    assert (after.overall.k, after.overall.n, after.runs) == (1, 1, 1)

@@ -190,3 +190,14 @@ def test_explanations_are_read_from_the_entry_and_stale_ones_named() -> None:
         ("same-as-control", "reads the same norms"),
     ]
     assert stale_explanations(e, smells) == ["never-fails gone", "ctl: same-as-variant"]
+
+
+def test_a_rewritten_variants_older_records_are_not_read() -> None:
+    old = [dataclasses.replace(r, started_at="2026-11-30T00:00:00+00:00") for r in ran("ctl", OK)]
+    copy = [dataclasses.replace(r, variant="wa", kind="workaround") for r in old]
+    records = ran("base", R) + ran("de", WRONG) + old + copy
+    assert kinds(find_smells(entry(), records)) == [("same-as-control", "wa", "ctl")]
+    e = entry()
+    wa = dataclasses.replace(e.variants[1], rewritten="2026-12-01")
+    e = dataclasses.replace(e, variants=(e.variants[0], wa, *e.variants[2:]))
+    assert find_smells(e, records) == []

@@ -25,6 +25,7 @@ variants:
     description: "works"
     baselines: [other]
     needs: [torch.compile]
+    rewritten: "2026-12-01"
     smells: {same-as-control: "the control is the fixed model itself"}
   - {name: control, kind: control, description: "works"}
 """
@@ -36,6 +37,7 @@ def test_smells_and_baselines_load(tmp_path: Path) -> None:
     assert e.smells == {"never-fails": {"finite": "fails in tests/x.py, where the loss is inf"}}
     fix = e.variant("fix")
     assert fix.baselines == ("other",) and fix.needs == ("torch.compile",)
+    assert fix.rewritten == "2026-12-01" and e.variant("control").rewritten is None
     assert fix.smells == {"same-as-control": "the control is the fixed model itself"}
     assert e.variant("control").smells == {} and e.variant("control").baselines == ()
 
@@ -49,14 +51,16 @@ def test_smells_and_baselines_load(tmp_path: Path) -> None:
         (
             '{name: control, kind: control, description: "works"}',
             '{name: control, kind: control, description: "works", baselines: [other]}',
-            15,
+            16,
             "a control is judged in every cell",
         ),
         ("needs: [torch.compile]", "needs: [triton]", 13, "unknown need 'triton'"),
         ("needs: [torch.compile]", "needs: []", 13, "non-empty list"),
-        ("same-as-control:", "smelly:", 14, "unknown smell 'smelly' on a variant"),
-        ("same-as-control:", "never-fails:", 14, "unknown smell 'never-fails' on a variant"),
-        ('"the control is the fixed model itself"', '""', 14, "must be one line"),
+        ('rewritten: "2026-12-01"', "rewritten: yesterday", 14, "ISO date"),
+        ('rewritten: "2026-12-01"', 'rewritten: "2026-12-01T10:00:00+02:00"', 14, "UTC time"),
+        ("same-as-control:", "smelly:", 15, "unknown smell 'smelly' on a variant"),
+        ("same-as-control:", "never-fails:", 15, "unknown smell 'never-fails' on a variant"),
+        ('"the control is the fixed model itself"', '""', 15, "must be one line"),
         ("  never-fails:\n", "  same-as-control:\n", 4, "at the entry's top level"),
         ('    finite: "fails in tests/x.py, where the loss is inf"\n', "", 4, "{kind: {subject"),
     ],
