@@ -645,7 +645,9 @@ def _score(
         + f"ELSE {_sum('n_' + v for v in _HITS_DEFAULT)} END"
     )
     # a reproducing cell: a baseline's run there shows the documented error at its grade;
-    # per variant, of the baselines that judge it (all of the entry's, unless it names some)
+    # per variant, of the baselines that judge it (all of the entry's, unless it names some:
+    # then a named baseline's own error, its signature's, makes the cell too, since the
+    # variant says it answers that baseline: the Trainer's related error for its solution)
     _unnest_table(
         con,
         "judged",
@@ -655,10 +657,10 @@ def _score(
     con.execute(
         "CREATE OR REPLACE TEMP TABLE reproducing AS SELECT DISTINCT roles.entry, "
         "roles.variant, env, device, precision FROM cells JOIN baselines USING (entry, variant) "
-        "JOIN roles ON roles.entry = cells.entry WHERE n_shows > 0 AND (NOT EXISTS (SELECT 1 "
-        "FROM judged WHERE judged.entry = roles.entry AND judged.variant = roles.variant) OR "
-        "(roles.entry, roles.variant, cells.variant) IN (SELECT (entry, variant, baseline) "
-        "FROM judged))"
+        "JOIN roles ON roles.entry = cells.entry WHERE (n_shows > 0 AND NOT EXISTS (SELECT 1 "
+        "FROM judged WHERE judged.entry = roles.entry AND judged.variant = roles.variant)) OR "
+        "(n_shows + n_related > 0 AND (roles.entry, roles.variant, cells.variant) IN "
+        "(SELECT (entry, variant, baseline) FROM judged))"
     )
     con.execute(
         "CREATE OR REPLACE TEMP TABLE scored AS SELECT roles.entry, roles.variant, roles.kind, "

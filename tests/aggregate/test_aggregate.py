@@ -858,3 +858,27 @@ def test_a_rewritten_variant_reads_only_the_records_made_since() -> None:
     [after] = [v for v in aggregate_entry(rewritten, records).variants if v.name == "wa"]
     assert (before.overall.k, before.overall.n, before.runs) == (1, 2, 2)
     assert (after.overall.k, after.overall.n, after.runs) == (1, 1, 1)
+
+
+def test_a_named_baselines_own_error_makes_the_cells_that_judge_its_workaround() -> None:
+    """A workaround that names a baseline answers that baseline's error, its own (related)
+    signature included: the Trainer's RuntimeError judges the Trainer's solution."""
+    trainer = Variant(
+        "trainer", "baseline", "the related error", signature=Signature("KeyError", "k")
+    )
+    wa = Variant("wa", "workaround", "for the trainer", baselines=("trainer",))
+    plain = make_entry()
+    e = Entry(**{**plain.__dict__, "variants": (plain.variants[0], trainer, wa)})
+    related = dataclasses.replace(rec("base", E2, REL), variant="trainer", kind="baseline")
+    records = [rec("base", E1, R), rec("base", E2, OTHER), related]
+    records += [rec("wa", E1, OK), rec("wa", E2, OK)]
+    [named] = [v for v in aggregate_entry(e, records).variants if v.name == "wa"]
+    assert (named.overall.k, named.overall.n) == (1, 1)  # E2 only: where the trainer's error is
+    unnamed = Entry(
+        **{
+            **e.__dict__,
+            "variants": (plain.variants[0], trainer, Variant("wa", "workaround", "any")),
+        }
+    )
+    [every] = [v for v in aggregate_entry(unnamed, records).variants if v.name == "wa"]
+    assert (every.overall.k, every.overall.n) == (1, 1)  # E1 only: the documented error's
