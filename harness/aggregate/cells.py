@@ -230,8 +230,11 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
             if related_now(own[(eid, variant)], variant, outcome, exc_type, exc_message):
                 flips.append(rid)
     _unnest_table(con, "flips", {"rid": flips}, "rid BIGINT")
-    # a variant whose code changed what it measures reads only the records made since
+    # a variant whose code changed what it measures reads only the records made since; a
+    # retired one none
     rewritten = [(e.id, v.name, v.rewritten) for e in entries for v in e.variants if v.rewritten]
+    # a retired variant's records are not read at all (as if rewritten after all of them)
+    rewritten += [(e.id, name, "\uffff") for e in entries for name in e.retired]
     _unnest_table(
         con,
         "rewritten",

@@ -141,7 +141,9 @@ def find_smells(entry: Entry, records: Iterable[Record]) -> list[Smell]:
     mine = [
         r
         for r in records
-        if r.entry == entry.id and not (r.variant in since and r.started_at < since[r.variant])
+        if r.entry == entry.id
+        and r.variant not in entry.retired
+        and not (r.variant in since and r.started_at < since[r.variant])
     ]
     by_variant: dict[str, list[Record]] = defaultdict(list)
     for r in mine:

@@ -201,7 +201,8 @@ class Entry:
     # requirements every variant adds to the cell's (a package the matrix lacks: onnx,
     # torchvision, transformers); a variant's own requirement on the same package wins
     requires: tuple[str, ...] = ()
-
+    # variants it no longer has, whose records are not read: name -> why (one line)
+    retired: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
     # the entry's own smells, explained: kind -> subject (a postcondition) -> one line
     smells: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict, hash=False)
 
@@ -464,6 +465,28 @@ def _variant_smells(data: Lines, path: Path) -> dict[str, str]:
     }
 
 
+def _retired(data: Lines, path: Path, variants: list[Variant]) -> dict[str, str]:
+    """``retired: {name: reason}``: variants the entry no longer has (renamed, or measuring
+    what it should not); their records stay in the store and are not read."""
+    if "retired" not in data:
+        return {}
+    raw, line = data["retired"], data.key_lines["retired"]
+    if not isinstance(raw, Lines) or not raw:
+        raise EntryError(path, line, "retired must be a mapping {variant name: one-line reason}")
+    names = {v.name for v in variants}
+    out = {}
+    for name, reason in raw.items():
+        if name in names:
+            raise EntryError(
+                path,
+                raw.key_lines[name],
+                f"retired names {name!r}, which is still a variant; retire a name the entry "
+                "no longer has",
+            )
+        out[str(name)] = _one_line(reason, path, raw.key_lines[name], f"retired.{name}")
+    return out
+
+
 def _entry_smells(data: Lines, path: Path) -> dict[str, dict[str, str]]:
     """The entry's ``smells: {never-fails: {postcondition: reason}}``."""
     if "smells" not in data:
@@ -680,6 +703,7 @@ def load_entry(
         "origin",
         "requires",
         "smells",
+        "retired",
     }
     _check_keys(data, allowed, {"id", "signature", "variants"}, path, "entry")
     entry_id = _entry_id(data, path, entry_dir, root)
@@ -713,6 +737,7 @@ def load_entry(
         reworded=reworded,
         requires=_requires(data, path),
         smells=_entry_smells(data, path),
+        retired=_retired(data, path, variants),
     )
 
 

@@ -882,3 +882,16 @@ def test_a_named_baselines_own_error_makes_the_cells_that_judge_its_workaround()
     )
     [every] = [v for v in aggregate_entry(unnamed, records).variants if v.name == "wa"]
     assert (every.overall.k, every.overall.n) == (1, 1)  # E1 only: the documented error's
+
+
+def test_a_retired_variants_records_are_not_read() -> None:
+    """entry.yaml ``retired``: a variant the entry no longer has (renamed) is neither a
+    variant of the aggregate nor counted, though its records stay in the store."""
+    plain = make_entry()
+    records = [rec("base", E1, R), rec("wa", E1, OK)]
+    old = dataclasses.replace(rec("wa", E1, OTHER), variant="wa-old", kind="workaround")
+    names = [v.name for v in aggregate_entry(plain, [*records, old]).variants]
+    assert "wa-old" in names  # a name only the records know is shown
+    retired = Entry(**{**plain.__dict__, "retired": {"wa-old": "renamed to wa"}})
+    agg = aggregate_entry(retired, [*records, old])
+    assert "wa-old" not in [v.name for v in agg.variants] and agg.n_runs == 2

@@ -72,3 +72,13 @@ def test_malformed_smells_and_baselines_are_named(
     with pytest.raises(EntryError) as info:
         load_entry(make(tmp_path, TEXT.replace(old, new), repro=REPRO), tmp_path)
     assert info.value.line == line and message in info.value.problem, str(info.value)
+
+
+def test_retired_variants_load_and_a_declared_name_is_refused(tmp_path: Path) -> None:
+    text = TEXT + 'retired:\n  fix-old: "renamed to fix"\n'
+    assert load_entry(make(tmp_path, text, repro=REPRO), tmp_path).retired == {
+        "fix-old": "renamed to fix"
+    }
+    with pytest.raises(EntryError) as info:
+        load_entry(make(tmp_path, text.replace("fix-old:", "fix:"), repro=REPRO), tmp_path)
+    assert "still a variant" in info.value.problem
