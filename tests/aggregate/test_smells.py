@@ -128,6 +128,10 @@ def test_equal_only_where_both_were_unsupported_is_not_equal() -> None:
 def test_a_dead_end_without_a_declared_failure_is_asked_about() -> None:
     e = entry(Variant("base", "baseline", "b"), Variant("de", "dead_end", "d"))
     assert kinds(find_smells(e, [])) == [("no-declared-failure", "de", "")]
+    unwritten = entry(
+        Variant("base", "baseline", "b"), Variant("de", "dead_end", "d", written=False)
+    )
+    assert find_smells(unwritten, []) == []
 
 
 def test_a_workaround_counted_where_only_another_baseline_reproduced() -> None:
