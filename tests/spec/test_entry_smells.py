@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.spec.entries import EntryError, load_entry
-from tests.spec.test_entries import make
+from tests.spec.test_entries import F, make
 
 TEXT = """\
 id: demo/err
@@ -29,7 +29,7 @@ variants:
     smells: {same-as-control: "the control is the fixed model itself"}
   - {name: control, kind: control, description: "works"}
 """
-REPRO = 'VARIANTS = {"baseline": 1, "other": 1, "fix": 1, "control": 1}\n'
+REPRO = F + 'VARIANTS = {"baseline": f, "other": f, "fix": f, "control": f}\n'
 
 
 def test_smells_and_baselines_load(tmp_path: Path) -> None:
