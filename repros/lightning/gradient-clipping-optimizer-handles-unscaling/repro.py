@@ -61,10 +61,11 @@ def grad_norm(params) -> float:
     return torch.norm(torch.stack([g.norm(2) for g in grads]), 2).item() if grads else 0.0
 
 
-def fabric_for(lf, device: str, precision: str, explicit_plugin: bool):
-    """A Fabric running exactly `precision` (Unsupported where Lightning would run another)."""
+def fabric_for(lf, device: str, precision: str, explicit_plugin: bool, clip: bool = True):
+    """A Fabric running exactly `precision` (Unsupported where Lightning would run another);
+    ``clip``: the variant clips, so Fabric must have clip_gradients."""
     autocast_dtype(device, precision)
-    if not hasattr(lf.Fabric, "clip_gradients"):
+    if clip and not hasattr(lf.Fabric, "clip_gradients"):
         raise Unsupported(
             "{}.Fabric has no clip_gradients in {}".format(
                 lf.__name__, getattr(lf, "__version__", "?")
@@ -100,7 +101,7 @@ def fabric_train(
 ) -> dict:
     if fused:
         check_fused_adamw(device, LR)
-    fabric = fabric_for(lf, device, precision, explicit_plugin)
+    fabric = fabric_for(lf, device, precision, explicit_plugin, clip)
     torch.manual_seed(0)
     model = make_net().to(fabric.device)
     optimizer = make_adamw(model.parameters(), fused)
@@ -127,7 +128,47 @@ def fabric_train(
     return checks
 
 
-def trainer_train(device: str, precision: str) -> dict:
+# Lightning's pytorch mixed-precision plugin, by release: (class, its precision argument)
+TRAINER_AMP = (
+    ("MixedPrecision", "16-mixed"),  # 2.1 and later
+    ("MixedPrecisionPlugin", None),  # 1.9 ("16") and 2.0 ("16-mixed")
+    ("NativeMixedPrecisionPlugin", 16),  # 1.8
+)
+
+
+def trainer_scaler_plugin(lp, device: str):
+    """Lightning's own fp16 plugin with an explicit GradScaler on ``device``: where the
+    Trainer's precision='16-mixed' switches to bf16 on CPU, this keeps a real scaler."""
+    precision = lightning_submodule(lp, "plugins.precision", "the Trainer's precision plugins")
+    for name, flag in TRAINER_AMP:
+        cls = getattr(precision, name, None)
+        if cls is None:
+            continue
+        scaler = make_scaler(device)[0]
+        if flag is not None:
+            return cls(flag, device, scaler=scaler), "%s(%r, %r, scaler=GradScaler)" % (
+                name,
+                flag,
+                device,
+            )
+        for spelling in ("16-mixed", "16"):  # 2.0 spells it '16-mixed', 1.9 '16'
+            try:
+                return cls(spelling, device, scaler=scaler), "%s(%r, %r, scaler=GradScaler)" % (
+                    name,
+                    spelling,
+                    device,
+                )
+            except (ValueError, TypeError):
+                continue
+    raise Unsupported(
+        "no mixed-precision plugin among %s in %s"
+        % ([n for n, _ in TRAINER_AMP], getattr(lp, "__version__", "?"))
+    )
+
+
+def trainer_train(device: str, precision: str, scaler_plugin: bool = False) -> dict:
+    """Trainer(gradient_clip_val=CLIP) with a fused AdamW, in ``precision`` (or, with
+    ``scaler_plugin``, with Lightning's fp16 plugin holding an explicit GradScaler)."""
     check_fused_adamw(device, LR)
     autocast_dtype(device, precision)
     lp = import_lightning("pytorch")
@@ -159,32 +200,36 @@ def trainer_train(device: str, precision: str) -> dict:
     x, y = make_data("cpu")
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32)
     with tempfile.TemporaryDirectory() as root:
-        # the precision spelt as the installed Lightning takes it ('16-mixed', or 16 in 1.8/1.9)
-        trainer, flag = with_lightning_precision(
-            lambda f: lp.Trainer(
-                accelerator=device,
-                devices=1,
-                precision=f,
-                gradient_clip_val=CLIP,
-                max_steps=STEPS,
-                logger=False,
-                enable_checkpointing=False,
-                enable_progress_bar=False,
-                enable_model_summary=False,
-                num_sanity_val_steps=0,
-                default_root_dir=root,
-            ),
-            precision,
+        options = dict(
+            accelerator=device,
+            devices=1,
+            gradient_clip_val=CLIP,
+            max_steps=STEPS,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            default_root_dir=root,
         )
+        if scaler_plugin:
+            amp, flag = trainer_scaler_plugin(lp, device)
+            trainer = lp.Trainer(plugins=[amp], **options)
+        else:
+            # the precision spelt as the installed Lightning takes it ('16-mixed', or 16 in 1.8/1.9)
+            trainer, flag = with_lightning_precision(
+                lambda f: lp.Trainer(precision=f, **options), precision
+            )
         plugin = trainer.strategy.precision_plugin
         # recorded by the harness even when fit() raises: which precision really runs
         warnings.warn(
             f"repro: Trainer(precision={flag!r}) on {device} runs {describe_plugin(plugin)}",
             stacklevel=1,
         )
-        require_plugin_precision(
-            plugin, precision, f"Trainer(accelerator={device!r}, precision={flag!r})", flag
+        asked = f"Trainer(accelerator={device!r}, " + (
+            f"plugins=[{flag}])" if scaler_plugin else f"precision={flag!r})"
         )
+        require_plugin_precision(plugin, precision, asked, None if scaler_plugin else flag)
         trainer.fit(module, loader)
     return {
         "loss_finite": finite(seen["losses"]),
@@ -257,6 +302,10 @@ def baseline_trainer(device, precision):
     return trainer_train(device, precision)
 
 
+def baseline_trainer_scaler_plugin(device, precision):
+    return trainer_train(device, precision, scaler_plugin=True)
+
+
 def solution1_bf16_mixed(device, precision):
     return fabric(device, precision, explicit_plugin=False, fused=True, clip=True)
 
@@ -281,6 +330,7 @@ VARIANTS = {
     "baseline-fabric-plugin": baseline_fabric_plugin,
     "baseline-fabric-config": baseline_fabric_config,
     "baseline-trainer": baseline_trainer,
+    "baseline-trainer-scaler-plugin": baseline_trainer_scaler_plugin,
     "solution1-bf16-mixed": solution1_bf16_mixed,
     "solution1-trainer-bf16-mixed": solution1_trainer_bf16_mixed,
     "solution2-plain-optimizer": solution2_plain_optimizer,

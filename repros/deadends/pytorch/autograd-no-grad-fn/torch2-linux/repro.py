@@ -80,6 +80,15 @@ def train(
             opt.step()
         losses.append(loss.item())
     moved = [(p.detach() - b).abs().max().item() for p, b in zip(model.parameters(), before)]
+    if check_graph:
+        # what the check is for: telling, before backward, that the loss has no graph
+        return {
+            "missing_graph_detected": {
+                "ok": skipped == STEPS,
+                "detail": "loss.grad_fn was None (the step skipped before backward) in %d of %d "
+                "steps" % (skipped, STEPS),
+            }
+        }
     return {
         "params_updated": {
             "ok": all(m > 0 for m in moved),

@@ -56,6 +56,18 @@ def look_up(device, precision, tokens=OUT_OF_RANGE, size=TABLE, padding_idx=None
             "detail": "token pairs sharing one vector: %s (ids %s looked up in a table of %d)"
             % (clashes, flat, size),
         },
+        # rows no id the tokenizer produces can address are memory spent for nothing
+        "table_fits_vocabulary": {
+            "ok": size <= VOCAB,
+            "detail": "nn.Embedding(%d, 8) for a vocabulary of %d ids: %d rows (%d bytes) no id "
+            "reaches"
+            % (
+                size,
+                VOCAB,
+                max(size - VOCAB, 0),
+                max(size - VOCAB, 0) * 8 * emb.weight.element_size(),
+            ),
+        },
         "gradient_reaches_table": {
             "ok": emb.weight.grad is not None and emb.weight.grad.float().abs().sum().item() > 0,
             "detail": "sum |grad| of the table: %s"

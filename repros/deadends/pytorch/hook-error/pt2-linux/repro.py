@@ -37,6 +37,7 @@ def monitor(device, precision, make_hook=None, remove=False) -> dict:
     x = torch.randn(8, 4, device=device, dtype=dtype)
     y = torch.randn(8, 1, device=device, dtype=dtype)
     opt = torch.optim.SGD(list(first.parameters()) + list(second.parameters()), lr=0.1)
+    start = first.weight.detach().clone()
     norms = []
     expected = []
     for _ in range(STEPS):
@@ -65,10 +66,12 @@ def monitor(device, precision, make_hook=None, remove=False) -> dict:
             "ok": close,
             "detail": "recorded %s; the hidden gradient's norms are %s" % (norms, expected),
         },
+        # the layer before the hooked activation learns only through the gradient the hook
+        # passes on: one that returns zeros (or nothing reaches it) leaves it where it was
         "weights_trained": {
-            "ok": first.weight.grad is not None and first.weight.grad.shape == first.weight.shape,
-            "detail": "first.weight.grad %s"
-            % ((None if first.weight.grad is None else tuple(first.weight.grad.shape)),),
+            "ok": bool((first.weight.detach() - start).abs().max() > 0),
+            "detail": "max |change| of first.weight after %d steps: %s"
+            % (STEPS, (first.weight.detach() - start).abs().max().item()),
         },
     }
 
@@ -101,34 +104,55 @@ def scaled_norm_hook(catch_all):
 
 
 def baseline_hook_returns_wrong_shape(device, precision):
-    def make(norms, hidden):
-        def hook(grad):
-            norms.append(grad.float().norm().item())
-            return grad.mean(0)
-
-        return hook
-
-    return monitor(device, precision, make)
+    return monitor(device, precision, wrong_shape_hook)
 
 
 def baseline_hook_raises(device, precision):
     return monitor(device, precision, scaled_norm_hook(catch_all=False))
 
 
-def workaround1_checked_hook(device, precision):
+def wrong_shape_hook(norms, hidden):
+    """The baseline's faulty hook: records the norm and returns a gradient of another shape."""
+
+    def hook(grad):
+        norms.append(grad.float().norm().item())
+        return grad.mean(0)
+
+    return hook
+
+
+def checked(device, precision, make_faulty) -> dict:
+    """The hook ``make_faulty`` makes, guarded: what it returns is checked against the
+    gradient it was given (shape, device, dtype) and, when it does not fit, dropped (None)
+    and counted; the guard must have caught it at every step."""
+    caught = []
+
     def make(norms, hidden):
+        faulty = make_faulty(norms, hidden)
+
         def hook(grad):
-            if grad.shape != hidden.shape or grad.device != hidden.device:
-                raise RuntimeError(
-                    "hook got grad %s on %s for %s on %s"
-                    % (grad.shape, grad.device, hidden.shape, hidden.device)
+            out = faulty(grad)
+            if out is not None and (
+                out.shape != grad.shape or out.device != grad.device or out.dtype != grad.dtype
+            ):
+                caught.append(
+                    "hook returned %s for a gradient of %s" % (tuple(out.shape), tuple(grad.shape))
                 )
-            norms.append(grad.float().norm().item())
-            return None
+                return None
+            return out
 
         return hook
 
-    return monitor(device, precision, make)
+    checks = monitor(device, precision, make)
+    checks["guard_caught_the_faulty_hook"] = {
+        "ok": len(caught) == STEPS,
+        "detail": "the guard dropped %d of %d hook results: %s" % (len(caught), STEPS, caught[:1]),
+    }
+    return checks
+
+
+def workaround1_checked_hook(device, precision):
+    return checked(device, precision, wrong_shape_hook)
 
 
 def workaround2_retain_grad(device, precision):

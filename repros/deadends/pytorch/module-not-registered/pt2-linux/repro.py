@@ -2,12 +2,15 @@
 (deadends.dev pytorch/module-not-registered/pt2-linux).
 
 A small MLP keeps its hidden layers in a plain Python list or dict (the documented
-cause), then trains one SGD step over model.parameters(). Every variant checks that each
+cause), gains one more hidden layer after construction (as a model that grows does), then
+trains one SGD step over model.parameters(). Every variant checks that each
 layer's parameters are among model.parameters() and in the state_dict, and that one
 step moved every layer, so silently untrained layers are `wrong_result`.
 """
 
 from __future__ import annotations
+
+import copy
 
 import torch
 from torch import nn
@@ -43,6 +46,24 @@ class MLP(nn.Module):
             self.out = out
         self.layers = hidden + [out]  # plain list for the checks: not registered by itself
 
+    def grow(self) -> None:
+        """A hidden layer added after construction (a model that grows, as a dynamic
+        architecture does), stored the way this model stores its hidden layers."""
+        layer = nn.Linear(8, 8)
+        how = self.how
+        if how in ("list", "all-list"):
+            self.hidden.insert(len(self.hidden) - (how == "all-list"), layer)
+        elif how in ("dict", "moduledict"):
+            self.hidden["h2"] = layer
+        elif how in ("modulelist", "__dict__"):
+            self.hidden.append(layer)
+        elif how == "add_module":
+            # registered by hand in __init__ only: a layer added later is not
+            self.__dict__.setdefault("grown", []).append(layer)
+        else:
+            self.h2 = layer
+        self.layers.insert(len(self.layers) - 1, layer)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers[:-1]:
             x = torch.relu(layer(x))
@@ -52,6 +73,11 @@ class MLP(nn.Module):
 def train_step(device, how) -> dict:
     """One SGD step of MLP(how) over model.parameters()."""
     model = MLP(how)
+    model.grow()
+    # model.to() reaches the layers it knows: on a copy, to float64, a move that can be seen
+    # on any device (a move to the CPU it is already on cannot)
+    copied = copy.deepcopy(model).to(torch.float64)
+    followed = [str(layer.weight.dtype) for layer in copied.__dict__["layers"]]
     model.to(device)
     layers = model.__dict__["layers"]
     registered = {id(p) for p in model.parameters()}
@@ -83,9 +109,11 @@ def train_step(device, how) -> dict:
             "ok": not still,
             "detail": "layers one SGD step left unchanged: %s" % still,
         },
-        "all_layers_moved_to_device": {
-            "ok": all(d.startswith(device) for d in on_device),
-            "detail": "layer devices after model.to(%r): %s" % (device, on_device),
+        "all_layers_follow_model_to": {
+            "ok": all(d.startswith(device) for d in on_device)
+            and all(d == "torch.float64" for d in followed),
+            "detail": "layer devices after model.to(%r): %s; dtypes after .to(torch.float64): %s"
+            % (device, on_device, followed),
         },
     }
 

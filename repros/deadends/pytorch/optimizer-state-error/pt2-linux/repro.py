@@ -10,6 +10,7 @@ the one an uninterrupted run takes.
 from __future__ import annotations
 
 import io
+import math
 
 import torch
 from torch import nn
@@ -17,8 +18,30 @@ from torch import nn
 STEPS = 3
 
 
+class TwoHidden(nn.Module):
+    """Two 8x8 hidden layers; ``refactored``: the same layers, by the same names (its
+    state_dict loads), defined in the other order, so model.parameters() lists them swapped."""
+
+    def __init__(self, refactored: bool = False) -> None:
+        super().__init__()
+        if refactored:
+            self.second = nn.Linear(8, 8)
+            self.first = nn.Linear(8, 8)
+        else:
+            self.first = nn.Linear(8, 8)
+            self.second = nn.Linear(8, 8)
+        self.inp = nn.Linear(4, 8)
+        self.out = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.inp(x))
+        return self.out(torch.relu(self.second(torch.relu(self.first(x)))))
+
+
 def make(kind: str, device: str) -> nn.Module:
     torch.manual_seed(0)
+    if kind in ("two-hidden", "refactored"):
+        return TwoHidden(refactored=kind == "refactored").to(device)
     if kind == "extra":
         net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
     elif kind == "wider":
@@ -43,13 +66,14 @@ def roundtrip(obj):
     return torch.load(buffer)
 
 
-def saved_run(device, two_groups=False):
-    """A run that is saved: STEPS Adam steps (in two parameter groups where ``two_groups``),
-    its checkpoint (model and optimizer), and what an uninterrupted run does next."""
+def saved_run(device, two_groups=False, kind="base"):
+    """A run of a ``kind`` of model that is saved: STEPS Adam steps (in two parameter groups
+    where ``two_groups``), its checkpoint (model and optimizer), and what an uninterrupted
+    run does next."""
     g = torch.Generator().manual_seed(1)
     x = torch.randn(16, 4, generator=g).to(device)
     y = torch.randn(16, 2, generator=g).to(device)
-    old = make("base", device)
+    old = make(kind, device)
     if two_groups:
         old_opt = torch.optim.Adam(
             [{"params": old[0].parameters()}, {"params": old[2].parameters(), "lr": 1e-3}], lr=1e-2
@@ -68,14 +92,16 @@ def saved_run(device, two_groups=False):
     return x, y, checkpoint, saved_steps, reference, continued
 
 
-def resume(device, kind="base", two_groups=False, load_model=None, load=None) -> dict:
+def resume(device, kind="base", two_groups=False, load_model=None, load=None, saved="base") -> dict:
     """A fresh ``kind`` of model (its weights restored from the checkpoint where
     ``load_model``, default: the same architecture) and Adam, ``load(opt, checkpoint, notes)``
-    (default optimizer.load_state_dict), one more step; against the uninterrupted run."""
-    x, y, checkpoint, saved_steps, reference, continued = saved_run(device, two_groups)
+    (default optimizer.load_state_dict), one more step; against the uninterrupted run of
+    the ``saved`` kind."""
+    x, y, checkpoint, saved_steps, reference, continued = saved_run(device, two_groups, saved)
     model = make(kind, device)
     notes = []
-    if kind == "base" if load_model is None else load_model:
+    same_names = kind == saved or {kind, saved} == {"two-hidden", "refactored"}
+    if same_names if load_model is None else load_model:
         # restoring the model first, as a checkpoint does
         model.load_state_dict(checkpoint["model"])
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -127,7 +153,9 @@ def baseline_wider_layer(device, precision):
 
 
 def workaround1_save_together(device, precision):
-    return resume(device)
+    # the baseline's situation (the model gained a layer) with the checkpoint written as one:
+    # the 3-layer run's model and optimizer, saved together, restored together
+    return resume(device, "extra", saved="extra")
 
 
 def workaround1_save_together_changed_model(device, precision):
@@ -135,21 +163,30 @@ def workaround1_save_together_changed_model(device, precision):
 
 
 def workaround2_verify_then_load(device, precision):
+    return verify_then_load(device, "extra")
+
+
+def verify_then_load(device, kind, lr=1e-2) -> dict:
+    """The checkpoint's parameter shapes compared with a fresh ``kind`` of model's before
+    its optimizer loads the saved state (a fresh state where they differ); then training."""
     x, y, checkpoint, *_ = saved_run(device)
-    model = make("extra", device)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model = make(kind, device)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     saved = {k: tuple(v.shape) for k, v in checkpoint["model"].items()}
     now = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     matches = saved == now
     note = "shapes match: %s (saved %s, model %s)" % (matches, saved, now)
     if matches:
         opt.load_state_dict(checkpoint["optimizer"])
-    step(model, opt, x, y)
+    before = [p.detach().clone() for p in model.parameters()]
+    losses = [step(model, opt, x, y) for _ in range(STEPS)]
+    moved = [bool((p.detach() - b).abs().max() > 0) for p, b in zip(model.parameters(), before)]
     return {
         "mismatch_detected": {"ok": not matches, "detail": note},
         "trains_after": {
-            "ok": all(bool(torch.isfinite(p).all()) for p in model.parameters()),
-            "detail": "the model trains on with a fresh optimizer state",
+            "ok": all(moved) and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0],
+            "detail": "after the check, %d steps: losses %s; every parameter moved: %s"
+            % (STEPS, losses, all(moved)),
         },
     }
 
@@ -159,13 +196,18 @@ def deadend1_reset_optimizer(device, precision):
 
 
 def deadend2_ignore_load_error(device, precision):
+    """The load wrapped in try/except, training on, where the model was refactored (the same
+    layers defined in another order): nothing raises, and Adam's moments, matched by
+    position, land on the wrong layers: the silent corruption the entry describes."""
+
     def ignore_errors(opt, checkpoint, notes):
         try:
             opt.load_state_dict(checkpoint["optimizer"])
+            notes.append("load_state_dict raised nothing")
         except (ValueError, RuntimeError, KeyError) as exc:
             notes.append("ignored %s: %s" % (type(exc).__name__, exc))
 
-    return resume(device, "extra", load=ignore_errors)
+    return resume(device, "refactored", load=ignore_errors, saved="two-hidden")
 
 
 def control_same_model(device, precision):
