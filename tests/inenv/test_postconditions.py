@@ -125,3 +125,102 @@ def test_optimizer_state_error() -> None:
     # the refactored model: the load raises nothing, the moments land on the wrong layers
     assert failed(m.deadend2_ignore_load_error("cpu", "fp32")) == {"continues_like_uninterrupted"}
     assert failed(m.workaround1_save_together("cpu", "fp32")) == set()
+
+
+@pytest.mark.torch
+def test_amp_autocast_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = load("deadends/pytorch/amp-autocast-error/*")
+    assert failed(m.deadend1_no_amp("cpu", "bf16")) == {"mixed_precision_in_effect"}
+    monkeypatch.setattr(m, "LR", 0.0)  # a step that moves nothing does not train
+    assert failed(m.control_float32_step("cpu", "bf16")) == {"trained"}
+
+
+@pytest.mark.torch
+def test_custom_dataset_error() -> None:
+    m = load("deadends/pytorch/custom-dataset-error/*")
+    # a sampler that reaches 4 of the 12 samples: one batch, most samples never trained
+    assert failed(m.train("cpu", m.records("tensors"), sampler=[0, 1, 2, 3])) == {
+        "batches_are_tensors_of_the_right_shape",
+        "every_sample_trained",
+    }
+    assert failed(m.workaround2_full_interface("cpu", "fp32")) == set()
+
+
+@pytest.mark.torch
+def test_dataloader_bad_file_descriptor() -> None:
+    m = load("deadends/pytorch/dataloader-bad-file-descriptor/*")
+    # a record read at another worker's offset comes twice, another not at all
+    want = list(range(1000, 1000 + m.N))
+    assert m.every_record_once([want, want])["ok"]
+    assert not m.every_record_once([want, [1000, *want[:-1]]])["ok"]
+    assert failed(m.deadend1_num_workers_0("cpu", "fp32")) == {"read_by_worker_processes"}
+    assert failed(m.control_in_memory("cpu", "fp32")) == set()
+
+
+@pytest.mark.torch
+def test_ddp_init_error() -> None:
+    m = load("deadends/pytorch/ddp-init-error/*")
+    assert m.checks(0.5, [0.1, 0.2], "gloo")["trained"]["ok"]
+    assert not m.checks(float("nan"), [0.1, 0.2], "gloo")["trained"]["ok"]
+    assert not m.checks(0.5, [0.1, 0.0], "gloo")["trained"]["ok"]
+
+
+@pytest.mark.torch
+def test_dtype_mismatch() -> None:
+    m = load("deadends/pytorch/dtype-mismatch/*")
+
+    def cast(model, x, x32):
+        return model, x.float()
+
+    def frozen(model, x, x32):
+        model.weight.requires_grad_(False)
+        return model, x.float()
+
+    assert failed(m.forward_backward("cpu", "bf16", cast, tol=0.0)) == {"output_matches_float32"}
+    assert failed(m.forward_backward("cpu", "bf16", frozen)) == {"weight_grad"}
+    assert failed(m.deadend1_float64("cpu", "bf16")) == {"params_at_most_float32"}
+
+
+@pytest.mark.torch
+def test_inplace_operation_gradient() -> None:
+    m = load("deadends/pytorch/inplace-operation-gradient/*")
+    # h + 1 against a reference without the + 1: the last layer's gradient differs
+    assert "grad_correct_second.weight" in failed(m.compare("cpu", "fp32", m.add_one))
+    assert failed(m.deadend2_data("cpu", "fp32")) == {"grad_correct_first.weight"}
+
+
+@pytest.mark.torch
+def test_lr_scheduler_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = load("deadends/pytorch/lr-scheduler-error/*")
+    assert failed(m.one_cycle("cpu", 2)) == {"one_cycle"}  # warm-up only: no cycle
+    monkeypatch.setattr(m, "GAMMA", 1.0)  # nothing decays: the early step shifts nothing
+    assert failed(m.workaround2_get_last_lr_check("cpu", "fp32")) == {"detects_wrong_lr"}
+
+
+@pytest.mark.torch
+def test_onnx_export_error() -> None:
+    m = load("deadends/pytorch/onnx-export-error/*")
+    assert m.is_onnx(b"\x08\x07 ... Einsum ...", ["Einsum"])["ok"]
+    assert not m.is_onnx(b"\x08\x07 ... Gemm ...", ["Einsum"])["ok"]  # the operator missing
+    assert not m.is_onnx(b"PK\x03\x04 Einsum", ["Einsum"])["ok"]  # not an ONNX ModelProto
+
+
+@pytest.mark.torch
+def test_quantization_error() -> None:
+    m = load("deadends/pytorch/quantization-error/*")
+
+    def fx_narrow(model, q, engine, data):
+        return m.fx_quantize(model, q, engine, data["narrow"], data["evaluation"][:1])
+
+    assert failed(m.against_float(fx_narrow)) == {"close_to_float"}
+    as_float = m.against_float(lambda model, q, engine, data: model)
+    assert failed(as_float) == {"quantized_modules", "activations_quantized"}
+    assert failed(m.deadend2_dynamic_quantization("cpu", "fp32")) == {"activations_quantized"}
+
+
+@pytest.mark.torch
+def test_runtime_error_inplace() -> None:
+    m = load("deadends/pytorch/runtime-error-inplace/*")
+    # w unchanged where w + 1 is meant: the loss is not the one meant
+    assert "loss_value" in failed(m.backward_through("cpu", lambda w: w, "add"))
+    assert failed(m.control_no_inplace("cpu", "fp32")) == set()

@@ -145,21 +145,13 @@ def trainer_scaler_plugin(lp, device: str):
         if cls is None:
             continue
         scaler = make_scaler(device)[0]
-        if flag is not None:
-            return cls(flag, device, scaler=scaler), "%s(%r, %r, scaler=GradScaler)" % (
-                name,
-                flag,
-                device,
-            )
-        for spelling in ("16-mixed", "16"):  # 2.0 spells it '16-mixed', 1.9 '16'
-            try:
-                return cls(spelling, device, scaler=scaler), "%s(%r, %r, scaler=GradScaler)" % (
-                    name,
-                    spelling,
-                    device,
-                )
-            except (ValueError, TypeError):
-                continue
+        if flag is None:  # MixedPrecisionPlugin: 1.9 takes "16", 2.0 "16-mixed"
+            flag = "16" if str(getattr(lp, "__version__", "2")).startswith("1.") else "16-mixed"
+        return cls(flag, device, scaler=scaler), "%s(%r, %r, scaler=GradScaler)" % (
+            name,
+            flag,
+            device,
+        )
     raise Unsupported(
         "no mixed-precision plugin among %s in %s"
         % ([n for n, _ in TRAINER_AMP], getattr(lp, "__version__", "?"))

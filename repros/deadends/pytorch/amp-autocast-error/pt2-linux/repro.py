@@ -18,6 +18,7 @@ from reprokit import Unsupported, autocast_dtype
 from torch import nn
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+LR = 0.1
 
 
 def produced_dtype(device: str, make_ctx) -> torch.dtype:
@@ -39,7 +40,7 @@ def train_step(device, precision, autocast_for, run_on=None, wants_mixed=True) -
     model = nn.Linear(8, 1).to(run_on)
     x = torch.randn(16, 8).to(run_on)
     y = torch.randn(16, 1).to(run_on)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
     before = model.weight.detach().clone()
     with ctx():
         out = model(x)
@@ -104,7 +105,8 @@ def workaround2_enable_if_cuda_available(device, precision):
 
 
 def deadend1_no_amp(device, precision):
-    return train_step(device, precision, no_autocast, wants_mixed=False)
+    # the user wanted mixed precision: dropping autocast trains, without it
+    return train_step(device, precision, no_autocast)
 
 
 def deadend2_force_cuda(device, precision):

@@ -53,13 +53,16 @@ class Records(Dataset):
         return N
 
     def __getitem__(self, i):
+        # (the record, the worker that read it: -1 for the main process)
+        info = torch.utils.data.get_worker_info()
+        worker = -1 if info is None else info.id
         if self.mode == "memory":
-            return torch.tensor(struct.unpack_from("<q", self.memory, i * RECORD)[0])
+            return torch.tensor([struct.unpack_from("<q", self.memory, i * RECORD)[0], worker])
         if self.mode == "lazy" and self.handle_pid != os.getpid():
             self.handle = open(self.path, "rb")
             self.handle_pid = os.getpid()
         self.handle.seek(i * RECORD)
-        return torch.tensor(struct.unpack("<q", self.handle.read(RECORD))[0])
+        return torch.tensor([struct.unpack("<q", self.handle.read(RECORD))[0], worker])
 """
 
 
@@ -93,24 +96,37 @@ def two_epochs(mode="init", num_workers=2, before=None, **loader_options) -> dic
         **loader_options,
     )
     epochs = []
+    workers = set()
     try:
         for _ in range(2):
-            epochs.append(sorted(v for batch in loader for v in batch.tolist()))
+            rows = [row for batch in loader for row in batch.tolist()]
+            epochs.append(sorted(value for value, _ in rows))
+            workers.update(worker for _, worker in rows)
     finally:
         if data.handle is not None:
             data.handle.close()
         sys.path.remove(folder)
         shutil.rmtree(folder, ignore_errors=True)
+    return {
+        "every_record_once_per_epoch": every_record_once(epochs),
+        # what the loader's workers are for: the records read in worker processes, in parallel
+        "read_by_worker_processes": {
+            "ok": bool(workers) and -1 not in workers and len(workers) == num_workers,
+            "detail": "records read by workers %s (-1: the main process) of num_workers=%d"
+            % (sorted(workers), num_workers),
+        },
+    }
+
+
+def every_record_once(epochs) -> dict:
+    """A shuffled epoch reads each record exactly once: a record read at the wrong offset
+    (a handle's position moved by another process) shows as a duplicate."""
     want = list(range(1000, 1000 + N))
     bad = [sorted(set(e) ^ set(want))[:5] for e in epochs]
     return {
-        "every_record_once_per_epoch": {
-            # a shuffled epoch reads each record exactly once: a record read at the wrong
-            # offset (a handle's position moved by another process) shows as a duplicate
-            "ok": len(epochs) == 2 and all(e == want for e in epochs),
-            "detail": "records per epoch %s; values missing or extra (first 5): %s"
-            % ([len(e) for e in epochs], bad),
-        },
+        "ok": len(epochs) == 2 and all(e == want for e in epochs),
+        "detail": "records per epoch %s; values missing or extra (first 5): %s"
+        % ([len(e) for e in epochs], bad),
     }
 
 

@@ -40,6 +40,11 @@ def forward_backward(device, precision, adapt=None, context=None, tol=0.1) -> di
             "detail": "max |out - float32 reference| = %.4g (allowed %.3g); output dtype %s"
             % (err, tol, out.dtype),
         },
+        # what float64 costs: twice the memory of float32 for every parameter
+        "params_at_most_float32": {
+            "ok": all(p.element_size() <= 4 for p in model.parameters()),
+            "detail": "parameter dtypes %s" % sorted({str(p.dtype) for p in model.parameters()}),
+        },
         "weight_grad": {
             "ok": model.weight.grad is not None and bool(torch.isfinite(model.weight.grad).all()),
             "detail": "weight.grad %s"

@@ -109,6 +109,12 @@ def against_float(quantize, stubs=False) -> dict:
             % (error, span, 100 * TOLERANCE, engine),
         },
         "quantized_modules": {"ok": bool(kinds), "detail": "quantized module types: %s" % kinds},
+        # static quantization runs the activations in int8 too; dynamic quantization
+        # quantizes the weights only and computes on float activations
+        "activations_quantized": {
+            "ok": bool(kinds) and not any(".dynamic." in k for k in kinds),
+            "detail": "dynamic (weight-only) modules: %s" % [k for k in kinds if ".dynamic." in k],
+        },
     }
 
 
