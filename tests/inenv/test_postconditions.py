@@ -224,3 +224,13 @@ def test_runtime_error_inplace() -> None:
     # w unchanged where w + 1 is meant: the loss is not the one meant
     assert "loss_value" in failed(m.backward_through("cpu", lambda w: w, "add"))
     assert failed(m.control_no_inplace("cpu", "fp32")) == set()
+
+
+@pytest.mark.torch
+def test_gradient_clipping_helpers(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("lightning")
+    m = load("lightning/gradient-clipping-optimizer-handles-unscaling")
+    assert failed(m.example_fix_helpers("cpu", "fp16")) == set()
+    # a helper that says no where clip_gradients works (the plain AdamW)
+    monkeypatch.setattr(m, "can_clip_gradients", lambda plugin, optimizer: False)
+    assert failed(m.example_fix_helpers("cpu", "fp16")) == {"helpers_right_on_plain_optimizer"}
