@@ -234,3 +234,19 @@ def test_gradient_clipping_helpers(monkeypatch: pytest.MonkeyPatch) -> None:
     # a helper that says no where clip_gradients works (the plain AdamW)
     monkeypatch.setattr(m, "can_clip_gradients", lambda plugin, optimizer: False)
     assert failed(m.example_fix_helpers("cpu", "fp16")) == {"helpers_right_on_plain_optimizer"}
+
+
+@pytest.mark.torch
+def test_compile_error() -> None:
+    m = load("deadends/pytorch/compile-error/*")
+    import torch
+
+    def nan_backend(gm, example_inputs):
+        def run(*args):
+            return [out * float("nan") for out in gm(*args)]
+
+        return run
+
+    torch._dynamo.reset()
+    got = m.compile_and_step("cpu", net="plain", backend=nan_backend)
+    assert failed(got) == {"matches_eager", "gradients"}
