@@ -250,3 +250,18 @@ def test_compile_error() -> None:
     torch._dynamo.reset()
     got = m.compile_and_step("cpu", net="plain", backend=nan_backend)
     assert failed(got) == {"matches_eager", "gradients"}
+
+
+@pytest.mark.torch
+def test_checkpoint_device_mismatch() -> None:
+    m = load("deadends/cuda/checkpoint-device-mismatch/*")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("the entry is about a machine without CUDA")
+
+    def zeros(path):
+        return {k: torch.zeros_like(v) for k, v in torch.load(path).items()}
+
+    assert failed(m.checkpoint("fp32", zeros, save=torch.save)) == {"saved_weights_restored"}
+    assert failed(m.control_cpu_checkpoint("cpu", "fp32")) == set()
