@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,8 @@ def test_variant_gives_the_stored_outcome(entry, variant, precision, here, store
         assert (record.exception.type, _located(record.exception.message)) in seen
 
 
+# a folder the reproducer made with tempfile.mkdtemp: its name differs in every run
+_TEMP = re.compile(re.escape(tempfile.gettempdir()) + r"/[^\s\"':/]+/")
 _PATH = re.compile(r"(/[^\s\"':]+)+/(repros/[^\s\"':]+)(\"?, line \d+|:\d+)?")
 
 
@@ -114,7 +117,7 @@ def _located(message: str) -> str:
     run and this test run in different checkouts, of reproducers edited since), and without
     terminal escapes (the store now removes them whole; records stored before kept
     "\ufffd[1m")."""
-    message = strip_terminal(message)
+    message = _TEMP.sub("<tmp>/", strip_terminal(message))
     return _PATH.sub(lambda m: f"<repo>/{m[2]}" + (", line <n>" if m[3] else ""), message)
 
 
