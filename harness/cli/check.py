@@ -81,9 +81,9 @@ def _smells(entries: list[Entry], repo: Path, console: Console) -> int:
         state = (
             "clean"
             if not n
-            else f"{n} smells, {open_} unexplained"
+            else f"{_count_smells(n)}, {open_} unexplained"
             if open_
-            else f"{n} smells, explained"
+            else f"{_count_smells(n)}, explained"
         )
         console.print(f"smells {report.entry.id}: {state}", markup=False)
         for s in report.smells:
@@ -99,7 +99,11 @@ def _smells(entries: list[Entry], repo: Path, console: Console) -> int:
     total = sum(len(r.smells) for r in reports)
     unexplained = sum(len(r.unexplained) for r in reports)
     console.print(
-        f"{total} smells in {sum(1 for r in reports if r.smells)} of {len(reports)} entries, "
+        f"{_count_smells(total)} in {sum(1 for r in reports if r.smells)} of {len(reports)} entries, "
         f"{unexplained} unexplained (fix the reproducer, or say why in entry.yaml smells:)"
     )
     return 1 if unexplained else 0
+
+
+def _count_smells(n: int) -> str:
+    return f"{n} smell" if n == 1 else f"{n} smells"

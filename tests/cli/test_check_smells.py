@@ -56,7 +56,7 @@ def test_an_unexplained_smell_fails_and_an_explained_one_passes(
     assert main(["--repo", str(repo), "check", "demo/*"]) == 0  # without --smells: not read
     assert main(["--repo", str(repo), "check", "--smells"]) == 1
     out = capsys.readouterr().out
-    assert "smells demo/err: 1 smells, 1 unexplained" in out
+    assert "smells demo/err: 1 smell, 1 unexplained" in out
     assert "smell: postcondition trained: never-fails: holds in all 2 runs" in out
     yaml = repo / "repros" / "demo" / "err" / "entry.yaml"
     yaml.write_text(
@@ -65,4 +65,4 @@ def test_an_unexplained_smell_fails_and_an_explained_one_passes(
     assert main(["--repo", str(repo), "check", "--smells"]) == 0
     out = capsys.readouterr().out
     assert "explained: postcondition trained: never-fails: fails in tests/x.py" in out
-    assert "1 smells in 1 of 1 entries, 0 unexplained" in out
+    assert "1 smell in 1 of 1 entries, 0 unexplained" in out
