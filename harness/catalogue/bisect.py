@@ -39,6 +39,7 @@ from harness.config import Config
 from harness.errors import InputError
 from harness.spec.entries import Entry, Variant
 from harness.spec.matrix import Cell, Environment, EnvironmentRow, Matrix
+from harness.store.jsonl import Store
 
 __all__ = [
     "BisectError",
@@ -428,21 +429,28 @@ class BisectRequest:
 def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
     """The command: load, list releases, search, print every step and the result. Bad input
     is raised (BisectError, MatrixError, EntryError): the command line says it and exits 2."""
-    from harness.envs.backends import MARKER, STANDIN_VAR, EnvFailed, UvBackend
-    from harness.envs.capabilities import before_run
-    from harness.envs.provenance import cuda_provenance, machine_provenance
-    from harness.execute.plan import Job
-    from harness.execute.runner import decided_record, env_failed_record, run_job
-    from harness.spec.entries import load_entry
     from harness.spec.matrix import load_matrix
-    from harness.store.jsonl import Store, latest
 
     matrix = load_matrix(cfg.matrix_path)
+    entry, variant = _entry_and_variant(request, cfg)
+    run = _Bisection(request, cfg, console, matrix, entry, variant)
+    versions = run.releases()
+    stored = run.stored(versions)
+    result = bisect(
+        request.axis, versions, run.env_of, stored, run.is_built, run.measure, run.report
+    )
+    run.conclude(result)
+    return 0
+
+
+def _entry_and_variant(request: BisectRequest, cfg: Config) -> tuple[Entry, Variant]:
+    from harness.spec.entries import load_entry
+
     folder = cfg.repros_dir / request.entry
     if not (folder / "entry.yaml").is_file():
         raise BisectError(f"no entry {request.entry!r} ({folder}/entry.yaml)")
     entry = load_entry(folder, cfg.repros_dir)
-    lo, hi = parse_range(request.range)
+    parse_range(request.range)  # a bad range is said before anything is loaded or listed
     try:
         variant = entry.variant(request.variant)
     except KeyError:
@@ -454,85 +462,125 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
             f"{variant.name} runs on {', '.join(variant.devices)} at "
             f"{', '.join(variant.precisions)} only"
         )
+    return entry, variant
 
-    held = request.with_torch
 
-    def env_of(version: str) -> Environment:
+class _Bisection:
+    """One bisect's harness side: its environments, record stores, runs and printed steps."""
+
+    def __init__(
+        self,
+        request: BisectRequest,
+        cfg: Config,
+        console: Console,
+        matrix: Matrix,
+        entry: Entry,
+        variant: Variant,
+    ) -> None:
+        from harness.envs.backends import STANDIN_VAR, UvBackend
+        from harness.envs.provenance import machine_provenance
+
+        self.request, self.cfg, self.console = request, cfg, console
+        self.matrix, self.entry, self.variant = matrix, entry, variant
+        self.held = request.with_torch
+        self.backend = UvBackend(cfg.envs_dir, standin=os.environ.get(STANDIN_VAR))
+        self.machine = machine_provenance(cfg.repo)
+        self.built_ids: list[str] = []
+        self.timeout_s = cfg.timeout_s or matrix.timeout_s
+        self.memory_mb = cfg.memory_limit_mb or matrix.memory_limit_mb
+        # the records of environments no profile names go to a bisect folder the report
+        # does not read; both are read for what is already stored
+        self.stores: dict[Path, Store] = {cfg.records_dir: Store(cfg.records_dir, cfg.machine)}
+        self.cell_of: dict[str, Cell] = {}
+        self.count = 0
+
+    def say(self, text: str) -> None:
+        self.console.print(text, markup=False)
+
+    def env_of(self, version: str) -> Environment:
+        r = self.request
         return environment_for(
-            matrix,
-            request.axis,
+            self.matrix,
+            r.axis,
             version,
-            python=request.python,
-            with_lightning=request.with_lightning,
-            with_torch=held,
+            python=r.python,
+            with_lightning=r.with_lightning,
+            with_torch=self.held,
         )
 
-    envs_dir = cfg.envs_dir
-    versions, source = list_releases(
-        request.axis, lo, hi, lambda v: env_of(v).python, envs_dir / ".index-cache"
-    )
-    console.print(
-        f"{request.axis} releases in {request.range} with a wheel for the interpreter: "
-        f"{len(versions)} ({', '.join(versions)}) from {source}",
-        markup=False,
-    )
-    if request.axis == "lightning" and held is None:
-        held = held_torch(matrix, versions)
-        console.print(
-            f"torch held at {held}: the newest torch the matrix crosses with every lightning "
-            "line of the range (--with-torch holds another)"
-            if held
-            else "no torch is crossed with every lightning line of the range: each lightning "
-            "with the newest torch of its own rows",
-            markup=False,
+    def releases(self) -> list[str]:
+        r = self.request
+        lo, hi = parse_range(r.range)
+        versions, source = list_releases(
+            r.axis, lo, hi, lambda v: self.env_of(v).python, self.cfg.envs_dir / ".index-cache"
         )
-    cell_of = {v: Cell(env_of(v), request.device, request.precision) for v in versions}
-    # the records of environments no profile names go to a bisect folder the report does
-    # not read; both are read for what is already stored
-    stores: dict[Path, Store] = {}
+        self.say(
+            f"{r.axis} releases in {r.range} with a wheel for the interpreter: "
+            f"{len(versions)} ({', '.join(versions)}) from {source}"
+        )
+        if r.axis == "lightning" and self.held is None:
+            self.held = held_torch(self.matrix, versions)
+            self.say(
+                f"torch held at {self.held}: the newest torch the matrix crosses with every "
+                "lightning line of the range (--with-torch holds another)"
+                if self.held
+                else "no torch is crossed with every lightning line of the range: each "
+                "lightning with the newest torch of its own rows"
+            )
+        self.cell_of = {v: Cell(self.env_of(v), r.device, r.precision) for v in versions}
+        return versions
 
-    def store_of(env: Environment) -> Store:
-        root = records_dir_for(env, matrix, cfg.records_dir)
-        if root not in stores:
-            stores[root] = Store(root, cfg.machine)
-        return stores[root]
+    def store_of(self, env: Environment) -> Store:
+        root = records_dir_for(env, self.matrix, self.cfg.records_dir)
+        if root not in self.stores:
+            self.stores[root] = Store(root, self.cfg.machine)
+        return self.stores[root]
 
-    stores[cfg.records_dir] = Store(cfg.records_dir, cfg.machine)
-    for cell in cell_of.values():
-        store_of(cell.env)
-    records = []
-    for each in stores.values():
-        records += each.load().records
-    stored = stored_outcomes(latest(records), entry, variant, {c.id: v for v, c in cell_of.items()})
-    backend = UvBackend(envs_dir, standin=os.environ.get(STANDIN_VAR))
-    machine = machine_provenance(cfg.repo)
-    built_ids: list[str] = []
-    timeout_s = cfg.timeout_s or matrix.timeout_s
-    memory_mb = cfg.memory_limit_mb or matrix.memory_limit_mb
+    def stored(self, versions: Sequence[str]) -> dict[str, str]:
+        from harness.store.jsonl import latest
 
-    def is_built(env: Environment) -> bool:
-        return (envs_dir / env.id / MARKER).is_file()
+        for cell in self.cell_of.values():
+            self.store_of(cell.env)
+        records = [r for each in self.stores.values() for r in each.load().records]
+        cells = {self.cell_of[v].id: v for v in versions}
+        return stored_outcomes(latest(records), self.entry, self.variant, cells)
 
-    def measure(version: str, env: Environment) -> Step:
-        job = Job(entry, variant, cell_of[version], 0)
+    def is_built(self, env: Environment) -> bool:
+        from harness.envs.backends import MARKER
+
+        return (self.cfg.envs_dir / env.id / MARKER).is_file()
+
+    def measure(self, version: str, env: Environment) -> Step:
+        from harness.envs.backends import EnvFailed
+        from harness.envs.capabilities import before_run
+        from harness.envs.provenance import cuda_provenance
+        from harness.execute.plan import Job
+        from harness.execute.runner import decided_record, env_failed_record, run_job
+
+        job = Job(self.entry, self.variant, self.cell_of[version], 0)
         try:
-            built = backend.ensure(env)
+            built = self.backend.ensure(env)
         except EnvFailed as exc:
-            store_of(env).append(env_failed_record(job, str(exc), machine))
+            self.store_of(env).append(env_failed_record(job, str(exc), self.machine))
             return Step(version, env, "env_failed", "environment failed", str(exc)[:200])
         how = "run, environment " + ("reused" if built.reused else "built")
         if not built.reused:
-            built_ids.append(env.id)
+            self.built_ids.append(env.id)
             how += f" in {built.seconds:.0f} s"
-        provenance = cuda_provenance(machine, built.probe)
-        decided = before_run(job.cell.device, job.cell.precision, job.variant.needs, built.probe)
+        provenance = cuda_provenance(self.machine, built.probe)
+        cell = job.cell
+        decided = before_run(cell.device, cell.precision, job.variant.needs, built.probe)
         if decided is not None:
             record = decided_record(job, decided[0], decided[1], built, provenance)
         else:
             record = run_job(
-                job, built, timeout_s=timeout_s, memory_limit_mb=memory_mb, provenance=provenance
+                job,
+                built,
+                timeout_s=self.timeout_s,
+                memory_limit_mb=self.memory_mb,
+                provenance=provenance,
             )
-        store_of(env).append(record)
+        self.store_of(env).append(record)
         detail = record.reason or (
             f"{record.exception.type}: {record.exception.message}" if record.exception else ""
         )
@@ -540,33 +588,29 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
             version, env, record.outcome.value, how, detail.splitlines()[0][:160] if detail else ""
         )
 
-    count = 0
-
-    def report(step: Step) -> None:
-        nonlocal count
-        count += 1
-        console.print(
-            f"step {count}: {request.axis} {step.version} ({step.env.id}, "
-            f"{request.device}-{request.precision}) -> {step.outcome} [{step.how}]"
-            + (f" {step.detail}" if step.detail else ""),
-            markup=False,
+    def report(self, step: Step) -> None:
+        r = self.request
+        self.count += 1
+        self.say(
+            f"step {self.count}: {r.axis} {step.version} ({step.env.id}, "
+            f"{r.device}-{r.precision}) -> {step.outcome} [{step.how}]"
+            + (f" {step.detail}" if step.detail else "")
         )
 
-    result = bisect(request.axis, versions, env_of, stored, is_built, measure, report)
-    if result.boundary:
-        a, b = result.boundary
-        console.print(
-            f"the outcome of {entry.id}::{variant.name} on {request.device}-{request.precision} "
-            f"changes between {request.axis} {a} ({result.known[a]}) and {b} ({result.known[b]})",
-            markup=False,
+    def conclude(self, result: BisectResult) -> None:
+        r = self.request
+        if result.boundary:
+            a, b = result.boundary
+            self.say(
+                f"the outcome of {self.entry.id}::{self.variant.name} on {r.device}-"
+                f"{r.precision} changes between {r.axis} {a} ({result.known[a]}) and "
+                f"{b} ({result.known[b]})"
+            )
+        for note in result.notes:
+            self.say(f"note: {note}")
+        runs = sum(1 for s in result.steps if s.how != "stored record")
+        self.say(
+            f"{len(result.steps)} steps: {len(result.steps) - runs} from stored records, {runs} "
+            f"runs; environments built: {', '.join(self.built_ids) or 'none'}; records in "
+            + ", ".join(str(each.path) for each in self.stores.values())
         )
-    for note in result.notes:
-        console.print(f"note: {note}", markup=False)
-    runs = sum(1 for s in result.steps if s.how != "stored record")
-    console.print(
-        f"{len(result.steps)} steps: {len(result.steps) - runs} from stored records, {runs} "
-        f"runs; environments built: {', '.join(built_ids) or 'none'}; records in "
-        + ", ".join(str(each.path) for each in stores.values()),
-        markup=False,
-    )
-    return 0
