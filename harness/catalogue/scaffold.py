@@ -408,17 +408,7 @@ def _json_depth_within(text: str, most: int) -> int | None:
 
 
 def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
-    deep = _json_depth_within(text, MAX_DEPTH)
-    if deep is not None:
-        raise DocumentError(
-            path, f"not valid JSON: nested more than {MAX_DEPTH} levels deep; flatten it", deep
-        )
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise DocumentError(path, f"not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise DocumentError(path, "a deadends.dev record is a JSON object")
+    data = _json_object(text, path)
     doc_id = _get(data, "id", path, str)
     if not re.match(r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)+$", doc_id):
         raise DocumentError(path, f"'id' {doc_id!r} is not '<domain>/<slug>/<env>'")
@@ -437,52 +427,8 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
     fix_rate = _rate(
         _get(data, "verdict.fix_success_rate", path, (int, float)), path, "verdict.fix_success_rate"
     )
-    claims: list[Claimed] = []
-    for key, kind, ref, rate_key in (
-        ("workarounds", "workaround", "workaround", "success_rate"),
-        ("dead_ends", "dead_end", "dead end", "fail_rate"),
-    ):
-        items = _get(data, key, path, list)
-        for n, item in enumerate(items, 1):
-            if not isinstance(item, dict) or rate_key not in item:
-                raise DocumentError(path, f"'{key}[{n - 1}]' has no '{rate_key}'")
-            rate = _rate(item[rate_key], path, f"{key}[{n - 1}].{rate_key}")
-            name = f"{kind.replace('_', '')}{n}"
-            claims.append(
-                Claimed(
-                    name, kind, f"{ref} {n}", rate, f"{TODO}: {ref} {n} of {url}, in your own words"
-                )
-            )
-    package = {"pytorch": "torch", "torch": "torch", "lightning": "lightning"}.get(runtime, runtime)
-    rows: tuple[tuple[str, str, str | None, str | None], ...] = ()
-    conditions: tuple[str, ...] = ()
-    if version_range.strip():
-        spec = version_range if version_range[0].isalpha() else f"{package}{version_range}"
-        spec = spec.replace(" ", "")
-        if _on_an_axis(spec):
-            rows = ((spec, "active", None, None),)
-        else:  # e.g. the cuda domain's runtime "cuda>=11.0,<13.0"
-            conditions = (_axis_note(spec),)
-    origin: dict[str, Any] = {"format": "deadends-json", "id": doc_id, "url": url}
-    flat = {
-        "schema_version": data.get("schema_version"),
-        "domain": data["error"].get("domain"),
-        "category": data["error"].get("category"),
-        "first_seen": data["error"].get("first_seen"),
-        "last_confirmed": data["error"].get("last_confirmed"),
-        "runtime": runtime,
-        "version_range": version_range,
-        "os": data["environment"].get("os"),
-        "resolvable": (data.get("verdict") or {}).get("resolvable"),
-        "confidence": (data.get("verdict") or {}).get("confidence"),
-        "review_status": (data.get("metadata") or {}).get("review_status"),
-        "generated_by": (data.get("metadata") or {}).get("generated_by"),
-        "evidence_count": (data.get("metadata") or {}).get("evidence_count"),
-    }
-    origin.update({k: v for k, v in flat.items() if v not in (None, "")})
-    related = (data.get("transition_graph") or {}).get("frequently_confused_with") or []
-    if related:
-        origin["related"] = [str(r) for r in related]
+    rows, conditions = _runtime_range(runtime, version_range)
+    origin = _deadends_origin(data, doc_id, url, runtime, version_range)
     origin["message"] = signature
     origin["regex"] = regex  # the record's own pattern, kept as a fact; not what is matched
     first = _first_sentence(message)
@@ -510,11 +456,90 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
         fix_rate=fix_rate,
         version_table=rows,
         conditions=conditions,
-        claims=tuple(claims),
+        claims=_deadends_claims(data, path, url),
         origin=origin,
         source_text=source,
         document_text=document,
     )
+
+
+def _json_object(text: str, path: str | Path) -> dict:
+    deep = _json_depth_within(text, MAX_DEPTH)
+    if deep is not None:
+        raise DocumentError(
+            path, f"not valid JSON: nested more than {MAX_DEPTH} levels deep; flatten it", deep
+        )
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise DocumentError(path, f"not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise DocumentError(path, "a deadends.dev record is a JSON object")
+    return data
+
+
+def _deadends_claims(data: dict, path: str | Path, url: str) -> tuple[Claimed, ...]:
+    """Every workaround and dead end, numbered as the record lists them, with its rate."""
+    claims: list[Claimed] = []
+    for key, kind, ref, rate_key in (
+        ("workarounds", "workaround", "workaround", "success_rate"),
+        ("dead_ends", "dead_end", "dead end", "fail_rate"),
+    ):
+        items = _get(data, key, path, list)
+        for n, item in enumerate(items, 1):
+            if not isinstance(item, dict) or rate_key not in item:
+                raise DocumentError(path, f"'{key}[{n - 1}]' has no '{rate_key}'")
+            rate = _rate(item[rate_key], path, f"{key}[{n - 1}].{rate_key}")
+            name = f"{kind.replace('_', '')}{n}"
+            claims.append(
+                Claimed(
+                    name, kind, f"{ref} {n}", rate, f"{TODO}: {ref} {n} of {url}, in your own words"
+                )
+            )
+    return tuple(claims)
+
+
+def _runtime_range(
+    runtime: str, version_range: str
+) -> tuple[tuple[tuple[str, str, str | None, str | None], ...], tuple[str, ...]]:
+    """The record's runtime range: a version-table row on a matrix axis, else a condition."""
+    if not version_range.strip():
+        return (), ()
+    package = {"pytorch": "torch", "torch": "torch", "lightning": "lightning"}.get(runtime, runtime)
+    spec = version_range if version_range[0].isalpha() else f"{package}{version_range}"
+    spec = spec.replace(" ", "")
+    if _on_an_axis(spec):
+        return ((spec, "active", None, None),), ()
+    return (), (_axis_note(spec),)  # e.g. the cuda domain's runtime "cuda>=11.0,<13.0"
+
+
+def _deadends_origin(
+    data: dict, doc_id: str, url: str, runtime: str, version_range: str
+) -> dict[str, Any]:
+    """The record's facts kept in entry.yaml's origin (shown, never judged)."""
+    verdict = data.get("verdict") or {}
+    metadata = data.get("metadata") or {}
+    flat = {
+        "schema_version": data.get("schema_version"),
+        "domain": data["error"].get("domain"),
+        "category": data["error"].get("category"),
+        "first_seen": data["error"].get("first_seen"),
+        "last_confirmed": data["error"].get("last_confirmed"),
+        "runtime": runtime,
+        "version_range": version_range,
+        "os": data["environment"].get("os"),
+        "resolvable": verdict.get("resolvable"),
+        "confidence": verdict.get("confidence"),
+        "review_status": metadata.get("review_status"),
+        "generated_by": metadata.get("generated_by"),
+        "evidence_count": metadata.get("evidence_count"),
+    }
+    origin: dict[str, Any] = {"format": "deadends-json", "id": doc_id, "url": url}
+    origin.update({k: v for k, v in flat.items() if v not in (None, "")})
+    related = (data.get("transition_graph") or {}).get("frequently_confused_with") or []
+    if related:
+        origin["related"] = [str(r) for r in related]
+    return origin
 
 
 # -- dispatch -----------------------------------------------------------------------------
