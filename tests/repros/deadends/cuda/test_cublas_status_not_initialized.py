@@ -28,8 +28,9 @@ def test_product_matches_host_fails_on_another_product() -> None:
 
     repro = load(ENTRY)
     a, b = torch.randn(4, 3), torch.randn(3, 2)
-    assert repro.product(a, b, a, b, "")["product_matches_host"]["ok"]
-    assert not repro.product(a, b, a + 1, b, "")["product_matches_host"]["ok"]
+    out = torch.empty(4, 2)
+    assert repro.product(a, b, a, b, out, "")["product_matches_host"]["ok"]
+    assert not repro.product(a, b, a + 1, b, out, "")["product_matches_host"]["ok"]
 
 
 @pytest.mark.torch

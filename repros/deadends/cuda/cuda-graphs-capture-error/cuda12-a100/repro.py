@@ -73,7 +73,7 @@ def matches_eager(got, want):
         return {"ok": False, "detail": "%d outputs for %d inputs" % (len(got), len(want))}
     worst = max((g.float().cpu() - w.float().cpu()).abs().max().item() for g, w in zip(got, want))
     return {
-        "ok": worst <= 1e-5,
+        "ok": worst <= 1e-4,  # inductor's fused kernels may round differently
         "detail": "max |output - eager| = %.3g over %d inputs" % (worst, len(got)),
     }
 

@@ -22,7 +22,7 @@ import torch
 from reprokit import Unsupported
 
 VALUES = [1.0, 2.0, 3.0, 4.0]
-TIMEOUT_S = 120
+TIMEOUT_S = 60  # a child that hangs costs the GPU window this much
 # the spawned child's work: a function of torch itself, so that the child can unpickle it
 # without importing this file (the harness loads it under a module name no child can import)
 SPAWN_WORK = torch.Tensor.tolist
@@ -61,7 +61,7 @@ def in_forked_child(work):
     try:
         answer = queue.get(timeout=TIMEOUT_S)
     finally:
-        child.join(TIMEOUT_S)
+        child.join(10)
         if child.is_alive():
             child.terminate()
     if answer[0] == "error":
