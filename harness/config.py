@@ -17,6 +17,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "memory_limit_mb": (16, 4 * 1024 * 1024),  # per child: 16 MiB to 4 TiB
     "shards": (1, 1000),  # N of --shard K/N, plan --shards
     "lines": (1, 100_000),  # diff --limit
+    "budget_s": (1, 7 * 24 * 3600.0),  # run/plan --budget: a window's seconds
+    "cuda_start_s": (0, 600),  # --cuda-start-s: a child's CUDA context, estimated
 }
 
 
@@ -64,6 +66,11 @@ class Config:
     isolation: str | None = None  # "fork" | "process"; None: fork where available
     # a full disk: stop the run (False), or record env_failed and go on (True)
     keep_going: bool = False
+    # run --order value / --budget S (harness/execute/budget.py): the most valuable jobs
+    # first, cut to what the stored durations say fits S seconds
+    order: str = "plan"  # "plan" | "value"
+    budget_s: float | None = None
+    cuda_start_s: float | None = None  # None: budget.CUDA_START_S
 
     @property
     def matrix_path(self) -> Path:

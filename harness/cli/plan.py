@@ -1,4 +1,5 @@
-"""`python -m harness plan`: a profile split into CI jobs by stored durations."""
+"""`python -m harness plan`: a profile split into CI jobs by stored durations; with
+``--budget``, the plan of one short window (the GPU box): phases, order, estimated minutes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.cli.command import Command
-from harness.cli.options import ranged
+from harness.cli.options import machine_name, ranged
+from harness.cli.run import add_budget, budget_config
 from harness.cli.selection import add_selection, run_pipeline, selection_config
 
 __all__ = ["PlanCommand"]
@@ -16,7 +18,10 @@ __all__ = ["PlanCommand"]
 
 class PlanCommand(Command):
     name = "plan"
-    help = "split a profile into CI jobs balanced by stored durations (--github: the job matrix)"
+    help = (
+        "split a profile into CI jobs balanced by stored durations (--github: the job "
+        "matrix); --budget: one window's plan, in order of value"
+    )
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,12 +40,38 @@ class PlanCommand(Command):
             default=None,
             help="machine names are PREFIX-1..N (default: ci-<profile>)",
         )
+        add_budget(parser, order=False)
+        parser.add_argument(
+            "-j",
+            "--jobs",
+            type=ranged("jobs", int),
+            default=None,
+            help="--budget: parallel children (default: CPUs)",
+        )
+        parser.add_argument(
+            "--machine",
+            type=machine_name,
+            default=None,
+            help="--budget: whose stored records are done (with --resume)",
+        )
+        parser.add_argument(
+            "--resume",
+            action="store_true",
+            help="--budget: leave out the jobs the machine's records hold",
+        )
 
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
         from harness.ci.fanout import PLAN_STEPS
+        from harness.execute.steps import BUDGET_PLAN_STEPS
 
         cfg = selection_config(args, repo, list_only=False)
+        if args.budget is not None:
+            budget_config(cfg, args)
+            cfg.machine, cfg.resume = args.machine, args.resume
+            if args.jobs is not None:
+                cfg.jobs = args.jobs
+            return run_pipeline(cfg, console, BUDGET_PLAN_STEPS)
         cfg.fan_out_shards = args.shards
         cfg.machine_prefix = args.machine_prefix
         cfg.github = args.github

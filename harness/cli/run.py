@@ -10,8 +10,9 @@ from rich.console import Console
 from harness.cli.command import Command
 from harness.cli.options import machine_name, ranged
 from harness.cli.selection import add_selection, run_pipeline, selection_config
+from harness.config import Config
 
-__all__ = ["RunCommand"]
+__all__ = ["RunCommand", "add_budget", "budget_config"]
 
 
 class RunCommand(Command):
@@ -70,6 +71,8 @@ class RunCommand(Command):
             "per job; process: a fresh interpreter per job (default: fork where available)",
         )
 
+        add_budget(parser)
+
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
         cfg = selection_config(args, repo, list_only=args.list)
@@ -83,4 +86,42 @@ class RunCommand(Command):
         cfg.keep_going = args.keep_going
         if args.jobs is not None:
             cfg.jobs = args.jobs
+        budget_config(cfg, args)
         return run_pipeline(cfg, console)
+
+
+def add_budget(parser: argparse.ArgumentParser, order: bool = True) -> None:
+    """The options of a short window (harness/execute/budget.py), shared with plan."""
+    from harness.execute.budget import CUDA_START_S
+
+    if order:
+        parser.add_argument(
+            "--order",
+            choices=("plan", "value"),
+            default="plan",
+            help="plan: environment, cell, entry, variant, trial; value: each entry's "
+            "baselines (one trial), then one trial of every other variant, then the other "
+            "trials (implied by --budget)",
+        )
+    parser.add_argument(
+        "--budget",
+        type=ranged("budget_s", float),
+        default=None,
+        metavar="SECONDS",
+        help="run (plan: show) only the jobs, in --order value, that the stored CPU "
+        "durations say fit SECONDS on -j slots; the rest is the next call's (--resume)",
+    )
+    parser.add_argument(
+        "--cuda-start-s",
+        type=ranged("cuda_start_s", float),
+        default=None,
+        metavar="SECONDS",
+        help=f"the estimated CUDA context start of each child on a cuda cell (default "
+        f"{CUDA_START_S:g})",
+    )
+
+
+def budget_config(cfg: Config, args: argparse.Namespace) -> None:
+    cfg.order = getattr(args, "order", "value")
+    cfg.budget_s = args.budget
+    cfg.cuda_start_s = args.cuda_start_s

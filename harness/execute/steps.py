@@ -2,7 +2,8 @@
 with that exit code (0 done, 1 runs left unrecorded, 130 interrupted). Bad input is raised as a
 HarnessError (harness/errors.py), which the command line turns into exit 2.
 
-    load_inputs -> plan_jobs -> list_or_continue -> drop_done -> run_matrix -> render
+    load_inputs -> plan_jobs -> list_or_continue -> drop_done -> order_jobs -> run_matrix
+    -> render
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from harness.envs.backends import (
 from harness.envs.capabilities import before_run
 from harness.envs.provenance import machine_provenance
 from harness.errors import InputError
+from harness.execute.budget import CUDA_START_S, Fit, by_value, describe_fit, estimate_from, fit
 from harness.execute.plan import Job, Plan, explain_no_job, make_plan, unmatched_filter
 from harness.execute.prepare import Prepared, Preparer
 from harness.execute.proc import FULL_ERRNOS, DiskFull, ProcessGroups, end_own_children
@@ -49,7 +51,7 @@ from harness.spec.matrix import Environment, Expansion, Matrix, MatrixError, loa
 from harness.store.jsonl import Store, StoreError
 from harness.store.records import Record
 
-__all__ = ["RunState", "STEPS", "run_steps"]
+__all__ = ["BUDGET_PLAN_STEPS", "RunState", "STEPS", "budget_fit", "order_jobs", "run_steps"]
 
 
 @dataclass
@@ -226,6 +228,52 @@ def drop_done(state: RunState) -> RunState | int:
     else:
         state.todo = list(state.plan.jobs)
     return state
+
+
+def budget_fit(state: RunState) -> Fit:
+    """run --order value / --budget: the jobs to do in order of value, cut to the budget
+    by the stored CPU records' durations (harness/execute/budget.py)."""
+    cfg = state.config
+    todo = by_value(state.todo) if cfg.order == "value" or cfg.budget_s is not None else state.todo
+    estimate = estimate_from(
+        Store(cfg.records_dir).load().records,
+        cuda_start_s=CUDA_START_S if cfg.cuda_start_s is None else cfg.cuda_start_s,
+        existing=cfg.python is not None,
+    )
+    return fit(todo, estimate, slots=max(1, cfg.jobs), budget_s=cfg.budget_s)
+
+
+def order_jobs(state: RunState) -> RunState | int:
+    """The jobs to do in the order they run: the plan's, or (--order value, --budget) the
+    most valuable first, cut to what fits the budget; what is cut is --resume's."""
+    cfg = state.config
+    if cfg.order != "value" and cfg.budget_s is None:
+        return state
+    planned = budget_fit(state)
+    state.todo = list(planned.chosen)
+    if cfg.budget_s is not None:
+        state.console.print(
+            f"budget {cfg.budget_s:g} s: {planned.kept} of {len(planned.jobs)} jobs fit "
+            f"(est. {planned.estimated_s / 60:.1f} min on {planned.slots} slots); "
+            + (
+                f"{len(planned.left)} left for the next call (--resume), from {planned.left[0].id}"
+                if planned.left
+                else "nothing left"
+            ),
+            markup=False,
+        )
+    return state
+
+
+def show_budget(state: RunState) -> int:
+    """plan --budget: the run's plan (phases, order, estimated minutes, what is left), run
+    nothing."""
+    planned = budget_fit(state)
+    assert state.plan is not None
+    stored = len(state.plan.jobs) - len(state.todo)
+    for line in describe_fit(planned, stored=stored):
+        state.console.print(line, markup=False, soft_wrap=True)
+    return 0
 
 
 # what an installer or a file system says when the disk has no room (uv: "os error 28")
@@ -539,7 +587,17 @@ def render_reports(
     return 0
 
 
-STEPS: tuple[Step, ...] = (load_inputs, plan_jobs, list_or_continue, drop_done, run_matrix, render)
+STEPS: tuple[Step, ...] = (
+    load_inputs,
+    plan_jobs,
+    list_or_continue,
+    drop_done,
+    order_jobs,
+    run_matrix,
+    render,
+)
+# plan --budget: the run's plan, nothing run
+BUDGET_PLAN_STEPS: tuple[Step, ...] = (load_inputs, plan_jobs, drop_done, show_budget)
 
 
 def run_steps(state: RunState, steps: tuple[Step, ...] = STEPS) -> int:

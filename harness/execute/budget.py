@@ -1,0 +1,235 @@
+"""A short window on a machine (the GPU box): jobs in order of value, each job's duration
+estimated, and the plan cut to what fits the budget; the rest is the next call's (--resume).
+
+Order (``by_value``), deterministic: phase 1, each entry's baselines, one trial (trial 0);
+phase 2, one trial of every other variant; phase 3, the other trials, trial 1 of every job
+before trial 2. Within a phase the plan's own order (environment, cell, entry, variant).
+
+Arithmetic (``estimate_from`` and ``fit``): a job costs the median ``duration_s`` of the
+stored CPU records of its entry and variant, else of its entry, else ``DEFAULT_S``; a job
+on a CUDA cell adds ``CUDA_START_S``, since each job is a fresh child (forked from a warm
+worker that must not have touched CUDA) and creates its own CUDA context; a job whose
+variant has requirements costs nothing under ``--python`` (it is decided without a run:
+nothing is installed into an existing interpreter). The jobs go, in order, to ``slots``
+parallel slots, each to the one free first (what the scheduler does with one
+environment); the run starts after ``STARTUP_S`` (the harness loads, the interpreter is
+inspected, the warm worker imports torch and lightning). The plan keeps the longest
+prefix whose estimated end is within the budget.
+"""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from harness.execute.plan import Job
+from harness.outcomes import Outcome
+from harness.store.records import Record
+
+__all__ = [
+    "CUDA_START_S",
+    "DEFAULT_S",
+    "PHASES",
+    "STARTUP_S",
+    "Estimate",
+    "Fit",
+    "by_value",
+    "describe_fit",
+    "estimate_from",
+    "fit",
+    "phase_of",
+]
+
+PHASES = ("baselines, one trial", "one trial of every other variant", "the other trials")
+# CUDA context creation in a fresh child: ~0.3-0.6 s for the primary context on a Hopper GPU
+# with lazy module loading (CUDA 12.2+ default), plus the first cuBLAS/cuDNN handle and the
+# first kernel launches, with up to -j children creating theirs at once on one GPU: 2 s is
+# an upper estimate, so that the window is not overrun (measure it on the box and pass
+# --cuda-start-s)
+CUDA_START_S = 2.0
+# before the first job: the harness's inputs, the interpreter inspected (one torch import),
+# the warm worker's torch and lightning import (cold caches on a fresh box: ~10-20 s)
+STARTUP_S = 30.0
+# a job whose entry has no stored CPU duration (a CUDA-only entry): the median of the
+# committed CPU records is ~0.3 s; a CUDA reproducer trains a few steps, so 3 s
+DEFAULT_S = 3.0
+# records whose duration says nothing about a run (none ran)
+_NOT_TIMED = {Outcome.SKIPPED.value, Outcome.ENV_FAILED.value}
+
+
+def phase_of(job: Job) -> int:
+    """0: a baseline's first trial; 1: any other variant's first trial; 2: later trials."""
+    if job.trial > 0:
+        return 2
+    return 0 if job.variant.kind == "baseline" else 1
+
+
+def by_value(jobs: Iterable[Job]) -> list[Job]:
+    """The jobs, most valuable first (module docstring); stable, so deterministic."""
+    indexed = list(enumerate(jobs))
+    indexed.sort(key=lambda item: (phase_of(item[1]), item[1].trial, item[0]))
+    return [job for _, job in indexed]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Seconds per job: stored CPU medians, the CUDA start, and where each figure came from."""
+
+    by_variant: dict[tuple[str, str], float] = field(default_factory=dict)
+    by_entry: dict[str, float] = field(default_factory=dict)
+    default_s: float = DEFAULT_S
+    cuda_start_s: float = CUDA_START_S
+    existing: bool = False  # run --python: a variant with requirements is decided, not run
+
+    def source(self, job: Job) -> tuple[float, str]:
+        """(seconds before the CUDA start, "variant" | "entry" | "default" | "decided")."""
+        if self.existing and job.env.requires:
+            return 0.0, "decided"
+        key = (job.entry.id, job.variant.name)
+        if key in self.by_variant:
+            return self.by_variant[key], "variant"
+        if job.entry.id in self.by_entry:
+            return self.by_entry[job.entry.id], "entry"
+        return self.default_s, "default"
+
+    def __call__(self, job: Job) -> float:
+        seconds, where = self.source(job)
+        if where == "decided":
+            return 0.0
+        return seconds + (self.cuda_start_s if job.cell.device == "cuda" else 0.0)
+
+
+def estimate_from(
+    records: Iterable[Record],
+    *,
+    cuda_start_s: float = CUDA_START_S,
+    default_s: float = DEFAULT_S,
+    existing: bool = False,
+) -> Estimate:
+    """The medians of the stored CPU records that ran (every machine's, every environment's)."""
+    by_variant: dict[tuple[str, str], list[float]] = {}
+    by_entry: dict[str, list[float]] = {}
+    for r in records:
+        if r.device != "cpu" or r.outcome.value in _NOT_TIMED:
+            continue
+        if r.duration_s is None or not r.duration_s > 0:
+            continue
+        by_variant.setdefault((r.entry, r.variant), []).append(r.duration_s)
+        by_entry.setdefault(r.entry, []).append(r.duration_s)
+    return Estimate(
+        {k: statistics.median(v) for k, v in by_variant.items()},
+        {k: statistics.median(v) for k, v in by_entry.items()},
+        default_s,
+        cuda_start_s,
+        existing,
+    )
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The jobs to do, in order, and how many of them (a prefix) fit the budget."""
+
+    jobs: tuple[Job, ...]
+    kept: int
+    ends: tuple[float, ...]  # each kept job's estimated end, seconds after the start
+    slots: int
+    budget_s: float | None
+    startup_s: float
+    estimate: Estimate
+
+    @property
+    def chosen(self) -> tuple[Job, ...]:
+        return self.jobs[: self.kept]
+
+    @property
+    def left(self) -> tuple[Job, ...]:
+        return self.jobs[self.kept :]
+
+    @property
+    def estimated_s(self) -> float:
+        """The kept jobs' estimated wall time, the start included."""
+        return self.startup_s + (max(self.ends) if self.ends else 0.0)
+
+
+def fit(
+    jobs: Sequence[Job],
+    estimate: Estimate,
+    *,
+    slots: int,
+    budget_s: float | None,
+    startup_s: float = STARTUP_S,
+) -> Fit:
+    """``jobs`` (in the order they run) on ``slots`` slots, cut to ``budget_s`` (None: all).
+
+    List scheduling: each job starts on the slot that frees first; the first job whose
+    estimated end passes the budget, and every job after it, is left (a prefix is kept, so
+    that the next call starts where this one ended)."""
+    slots = max(1, slots)
+    free = [0.0] * slots  # when each slot frees, a heap
+    ends: list[float] = []
+    for job in jobs:
+        start = heapq.heappop(free)
+        end = start + estimate(job)
+        if budget_s is not None and startup_s + end > budget_s:
+            break
+        heapq.heappush(free, end)
+        ends.append(end)
+    return Fit(tuple(jobs), len(ends), tuple(ends), slots, budget_s, startup_s, estimate)
+
+
+def describe_fit(plan: Fit, stored: int = 0, examples: int = 3) -> list[str]:
+    """The plan for a reader: the arithmetic, per phase the jobs, those kept and the estimated
+    minute its last kept job ends, the first jobs of each phase, and what is left."""
+    est = plan.estimate
+    sources: dict[str, int] = {}
+    for job in plan.jobs:
+        where = est.source(job)[1]
+        sources[where] = sources.get(where, 0) + 1
+    budget = "no budget" if plan.budget_s is None else f"budget {plan.budget_s:g} s"
+    lines = [
+        f"{len(plan.jobs)} jobs to run ({stored} already stored), -j {plan.slots}, {budget}",
+        "estimate per job: the median duration_s of the stored CPU records of its entry and "
+        f"variant ({sources.get('variant', 0)} jobs), else of its entry "
+        f"({sources.get('entry', 0)}), else {est.default_s:g} s ({sources.get('default', 0)})"
+        + (
+            f"; 0 s for a variant with requirements ({sources['decided']}: nothing is "
+            "installed into an existing interpreter)"
+            if sources.get("decided")
+            else ""
+        )
+        + f"; + {est.cuda_start_s:g} s CUDA start per child on a cuda cell; "
+        f"+ {plan.startup_s:g} s start (harness, interpreter, warm worker)",
+    ]
+    total = sum(est(j) for j in plan.jobs)
+    lines.append(
+        f"all {len(plan.jobs)} jobs: {total / 60:.1f} min of job time, "
+        f"{(plan.startup_s + total / plan.slots) / 60:.1f} min on {plan.slots} slots"
+    )
+    for phase, name in enumerate(PHASES):
+        index = [i for i, j in enumerate(plan.jobs) if phase_of(j) == phase]
+        kept = [i for i in index if i < plan.kept]
+        ends = (
+            f", its last ends at {(plan.startup_s + plan.ends[kept[-1]]) / 60:.1f} min"
+            if kept
+            else ""
+        )
+        lines.append(f"phase {phase + 1}, {name}: {len(index)} jobs, {len(kept)} fit{ends}")
+        for i in index[:examples]:
+            lines.append(f"    {i + 1:>5}. {plan.jobs[i].id}")
+    lines.append(
+        f"fits: {plan.kept} of {len(plan.jobs)} jobs, est. {plan.estimated_s / 60:.1f} min"
+        + ("" if plan.budget_s is None else f" of {plan.budget_s / 60:.1f}")
+    )
+    if plan.left:
+        first = plan.left[0]
+        per_phase = [sum(1 for j in plan.left if phase_of(j) == p) for p in range(len(PHASES))]
+        lines.append(
+            f"left for the next call (--resume): {len(plan.left)} jobs "
+            f"({', '.join(f'phase {p + 1}: {n}' for p, n in enumerate(per_phase) if n)}), "
+            f"from {first.id}"
+        )
+    else:
+        lines.append("left for the next call: nothing")
+    return lines
