@@ -42,9 +42,13 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def job_file(job: Job, memory_limit_mb: int) -> dict[str, Any]:
+def job_file(job: Job, memory_limit_mb: int, skip: str | None = None) -> dict[str, Any]:
+    """The child's job; ``skip``: the cell cannot run here (no CUDA), and the child only
+    imports the reproducer and checks the variant before recording ``skipped`` with it."""
     v = job.variant
+    extra = {"skip": skip} if skip else {}
     return {
+        **extra,
         "protocol": CHILD_PROTOCOL,
         "repro": str(job.entry.repro),
         "variant": v.name,
@@ -193,14 +197,19 @@ def run_job(
     provenance: dict[str, str],
     groups: ProcessGroups | None = None,
     worker: WarmWorker | None = None,
+    skip: str | None = None,
 ) -> Record:
     """Run one job: forked from ``worker`` (isolation "fork") unless the variant asks for
-    a fresh interpreter or the worker refuses to fork, else in a fresh interpreter."""
+    a fresh interpreter or the worker refuses to fork, else in a fresh interpreter.
+    ``skip``: why its cell cannot run here; the child imports the reproducer and checks
+    the variant, then records ``skipped`` (in the worker even for a variant that asks for
+    a fresh interpreter: nothing of it runs)."""
     started_at = now()
-    payload = job_file(job, memory_limit_mb)
+    payload = job_file(job, memory_limit_mb, skip)
     child: ChildResult | None = None
     isolation = "process"
-    if worker is not None and job.variant.isolation != "process" and worker.refusal is None:
+    fresh = job.variant.isolation == "process" and not skip
+    if worker is not None and not fresh and worker.refusal is None:
         ran = worker.run(payload, timeout_s, job.id)
         if isinstance(ran, Refused):
             started_at = now()

@@ -30,7 +30,7 @@ from harness.envs.backends import (
     MatrixBackend,
     UvBackend,
 )
-from harness.envs.capabilities import before_run
+from harness.envs.capabilities import CudaFacts, RuntimeFacts, before_run, needs_check
 from harness.envs.provenance import machine_provenance
 from harness.errors import InputError
 from harness.execute.budget import CUDA_START_S, Fit, by_value, describe_fit, estimate_from, fit
@@ -46,10 +46,11 @@ from harness.execute.runner import (
 )
 from harness.execute.scheduler import Prepare, Run, Scheduler
 from harness.execute.warm import FORK_AVAILABLE
+from harness.outcomes import Outcome
 from harness.spec.entries import Entry, load_entries
 from harness.spec.matrix import Environment, Expansion, Matrix, MatrixError, load_matrix
 from harness.store.jsonl import Store, StoreError
-from harness.store.records import Record
+from harness.store.records import Record, RecordKey
 
 __all__ = ["BUDGET_PLAN_STEPS", "RunState", "STEPS", "budget_fit", "order_jobs", "run_steps"]
 
@@ -358,6 +359,7 @@ class _MatrixRun:
         self.pool = ThreadPoolExecutor(max_workers=self.sched.slots)
         self.pending: dict[Future[Any], Prepare[Environment] | Run[Environment, Job]] = {}
         self.refusals_told: set[str] = set()
+        self.skips: dict[RecordKey, str] = {}  # jobs the child checks, then skips: why
 
     def start_work(self) -> None:
         """Fill the free slots with what the scheduler says comes next."""
@@ -413,6 +415,18 @@ class _MatrixRun:
             if (found := before_run(job.cell.device, job.cell.precision, job.variant.needs, probe))
             is not None
         ]
+        # a CUDA cell skipped here (no CUDA) on a real torch still goes to the child, which
+        # imports the reproducer and checks the variant before it records ``skipped``: a
+        # typo in a CUDA-only variant shows without a GPU
+        checked = {
+            job.key: _skip_reason(why, job, probe)
+            for job, (outcome, why) in decided
+            if outcome is Outcome.SKIPPED
+            and job.cell.device == "cuda"
+            and CudaFacts.from_probe(probe).torch is not None
+        }
+        self.skips.update(checked)
+        decided = [(job, found) for job, found in decided if job.key not in checked]
         self.sched.withdraw(env, (job for job, _ in decided))
         for job, (outcome, why) in decided:
             record = decided_record(
@@ -461,6 +475,7 @@ class _MatrixRun:
             provenance=ready.provenance,
             groups=self.groups,
             worker=self.envs.worker_for(env),
+            skip=self.skips.get(job.key),
         )
 
     def _store(self, job: Job, record: Record) -> None:
@@ -486,6 +501,14 @@ class _MatrixRun:
             return None
         assert isinstance(record, Record)
         return record
+
+
+def _skip_reason(why: str, job: Job, probe: dict[str, str]) -> str:
+    """Why a CUDA cell is skipped here, with what its variant's needs would decide here."""
+    needs = needs_check(job.variant.needs, RuntimeFacts.from_probe(probe))
+    if needs is None:
+        return why
+    return f"{why}; its needs ({', '.join(sorted(job.variant.needs))}) here: {needs[1]}"
 
 
 def render(state: RunState) -> RunState | int:

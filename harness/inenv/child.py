@@ -286,6 +286,84 @@ def cuda_missing_reason(device):
     return None
 
 
+def undefined_globals(function):
+    """The global names ``function`` loads that neither its module nor builtins define, nor
+    it assigns (``global``): each a NameError once it runs. Read from the bytecode
+    (LOAD_GLOBAL) of the function, of what is defined in it and of the module's functions
+    it calls, nothing run."""
+    import builtins
+    import dis
+
+    known = function.__globals__
+    loaded, stored = [], set()
+    seen_functions = {id(function)}
+    codes = [getattr(function, "__code__", None)]
+    while codes:
+        code = codes.pop()
+        if code is None:
+            continue
+        for instruction in dis.get_instructions(code):
+            if instruction.opname == "STORE_GLOBAL":
+                stored.add(instruction.argval)
+            if instruction.opname != "LOAD_GLOBAL":
+                continue
+            name = str(instruction.argval)
+            if name not in loaded:
+                loaded.append(name)
+            called = known.get(name)
+            # a helper of the same reproducer: its body runs too
+            if (
+                callable(called)
+                and getattr(called, "__globals__", None) is known
+                and id(called) not in seen_functions
+            ):
+                seen_functions.add(id(called))
+                codes.append(getattr(called, "__code__", None))
+        codes.extend(c for c in code.co_consts if hasattr(c, "co_code"))
+    return [
+        name
+        for name in loaded
+        if name not in known and name not in stored and not hasattr(builtins, name)
+    ]
+
+
+def checked_skip(job, reason):
+    """A job whose cell cannot run here (no CUDA): ``skipped`` with ``reason``, once
+    repro.py has imported, VARIANTS names the variant and its function loads no undefined
+    global; otherwise the error (``other_error``) that the run would have met first."""
+    function = None
+    try:
+        function = variant_function(_load_repro(job["repro"]), job["variant"])
+        if function is not None:
+            missing = undefined_globals(function)
+            if missing:
+                raise NameError(
+                    "name %r is not defined (variant %r loads it; found in its bytecode "
+                    "without running it)" % (missing[0], job["variant"])
+                )
+    except Exception as error:  # the reproducer's own error, whatever it is
+        info = exception_info(error)
+        return {
+            "outcome": "other_error",
+            "reason": _bounded(
+                "the reproducer failed before its %s cell was skipped (%s): %s: %s"
+                % (job["device"], reason, info["type"], info["message"])
+            ),
+            "exception": info,
+        }
+    if function is None:
+        return {
+            "outcome": "skipped",
+            "reason": "not written: VARIANTS maps %r to None" % job["variant"],
+            "exception": None,
+        }
+    return {
+        "outcome": "skipped",
+        "reason": reason + "; repro.py imported and its variant found, not run",
+        "exception": None,
+    }
+
+
 def execute(job):
     """Run the job in this process and return the result dict (never raises)."""
     started = time.time()
@@ -295,9 +373,13 @@ def execute(job):
     checks = {}
     run_s = 0.0
     function = None
-    skip = cuda_missing_reason(job["device"])
+    # "skip": the parent decided the cell cannot run here (no CUDA); the reproducer is
+    # still imported and its variant checked, so that a typo shows without a GPU
+    skip = job.get("skip") or cuda_missing_reason(job["device"])
     if skip is not None:
-        result = {"outcome": "skipped", "reason": skip, "exception": None}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = checked_skip(job, skip)
     else:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
