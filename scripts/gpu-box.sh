@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
-# The GPU box: run the gpu-nightly profile's seed entries on this machine's preinstalled
-# stack, with the `existing` backend (nothing is installed: no package index, no uv needed),
-# and leave ONE record file to bring back and merge.
+# The GPU box: run every entry with a variant that may run on CUDA (the four deadends domains
+# and the seeds: the gpu-nightly profile's cuda cells) on this machine's preinstalled stack,
+# with the `existing` backend (nothing is installed: no package index, no uv needed), the
+# most valuable jobs first, and leave ONE record file to bring back and merge.
 #
-#   bash scripts/gpu-box.sh [OUTDIR]      # OUTDIR: where a copy of the record file goes
+#   bash scripts/gpu-box.sh [--dry-run] [OUTDIR]   # OUTDIR: where a copy of the record file goes
+#
+# Order and budget are the harness's (`run --budget`, harness/execute/budget.py): each entry's
+# baselines (one trial), then one trial of every other variant, then the other trials; the
+# plan is cut to what the stored CPU durations (plus a CUDA start per child) say fits the
+# budget, and a second call finishes what it left (--resume). --dry-run prints that plan
+# (`plan --budget`) and runs nothing.
 #
 # Needs: a python3 with torch, lightning, packaging, PyYAML and rich (numpy and Pillow only
-# for reports). Bounded: the whole run stops after GPU_BOX_BUDGET_S seconds (default 420)
-# and each run after GPU_BOX_RUN_TIMEOUT_S (default 120); a second call resumes (--resume).
+# for reports). Bounded: GPU_BOX_BUDGET_S (default 600) is the whole call's wall time: the
+# harness plans for it less GPU_BOX_MARGIN_S (default 30: the summary, a job that overruns
+# its estimate) and is stopped at it less 10 s in any case; each run stops after
+# GPU_BOX_RUN_TIMEOUT_S (default 120).
 # Settings (environment): PYTHON (default python3), GPU_BOX_MACHINE (default gpu-<host>),
-# GPU_BOX_ENTRIES (entry globs, default the two seed entries), GPU_BOX_JOBS (default 8),
-# GPU_BOX_PROFILE (default gpu-nightly).
+# GPU_BOX_ENTRIES (entry globs, default every entry), GPU_BOX_JOBS (default 8),
+# GPU_BOX_PROFILE (default gpu-nightly), GPU_BOX_CUDA_START_S (default the harness's, 2 s).
 # Then, on the main machine:
 #   python -m harness merge gpu-<host>.jsonl && python -m harness report
 set -uo pipefail
@@ -19,14 +28,21 @@ cd "$(dirname "$0")/.."
 # the interpreter itself (not a launcher such as a pyenv shim): it is the environment
 PY=$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)') \
   || { echo "gpu-box: ${PYTHON:-python3} does not run"; exit 2; }
-BUDGET=${GPU_BOX_BUDGET_S:-420}
+DRY_RUN=0
+if [ "${1:-}" = "--dry-run" ]; then DRY_RUN=1; shift; fi
+BUDGET=${GPU_BOX_BUDGET_S:-600}
+MARGIN=${GPU_BOX_MARGIN_S:-30}
 RUN_TIMEOUT=${GPU_BOX_RUN_TIMEOUT_S:-120}
 MACHINE=${GPU_BOX_MACHINE:-gpu-$(hostname -s)}
-ENTRIES=${GPU_BOX_ENTRIES:-"pytorch/grad-scale-unscale-error lightning/gradient-clipping-optimizer-handles-unscaling"}
+ENTRIES=${GPU_BOX_ENTRIES:-}
 JOBS=${GPU_BOX_JOBS:-8}
 PROFILE=${GPU_BOX_PROFILE:-gpu-nightly}
 RECORDS="results/records/$MACHINE.jsonl"
 OUTDIR=${1:-}
+PLANNED=$(( BUDGET > MARGIN + 10 ? BUDGET - MARGIN : 10 ))
+HARD=$(( BUDGET > 20 ? BUDGET - 10 : BUDGET ))
+budget_args=(--budget "$PLANNED" -j "$JOBS")
+if [ -n "${GPU_BOX_CUDA_START_S:-}" ]; then budget_args+=(--cuda-start-s "$GPU_BOX_CUDA_START_S"); fi
 
 echo "== gpu-box $(date -u +%FT%TZ): machine $MACHINE, profile $PROFILE, budget ${BUDGET} s, $PY"
 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader 2>/dev/null \
@@ -34,17 +50,26 @@ nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv
 
 entry_args=()
 for entry in $ENTRIES; do entry_args+=(--entry "$entry"); done
+if [ "$DRY_RUN" = 1 ]; then
+  exec "$PY" -m harness plan --python "$PY" --profile "$PROFILE" "${entry_args[@]}" \
+    --machine "$MACHINE" --resume "${budget_args[@]}"
+fi
 started=$(date +%s)
+log=$(mktemp)
 # the harness stops like Ctrl-C on SIGTERM: running children ended, every finished record kept
-timeout -k 15 "$BUDGET" "$PY" -m harness run --python "$PY" --profile "$PROFILE" \
-  "${entry_args[@]}" --machine "$MACHINE" --no-report --resume -j "$JOBS" --timeout "$RUN_TIMEOUT"
-status=$?
+timeout -k 5 "$HARD" "$PY" -m harness run --python "$PY" --profile "$PROFILE" \
+  "${entry_args[@]}" --machine "$MACHINE" --no-report --resume "${budget_args[@]}" \
+  --timeout "$RUN_TIMEOUT" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
 echo "== harness exit status $status after $(( $(date +%s) - started )) s"
 case $status in
-  0) ;;
-  124|130|137) echo "gpu-box: stopped by the ${BUDGET} s budget; run this script again to finish (--resume)" ;;
+  0) if grep -q "left for the next call" "$log"; then
+       echo "gpu-box: the ${BUDGET} s budget holds only part of the plan; run this script again to finish (--resume)"
+     fi ;;
+  124|130|137) echo "gpu-box: stopped at the ${BUDGET} s budget; run this script again to finish (--resume)" ;;
   *) echo "gpu-box: the harness failed (exit $status)" ;;
 esac
+rm -f "$log"
 
 if [ ! -s "$RECORDS" ]; then
   echo "gpu-box: no records in $RECORDS"

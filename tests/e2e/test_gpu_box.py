@@ -17,6 +17,7 @@ from harness.envs.backends import STANDIN_VAR
 from tests.paths import REPO
 
 SCRIPT = "scripts/gpu-box.sh"
+SEEDS = "pytorch/grad-scale-unscale-error lightning/gradient-clipping-optimizer-handles-unscaling"
 
 
 def copy_project(root: Path) -> Path:
@@ -47,7 +48,9 @@ def test_gpu_box_with_a_standin_skips_every_cuda_cell_and_leaves_one_file(
     tmp_path: Path,
 ) -> None:
     root = copy_project(tmp_path / "box")
-    out = gpu_box(root, tmp_path / "out", **{STANDIN_VAR: "packaging=={torch}"})
+    out = gpu_box(
+        root, tmp_path / "out", GPU_BOX_ENTRIES=SEEDS, **{STANDIN_VAR: "packaging=={torch}"}
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "== gpu-box" in out.stdout and "bring back results/records/box.jsonl" in out.stdout
     files = sorted((root / "results" / "records").glob("*.jsonl"))
@@ -63,7 +66,9 @@ def test_gpu_box_with_a_standin_skips_every_cuda_cell_and_leaves_one_file(
         "no CUDA here: torch was not imported (a stand-in environment)"
     }
     assert f"{len(stored)} x no CUDA here" in out.stdout
-    again = gpu_box(root, tmp_path / "out", **{STANDIN_VAR: "packaging=={torch}"})
+    again = gpu_box(
+        root, tmp_path / "out", GPU_BOX_ENTRIES=SEEDS, **{STANDIN_VAR: "packaging=={torch}"}
+    )
     assert again.returncode == 0 and "0 to run" in again.stdout  # a second call resumes
     assert len(records(files[0])) == len(stored)
 
@@ -81,11 +86,13 @@ def test_gpu_box_on_a_real_cpu_torch_says_why_cuda_cells_are_skipped(tmp_path: P
     stored = records(root / "results" / "records" / "box.jsonl")
     assert stored and {r["outcome"] for r in stored} == {"skipped"}
     reasons = {str(r["reason"]) for r in stored}
+    # each child imported repro.py and found its variant before it skipped the cell
+    checked = "; repro.py imported and its variant found, not run"
     if torch.version.cuda is None:
         assert reasons == {
             f"no CUDA here: torch {torch.__version__} is a CPU-only build "
-            "(torch.version.cuda is None)"
+            f"(torch.version.cuda is None){checked}"
         }
     else:
-        assert all(r.startswith("no CUDA device here") for r in reasons)
+        assert all(r.startswith("no CUDA device here") and checked in r for r in reasons)
     assert {r["versions"]["torch"] for r in stored} == {torch.__version__}  # type: ignore[index]
