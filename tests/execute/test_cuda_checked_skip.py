@@ -212,3 +212,18 @@ def test_a_real_warm_worker_of_torch_forks_its_jobs(tiny_entry, tmp_path) -> Non
         assert r.outcome.value == "skipped", r.reason
     finally:
         warm.stop()
+
+
+def test_a_skipped_cuda_cells_reason_names_what_its_needs_decide_here(tiny_entry, host_env) -> None:
+    """The variant's needs: are decided from the probe too (a torch.compile variant on a
+    Python this torch does not compile on would be unsupported here)."""
+    from harness.execute.steps import _skip_reason
+
+    variant = dataclasses.replace(tiny_entry.variants[0], needs=("torch.compile",))
+    job = Job(tiny_entry, variant, Cell(host_env.env, "cuda", "fp32"), 0)
+    old_python = {"python": "3.13.1", "torch": "2.3.1+cpu", "setuptools": "70.0"}
+    reason = _skip_reason(NO_CUDA, job, old_python)
+    assert reason.startswith(NO_CUDA + "; its needs (torch.compile) here: torch 2.3.1 does not")
+    assert "Python 3.13" in reason
+    fine = {"python": "3.11.7", "torch": "2.5.1+cpu", "setuptools": "70.0"}
+    assert _skip_reason(NO_CUDA, job, fine) == NO_CUDA
