@@ -5,9 +5,11 @@ Order (``by_value``), deterministic: phase 1, each entry's baselines, one trial 
 phase 2, one trial of every other variant; phase 3, the other trials, trial 1 of every job
 before trial 2. Within a phase the plan's own order (environment, cell, entry, variant).
 
-Arithmetic (``estimate_from`` and ``fit``): a job costs the median ``duration_s`` of the
-stored CPU records of its entry and variant, else of its entry, else ``DEFAULT_S``; a job
-on a CUDA cell adds ``CUDA_START_S``, since each job is a fresh child (forked from a warm
+Arithmetic (``estimate_from`` and ``fit``): a job on a CUDA cell costs the median
+``duration_s`` of the stored CUDA records of its entry and variant where there are some (a
+GPU box's earlier call: its CUDA start included); else the median of the stored CPU records
+of its entry and variant, else of its entry, else ``DEFAULT_S``, and a job on a CUDA cell
+adds ``CUDA_START_S``, since each job is a fresh child (forked from a warm
 worker that must not have touched CUDA) and creates its own CUDA context; a job whose
 variant has requirements costs nothing under ``--python`` (it is decided without a run:
 nothing is installed into an existing interpreter). The jobs go, in order, to ``slots``
@@ -77,17 +79,21 @@ def by_value(jobs: Iterable[Job]) -> list[Job]:
 class Estimate:
     """Seconds per job: stored CPU medians, the CUDA start, and where each figure came from."""
 
-    by_variant: dict[tuple[str, str], float] = field(default_factory=dict)
+    by_variant: dict[tuple[str, str], float] = field(default_factory=dict)  # CPU records
     by_entry: dict[str, float] = field(default_factory=dict)
     default_s: float = DEFAULT_S
     cuda_start_s: float = CUDA_START_S
     existing: bool = False  # run --python: a variant with requirements is decided, not run
+    on_cuda: dict[tuple[str, str], float] = field(default_factory=dict)  # CUDA records
 
     def source(self, job: Job) -> tuple[float, str]:
-        """(seconds before the CUDA start, "variant" | "entry" | "default" | "decided")."""
+        """(seconds, "cuda" | "variant" | "entry" | "default" | "decided"); all but "cuda"
+        before the CUDA start."""
         if self.existing and job.env.requires:
             return 0.0, "decided"
         key = (job.entry.id, job.variant.name)
+        if job.cell.device == "cuda" and key in self.on_cuda:
+            return self.on_cuda[key], "cuda"
         if key in self.by_variant:
             return self.by_variant[key], "variant"
         if job.entry.id in self.by_entry:
@@ -96,8 +102,8 @@ class Estimate:
 
     def __call__(self, job: Job) -> float:
         seconds, where = self.source(job)
-        if where == "decided":
-            return 0.0
+        if where in ("decided", "cuda"):
+            return seconds
         return seconds + (self.cuda_start_s if job.cell.device == "cuda" else 0.0)
 
 
@@ -108,13 +114,17 @@ def estimate_from(
     default_s: float = DEFAULT_S,
     existing: bool = False,
 ) -> Estimate:
-    """The medians of the stored CPU records that ran (every machine's, every environment's)."""
+    """The medians of the stored records that ran (every machine's, every environment's): CPU
+    records per entry and variant and per entry, CUDA records per entry and variant."""
     by_variant: dict[tuple[str, str], list[float]] = {}
     by_entry: dict[str, list[float]] = {}
+    on_cuda: dict[tuple[str, str], list[float]] = {}
     for r in records:
-        if r.device != "cpu" or r.outcome.value in _NOT_TIMED:
+        if r.outcome.value in _NOT_TIMED or r.duration_s is None or not r.duration_s > 0:
             continue
-        if r.duration_s is None or not r.duration_s > 0:
+        if r.device == "cuda":
+            on_cuda.setdefault((r.entry, r.variant), []).append(r.duration_s)
+        if r.device != "cpu":
             continue
         by_variant.setdefault((r.entry, r.variant), []).append(r.duration_s)
         by_entry.setdefault(r.entry, []).append(r.duration_s)
@@ -124,6 +134,7 @@ def estimate_from(
         default_s,
         cuda_start_s,
         existing,
+        {k: statistics.median(v) for k, v in on_cuda.items()},
     )
 
 
@@ -190,7 +201,8 @@ def describe_fit(plan: Fit, stored: int = 0, examples: int = 3) -> list[str]:
     budget = "no budget" if plan.budget_s is None else f"budget {plan.budget_s:g} s"
     lines = [
         f"{len(plan.jobs)} jobs to run ({stored} already stored), -j {plan.slots}, {budget}",
-        "estimate per job: the median duration_s of the stored CPU records of its entry and "
+        "estimate per job: the median duration_s of the stored CUDA records of its entry and "
+        f"variant ({sources.get('cuda', 0)} jobs), else of the CPU records of its entry and "
         f"variant ({sources.get('variant', 0)} jobs), else of its entry "
         f"({sources.get('entry', 0)}), else {est.default_s:g} s ({sources.get('default', 0)})"
         + (
@@ -199,7 +211,7 @@ def describe_fit(plan: Fit, stored: int = 0, examples: int = 3) -> list[str]:
             if sources.get("decided")
             else ""
         )
-        + f"; + {est.cuda_start_s:g} s CUDA start per child on a cuda cell; "
+        + f"; + {est.cuda_start_s:g} s CUDA start per child on a cuda cell (CPU-timed); "
         f"+ {plan.startup_s:g} s start (harness, interpreter, warm worker)",
     ]
     total = sum(est(j) for j in plan.jobs)

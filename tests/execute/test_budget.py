@@ -120,7 +120,6 @@ def test_estimates_come_from_stored_cpu_durations_plus_the_cuda_start(box) -> No
         rec(job.entry.id, job.variant.name, 1.0),
         rec(job.entry.id, job.variant.name, 3.0),
         rec(job.entry.id, job.variant.name, 2.0),
-        rec(job.entry.id, job.variant.name, 99.0, device="cuda"),  # not a CPU record
         rec(job.entry.id, job.variant.name, 50.0, outcome=Outcome.SKIPPED),  # nothing ran
         rec(job.entry.id, "some-other-variant", 10.0),
     ]
@@ -132,6 +131,25 @@ def test_estimates_come_from_stored_cpu_durations_plus_the_cuda_start(box) -> No
     unknown = next(j for j in jobs if j.entry.id != SEEDS[0])
     assert est.source(unknown) == (DEFAULT_S, "default")
     assert estimate_from([]).cuda_start_s == CUDA_START_S
+
+
+def test_a_box_s_own_cuda_records_time_its_next_call(box) -> None:
+    """The first call's CUDA records (their CUDA start included) time the next call's jobs
+    of the same variants; skipped ones (nothing ran) do not."""
+    _, jobs = box
+    job = next(j for j in jobs if j.entry.id == SEEDS[0])
+    key = (job.entry.id, job.variant.name)
+    stored = [
+        rec(*key, 1.0),
+        rec(*key, 4.0, device="cuda"),
+        rec(*key, 6.0, device="cuda"),
+        rec(*key, 0.01, device="cuda", outcome=Outcome.SKIPPED),
+    ]
+    est = estimate_from(stored, cuda_start_s=2.0)
+    assert est.source(job) == (5.0, "cuda") and est(job) == 5.0  # no start added on top
+    assert est.by_variant[key] == est.by_entry[key[0]] == 1.0  # CPU medians: CPU records
+    cpu_only = estimate_from(stored[:1] + stored[3:], cuda_start_s=2.0)
+    assert cpu_only.source(job) == (1.0, "variant") and cpu_only(job) == 3.0
 
 
 def test_the_committed_records_time_most_jobs(box, stored) -> None:
