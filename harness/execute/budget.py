@@ -122,7 +122,8 @@ def estimate_from(
     for r in records:
         if r.outcome.value in _NOT_TIMED or r.duration_s is None or not r.duration_s > 0:
             continue
-        if r.device == "cuda":
+        # a CUDA record of a machine without a GPU timed only the child's checks
+        if r.device == "cuda" and r.provenance.get("gpu", "none") not in ("", "none"):
             on_cuda.setdefault((r.entry, r.variant), []).append(r.duration_s)
         if r.device != "cpu":
             continue

@@ -25,6 +25,7 @@ from harness.spec.matrix import Environment, Expansion, load_matrix
 from harness.store.records import Record
 from tests.paths import REPO
 
+H200 = {"gpu": "NVIDIA H200"}
 SEEDS = (
     "pytorch/grad-scale-unscale-error",
     "lightning/gradient-clipping-optimizer-handles-unscaling",
@@ -141,14 +142,16 @@ def test_a_box_s_own_cuda_records_time_its_next_call(box) -> None:
     key = (job.entry.id, job.variant.name)
     stored = [
         rec(*key, 1.0),
-        rec(*key, 4.0, device="cuda"),
-        rec(*key, 6.0, device="cuda"),
-        rec(*key, 0.01, device="cuda", outcome=Outcome.SKIPPED),
+        rec(*key, 4.0, device="cuda", provenance=H200),
+        rec(*key, 6.0, device="cuda", provenance=H200),
+        rec(*key, 0.01, device="cuda", outcome=Outcome.SKIPPED, provenance=H200),
+        # the other_error of a check on a machine without a GPU (a typo caught there)
+        rec(*key, 0.02, device="cuda", outcome=Outcome.OTHER_ERROR, provenance={"gpu": "none"}),
     ]
     est = estimate_from(stored, cuda_start_s=2.0)
     assert est.source(job) == (5.0, "cuda") and est(job) == 5.0  # no start added on top
     assert est.by_variant[key] == est.by_entry[key[0]] == 1.0  # CPU medians: CPU records
-    cpu_only = estimate_from(stored[:1] + stored[3:], cuda_start_s=2.0)
+    cpu_only = estimate_from(stored[:1] + stored[3:], cuda_start_s=2.0)  # no GPU's record
     assert cpu_only.source(job) == (1.0, "variant") and cpu_only(job) == 3.0
 
 
