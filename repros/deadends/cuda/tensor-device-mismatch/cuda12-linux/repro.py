@@ -47,7 +47,16 @@ def other_device(device):
         raise Unsupported(
             "meta tensors cannot run the model in this torch: %s: %s" % (type(exc).__name__, exc)
         )
-    return "meta"
+    # the stand-in must refuse a CPU operand where CUDA would: torch 1.13's meta linear
+    # accepts one silently (and the step fails later, at .item(), for want of data)
+    try:
+        out = F.linear(torch.ones(1, 2), torch.ones(2, 2, device="meta"))
+    except RuntimeError:
+        return "meta"
+    raise Unsupported(
+        "this torch's meta linear accepts a CPU input (it returned a %s tensor): the meta "
+        "device cannot stand for a second device here" % out.device
+    )
 
 
 def one_device():
