@@ -1,30 +1,147 @@
-"""Reproducer: "CUDA error: operation failed due to a previous error during capture (cudaErro..." (deadends/cuda/stream-capture-merge/cuda12-linux).
+"""Reproducer: "CUDA error: operation failed due to a previous error during capture
+(cudaErrorStreamCaptureMerge)" (deadends/cuda/stream-capture-merge/cuda12-linux).
 
-TODO: what this reproducer does, in a few lines.
+CUDA graph capture with torch.cuda.CUDAGraph: two kernels (y = 2x, z = y + 1) captured,
+replayed, and their output checked. The baseline merges two captures: a stream capturing a
+second graph waits on an event recorded in the first graph's capture. Each variant applies
+one workaround or dead end of https://deadends.dev/cuda/stream-capture-merge/cuda12-linux.
+CUDA cells only; a variant whose capture fails runs in a fresh process (entry.yaml isolation).
 """
 
 from __future__ import annotations
 
-from reprokit import Unsupported, autocast, autocast_dtype, finite, moved  # noqa: F401
+import torch
+from reprokit import Unsupported
 
-# One function per variant, (device, precision) -> its postconditions, each able to fail.
-# Raise Unsupported (before the behaviour under test) where this cell cannot express the
-# variant's intent; entry.yaml says what each variant is and where it runs. For example:
-#
-# def baseline(device, precision):
-#     dtype = autocast_dtype(device, precision)  # Unsupported where autocast cannot run it
-#     torch.manual_seed(0)
-#     ...
-#     return {"loss_finite": finite(losses), "params_moved": moved(before, params)}
+N = 1 << 16
 
 
-# name -> its function; None while it is not written (the harness never runs it). Replace a
-# None by the function once it is written.
+def needs_graphs(precision):
+    if precision != "fp32":
+        raise Unsupported("stream capture does not depend on precision: fp32 only")
+    if not torch.cuda.is_available():
+        raise Unsupported("needs a CUDA device: stream capture is CUDA's")
+    if not hasattr(torch.cuda, "CUDAGraph"):
+        raise Unsupported("torch.cuda.CUDAGraph is missing in torch %s" % torch.__version__)
+
+
+def inputs():
+    x = torch.arange(N, device="cuda", dtype=torch.float32)
+    torch.cuda.synchronize()
+    return x
+
+
+def replayed(graph, x, z):
+    """Replay ``graph`` on new input (x += 1 first) and check z == 2x + 1."""
+    x.add_(1.0)
+    graph.replay()
+    torch.cuda.synchronize()
+    want = 2 * x + 1
+    wrong = int((z != want).sum())
+    return {
+        "replay_correct": {
+            "ok": wrong == 0,
+            "detail": "%d of %d outputs differ from 2x + 1 after replay" % (wrong, N),
+        }
+    }
+
+
+def capture_on_one_stream(between=None):
+    """y = 2x, ``between()``, z = y + 1 in one torch.cuda.graph capture; replayed, checked."""
+    x = inputs()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = x * 2
+        if between is not None:
+            y = between(y)
+        z = y + 1
+    return replayed(graph, x, z)
+
+
+def wait_on_another_capture():
+    x = inputs()
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    g1, g2 = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    done = torch.cuda.Event()
+    with torch.cuda.stream(s1):
+        g1.capture_begin()
+        try:
+            y = x * 2
+            done.record(s1)
+            with torch.cuda.stream(s2):
+                g2.capture_begin()
+                try:
+                    s2.wait_event(done)  # an event of graph 1's capture
+                    z = y + 1
+                finally:
+                    g2.capture_end()
+        finally:
+            g1.capture_end()
+    return replayed(g2, x, z)
+
+
+def baseline_wait_on_another_capture(device, precision):
+    needs_graphs(precision)
+    return wait_on_another_capture()
+
+
+def workaround1_fork_join_root(device, precision):
+    needs_graphs(precision)
+    x = inputs()
+    side = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = x * 2
+        root = torch.cuda.current_stream()
+        side.wait_stream(root)  # fork from the capturing stream
+        with torch.cuda.stream(side):
+            z = y + 1
+        root.wait_stream(side)  # join back before the capture ends
+    return replayed(graph, x, z)
+
+
+def workaround2_event_sync(device, precision):
+    needs_graphs(precision)
+    x = inputs()
+    side = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        root = torch.cuda.current_stream()
+        y = x * 2
+        ready = torch.cuda.Event()
+        ready.record(root)  # where dead end 1 synchronizes the device
+        side.wait_event(ready)
+        with torch.cuda.stream(side):
+            z = y + 1
+        root.wait_stream(side)
+    return replayed(graph, x, z)
+
+
+def deadend1_device_synchronize(device, precision):
+    needs_graphs(precision)
+
+    def synchronize(y):
+        torch.cuda.synchronize()
+        return y
+
+    return capture_on_one_stream(between=synchronize)
+
+
+def deadend2_wait_on_another_capture(device, precision):
+    needs_graphs(precision)
+    return wait_on_another_capture()
+
+
+def control_single_stream_capture(device, precision):
+    needs_graphs(precision)
+    return capture_on_one_stream()
+
+
 VARIANTS = {
-    "baseline": None,
-    "workaround1": None,
-    "workaround2": None,
-    "deadend1": None,
-    "deadend2": None,
-    "control": None,
+    "baseline-wait-on-another-capture": baseline_wait_on_another_capture,
+    "workaround1-fork-join-root": workaround1_fork_join_root,
+    "workaround2-event-sync": workaround2_event_sync,
+    "deadend1-device-synchronize": deadend1_device_synchronize,
+    "deadend2-wait-on-another-capture": deadend2_wait_on_another_capture,
+    "control-single-stream-capture": control_single_stream_capture,
 }

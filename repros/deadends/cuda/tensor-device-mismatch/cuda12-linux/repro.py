@@ -47,14 +47,14 @@ def other_device(device):
         raise Unsupported(
             "meta tensors cannot run the model in this torch: %s: %s" % (type(exc).__name__, exc)
         )
-    # the stand-in must refuse a CPU operand where CUDA would: torch 1.13's meta linear
-    # accepts one silently (and the step fails later, at .item(), for want of data)
+    # the stand-in must refuse a CPU input where CUDA does, shown on a 2x2 layer of its
+    # own: torch 1.13's meta Linear accepts one silently (the step then fails at .item())
     try:
-        out = F.linear(torch.ones(1, 2), torch.ones(2, 2, device="meta"))
+        out = nn.Linear(2, 2).to("meta")(torch.ones(1, 2))
     except RuntimeError:
         return "meta"
     raise Unsupported(
-        "this torch's meta linear accepts a CPU input (it returned a %s tensor): the meta "
+        "this torch's meta Linear accepts a CPU input (it returned a %s tensor): the meta "
         "device cannot stand for a second device here" % out.device
     )
 
