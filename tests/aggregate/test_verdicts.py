@@ -494,3 +494,39 @@ def test_a_version_row_does_not_echo_a_message_that_never_shows() -> None:
     row = verdict(agg, "version table")
     assert (row.verdict, row.grade) == (M.NOT_MEASURABLE, "other-error")
     assert "documented message" in row.why
+
+
+def test_a_stand_in_baselines_own_error_shows_nothing_of_the_documented_message() -> None:
+    """A CPU twin of a CUDA error declares the error the CPU raises (related): its runs can
+    neither confirm nor contradict the documented message; the CUDA baseline waits."""
+    base = graded_entry(Signature("RuntimeError", "device-side assert triggered"))
+    twin = Variant(
+        "base-cpu", "baseline", "the CPU twin", signature=Signature("IndexError", "out of bounds")
+    )
+    gpu = Variant("base-gpu", "baseline", "on the GPU", devices=("cuda",))
+    entry = Entry(**{**base.__dict__, "variants": (twin, gpu, *base.variants[1:])})
+    related = [
+        run(
+            "base-cpu",
+            "baseline",
+            e,
+            Outcome.RELATED,
+            trial=t,
+            exc=("IndexError", "Target 4 is out of bounds."),
+        )
+        for e in (E1, E2)
+        for t in range(3)
+    ]
+    msg = verdict(aggregate_entry(entry, related), "documented message")
+    assert msg.verdict == M.NOT_MEASURABLE, msg.why
+    assert "declares instead" in msg.why and "need CUDA and have no run yet: base-gpu" in msg.why
+    # one baseline that could show it and never did still counts, over its own runs only
+    plain = Variant("base", "baseline", "the error")
+    entry = Entry(**{**base.__dict__, "variants": (twin, plain, *base.variants[1:])})
+    never = [
+        run("base", "baseline", E1, OTHER, trial=t, exc=("ValueError", "something else"))
+        for t in range(2)
+    ]
+    msg = verdict(aggregate_entry(entry, related + never), "documented message")
+    # 0/2 is inconclusive, where 0/8 would have contradicted it
+    assert msg.verdict == M.INCONCLUSIVE and "2 of the 8 runs could show it" in msg.why
