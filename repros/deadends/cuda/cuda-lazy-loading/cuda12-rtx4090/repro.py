@@ -161,7 +161,11 @@ def control_cuda_starts(device, precision):
     need_cuda(device)
     fp32_only(precision)
     # the program as the workaround leaves it, judged by what it computes: it must start
-    got = init_script(device, {VARIABLE: "LAZY"})
+    return started(init_script(device, {VARIABLE: "LAZY"}))
+
+
+def started(got) -> dict:
+    """Postcondition of a report: CUDA started (device memory in use after the work)."""
     return {
         "cuda_started": {
             "ok": got["used_mib"] is not None and got["used_mib"] > 0,

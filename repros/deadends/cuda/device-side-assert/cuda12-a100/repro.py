@@ -81,6 +81,17 @@ def train_script(device, labels, **env):
     return json.loads(lines[-1])
 
 
+def at_faulty_op(got) -> dict:
+    """Postcondition of a TRAIN_SCRIPT report: the error was raised at the loss call."""
+    return {
+        "error_at_faulty_op": {
+            "ok": got["stage"] == "loss",
+            "detail": "raised at stage %s (the bad label is in the loss call): %s"
+            % (got["stage"], got["error"]),
+        }
+    }
+
+
 def batch(device, bad):
     torch.manual_seed(0)
     x = torch.randn(16, 8, device=device)
@@ -143,13 +154,7 @@ def workaround1_launch_blocking(device, precision):
     # literal: CUDA_LAUNCH_BLOCKING=1 python train.py; the advice is that the traceback then
     # names the operation that asserted (the cross_entropy call) and not a later line
     got = train_script(device, "bad", CUDA_LAUNCH_BLOCKING="1")
-    return {
-        "error_at_faulty_op": {
-            "ok": got["stage"] == "loss",
-            "detail": "raised at stage %s (the bad label is in the loss call): %s"
-            % (got["stage"], got["error"]),
-        }
-    }
+    return at_faulty_op(got)
 
 
 def check_shapes_and_labels(logits, labels, num_classes):
@@ -197,13 +202,7 @@ def deadend1_launch_blocking_0(device, precision):
     # CUDA_LAUNCH_BLOCKING=0 python train.py, the error caught and ignored: the record says
     # it then surfaces later, at another line than the one that asserted
     got = train_script(device, "bad", CUDA_LAUNCH_BLOCKING="0")
-    return {
-        "error_at_faulty_op": {
-            "ok": got["stage"] == "loss",
-            "detail": "raised at stage %s (the bad label is in the loss call): %s"
-            % (got["stage"], got["error"]),
-        }
-    }
+    return at_faulty_op(got)
 
 
 def deadend2_more_gpu_memory(device, precision):

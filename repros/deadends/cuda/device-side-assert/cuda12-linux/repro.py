@@ -83,6 +83,17 @@ def train_script(device, labels, **env):
     return json.loads(lines[-1])
 
 
+def at_faulty_op(got) -> dict:
+    """Postcondition of a TRAIN_SCRIPT report: the error was raised at the loss call."""
+    return {
+        "error_at_faulty_op": {
+            "ok": got["stage"] == "loss",
+            "detail": "raised at stage %s (the bad label is in the loss call): %s"
+            % (got["stage"], got["error"]),
+        }
+    }
+
+
 def batch(device, bad):
     torch.manual_seed(0)
     x = torch.randn(16, 8, device=device)
@@ -145,13 +156,7 @@ def workaround1_launch_blocking(device, precision):
     # literal: CUDA_LAUNCH_BLOCKING=1 python train.py; the advice is that the traceback then
     # names the operation that asserted (the cross_entropy call) and not a later line
     got = train_script(device, "bad", CUDA_LAUNCH_BLOCKING="1")
-    return {
-        "error_at_faulty_op": {
-            "ok": got["stage"] == "loss",
-            "detail": "raised at stage %s (the bad label is in the loss call): %s"
-            % (got["stage"], got["error"]),
-        }
-    }
+    return at_faulty_op(got)
 
 
 def workaround2_check_labels_literal(device, precision):
@@ -185,6 +190,11 @@ def deadend1_restart_process(device, precision):
         raise Unsupported("a label's range does not depend on precision: fp32 only")
     first = train_script(device, "bad")  # this process asserts and exits
     again = train_script(device, "good")  # a new process on the same GPU, good labels
+    return restarted(first, again)
+
+
+def restarted(first, again) -> dict:
+    """Postconditions of two TRAIN_SCRIPT reports: the first asserted, the second trained."""
     return {
         "first_run_asserted": {
             "ok": first["error"] is not None and ASSERT in first["error"],
