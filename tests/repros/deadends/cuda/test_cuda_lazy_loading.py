@@ -39,7 +39,14 @@ def test_memory_and_start_checks_fail():
     lazy = {"used_mib": 500.0}
     assert failed(repro.memory_check({"used_mib": 600.0}, lazy)) == set()
     assert failed(repro.memory_check({"used_mib": 900.0}, lazy)) == {"memory_as_lazy"}
+    # each process's own memory (NVML) wins where both reports have it
+    own = {"used_mib": 900.0, "own_mib": 300.0}
+    assert failed(repro.memory_check(own, {"used_mib": 500.0, "own_mib": 250.0})) == set()
+    assert failed(repro.memory_check(own, {"used_mib": 500.0, "own_mib": 10.0})) == {
+        "memory_as_lazy"
+    }
     cpu = repro.init_script("cpu", {repro.VARIABLE: "LAZY"})  # no device memory on the CPU
+    assert cpu["own_mib"] is None
     assert failed(repro.memory_check(cpu, lazy)) == {"memory_as_lazy"}
     assert failed(repro.started(cpu)) == {"cuda_started"}
 
