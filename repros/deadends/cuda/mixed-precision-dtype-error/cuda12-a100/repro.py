@@ -171,8 +171,19 @@ def workaround3_gradscaler_amp_recipe(device, precision):
     return checks(run)
 
 
+def require_half_training(device):
+    """Precondition of dead end 1: this torch has float16 backward kernels for the ops the
+    training uses (relu, mse_loss) on ``device``; older CPU builds lack them."""
+    a = torch.ones(2, 2, device=device, dtype=torch.float16, requires_grad=True)
+    try:
+        nn.functional.mse_loss(torch.relu(a), torch.zeros_like(a)).backward()
+    except RuntimeError as exc:
+        raise Unsupported("this torch cannot train in float16 on %s: %s" % (device, exc))
+
+
 def deadend1_cast_everything_half(device, precision):
     require_half(device, precision)
+    require_half_training(device)
     # the batch, the targets and so the loss and its gradients all in float16
     return checks(train(device, torch.float16, torch.float16))
 
