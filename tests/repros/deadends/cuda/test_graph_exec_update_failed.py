@@ -39,10 +39,7 @@ def a_cudart() -> ctypes.CDLL:
     )
     if not found:
         pytest.skip(f"no libcudart of CUDA 12+ under {envs}")
-    lib = ctypes.CDLL(found[0])
-    lib.cudaGetErrorString.restype = ctypes.c_char_p
-    lib.cudaGetErrorName.restype = ctypes.c_char_p
-    return lib
+    return ctypes.CDLL(found[0])
 
 
 @pytest.mark.torch
@@ -55,15 +52,37 @@ def test_every_variant_stops_at_its_precondition_without_cuda(repro) -> None:
 @pytest.mark.torch
 def test_the_check_raises_the_runtimes_words_which_the_signature_matches(repro) -> None:
     lib = a_cudart()
+    assert [name for name in repro.CALLS if not hasattr(lib, name)] == []
+    repro.bind(lib)
     signature = yaml.safe_load((REPO / "repros" / ENTRY / "entry.yaml").read_text())["signature"]
     repro.check(lib, 0, "cudaSuccess")  # no error, nothing raised
     with pytest.raises(repro.CudaError) as raised:
         repro.check(lib, 910, "cudaGraphExecUpdate")
     assert re.search(signature["message"], str(raised.value))
-    # a real call through the same bindings: no driver here, and the runtime says so
-    graph = ctypes.c_void_p()
-    with pytest.raises(repro.CudaError, match="cudaErrorInsufficientDriver|cudaErrorNoDevice"):
-        repro.check(lib, lib.cudaGraphCreate(ctypes.byref(graph), 0), "cudaGraphCreate")
+    # real calls through the same bindings, with the arguments the variants pass (their types
+    # converted by ctypes as on the GPU): no driver here, and the runtime says so
+    no_driver = "cudaErrorInsufficientDriver|cudaErrorNoDevice"
+    graph, node, exe = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+    params = repro.MemsetParams(0, 0, 3, 4, repro.ELEMENTS, 1)
+    deps = (ctypes.c_void_p * 1)(None)
+    info = (ctypes.c_char * 64)()
+    calls = {
+        "cudaGraphCreate": lib.cudaGraphCreate(ctypes.byref(graph), 0),
+        "cudaGraphAddMemsetNode": lib.cudaGraphAddMemsetNode(
+            ctypes.byref(node), graph, deps, 1, ctypes.byref(params)
+        ),
+        "cudaGraphInstantiateWithFlags": lib.cudaGraphInstantiateWithFlags(
+            ctypes.byref(exe), graph, ctypes.c_ulonglong(0)
+        ),
+        "cudaGraphExecUpdate": lib.cudaGraphExecUpdate(exe, graph, ctypes.byref(info)),
+        "cudaGraphExecMemsetNodeSetParams": lib.cudaGraphExecMemsetNodeSetParams(
+            exe, node, ctypes.byref(params)
+        ),
+        "cudaGraphLaunch": lib.cudaGraphLaunch(exe, None),
+    }
+    for call, code in calls.items():
+        with pytest.raises(repro.CudaError, match=no_driver):
+            repro.check(lib, code, call)
 
 
 @pytest.mark.torch

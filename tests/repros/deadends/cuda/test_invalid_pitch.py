@@ -36,7 +36,9 @@ def a_cudart(repro) -> ctypes.CDLL:
     found = sorted(glob.glob(envs + pattern))
     if not found:
         pytest.skip(f"no libcudart of CUDA 12+ under {envs}")
-    return repro.bind(ctypes.CDLL(found[0]))
+    lib = ctypes.CDLL(found[0])
+    assert [name for name in repro.CALLS if not hasattr(lib, name)] == []
+    return repro.bind(lib)
 
 
 @pytest.mark.torch
@@ -58,6 +60,10 @@ def test_the_check_raises_the_runtimes_words_which_the_signature_matches(repro) 
     code = lib.cudaMemcpy2D(None, 252, None, 256, 256, 2, repro.D2D)
     with pytest.raises(repro.CudaError, match=no_driver):
         repro.check(lib, code, "cudaMemcpy2D")
+    ptr, pitch = ctypes.c_void_p(), ctypes.c_size_t()
+    code = lib.cudaMallocPitch(ctypes.byref(ptr), ctypes.byref(pitch), 256, 2)
+    with pytest.raises(repro.CudaError, match=no_driver):
+        repro.check(lib, code, "cudaMallocPitch")
     value = ctypes.c_int()
     code = lib.cudaDeviceGetAttribute(ctypes.byref(value), repro.MAX_PITCH_ATTR, 0)
     with pytest.raises(repro.CudaError, match=no_driver):

@@ -44,6 +44,40 @@ def loaded_cudart():
     return paths[0] if paths else None
 
 
+CALLS = (
+    "cudaGetErrorString",
+    "cudaGetErrorName",
+    "cudaRuntimeGetVersion",
+    "cudaGraphCreate",
+    "cudaGraphAddMemsetNode",
+    "cudaGraphInstantiateWithFlags",
+    "cudaGraphExecUpdate",
+    "cudaGraphExecMemsetNodeSetParams",
+    "cudaGraphLaunch",
+    "cudaDeviceSynchronize",
+)
+
+
+def bind(lib):
+    """Argument types for the calls used (size_t and pointers must not be passed as int)."""
+    ptr, out = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
+    lib.cudaGetErrorString.restype = ctypes.c_char_p
+    lib.cudaGetErrorName.restype = ctypes.c_char_p
+    lib.cudaGraphCreate.argtypes = [out, ctypes.c_uint]
+    lib.cudaGraphAddMemsetNode.argtypes = [
+        out,
+        ptr,
+        out,
+        ctypes.c_size_t,
+        ctypes.POINTER(MemsetParams),
+    ]
+    lib.cudaGraphInstantiateWithFlags.argtypes = [out, ptr, ctypes.c_ulonglong]
+    lib.cudaGraphExecUpdate.argtypes = [ptr, ptr, ptr]
+    lib.cudaGraphExecMemsetNodeSetParams.argtypes = [ptr, ptr, ctypes.POINTER(MemsetParams)]
+    lib.cudaGraphLaunch.argtypes = [ptr, ptr]
+    return lib
+
+
 def cudart():
     """Preconditions, then the CUDA runtime torch loaded: a CUDA device, a dynamically
     loaded libcudart of CUDA 12 or later (cudaGraphExecUpdate's current signature)."""
@@ -55,8 +89,10 @@ def cudart():
     if path is None:
         raise Unsupported("no libcudart is mapped in this process (torch linked it statically?)")
     lib = ctypes.CDLL(path)
-    lib.cudaGetErrorString.restype = ctypes.c_char_p
-    lib.cudaGetErrorName.restype = ctypes.c_char_p
+    missing = [name for name in CALLS if not hasattr(lib, name)]
+    if missing:
+        raise Unsupported("%s lacks %s" % (path, ", ".join(missing)))
+    bind(lib)
     version = ctypes.c_int()
     check(lib, lib.cudaRuntimeGetVersion(ctypes.byref(version)), "cudaRuntimeGetVersion")
     if version.value < 12000:
@@ -91,9 +127,10 @@ def build(lib, tensors, values, chain):
     for tensor, value in zip(tensors, values):
         node = ctypes.c_void_p()
         deps = (ctypes.c_void_p * 1)(nodes[-1]) if (chain and nodes) else None
+        count = 1 if deps is not None else 0
         params = memset_params(tensor, value)
         code = lib.cudaGraphAddMemsetNode(
-            ctypes.byref(node), graph, deps, 1 if deps else 0, ctypes.byref(params)
+            ctypes.byref(node), graph, deps, count, ctypes.byref(params)
         )
         check(lib, code, "cudaGraphAddMemsetNode")
         nodes.append(node.value)
@@ -112,7 +149,7 @@ def instantiate(lib, graph):
 
 def update(lib, exe, graph):
     info = (ctypes.c_char * 64)()  # cudaGraphExecUpdateResultInfo (24 bytes), with room
-    check(lib, lib.cudaGraphExecUpdate(exe, graph, info), "cudaGraphExecUpdate")
+    check(lib, lib.cudaGraphExecUpdate(exe, graph, ctypes.byref(info)), "cudaGraphExecUpdate")
 
 
 def launch(lib, exe):

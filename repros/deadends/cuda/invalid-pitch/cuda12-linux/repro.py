@@ -35,6 +35,17 @@ def loaded_cudart():
     return paths[0] if paths else None
 
 
+CALLS = (
+    "cudaGetErrorString",
+    "cudaGetErrorName",
+    "cudaMemcpy2D",
+    "cudaMemcpy",
+    "cudaMallocPitch",
+    "cudaFree",
+    "cudaDeviceGetAttribute",
+)
+
+
 def bind(lib):
     """Argument types for the calls used (size_t arguments must not be passed as int)."""
     size, ptr = ctypes.c_size_t, ctypes.c_void_p
@@ -57,7 +68,11 @@ def cudart():
     path = loaded_cudart()
     if path is None:
         raise Unsupported("no libcudart is mapped in this process (torch linked it statically?)")
-    return bind(ctypes.CDLL(path))
+    lib = ctypes.CDLL(path)
+    missing = [name for name in CALLS if not hasattr(lib, name)]
+    if missing:
+        raise Unsupported("%s lacks %s" % (path, ", ".join(missing)))
+    return bind(lib)
 
 
 def check(lib, code, call):
