@@ -66,3 +66,28 @@ def test_the_kernel_gathers_under_the_triton_interpreter(repro, monkeypatch) -> 
     assert failed(repro.workaround2_check_indices("cuda", "fp32")) == set()
     monkeypatch.setattr(repro, "FAR", 5)  # an index in range: the check finds nothing
     assert failed(repro.workaround2_check_indices("cuda", "fp32")) == {"bad_index_found"}
+
+
+@pytest.mark.torch
+def test_the_kernel_compiles_for_the_windows_gpu(monkeypatch) -> None:
+    pytest.importorskip("triton", reason="Triton is not installed in the test interpreter")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    repro = load(ENTRY)  # the kernel decorated for the compiler, not the interpreter
+    backends = pytest.importorskip("triton.backends.compiler")
+    import triton
+    from triton.compiler import ASTSource
+
+    # compiled, not run: sm_90 (the H200 of the GPU window); no GPU is needed to compile
+    source = ASTSource(
+        fn=repro.gather_kernel,
+        signature={
+            "x_ptr": "*fp32",
+            "idx_ptr": "*i64",
+            "out_ptr": "*fp32",
+            "n": "i32",
+            "BLOCK": "constexpr",
+        },
+        constexprs={"BLOCK": repro.BLOCK},
+    )
+    ptx = triton.compile(source, target=backends.GPUTarget("cuda", 90, 32)).asm["ptx"]
+    assert "ld.global" in ptx

@@ -67,3 +67,30 @@ def test_the_kernel_reads_under_the_triton_interpreter(repro, monkeypatch) -> No
     assert failed(repro.workaround3_check_alignment("cuda", "fp32")) == set()
     monkeypatch.setattr(repro, "ODD", 0)  # an aligned start: nothing to find
     assert failed(repro.workaround3_check_alignment("cuda", "fp32")) == {"misalignment_found"}
+
+
+@pytest.mark.torch
+def test_the_kernel_compiles_for_the_windows_gpu_with_word_loads(monkeypatch) -> None:
+    pytest.importorskip("triton", reason="Triton is not installed in the test interpreter")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    repro = load(ENTRY)  # the kernel decorated for the compiler, not the interpreter
+    backends = pytest.importorskip("triton.backends.compiler")
+    import triton
+    from triton.compiler import ASTSource
+
+    # compiled, not run: sm_90 (the H200 of the GPU window); no GPU is needed to compile
+    for long in (False, True):
+        source = ASTSource(
+            fn=repro.words_kernel,
+            signature={
+                "bytes_ptr": "*u8",
+                "out_ptr": "*i32",
+                "start": "i32",
+                "n": "i32",
+                "BLOCK": "constexpr",
+                "LONG": "constexpr",
+            },
+            constexprs={"BLOCK": repro.BLOCK, "LONG": long},
+        )
+        ptx = triton.compile(source, target=backends.GPUTarget("cuda", 90, 32)).asm["ptx"]
+        assert "ld.global.b32" in ptx  # 4-byte word loads: at an odd address, misaligned
