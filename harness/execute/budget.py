@@ -33,6 +33,7 @@ from harness.store.records import Record
 __all__ = [
     "CUDA_START_S",
     "DEFAULT_S",
+    "PROCESS_START_S",
     "PHASES",
     "STARTUP_S",
     "Estimate",
@@ -57,6 +58,10 @@ STARTUP_S = 30.0
 # a job whose entry has no stored CPU duration (a CUDA-only entry): the median of the
 # committed CPU records is ~0.3 s; a CUDA reproducer trains a few steps, so 3 s
 DEFAULT_S = 3.0
+# a variant with `isolation: process` starts a fresh interpreter per job (torch and lightning
+# imported again: 3-5 s on a 16-core box with warm caches, 10-12 s on this 2-core machine);
+# a stored duration of such a variant already holds it, an entry's or the default does not
+PROCESS_START_S = 5.0
 # records whose duration says nothing about a run (none ran)
 _NOT_TIMED = {Outcome.SKIPPED.value, Outcome.ENV_FAILED.value}
 
@@ -85,6 +90,7 @@ class Estimate:
     cuda_start_s: float = CUDA_START_S
     existing: bool = False  # run --python: a variant with requirements is decided, not run
     on_cuda: dict[tuple[str, str], float] = field(default_factory=dict)  # CUDA records
+    process_start_s: float = PROCESS_START_S
 
     def source(self, job: Job) -> tuple[float, str]:
         """(seconds, "cuda" | "variant" | "entry" | "default" | "decided"); all but "cuda"
@@ -104,6 +110,8 @@ class Estimate:
         seconds, where = self.source(job)
         if where in ("decided", "cuda"):
             return seconds
+        if where in ("entry", "default") and job.variant.isolation == "process":
+            seconds += self.process_start_s
         return seconds + (self.cuda_start_s if job.cell.device == "cuda" else 0.0)
 
 
@@ -212,6 +220,8 @@ def describe_fit(plan: Fit, stored: int = 0, examples: int = 3) -> list[str]:
             if sources.get("decided")
             else ""
         )
+        + f"; + {est.process_start_s:g} s for a fresh interpreter (isolation: process) not "
+        "timed by its own records"
         + f"; + {est.cuda_start_s:g} s CUDA start per child on a cuda cell (CPU-timed); "
         f"+ {plan.startup_s:g} s start (harness, interpreter, warm worker)",
     ]

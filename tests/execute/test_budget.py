@@ -10,6 +10,7 @@ import pytest
 from harness.execute.budget import (
     CUDA_START_S,
     DEFAULT_S,
+    PROCESS_START_S,
     STARTUP_S,
     Estimate,
     by_value,
@@ -134,6 +135,19 @@ def test_estimates_come_from_stored_cpu_durations_plus_the_cuda_start(box) -> No
     assert estimate_from([]).cuda_start_s == CUDA_START_S
 
 
+def test_a_fresh_interpreter_costs_its_start_where_no_record_of_its_variant_holds_it(box) -> None:
+    import dataclasses
+
+    _, jobs = box
+    job = next(j for j in jobs if j.variant.isolation != "process")
+    fresh = dataclasses.replace(job, variant=dataclasses.replace(job.variant, isolation="process"))
+    est = estimate_from([], cuda_start_s=1.0)
+    assert est(fresh) - est(job) == PROCESS_START_S
+    # a stored duration of the variant itself was measured with its interpreter's start
+    timed = estimate_from([rec(job.entry.id, job.variant.name, 4.0)], cuda_start_s=1.0)
+    assert timed(fresh) == timed(job) == 4.0 + (1.0 if job.cell.device == "cuda" else 0.0)
+
+
 def test_a_box_s_own_cuda_records_time_its_next_call(box) -> None:
     """The first call's CUDA records (their CUDA start included) time the next call's jobs
     of the same variants; skipped ones (nothing ran) do not."""
@@ -166,7 +180,7 @@ def test_the_committed_records_time_most_jobs(box, stored) -> None:
 def test_jobs_share_the_slots_and_the_budget_cuts_a_prefix(box) -> None:
     _, jobs = box
     ordered = by_value(jobs)[:10]
-    est = Estimate(default_s=4.0, cuda_start_s=1.0)  # every job: 4 + 1 s
+    est = Estimate(default_s=4.0, cuda_start_s=1.0, process_start_s=0.0)  # every job: 4 + 1 s
     whole = fit(ordered, est, slots=2, budget_s=None, startup_s=10.0)
     assert whole.kept == 10 and whole.ends == (5, 5, 10, 10, 15, 15, 20, 20, 25, 25)
     assert whole.estimated_s == 10.0 + 25.0
