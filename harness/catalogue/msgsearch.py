@@ -29,7 +29,9 @@ __all__ = [
     "SCHEMA",
     "Message",
     "EnvSearch",
+    "TextStore",
     "documented_messages",
+    "file_text",
     "fixed_parts",
     "load_results",
     "message_regex",
@@ -109,6 +111,8 @@ class EnvSearch:
     hits: dict[str, str | None]  # fixed part -> first file (relative to site-packages) or None
     files: int
     bytes: int
+    read: int = 0  # files read from disk by this search (the others: cached or a hardlink)
+    read_bytes: int = 0
 
 
 def site_packages(env_dir: str | os.PathLike[str]) -> Path | None:
@@ -138,8 +142,85 @@ def _files(site: Path) -> Iterator[Path]:
                     yield Path(dirpath) / name
 
 
-def _scan(path: Path, pattern: re.Pattern[bytes], longest: int) -> set[bytes]:
-    """Every needle of ``pattern`` that occurs in the file, reading it in overlapping chunks."""
+# A fixed part has two words and MIN_ALNUM letters and digits: it lies inside one run of
+# text bytes at least this long that holds a space. A file is reduced to those runs once
+# (its "text": sorted, unique, one per line), and any set of parts is looked for in that.
+MIN_RUN = MIN_ALNUM + 1
+_CONTROL = bytes([*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F])  # tab is text
+_RUN = re.compile(b"[^" + re.escape(_CONTROL) + b"]{%d,}" % MIN_RUN)
+_CONTROL_BYTE = re.compile(b"[" + re.escape(_CONTROL) + b"]")
+
+
+def file_text(path: str | os.PathLike[str]) -> bytes:
+    """The runs of text bytes of a file that could hold a fixed part, newline-separated.
+
+    A part without control bytes occurs in the file exactly when it occurs in one of these
+    runs; a file is read in chunks, a run cut by a chunk's end is carried to the next."""
+    runs: set[bytes] = set()
+    tail = b""
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(CHUNK)
+            data = tail + block
+            if not block:
+                cut = len(data)
+            else:
+                last = max(data.rfind(bytes([c])) for c in _CONTROL)
+                cut = last + 1 if last >= 0 else 0
+            runs.update(r for r in _RUN.findall(data, 0, cut) if b" " in r or b"\t" in r)
+            tail = data[cut:]
+            if not block:
+                break
+    return b"\n".join(sorted(runs))
+
+
+class TextStore:
+    """Files' text (file_text) kept between runs in one SQLite file, keyed by the file's
+    identity (device, inode, size, modification time): a new message, a new environment
+    hardlinking an already-seen torch, or a rerun reads no file again. A file changed in
+    place gets a new modification time and is read anew."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        import sqlite3
+
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path)
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS text (dev INTEGER, ino INTEGER, size INTEGER, "
+            "mtime_ns INTEGER, data BLOB, PRIMARY KEY (dev, ino, size, mtime_ns))"
+        )
+
+    @staticmethod
+    def key(st: os.stat_result) -> tuple[int, int, int, int]:
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def get(self, key: tuple[int, int, int, int]) -> bytes | None:
+        import zlib
+
+        row = self._db.execute(
+            "SELECT data FROM text WHERE dev=? AND ino=? AND size=? AND mtime_ns=?", key
+        ).fetchone()
+        return None if row is None else zlib.decompress(row[0])
+
+    def put(self, key: tuple[int, int, int, int], text: bytes) -> None:
+        import zlib
+
+        self._db.execute(
+            "INSERT OR REPLACE INTO text VALUES (?, ?, ?, ?, ?)", (*key, zlib.compress(text, 6))
+        )
+
+    def commit(self) -> None:
+        self._db.commit()
+
+    def close(self) -> None:
+        self._db.commit()
+        self._db.close()
+
+
+def _raw_scan(path: Path, pattern: re.Pattern[bytes], longest: int) -> set[bytes]:
+    """Every needle of ``pattern`` in the file itself: for parts that no run of file_text
+    can hold (a newline in it, or words parted by another space than a space or a tab)."""
     seen: set[bytes] = set()
     tail = b""
     with open(path, "rb") as f:
@@ -153,37 +234,60 @@ def _scan(path: Path, pattern: re.Pattern[bytes], longest: int) -> set[bytes]:
     return seen
 
 
+def _pattern(needles: Sequence[bytes]) -> re.Pattern[bytes]:
+    return re.compile(b"|".join(re.escape(n) for n in needles))
+
+
 def search_env(
     env_dir: str | os.PathLike[str],
     parts: Iterable[str],
     cache: dict[tuple[int, int], set[bytes]] | None = None,
+    store: TextStore | None = None,
 ) -> EnvSearch:
     """Look for every fixed part in one environment's torch and lightning.
 
-    ``cache`` maps a file's (device, inode) to what it contains: environments built from one
-    uv cache hardlink the same files, which are then read once."""
+    ``cache`` maps a file's (device, inode) to the parts it contains, for one set of parts:
+    environments built from one uv cache hardlink the same files, which are then looked at
+    once. ``store`` keeps each file's text between runs (TextStore): with it, a file is read
+    from disk once for all messages, those of later runs included."""
     env_dir = Path(env_dir)
     site = site_packages(env_dir)
     needles = sorted({p.encode("utf-8") for p in parts}, key=lambda b: (-len(b), b))
     hits: dict[str, str | None] = {p.decode("utf-8"): None for p in needles}
     if site is None or not needles:
         return EnvSearch(env_dir.name, {}, hits, 0, 0)
-    pattern = re.compile(b"|".join(re.escape(n) for n in needles))
-    longest = max(len(n) for n in needles)
+    binary = [n for n in needles if _CONTROL_BYTE.search(n) or not re.search(b"[ \t]", n)]
+    textual = [n for n in needles if n not in binary]
+    in_text = _pattern(textual) if textual else None
+    in_file = _pattern(binary) if binary else None
     cache = {} if cache is None else cache
-    files = size = 0
+    files = size = read = read_bytes = 0
     for path in _files(site):
         st = path.stat()
         key = (st.st_dev, st.st_ino)
         if key not in cache:
-            cache[key] = _scan(path, pattern, longest)
+            seen: set[bytes] = set()
+            if in_text is not None:
+                text = store.get(TextStore.key(st)) if store is not None else None
+                if text is None:
+                    text = file_text(path)
+                    read += 1
+                    read_bytes += st.st_size
+                    if store is not None:
+                        store.put(TextStore.key(st), text)
+                seen.update(m.group(0) for m in in_text.finditer(text))
+            if in_file is not None:
+                seen |= _raw_scan(path, in_file, max(len(n) for n in binary))
+            cache[key] = seen
         files += 1
         size += st.st_size
         for needle in cache[key]:
-            text = needle.decode("utf-8")
-            if hits.get(text, "") is None:
-                hits[text] = path.relative_to(site).as_posix()
-    return EnvSearch(env_dir.name, _versions(site), hits, files, size)
+            text_ = needle.decode("utf-8")
+            if hits.get(text_, "") is None:
+                hits[text_] = path.relative_to(site).as_posix()
+    if store is not None:
+        store.commit()
+    return EnvSearch(env_dir.name, _versions(site), hits, files, size, read, read_bytes)
 
 
 def documented_messages(repros: str | os.PathLike[str]) -> tuple[Message, ...]:

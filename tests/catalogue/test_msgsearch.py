@@ -15,6 +15,8 @@ from harness.__main__ import main
 from harness.catalogue import msgsearch
 from harness.catalogue.msgsearch import (
     Message,
+    TextStore,
+    file_text,
     fixed_parts,
     load_results,
     merge_results,
@@ -146,6 +148,52 @@ def test_hardlinked_files_are_read_once(tmp_path: Path) -> None:
     assert first.hits == second.hits
 
 
+def test_file_text_keeps_the_runs_a_part_can_lie_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "lib.so"
+    path.write_bytes(
+        b"\x01\x02_ZN3c10symbolsHaveNoSpaces\x00CUDA out of memory. Tried to allocate \x00"
+        b"short one\x00a b\x00" + b"\xff" * 20 + b"\x00tab\tseparated words\n"
+    )
+    want = b"\n".join(
+        sorted([b"CUDA out of memory. Tried to allocate ", b"short one", b"tab\tseparated words"])
+    )
+    assert file_text(path) == want
+    for chunk in (1, 5, 17, 40):  # a run cut by a chunk's end is carried whole to the next
+        monkeypatch.setattr(msgsearch, "CHUNK", chunk)
+        assert file_text(path) == want
+
+
+def test_a_part_with_a_newline_is_looked_for_in_the_file_itself(tmp_path: Path) -> None:
+    env = fake_env(tmp_path)
+    (env / "lib/python3.9/site-packages/torch/two.py").write_text('"first line\nsecond line"')
+    s = search_env(env, ["first line\nsecond line", "first line second line"])
+    assert s.hits == {"first line\nsecond line": "torch/two.py", "first line second line": None}
+
+
+def test_the_store_answers_new_messages_without_reading_a_file_again(tmp_path: Path) -> None:
+    env = fake_env(tmp_path)
+    store = TextStore(tmp_path / "cache" / "t.sqlite")
+    first = search_env(env, PARTS[:2], {}, store)
+    assert first.read == 3 and first.read_bytes == first.bytes
+    store.close()
+    # another process, other messages: every answer from the stored text
+    store = TextStore(tmp_path / "cache" / "t.sqlite")
+    again = search_env(env, PARTS, {}, store)
+    assert again.read == 0
+    assert again.hits == search_env(env, PARTS).hits
+    # a file changed in place has a new modification time: read anew, the change seen
+    lib = env / "lib/python3.9/site-packages/lightning/x.py"
+    lib.write_text("MSG = 'Loss is nan at step'\n")
+    os.utime(lib, ns=(1, 1))
+    changed = search_env(env, PARTS, {}, store)
+    store.close()
+    assert changed.read == 1
+    assert changed.hits["Loss is nan at step"] == "lightning/x.py"
+    assert changed.hits["DataLoader worker is killed by signal"] is None
+
+
 def test_merge_keeps_other_envs_and_drops_them_when_the_message_changes(tmp_path: Path) -> None:
     env = fake_env(tmp_path)
     s = search_env(env, PARTS)
@@ -208,9 +256,47 @@ def test_cli_writes_the_result_file(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert data["entries"]["kb/pytorch/made-up/env"]["envs"][env.name]["found"] == "none"
     out = capsys.readouterr().out
     assert "kb/pytorch/made-up/env" in out and "none in 1" in out
+    assert "2 messages (2 fixed parts) in 1 environments: 3 files read" in out
+    assert (repo / "results" / ".cache" / "msgsearch.sqlite").is_file()
+    assert main(["--repo", str(repo), "msgsearch", "--envs-dir", str(envs)]) == 0
+    assert "in 1 environments: 0 files read" in capsys.readouterr().out  # the stored text
     assert main(["--repo", str(repo), "msgsearch", "nothing/*", "--envs-dir", str(envs)]) == 2
     assert main(["--repo", str(repo), "msgsearch", "--envs-dir", str(envs), "--env", "py2*"]) == 2
     assert "no environment under" in capsys.readouterr().out
+
+
+MATRIX = """\
+version: 1
+defaults: {trials: 1, timeout_s: 60, memory_limit_mb: 1024}
+devices: [cpu]
+precisions: [fp32]
+environments:
+  - {torch: "9.9.9", python: ["3.9", "3.10"], lightning: ["0.0.1"]}
+profiles:
+  one: {description: "the one environment"}
+default_profile: one
+"""
+
+
+def test_cli_profile_keeps_its_environments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / "repros" / "kb").mkdir(parents=True)
+    (repo / "repros" / "kb" / "triage.yaml").write_text(TRIAGE)
+    (repo / "matrix.yaml").write_text(MATRIX)
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    env = fake_env(envs)
+    fake_env(envs, env.name + "-with-extra")  # derived: not one of the profile's
+    args = ["--repo", str(repo), "msgsearch", "--envs-dir", str(envs), "--no-cache"]
+    # one of the profile's two environments is not built: no partial answer for the profile
+    assert main([*args, "--profile", "one"]) == 2
+    assert "1 environment(s) of the profile not built" in capsys.readouterr().out
+    assert main([*args, "--profile", "one", "--env", "py3.9-*"]) == 0
+    data = json.loads((repo / "results" / "msgsearch.json").read_text())
+    assert set(data["entries"]["kb/pytorch/oom/env"]["envs"]) == {env.name}
+    assert not (repo / "results" / ".cache").exists()
 
 
 def _real_env(pattern: str) -> Path:
