@@ -18,8 +18,17 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.aggregate.model import ADVICE, FIGURES, GRADE_ANSWERS, NOT_MEASURABLE, WRONG
-from harness.report.render.kbdomain import RATE_KINDS, DomainSummary, claim_kind
+from harness.aggregate.model import ADVICE, FIGURES, NOT_MEASURABLE, WRONG
+from harness.report.render.kbdomain import (
+    RATE_KINDS,
+    DomainSummary,
+    claim_kind,
+    counted_list,
+    plural,
+    search_text,
+    states_text,
+    triage_text,
+)
 from harness.report.writeback import WritebackError
 
 __all__ = ["BEGIN", "END", "fill_findings", "render_findings"]
@@ -96,25 +105,26 @@ def _entry_line(entry: Mapping[str, Any]) -> str:
 
 
 def _domain_line(s: DomainSummary, page: str) -> str:
-    scripted = sum(e.scriptable != "no" for e in s.entries)
-    measured = sum(e.measured for e in s.entries)
     advice: Counter[str] = Counter()
     for row in s.by_advice().values():
         advice.update(row)
     figure: Counter[str] = Counter()
     for row in s.by_figure().values():
         figure.update(row)
-    grades = Counter(s.by_grade())
-    searched = [e for e in s.entries if e.message_found_anywhere is not None]
-    nowhere = sum(e.message_found_anywhere is False for e in searched)
-    return (
-        f"- *{s.repository}, {s.name}* ({len(s.entries)} entries): {scripted} have a "
-        f"reproducer, {measured} with runs; documented messages: "
-        f"{_tally(GRADE_ANSWERS, grades)}; rate claims' advice: {_tally(ADVICE, advice)}; "
-        f"their figures: {_tally(FIGURES, figure)}; {nowhere} of {len(searched)} documented "
-        "messages exist in no torch or lightning release searched (sources and binaries). "
-        f"See [the summary]({page})."
+    text = (
+        f"- *{s.repository}, {s.name}* ({plural(len(s.entries), 'entry', 'entries')}; "
+        f"{triage_text(s)}): {states_text(s)}; "
     )
+    if s.claims or s.unmeasured:
+        text += (
+            f"claims: {counted_list(s.verdicts())}; documented messages: "
+            f"{counted_list(s.by_grade())}; rate claims' advice: "
+            f"{_tally(ADVICE, advice) or 'none'}; their figures: "
+            f"{_tally(FIGURES, figure) or 'none'}; "
+        )
+    else:
+        text += "no claim counted yet; "
+    return text + f"message search: {search_text(s)}. See [the summary]({page})."
 
 
 def render_findings(

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.report import findings
 from harness.report.render.kbdomain import (
+    MEASURED,
+    NO_APPLICABLE,
+    NOT_MEASURED,
+    NOT_SCRIPTABLE,
+    WAITING,
     claim_kind,
     render_domain_html,
     render_domain_markdown,
+    states_text,
     summarize_domain,
 )
 from harness.spec.triage import load_triage
@@ -275,3 +282,190 @@ def test_html_section(tmp_path: Path) -> None:
     assert '<a href="#e-kb__pytorch__a__env">' in page
     assert "<td>workaround</td><td>1</td><td>2</td>" in page
     assert "other-error 1" in page
+
+
+# -- small domains: every count and list reads well when empty or small ----------------------
+
+
+def _triage(tmp_path: Path, name: str, rows: list[tuple[str, str]]) -> object:
+    """A triage file of ``rows`` (kb slug, scriptable) in domain kb/<name>."""
+    text = "source: {repository: someone/kb, path: data/" + name + "/, id_prefix: kb/}\nentries:\n"
+    for slug, scriptable in rows:
+        entry = "null" if scriptable == "no" else f"kb/{name}/{slug}/env"
+        text += (
+            f"  - kb_id: {name}/{slug}/env\n"
+            f"    url: https://kb.example/{slug}\n"
+            f'    message: "RuntimeError: {slug} went wrong on the device"\n'
+            "    owner: me\n"
+            f"    scriptable: {scriptable}\n"
+            f"    entry: {entry}\n"
+            f"    why: {'a two-GPU collective' if scriptable == 'no' else 'a script does it'}\n"
+        )
+    path = tmp_path / "repros" / "kb" / name / "triage.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    return load_triage(path)
+
+
+def _agg(eid: str, cells: dict[str, list[str | None]], counted: int, verdicts=()) -> dict:
+    """An entry's compat.json dict: per variant, its cpu-fp32 statuses (one per environment)."""
+    return {
+        "id": eid,
+        "runs": sum(st is not None for sts in cells.values() for st in sts),
+        "counted": counted,
+        "cells": {v: {"cpu-fp32": {"status": sts, "counts": {}}} for v, sts in cells.items()},
+        "verdicts": list(verdicts),
+    }
+
+
+def _search(*found: str) -> dict:
+    return {
+        "envs": {
+            f"e{i}": {"found": f, "versions": {"torch": t}}
+            for i, (f, t) in enumerate(zip(found, ("1.10.2+cpu", "2.13.0+cpu"), strict=False))
+        }
+    }
+
+
+def test_a_domain_without_runs_or_search_reads_well(tmp_path: Path) -> None:
+    triage = _triage(tmp_path, "empty", [("a", "cpu"), ("b", "no")])
+    s = summarize_domain(triage, {}, {})
+    assert [e.state for e in s.entries] == [NOT_MEASURED, NOT_SCRIPTABLE]
+    md = render_domain_markdown(s)
+    assert "(2 entries)" in md
+    assert "| 2 | 1 | 0 | 1 | 0 | 0 | 1 | not searched |" in md
+    assert "Message search: not run yet (python -m harness msgsearch)." in md
+    assert "No entry of this domain has a counted run yet: no claim is counted" in md
+    assert "## Claims by verdict" not in md and "## Waiting for a GPU" not in md
+    assert "1 entry, never counted" in md
+    assert "- [empty/b/env](https://kb.example/b): a two-GPU collective" in md
+    for bad in ("0 of 0", ": ;", ": .", "1 have", "1 entries"):
+        assert bad not in md
+    html = render_domain_html(s, "domains/kb-empty.md")
+    assert "No entry of this domain has a counted run yet" in html and "<table>" not in html
+    assert "triage: 1 on CPU, 0 only on CUDA, 1 not by a script; 1 not measured yet." in html
+    line = findings._domain_line(s, "results/domains/kb-empty.md")
+    assert line.startswith(
+        "- *someone/kb, kb-empty* (2 entries; triage: 1 on CPU, 0 only on CUDA, 1 not by a "
+        "script): 1 not measured yet; no claim counted yet; message search: not run yet"
+    )
+    for bad in (": ;", "; ;", "1 have", "0 of 0"):
+        assert bad not in line
+
+
+def test_cuda_entries_all_skipped_wait_for_a_gpu_and_are_never_counted(tmp_path: Path) -> None:
+    triage = _triage(tmp_path, "gpu", [("a", "cuda"), ("b", "cuda")])
+    not_measurable = verdict("workaround 1: success rate", "not measurable", "90%", "0/0")
+    aggregates = {
+        "kb/gpu/a/env": _agg("kb/gpu/a/env", {"baseline": ["skipped", "skipped"]}, 0),
+        "kb/gpu/b/env": _agg(
+            "kb/gpu/b/env",
+            {"baseline": ["skipped", None], "workaround1": ["skipped", "skipped"]},
+            0,
+            [not_measurable],
+        ),
+    }
+    s = summarize_domain(triage, aggregates, {"entries": {"kb/gpu/a/env": _search("all", "all")}})
+    assert [e.state for e in s.entries] == [WAITING, WAITING]
+    assert s.entries[1].waiting == ("baseline", "workaround1")
+    assert not s.claims and s.verdicts()["not measurable"] == 0  # not measured: not counted
+    md = render_domain_markdown(s)
+    assert "| cuda | waiting for a GPU (3 skipped) | – | – |" in md
+    assert "No entry of this domain has a counted run yet (2 entries waiting for a GPU)" in md
+    assert "## Waiting for a GPU" in md
+    assert "- [kb/gpu/a/env](../compat/kb__gpu__a__env.md): every variant" in md
+    assert "1 documented message searched for in the installed torch and lightning (2 " in md
+    assert "1 found whole in every release, 0 in some releases, 0 only in parts, 0 nowhere" in md
+    assert "1 not searched yet" in md
+    assert "None: every entry has a reproducer." in md
+    line = findings._domain_line(s, "p.md")
+    assert "(2 entries; triage: 0 on CPU, 2 only on CUDA, 0 not by a script): 2 waiting" in line
+
+
+def test_a_mixed_domain(tmp_path: Path) -> None:
+    triage = _triage(
+        tmp_path,
+        "mixed",
+        [("a", "cpu"), ("b", "cuda"), ("c", "no"), ("d", "cpu"), ("e", "cpu")],
+    )
+    aggregates = {
+        # measured on CPU; its CUDA variant skipped everywhere
+        "kb/mixed/a/env": _agg(
+            "kb/mixed/a/env",
+            {"baseline": ["reproduced", "reproduced"], "workaround1-cuda": ["skipped", None]},
+            2,
+            [
+                verdict("documented message", "confirmed", grade="verbatim"),
+                verdict(
+                    "workaround 1: success rate",
+                    "not measurable",
+                    "90%",
+                    "0/0",
+                    n=0,
+                    advice="not measurable",
+                    figure="not measurable",
+                ),
+            ],
+        ),
+        "kb/mixed/b/env": _agg("kb/mixed/b/env", {"baseline": ["skipped"]}, 0),
+        # ran, but no run applies (the API is missing everywhere): its verdicts stand
+        "kb/mixed/e/env": _agg(
+            "kb/mixed/e/env",
+            {"baseline": ["unsupported"]},
+            0,
+            [verdict("documented message", "not measurable", grade="not measurable")],
+        ),
+    }
+    search = {
+        "entries": {
+            "kb/mixed/a/env": _search("all", "all"),
+            "kb/mixed/b/env": _search("none", "all"),
+            "kb/mixed/c/env": _search("some", "none"),
+            "kb/mixed/d/env": _search("none", "none"),
+        }
+    }
+    s = summarize_domain(triage, aggregates, search)
+    assert [e.state for e in s.entries] == [
+        MEASURED,
+        WAITING,
+        NOT_SCRIPTABLE,
+        NOT_MEASURED,
+        NO_APPLICABLE,
+    ]
+    assert s.triage() == {"cpu": 3, "cuda": 1, "no": 1}
+    assert s.entries[0].waiting == ("workaround1-cuda",)
+    assert s.spreads() == {
+        "every release": 1,
+        "some releases": 1,
+        "parts only": 1,
+        "nowhere": 1,
+        "not searched": 1,
+    }
+    assert s.verdicts() == {
+        "confirmed": 1,
+        "contradicted": 0,
+        "inconclusive": 0,
+        "not measurable": 2,
+    }
+    assert (
+        states_text(s) == "1 measured, 1 waiting for a GPU, 1 no applicable run, 1 not measured yet"
+    )
+    md = render_domain_markdown(s)
+    assert "| 5 | 3 | 1 | 1 | 1 | 1 | 2 | 3 of 4 searched |" in md
+    assert "## Claims by verdict" in md
+    assert "- [kb/mixed/a/env](../compat/kb__mixed__a__env.md): `workaround1-cuda`" in md
+    assert "| no applicable run (1 unsupported or not built) | not measurable |" in md
+    assert "4 documented messages searched for in the installed torch and lightning " in md
+    assert "(2 environments, torch 1.10.2–2.13.0)" in md
+    html = render_domain_html(s, "domains/kb-mixed.md")
+    assert "5 entries from someone/kb; triage: 3 on CPU, 1 only on CUDA, 1 not by a script" in html
+    assert "Rate claims by advice: not measurable 1; by figure: not measurable 1." in html
+    line = findings._domain_line(s, "p.md")
+    assert (
+        "claims: confirmed 1, not measurable 2; documented messages: verbatim 1, not measurable 1"
+        in line
+    )
+    assert (
+        "1 found whole in every release, 1 in some releases, 1 only in parts, 1 nowhere; 1 not searched yet"
+        in line
+    )

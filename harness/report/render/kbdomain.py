@@ -26,11 +26,18 @@ from harness.aggregate.model import (
 from harness.aggregate.model import GRADE_ANSWERS as GRADES
 from harness.report.render import entry_slug
 from harness.report.render.templating import environment
-from harness.spec.triage import Triage
+from harness.spec.triage import SCRIPTABLE, Triage
 
 __all__ = [
     "ADVICE",
     "CLAIM_KINDS",
+    "MEASURED",
+    "NOT_MEASURED",
+    "NOT_SCRIPTABLE",
+    "NO_APPLICABLE",
+    "SPREADS",
+    "STATES",
+    "WAITING",
     "FIGURES",
     "GRADES",
     "RATE_KINDS",
@@ -39,10 +46,15 @@ __all__ = [
     "DomainSummary",
     "EntryRow",
     "claim_kind",
+    "counted_list",
     "domain_name",
+    "plural",
     "render_domain_html",
     "render_domain_markdown",
+    "search_text",
+    "states_text",
     "summarize_domain",
+    "triage_text",
 ]
 
 CLAIM_KINDS = ("documented message", "version table", "fix rate", "workaround", "dead end")
@@ -118,6 +130,18 @@ class ClaimRow:
         return 3 if self.verdict == "contradicted" else None
 
 
+# what became of an entry: its claims are counted only when "measured"
+NOT_SCRIPTABLE = "not scriptable"
+NOT_MEASURED = "not measured yet"  # no record of it
+WAITING = "waiting for a GPU"  # records, every one skipped (no CUDA where it ran)
+NO_APPLICABLE = "no applicable run"  # records, none counted (unsupported, env_failed)
+MEASURED = "measured"
+STATES = (MEASURED, WAITING, NO_APPLICABLE, NOT_MEASURED, NOT_SCRIPTABLE)
+# where a documented message was found whole (all its fixed parts in one release): in every
+# release searched, in some, in none though some of its parts occur, or nowhere at all
+SPREADS = ("every release", "some releases", "parts only", "nowhere")
+
+
 @dataclass(frozen=True)
 class EntryRow:
     entry: str
@@ -126,10 +150,14 @@ class EntryRow:
     message: str
     scriptable: str
     why: str
-    measured: bool  # the aggregation has runs of it
+    measured: bool  # its verdicts are counted: it ran (MEASURED, or NO_APPLICABLE: not measurable)
     runs: int
     message_found: str  # e.g. "all in 3 of 12 environments (torch 1.10.2–1.12.1)" or "not searched"
     message_found_anywhere: bool | None  # None: not searched
+    state: str = MEASURED  # one of STATES
+    counted: int = 0  # runs neither skipped, unsupported nor env_failed
+    waiting: tuple[str, ...] = ()  # variants every run of which was skipped
+    spread: str | None = None  # one of SPREADS; None: not searched
 
 
 @dataclass(frozen=True)
@@ -140,6 +168,34 @@ class DomainSummary:
     entries: tuple[EntryRow, ...]
     claims: tuple[ClaimRow, ...]
     unmeasured: tuple[tuple[str, str, str], ...]  # (entry, claim ref, why) no variant can measure
+    search_envs: int = 0  # environments the message search answered for
+    search_torch: str = ""  # their torch releases, "1.10.2–2.13.0"
+
+    def triage(self) -> dict[str, int]:
+        """scriptable (cpu / cuda / no) -> how many entries."""
+        out = dict.fromkeys(SCRIPTABLE, 0)
+        for e in self.entries:
+            out[e.scriptable] = out.get(e.scriptable, 0) + 1
+        return out
+
+    def states(self) -> dict[str, int]:
+        """STATES -> how many entries."""
+        out = dict.fromkeys(STATES, 0)
+        for e in self.entries:
+            out[e.state] += 1
+        return out
+
+    def spreads(self) -> dict[str, int]:
+        """SPREADS (and "not searched") -> how many documented messages."""
+        out = dict.fromkeys((*SPREADS, "not searched"), 0)
+        for e in self.entries:
+            out[e.spread or "not searched"] += 1
+        return out
+
+    def verdicts(self) -> dict[str, int]:
+        """verdict -> how many claims, every kind together."""
+        counts = self.counts()
+        return {v: sum(counts[k][v] for k in CLAIM_KINDS) for v in VERDICTS}
 
     def counts(self) -> dict[str, dict[str, int]]:
         """claim kind -> verdict -> how many claims."""
@@ -203,6 +259,37 @@ def _versions(envs: Mapping[str, Any], answer: str) -> str:
     return torch[0] if len(torch) == 1 else f"{torch[0]}–{torch[-1]}"
 
 
+def _spread(result: Mapping[str, Any] | None) -> str | None:
+    envs = (result or {}).get("envs") or {}
+    if not envs:
+        return None
+    found = [e.get("found") for e in envs.values()]
+    if all(f == "all" for f in found):
+        return SPREADS[0]
+    if "all" in found:
+        return SPREADS[1]
+    return SPREADS[2] if "some" in found else SPREADS[3]
+
+
+def _skipped_only(cells: Mapping[str, Any]) -> bool:
+    """Every run of one variant's cells (slice -> statuses) was skipped."""
+    statuses = [st for slot in cells.values() for st in slot.get("status", ()) if st is not None]
+    return bool(statuses) and all(st == "skipped" for st in statuses)
+
+
+def _state(row_scriptable: str, agg: Mapping[str, Any] | None) -> tuple[str, tuple[str, ...]]:
+    if row_scriptable == "no":
+        return NOT_SCRIPTABLE, ()
+    if not agg or not int(agg.get("runs", 0)):
+        return NOT_MEASURED, ()
+    cells = agg.get("cells", {})
+    waiting = tuple(v for v in sorted(cells) if _skipped_only(cells[v]))
+    # an older compat.json has no "counted": its runs were all counted then
+    if int(agg.get("counted", agg.get("runs", 0))) > 0:
+        return MEASURED, waiting
+    return (WAITING if waiting else NO_APPLICABLE), waiting
+
+
 def _message_found(result: Mapping[str, Any] | None) -> tuple[str, bool | None]:
     if not result or not result.get("envs"):
         return "not searched", None
@@ -234,6 +321,7 @@ def summarize_domain(
         eid = triage.entry_id(row)
         agg = aggregates.get(eid) if row.entry else None
         runs = int(agg.get("runs", 0)) if agg else 0
+        state, waiting = _state(row.scriptable, agg)
         text, anywhere = _message_found(found.get(eid))
         entries.append(
             EntryRow(
@@ -243,16 +331,22 @@ def summarize_domain(
                 message=row.message,
                 scriptable=row.scriptable,
                 why=row.why,
-                measured=runs > 0,
+                measured=state in (MEASURED, NO_APPLICABLE),
                 runs=runs,
                 message_found=text,
                 message_found_anywhere=anywhere,
+                state=state,
+                counted=int(agg.get("counted", runs)) if agg else 0,
+                waiting=waiting,
+                spread=_spread(found.get(eid)),
             )
         )
+        if state == NOT_SCRIPTABLE:
+            continue  # its claims are never counted, not even as not measurable
         for u in row.unmeasured:
             unmeasured.append((eid, u.ref, u.why))
-        if not agg or runs == 0:
-            continue
+        if state in (NOT_MEASURED, WAITING):
+            continue  # not measured (yet): never a pass nor a failure, nor "not measurable"
         for v in agg.get("verdicts", ()):
             verdict = _verdict_name(str(v.get("verdict", "")))
             claims.append(
@@ -277,6 +371,9 @@ def summarize_domain(
                     label=str(v.get("label") or v.get("verdict", "")),
                 )
             )
+    envs: dict[str, Any] = {}
+    for row in triage.entries:
+        envs.update((found.get(triage.entry_id(row)) or {}).get("envs") or {})
     return DomainSummary(
         name=domain_name(triage),
         repository=triage.repository,
@@ -284,6 +381,8 @@ def summarize_domain(
         entries=tuple(entries),
         claims=tuple(claims),
         unmeasured=tuple(unmeasured),
+        search_envs=len(envs),
+        search_torch=_versions({k: {**v, "found": "x"} for k, v in envs.items()}, "x"),
     )
 
 
@@ -318,6 +417,68 @@ def _wrong_table(s: DomainSummary, base: str) -> list[str]:
     return out
 
 
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """'1 entry', '2 entries' (``many`` given) or '3 claims'."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def counted_list(counts: Mapping[str, int], empty: str = "none") -> str:
+    """'cpu 3, cuda 1': the answers that have any, in their order; ``empty`` if none has."""
+    shown = [f"{k} {n}" for k, n in counts.items() if n]
+    return ", ".join(shown) if shown else empty
+
+
+def triage_text(s: DomainSummary) -> str:
+    """e.g. 'triage: 27 on CPU, 6 only on CUDA, 7 not by a script'."""
+    t = s.triage()
+    return f"triage: {t['cpu']} on CPU, {t['cuda']} only on CUDA, {t['no']} not by a script"
+
+
+def states_text(s: DomainSummary) -> str:
+    """e.g. '25 measured, 6 waiting for a GPU, 2 not measured yet' (the scriptable ones)."""
+    st = s.states()
+    shown = [f"{st[k]} {k}" for k in STATES if k != NOT_SCRIPTABLE and st[k]]
+    return ", ".join(shown) if shown else "none has a reproducer"
+
+
+def search_text(s: DomainSummary) -> str:
+    """Where the documented messages were found, in words, or that none was searched."""
+    sp = s.spreads()
+    searched = len(s.entries) - sp["not searched"]
+    if not searched:
+        return "not run yet (python -m harness msgsearch)"
+    where = plural(s.search_envs, "environment")
+    if s.search_torch:
+        where += f", torch {s.search_torch}"
+    text = (
+        f"{plural(searched, 'documented message')} searched for in the installed torch and "
+        f"lightning ({where}): {sp['every release']} found whole in every release, "
+        f"{sp['some releases']} in some releases, {sp['parts only']} only in parts, "
+        f"{sp['nowhere']} nowhere"
+    )
+    if sp["not searched"]:
+        text += f"; {sp['not searched']} not searched yet"
+    return text
+
+
+def _found_cell(s: DomainSummary) -> str:
+    sp = s.spreads()
+    searched = len(s.entries) - sp["not searched"]
+    if not searched:
+        return "not searched"
+    return f"{sp['every release'] + sp['some releases'] + sp['parts only']} of {searched} searched"
+
+
+def _runs_cell(e: EntryRow) -> str:
+    if e.state == MEASURED:
+        return str(e.runs)
+    if e.state == WAITING:
+        return f"{WAITING} ({e.runs} skipped)"
+    if e.state == NO_APPLICABLE:
+        return f"{NO_APPLICABLE} ({e.runs} unsupported or not built)"
+    return NOT_MEASURED if e.state == NOT_MEASURED else "–"
+
+
 def _entries_table(s: DomainSummary, base: str) -> list[str]:
     out = [
         "| Entry | Scriptable | Runs | Message grade | Verdicts (confirmed / contradicted / inconclusive / not measurable) | Documented message found in the installed torch/lightning |",
@@ -327,31 +488,91 @@ def _entries_table(s: DomainSummary, base: str) -> list[str]:
         mine = [c for c in s.claims if c.entry == e.entry]
         tally = " / ".join(str(sum(c.verdict == v for c in mine)) for v in VERDICTS)
         grade = next((c.grade for c in mine if c.kind == "documented message"), "") or "–"
-        link = _md_link(e.entry, base) if e.measured else f"[{e.entry}]({e.url})"
+        link = _md_link(e.entry, base) if e.runs else f"[{e.entry}]({e.url})"
         out.append(
-            f"| {link} | {e.scriptable} | {e.runs if e.measured else 'not measured yet' if e.scriptable != 'no' else '–'} "
-            f"| {grade if e.measured else '–'} | {tally if e.measured else '–'} | {_md(e.message_found)} |"
+            f"| {link} | {e.scriptable} | {_runs_cell(e)} "
+            f"| {grade if e.measured else '–'} | {tally if e.measured else '–'} "
+            f"| {_md(e.message_found)} |"
         )
     return out
 
 
 def render_domain_markdown(s: DomainSummary, base: str = "../") -> str:
     """``base``: the path from the page to results/ (the compat pages live there)."""
-    scripted = [e for e in s.entries if e.scriptable != "no"]
-    measured = [e for e in s.entries if e.measured]
+    t = s.triage()
+    st = s.states()
     out = [
         f"# Domain {s.name}: what its claims came to",
         "",
-        f"Source: {s.repository}, `{s.source_path}` ({len(s.entries)} entries). Generated by "
-        "`python -m harness report` from the committed records, the triage file and "
-        "results/msgsearch.json; every figure links to the entry's compatibility page.",
+        f"Source: {s.repository}, `{s.source_path}` ({plural(len(s.entries), 'entry', 'entries')}). "
+        "Generated by `python -m harness report` from the committed records, the triage file "
+        "and results/msgsearch.json; every figure links to the entry's compatibility page.",
         "",
-        "| Entries | Reproducible by a script | Of which CUDA only | With measured runs | Message found in some installed release |",
-        "| --- | --- | --- | --- | --- |",
-        f"| {len(s.entries)} | {len(scripted)} | {sum(e.scriptable == 'cuda' for e in s.entries)} "
-        f"| {len(measured)} | {sum(bool(e.message_found_anywhere) for e in s.entries)} of "
-        f"{sum(e.message_found_anywhere is not None for e in s.entries)} searched |",
+        "| Entries | Scriptable on CPU | Only on CUDA | Not by a script | Measured | Waiting for a GPU | Not measured yet | Message found in some installed release |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| {len(s.entries)} | {t['cpu']} | {t['cuda']} | {t['no']} | {st[MEASURED]} "
+        f"| {st[WAITING]} | {st[NOT_MEASURED] + st[NO_APPLICABLE]} "
+        f"| {_found_cell(s)} |",
         "",
+        f"Message search: {search_text(s)}."
+        + (
+            " A message found nowhere was never in torch's or lightning's text (sources and "
+            "compiled libraries), whatever a run could show; one found only in parts lost or "
+            "changed some of its words."
+            if s.search_envs
+            else ""
+        ),
+        "",
+    ]
+    if not s.claims and not s.unmeasured:
+        waiting = st[WAITING]
+        out += [
+            "## Claims",
+            "",
+            "No entry of this domain has a counted run yet"
+            + (f" ({plural(waiting, 'entry', 'entries')} {WAITING})" if waiting else "")
+            + ": no claim is counted, none confirmed and none contradicted.",
+        ]
+    else:
+        out += _claims_sections(s, base)
+    out += ["", "## Entries", ""]
+    out += _entries_table(s, base)
+    waiting_rows = [e for e in s.entries if e.waiting]
+    if waiting_rows:
+        out += [
+            "",
+            "## Waiting for a GPU",
+            "",
+            "Every run of these variants was skipped (no CUDA where they ran): counted as not "
+            "measured, never as wrong.",
+            "",
+        ]
+        for e in waiting_rows:
+            which = (
+                "every variant" if e.state == WAITING else ", ".join(f"`{v}`" for v in e.waiting)
+            )
+            out.append(f"- {_md_link(e.entry, base)}: {which}")
+    out += ["", "## Not reproducible by a script", ""]
+    nos = [e for e in s.entries if e.scriptable == "no"]
+    if not nos:
+        out.append("None: every entry has a reproducer.")
+    else:
+        out.append(
+            f"{plural(len(nos), 'entry', 'entries')}, never counted (the message search above "
+            "still answers for their messages):"
+        )
+        out.append("")
+    for e in nos:
+        out.append(f"- [{e.kb_id}]({e.url}): {_md(e.why)}")
+    if s.unmeasured:
+        out += ["", "## Claims no variant can measure", ""]
+        for entry, ref, why in s.unmeasured:
+            out.append(f"- {entry}, {ref}: {_md(why)}")
+    return "\n".join(out) + "\n"
+
+
+def _claims_sections(s: DomainSummary, base: str) -> list[str]:
+    out = [
         "## Claims by verdict",
         "",
         "| Claim kind | " + " | ".join(VERDICTS) + " |",
@@ -368,7 +589,7 @@ def render_domain_markdown(s: DomainSummary, base: str = "../") -> str:
     out += [
         "",
         "Claims of entries that no script can reproduce are not counted here (see the triage "
-        "below); claims that no variant can measure are counted as not measurable. A rate "
+        "below), nor those of entries waiting for a GPU or not measured yet; claims that no variant can measure are counted as not measurable. A rate "
         "claim is contradicted when its advice is wrong or its figure overstated; the two "
         "tables below keep the answers apart.",
         "",
@@ -402,18 +623,7 @@ def render_domain_markdown(s: DomainSummary, base: str = "../") -> str:
         "contradicted claims; an understated figure is never here.",
         "",
     ]
-    out += _wrong_table(s, base)
-    out += ["", "## Entries", ""]
-    out += _entries_table(s, base)
-    out += ["", "## Not reproducible by a script", ""]
-    for e in s.entries:
-        if e.scriptable == "no":
-            out.append(f"- [{e.kb_id}]({e.url}): {_md(e.why)}")
-    if s.unmeasured:
-        out += ["", "## Claims no variant can measure", ""]
-        for entry, ref, why in s.unmeasured:
-            out.append(f"- {entry}, {ref}: {_md(why)}")
-    return "\n".join(out) + "\n"
+    return out + _wrong_table(s, base)
 
 
 def _answer_table(counts: Mapping[str, Mapping[str, int]], answers: tuple[str, ...]) -> list[str]:
@@ -440,14 +650,19 @@ def render_domain_html(s: DomainSummary, page: str) -> str:
         .render(
             s=s,
             page=page,
-            scriptable=sum(e.scriptable != "no" for e in s.entries),
-            measured=sum(e.measured for e in s.entries),
+            entries=plural(len(s.entries), "entry", "entries"),
+            triage=triage_text(s),
+            states=states_text(s),
+            search=search_text(s),
+            any_claim=bool(s.claims or s.unmeasured),
             counts=s.counts(),
             claim_kinds=CLAIM_KINDS,
             verdicts=VERDICTS,
-            advice={a: sum(row[a] for row in s.by_advice().values()) for a in ADVICE},
-            figure={f: sum(row[f] for row in s.by_figure().values()) for f in FIGURES},
-            grades=s.by_grade(),
+            advice=counted_list({a: sum(row[a] for row in s.by_advice().values()) for a in ADVICE}),
+            figure=counted_list(
+                {f: sum(row[f] for row in s.by_figure().values()) for f in FIGURES}
+            ),
+            grades=counted_list(s.by_grade()),
             wrong=s.most_wrong()[:10],
         )
     )
