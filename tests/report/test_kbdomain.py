@@ -14,6 +14,7 @@ from harness.report.render.kbdomain import (
     claim_kind,
     render_domain_html,
     render_domain_markdown,
+    search_text,
     states_text,
     summarize_domain,
 )
@@ -468,4 +469,27 @@ def test_a_mixed_domain(tmp_path: Path) -> None:
     assert (
         "1 found whole in every release, 1 in some releases, 1 only in parts, 1 nowhere; 1 not searched yet"
         in line
+    )
+
+
+def test_a_message_found_nowhere_but_raised_is_the_searchs_blind_spot(tmp_path: Path) -> None:
+    """torch formats some messages whole at run time ("on a {backend.upper()} device"): the
+    search cannot see them, the runs can; the page says so instead of calling it invented."""
+    triage = _triage(tmp_path, "fmt", [("a", "cpu"), ("b", "cpu")])
+    raised = verdict("documented message", "confirmed", grade="verbatim")
+    aggregates = {
+        eid: _agg(eid, {"baseline": ["reproduced"]}, 1, [raised])
+        for eid in ("kb/fmt/a/env", "kb/fmt/b/env")
+    }
+    gpu_build = {"envs": {"e": {"found": "none", "versions": {"torch": "2.4.1+cu121"}}}}
+    search = {"entries": {"kb/fmt/a/env": gpu_build, "kb/fmt/b/env": _search("all", "all")}}
+    s = summarize_domain(triage, aggregates, search)
+    assert [e.search_missed for e in s.entries] == [True, False]
+    md = render_domain_markdown(s)
+    assert "none in 1 of 1 environments (torch 2.4.1); raised in runs all the same" in md
+    assert "1 nowhere (1 of them raised in runs all the same: torch assembles it at run" in md
+    assert "CPU-only build" not in md  # a CUDA build was among those searched
+    cpu_only = {"entries": {"kb/fmt/b/env": _search("all", "all")}}
+    assert "every torch searched is a CPU-only build" in search_text(
+        summarize_domain(triage, aggregates, cpu_only)
     )

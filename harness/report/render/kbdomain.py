@@ -140,6 +140,7 @@ STATES = (MEASURED, WAITING, NO_APPLICABLE, NOT_MEASURED, NOT_SCRIPTABLE)
 # where a documented message was found whole (all its fixed parts in one release): in every
 # release searched, in some, in none though some of its parts occur, or nowhere at all
 SPREADS = ("every release", "some releases", "parts only", "nowhere")
+_RAISED = ("verbatim", "variable-parts")  # the documented message's grades that mean "it showed"
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,9 @@ class EntryRow:
     counted: int = 0  # runs neither skipped, unsupported nor env_failed
     waiting: tuple[str, ...] = ()  # variants every run of which was skipped
     spread: str | None = None  # one of SPREADS; None: not searched
+    # found nowhere, yet raised in its runs as documented (grade verbatim or variable-parts):
+    # torch assembles the message at run time (an f-string), which no text search can see
+    search_missed: bool = False
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,7 @@ class DomainSummary:
     unmeasured: tuple[tuple[str, str, str], ...]  # (entry, claim ref, why) no variant can measure
     search_envs: int = 0  # environments the message search answered for
     search_torch: str = ""  # their torch releases, "1.10.2–2.13.0"
+    search_cpu_only: bool = False  # every torch searched is a CPU-only build ("+cpu")
 
     def triage(self) -> dict[str, int]:
         """scriptable (cpu / cuda / no) -> how many entries."""
@@ -323,6 +328,13 @@ def summarize_domain(
         runs = int(agg.get("runs", 0)) if agg else 0
         state, waiting = _state(row.scriptable, agg)
         text, anywhere = _message_found(found.get(eid))
+        spread = _spread(found.get(eid))
+        raised = state == MEASURED and any(
+            v.get("claim") == "documented message" and v.get("grade") in _RAISED
+            for v in agg.get("verdicts", ())
+        )
+        if spread == "nowhere" and raised:
+            text += "; raised in runs all the same: assembled at run time"
         entries.append(
             EntryRow(
                 entry=eid,
@@ -338,7 +350,8 @@ def summarize_domain(
                 state=state,
                 counted=int(agg.get("counted", runs)) if agg else 0,
                 waiting=waiting,
-                spread=_spread(found.get(eid)),
+                spread=spread,
+                search_missed=spread == "nowhere" and raised,
             )
         )
         if state == NOT_SCRIPTABLE:
@@ -383,6 +396,10 @@ def summarize_domain(
         unmeasured=tuple(unmeasured),
         search_envs=len(envs),
         search_torch=_versions({k: {**v, "found": "x"} for k, v in envs.items()}, "x"),
+        search_cpu_only=bool(envs)
+        and all(
+            str(e.get("versions", {}).get("torch", "")).endswith("+cpu") for e in envs.values()
+        ),
     )
 
 
@@ -456,8 +473,20 @@ def search_text(s: DomainSummary) -> str:
         f"{sp['some releases']} in some releases, {sp['parts only']} only in parts, "
         f"{sp['nowhere']} nowhere"
     )
+    missed = sum(e.search_missed for e in s.entries)
+    if missed:
+        text += (
+            f" ({missed} of them raised in runs all the same: torch assembles "
+            f"{'it' if missed == 1 else 'them'} at run time, which a text search cannot see)"
+        )
     if sp["not searched"]:
         text += f"; {sp['not searched']} not searched yet"
+    if s.search_cpu_only:
+        text += (
+            "; every torch searched is a CPU-only build: torch's CUDA code and NVIDIA's "
+            "libraries (CUDA runtime, cuBLAS, cuDNN, NCCL), where CUDA errors are worded, are "
+            "not among them, so nowhere here does not mean never raised on a GPU"
+        )
     return text
 
 
