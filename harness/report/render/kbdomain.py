@@ -545,9 +545,10 @@ def render_domain_markdown(s: DomainSummary, base: str = "../") -> str:
         "",
         f"Message search: {search_text(s)}."
         + (
-            " A message found nowhere was never in torch's or lightning's text (sources and "
-            "compiled libraries), whatever a run could show; one found only in parts lost or "
-            "changed some of its words."
+            " A message found nowhere is not in torch's or lightning's text as one piece "
+            "(sources and compiled libraries): invented, reworded, or assembled at run time "
+            '(as every "CUDA error: " followed by the CUDA runtime\'s own text is); one found '
+            "only in parts lost or changed some of its words."
             if s.search_envs
             else ""
         ),
