@@ -14,8 +14,10 @@ and by torchrun; the one NCCL rank a single GPU holds) and check an all_reduce's
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -25,6 +27,7 @@ import textwrap
 import torch
 from reprokit import Unsupported
 
+_FAILURE_LINE = re.compile(r"Fatal Python error|\w+Error\b|Segmentation fault|Traceback")
 _TIMEOUT_S = 120  # a launch that has not finished by then is stuck, not slow
 
 # the script each launched rank runs: its group from the environment a launcher sets
@@ -100,6 +103,14 @@ def in_process(device, rank, world_size):
         from torch.cuda import nccl
 
         nccl.init_rank(world_size, nccl.unique_id(), rank)  # ncclCommInitRank
+        if not 0 <= rank < world_size:
+            # accepted: a process group on it would wait for a rank 0 that never comes
+            return {
+                "every_rank_joined": {
+                    "ok": False,
+                    "detail": "NCCL made a communicator for rank %d of %d" % (rank, world_size),
+                }
+            }
     folder = tempfile.mkdtemp(prefix="kb-nccl-rank-")
     backend = "nccl" if device == "cuda" else "gloo"
     dist.init_process_group(
@@ -123,8 +134,19 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _collect(folder, world_size, procs):
-    errors = []
+def _first_error(stderr):
+    """The line of a failed process's stderr that names its failure (else its last line)."""
+    lines = [x.strip() for x in stderr.decode(errors="replace").splitlines() if x.strip()]
+    for line in lines:
+        if _FAILURE_LINE.search(line):
+            return line
+    return lines[-1] if lines else "(no output)"
+
+
+def _collect(folder, procs):
+    """Wait for the launched processes: what each rank reported, and the failures of the
+    processes that did not exit 0 (rc and the line naming the failure)."""
+    failures = []
     for p in procs:
         try:
             _, err = p.communicate(timeout=_TIMEOUT_S)
@@ -132,15 +154,23 @@ def _collect(folder, world_size, procs):
             p.kill()
             _, err = p.communicate()
         if p.returncode != 0:
-            errors.append(err.decode(errors="replace").strip().splitlines()[-3:])
-    if errors:
-        raise RuntimeError("a launched rank failed: %s" % errors)
+            failures.append("rc %s: %s" % (p.returncode, _first_error(err)))
     reports = []
     for name in sorted(os.listdir(folder)):
         if name.startswith("rank") and name.endswith(".json"):
             with open(os.path.join(folder, name)) as f:
                 reports.append(json.load(f))
-    return reports
+    return reports, failures
+
+
+def exit_check(failures):
+    """Postcondition: every launched process (the ranks, torchrun's agent) exited 0."""
+    return {
+        "launch_exited_cleanly": {
+            "ok": not failures,
+            "detail": "; ".join(failures) if failures else "every launched process exited 0",
+        }
+    }
 
 
 def launched(device, how):
@@ -171,15 +201,18 @@ def launched(device, how):
             for rank in range(1, world_size)
         ]
         os.environ.update(env, RANK="0", LOCAL_RANK="0")
-        dist.init_process_group(backend, init_method="env://")
+        # a child that dies before joining must not leave this rank waiting 30 minutes
+        dist.init_process_group(
+            backend, init_method="env://", timeout=datetime.timedelta(seconds=_TIMEOUT_S)
+        )
         try:
             value = torch.tensor([float(dist.get_rank() + 1)], device=device)
             dist.all_reduce(value)
             mine = {"rank": dist.get_rank(), "size": dist.get_world_size(), "sum": value.item()}
         finally:
             dist.destroy_process_group()
-        reports = [mine] + _collect(folder, world_size, procs)
-        return group_checks("0..%d" % (world_size - 1), world_size, reports)
+        reports, failures = _collect(folder, procs)
+        reports = [mine] + reports
     else:
         command = [
             sys.executable,
@@ -193,8 +226,13 @@ def launched(device, how):
             backend,
             folder,
         ]
-        procs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)]
-    return group_checks("0..%d" % (world_size - 1), world_size, _collect(folder, world_size, procs))
+        launcher = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        reports, failures = _collect(folder, [launcher])
+    checks = group_checks("0..%d" % (world_size - 1), world_size, reports)
+    checks.update(exit_check(failures))
+    return checks
 
 
 def baseline_rank_out_of_range(device, precision):
