@@ -21,7 +21,6 @@ import pickletools
 import py_compile
 import shutil
 import struct
-import sys
 import tempfile
 
 import torch
@@ -33,7 +32,11 @@ HEADER_BYTES = 256  # a header length whose low byte is 0: the file starts with 
 def weights():
     """A small state_dict: name -> float32 tensor."""
     torch.manual_seed(0)
-    return {"body.weight": torch.randn(4, 6), "body.bias": torch.randn(4), "head.weight": torch.randn(2, 4)}
+    return {
+        "body.weight": torch.randn(4, 6),
+        "body.bias": torch.randn(4),
+        "head.weight": torch.randn(2, 4),
+    }
 
 
 def write_safetensors(state, path):
@@ -42,7 +45,11 @@ def write_safetensors(state, path):
     for name in sorted(state):
         values = state[name].contiguous().view(-1).tolist()
         data = struct.pack("<%df" % len(values), *values)
-        meta[name] = {"dtype": "F32", "shape": list(state[name].shape), "data_offsets": [offset, offset + len(data)]}
+        meta[name] = {
+            "dtype": "F32",
+            "shape": list(state[name].shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
         offset += len(data)
         chunks.append(data)
     header = json.dumps(meta, separators=(",", ":")).encode()
@@ -56,16 +63,21 @@ def write_safetensors(state, path):
 def restored(state, got) -> dict:
     """Whether ``got`` holds every tensor of ``state``, equal."""
     got = got if isinstance(got, dict) else {}
-    same = [k for k in state if k in got and torch.is_tensor(got[k]) and torch.equal(got[k], state[k])]
+    same = [
+        k for k in state if k in got and torch.is_tensor(got[k]) and torch.equal(got[k], state[k])
+    ]
     return {
         "tensors_restored": {
             "ok": len(same) == len(state) and len(got) == len(state),
-            "detail": "%d of %d saved tensors came back equal (%d loaded)" % (len(same), len(state), len(got)),
+            "detail": "%d of %d saved tensors came back equal (%d loaded)"
+            % (len(same), len(state), len(got)),
         }
     }
 
 
-def loaded(read, write=write_safetensors, name="model.safetensors", prepare=None, precision="fp32") -> dict:
+def loaded(
+    read, write=write_safetensors, name="model.safetensors", prepare=None, precision="fp32"
+) -> dict:
     """``state`` written by ``write`` to the file ``name``, ``prepare(folder, path)`` (returns
     the path to read), then ``read(path)``: whether the tensors came back."""
     if precision != "fp32":
@@ -127,7 +139,11 @@ def baseline_torch_load_bin_name(device, precision):
 
 def baseline_torch_load_weights_only_false(device, precision):
     require_weights_only()
-    return loaded(lambda path: torch.load(path, weights_only=False), name="pytorch_model.bin", precision=precision)
+    return loaded(
+        lambda path: torch.load(path, weights_only=False),
+        name="pytorch_model.bin",
+        precision=precision,
+    )
 
 
 def workaround1_sniff_header(device, precision):
@@ -136,7 +152,11 @@ def workaround1_sniff_header(device, precision):
 
 def workaround1_weights_only_true(device, precision):
     require_weights_only()
-    return loaded(lambda path: torch.load(path, weights_only=True), name="pytorch_model.bin", precision=precision)
+    return loaded(
+        lambda path: torch.load(path, weights_only=True),
+        name="pytorch_model.bin",
+        precision=precision,
+    )
 
 
 def workaround2_safetensors_library(device, precision):
@@ -153,8 +173,8 @@ def workaround2_safetensors_library(device, precision):
 def workaround3_protocol_inspected(device, precision):
     def read(path):
         # the protocol read with pickletools, as the workaround says, then the file loaded
-        with open(path, "rb") as f:
-            pickletools.dis(f, out=open(os.devnull, "w"))
+        with open(path, "rb") as f, open(os.devnull, "w") as out:
+            pickletools.dis(f, out=out)
         return pickle_load(path)
 
     return loaded(read, precision=precision)
@@ -162,8 +182,6 @@ def workaround3_protocol_inspected(device, precision):
 
 def deadend1_newer_python(device, precision):
     # the matrix's Python axis is the upgrade: the same load in each interpreter
-    if sys.version_info < (3, 8):
-        raise Unsupported("Python %s predates pickle protocol 5" % sys.version.split()[0])
     return loaded(pickle_load, precision=precision)
 
 
@@ -174,7 +192,12 @@ def deadend2_clear_pycache(device, precision):
         with open(module, "w") as f:
             f.write("READER = 'pickle'\n")
         py_compile.compile(module, doraise=True)
-        caches = [os.path.join(root, d) for root, dirs, _ in os.walk(folder) for d in dirs if d == "__pycache__"]
+        caches = [
+            os.path.join(root, d)
+            for root, dirs, _ in os.walk(folder)
+            for d in dirs
+            if d == "__pycache__"
+        ]
         if not caches:
             raise Unsupported("py_compile wrote no __pycache__ folder")
         for cache in caches:
