@@ -165,6 +165,10 @@ def workaround2_safetensors_library(device, precision):
             from safetensors.torch import save_file
         except ImportError as exc:
             raise Unsupported("safetensors is not installed: %s" % exc)
+        try:
+            import numpy  # noqa: F401
+        except ImportError as exc:  # save_file converts through numpy; torch does not bring it
+            raise Unsupported("safetensors' save_file needs numpy, which this environment lacks: %s" % exc)
         save_file(state, path)
 
     return loaded(safetensors_load, write=write, precision=precision)
