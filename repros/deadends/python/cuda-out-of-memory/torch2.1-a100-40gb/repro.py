@@ -5,7 +5,6 @@ TODO: what this reproducer does, in a few lines.
 
 from __future__ import annotations
 
-import torch
 from reprokit import Unsupported, autocast, autocast_dtype, finite, moved  # noqa: F401
 
 # One function per variant, (device, precision) -> its postconditions, each able to fail.
