@@ -531,8 +531,11 @@ def _documented_message_other_type(agg: EntryAggregate, baselines: list[VariantA
     if not agg.signature_message:
         return ""
     pattern = re.compile(agg.signature_message, re.DOTALL)
+    named = (agg.signature_type or "").rsplit(".", 1)[-1]
     for b in baselines:
         for m in b.messages:
+            if m.type.rsplit(".", 1)[-1] == named:
+                continue  # the type the document names: not raised "as another type"
             if m.grade not in _SHOWS_VALUES and pattern.search(m.message):
                 return m.type
     return ""

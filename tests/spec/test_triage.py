@@ -115,8 +115,15 @@ def test_the_repository_triage_is_valid() -> None:
 
 def test_imported_entries_match_their_triage_row() -> None:
     """Each written entry of a triaged domain: its documented signature is made from the
-    document's message by the one rule (msgsearch.message_regex), and its origin is the row's."""
+    document's message, and its origin is the row's. The signature is its fixed parts in
+    order (msgsearch.message_regex: numbers, quoted names, devices, dtypes are variable), or
+    the first of them up to a word's end where the document's message runs on past what the
+    library prints (a folder it left out: "... model.safetensors found in directory <path>"),
+    or, where the fixed parts alone say nothing of the error, its words exactly as `new`
+    writes them ('Tensor' object has no attribute 'grad': without the quoted names, "object
+    has no attribute" would match any AttributeError)."""
     from harness.catalogue.msgsearch import message_regex
+    from harness.catalogue.scaffold import _first_sentence, message_pattern, split_type
     from harness.spec.entries import load_entry
 
     checked = 0
@@ -128,6 +135,9 @@ def test_imported_entries_match_their_triage_row() -> None:
             entry = load_entry(folder, REPO / "repros")
             assert entry.origin["message"] == row.message, row.kb_id
             assert entry.origin["id"] == row.kb_id
-            assert entry.signature.message == message_regex(row.message), row.kb_id
+            exact = message_pattern(_first_sentence(split_type(row.message)[1]))
+            fixed, sig = message_regex(row.message), entry.signature.message
+            head = fixed.startswith(sig) and fixed[len(sig) : len(sig) + 1] in (" ", "")
+            assert sig == exact or (head and len(sig.split()) >= 3), row.kb_id
             checked += 1
     assert checked
