@@ -320,11 +320,46 @@ def undefined_globals(function):
                 seen_functions.add(id(called))
                 codes.append(getattr(called, "__code__", None))
         codes.extend(c for c in code.co_consts if hasattr(c, "co_code"))
-    return [
+    missing = [
         name
         for name in loaded
         if name not in known and name not in stored and not hasattr(builtins, name)
     ]
+    if missing:  # bound in a branch this machine did not take (`if triton is not None:`)
+        bound = _module_bindings(getattr(function.__code__, "co_filename", ""))
+        missing = [name for name in missing if name not in bound]
+    return missing
+
+
+def _module_bindings(filename):
+    """Every name the module binds at its top level, in any branch of an if, try, with or
+    for (a kernel defined only where triton imports): the names a run elsewhere may have."""
+    import ast
+
+    try:
+        with open(filename, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), filename)
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    names, todo = set(), list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            continue
+        for child in ast.walk(node) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) else ():
+            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                names.add(child.id)
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            todo.extend(getattr(node, field, ()) or ())
+        if isinstance(node, (ast.For, ast.With)) or getattr(node, "target", None) is not None:
+            for child in ast.walk(getattr(node, "target", node)):
+                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                    names.add(child.id)
+    return names
 
 
 def checked_skip(job, reason):

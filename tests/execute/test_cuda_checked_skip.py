@@ -227,3 +227,39 @@ def test_a_skipped_cuda_cells_reason_names_what_its_needs_decide_here(tiny_entry
     assert "Python 3.13" in reason
     fine = {"python": "3.11.7", "torch": "2.5.1+cpu", "setuptools": "70.0"}
     assert _skip_reason(NO_CUDA, job, fine) == NO_CUDA
+
+
+CONDITIONAL = """
+try:
+    import not_installed_here
+except ImportError:
+    not_installed_here = None
+
+if not_installed_here is not None:
+
+    def kernel():
+        return not_installed_here.run()
+
+
+def uses_kernel(device, precision):
+    if not_installed_here is None:
+        raise RuntimeError("a precondition, never reached on a skipped cell")
+    return {"ran": {"ok": bool(kernel()), "detail": ""}}
+
+
+def typo(device, precision):
+    return {"ran": {"ok": bool(kernal()), "detail": ""}}
+
+
+VARIANTS = {"uses-kernel": uses_kernel, "typo": typo}
+"""
+
+
+def test_a_name_defined_only_where_a_package_imports_is_not_a_typo(
+    tiny_entry, host_env, tmp_path, worker
+) -> None:
+    """A Triton kernel defined under `if triton is not None:` exists on the GPU box, not here."""
+    entry = entry_with(tiny_entry, tmp_path, CONDITIONAL)
+    assert skip_job(entry, host_env, "uses-kernel", worker).outcome.value == "skipped"
+    r = skip_job(entry, host_env, "typo", worker)
+    assert r.outcome.value == "other_error" and "kernal" in r.reason
