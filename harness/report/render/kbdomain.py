@@ -476,8 +476,9 @@ def search_text(s: DomainSummary) -> str:
     missed = sum(e.search_missed for e in s.entries)
     if missed:
         text += (
-            f" ({missed} of them raised in runs all the same: torch assembles "
-            f"{'it' if missed == 1 else 'them'} at run time, which a text search cannot see)"
+            f" ({missed} of them raised in runs all the same: assembled at run time, or "
+            "raised by a package the search does not read (transformers, safetensors), which "
+            "a text search of torch and lightning cannot see)"
         )
     if sp["not searched"]:
         text += f"; {sp['not searched']} not searched yet"
