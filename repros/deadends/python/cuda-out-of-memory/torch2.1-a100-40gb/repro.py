@@ -1,32 +1,285 @@
-"""Reproducer: "RuntimeError: CUDA out of memory" (deadends/python/cuda-out-of-memory/torch2.1-a100-40gb).
+"""Reproducer: "RuntimeError: CUDA out of memory. Tried to allocate"
+(deadends/python/cuda-out-of-memory/torch2.1-a100-40gb).
 
-TODO: what this reproducer does, in a few lines.
+Two ways a training step runs out of a card's memory: a deep MLP (16 Linear+ReLU layers)
+on a batch whose saved activations exceed it, and a large model (4 square Linear layers
+trained by Adam) whose parameters, gradients and optimizer moments exceed it at any batch.
+The record's card is an A100 40 GB; the card here is made to measure on any GPU: the MLP's
+full-batch fp32 step is run once uncapped and its peak memory taken, and
+torch.cuda.set_per_process_memory_fraction caps this process at that peak divided by OVER
+(a few GiB, about a second, even on a 141 GB H200); the large model's parameters take
+OVER/4 of that card. Each variant applies one workaround or dead end of
+https://deadends.dev/python/cuda-out-of-memory/torch2.1-a100-40gb under that cap.
+CUDA cells only; train_step runs on any device (tests exercise it on the CPU).
 """
 
 from __future__ import annotations
 
-from reprokit import Unsupported, autocast, autocast_dtype, finite, moved  # noqa: F401
+import os
 
-# One function per variant, (device, precision) -> its postconditions, each able to fail.
-# Raise Unsupported (before the behaviour under test) where this cell cannot express the
-# variant's intent; entry.yaml says what each variant is and where it runs. For example:
-#
-# def baseline(device, precision):
-#     dtype = autocast_dtype(device, precision)  # Unsupported where autocast cannot run it
-#     torch.manual_seed(0)
-#     ...
-#     return {"loss_finite": finite(losses), "params_moved": moved(before, params)}
+import torch
+import torch.nn.functional as F
+from reprokit import Unsupported, autocast, autocast_dtype, finite, make_scaler, moved
+from torch import nn
+
+WIDTH = 1024
+DEPTH = 16
+BATCH = 16384  # the batch that does not fit
+OVER = 1.4  # how much more than the card's memory the full batch needs
+# the large model: fp32 parameters of this share of the card, so that with their gradients
+# and Adam's two moments (4 copies) training needs OVER times the card at any batch
+PARAM_SHARE = OVER / 4
+BIG_DEPTH = 4
+BIG_BATCH = 64
 
 
-# name -> its function; None while it is not written (the harness never runs it). Replace a
-# None by the function once it is written.
+def make_model(device):
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(DEPTH):
+        layers += [nn.Linear(WIDTH, WIDTH), nn.ReLU()]
+    layers.append(nn.Linear(WIDTH, 1))
+    return nn.Sequential(*layers).to(device)
+
+
+def big_width(param_bytes):
+    """The width of BIG_DEPTH square Linear layers whose fp32 weights take param_bytes."""
+    return max(8, int((param_bytes / 4 / BIG_DEPTH) ** 0.5))
+
+
+def make_big_model(device, width):
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(BIG_DEPTH):
+        layers += [nn.Linear(width, width, bias=False), nn.ReLU()]
+    return nn.Sequential(*layers).to(device)
+
+
+def checkpointed(model, x):
+    from torch.utils.checkpoint import checkpoint_sequential
+
+    try:
+        return checkpoint_sequential(model, 4, x, use_reentrant=False)
+    except TypeError:  # releases before use_reentrant existed
+        return checkpoint_sequential(model, 4, x)
+
+
+def train_step(
+    device,
+    n,
+    micro=1,
+    forward=None,
+    precision="fp32",
+    after=None,
+    context=None,
+    scale=True,
+    width=None,
+    batch=BATCH,
+):
+    """One optimizer step over ``n`` samples in ``micro`` micro-batches (gradients
+    accumulated), forward by ``forward(model, x)`` (default: model(x)), under autocast for
+    fp16/bf16 (``context()`` instead of torch.autocast where given; a GradScaler for fp16
+    unless ``scale`` is False); ``after()`` runs after the step (empty_cache). With
+    ``width``, the large model of that width trained by Adam (its memory is the
+    parameters'), else the deep MLP trained by SGD (its memory is the activations');
+    ``batch`` is the effective batch the step must keep."""
+    dtype = autocast_dtype(device, precision)
+    scaler = make_scaler(device)[0] if precision == "fp16" and scale else None
+    if width is None:
+        model = make_model(device)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        features = WIDTH
+    else:
+        model = make_big_model(device, width)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        features = width
+    # kept on the host: a copy on the card would be memory the step itself does not need
+    before = {k: p.detach().to("cpu", copy=True) for k, p in model.named_parameters()}
+    losses, seen, produced = [], 0, []
+    for _ in range(micro):
+        g = torch.Generator().manual_seed(seen)
+        x = torch.randn(n // micro, features, generator=g).to(device)
+        with autocast(device, dtype) if context is None else context():
+            out = model(x) if forward is None else forward(model, x)
+            loss = F.mse_loss(out.float(), torch.ones_like(out, dtype=torch.float32)) / micro
+        produced.append(out.dtype)
+        (scaler.scale(loss) if scaler else loss).backward()
+        losses.append(loss.item() * micro)
+        seen += x.shape[0]
+        del x, out, loss
+    if scaler:
+        scaler.step(opt)
+        scaler.update()
+    else:
+        opt.step()
+    if after is not None:
+        after()
+    checks = {
+        "loss_finite": finite(losses),
+        "params_trained": moved(before, dict(model.named_parameters())),
+    }
+    checks["samples_per_step"] = {
+        "ok": seen == batch,
+        "detail": "%d samples in one optimizer step (the batch is %d)" % (seen, batch),
+    }
+    if dtype is not None:
+        checks["ran_in_half"] = {
+            "ok": produced != [] and all(d == dtype for d in produced),
+            "detail": "the model's output came out as %s under %s autocast"
+            % (sorted({str(d) for d in produced}), dtype),
+        }
+    return checks
+
+
+def without(checks, *names):
+    """``checks`` less those a reading does not ask for."""
+    return {k: v for k, v in checks.items() if k not in names}
+
+
+def needs_cuda():
+    if not torch.cuda.is_available():
+        raise Unsupported("needs a CUDA device: the error is the GPU allocator's")
+
+
+def card_budget():
+    """The peak memory the full batch's plain fp32 step takes on this GPU, uncapped, and
+    the capped card's size: that divided by OVER. Unsupported without CUDA, or where the
+    GPU cannot run the full batch at all (the card could not be sized)."""
+    needs_cuda()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    try:
+        train_step("cuda", BATCH)
+    except RuntimeError as exc:  # torch.cuda.OutOfMemoryError derives from it
+        if "out of memory" not in str(exc):
+            raise
+        raise Unsupported("this GPU cannot run the full batch uncapped, to size the card: %s" % exc)
+    torch.cuda.synchronize()
+    need = torch.cuda.max_memory_allocated()
+    torch.cuda.empty_cache()
+    return need / OVER, need
+
+
+def on_capped_card(run):
+    """``run(budget)`` (-> postconditions) with this process capped to the card's size
+    (the details say the sizes and the peak); the cap is lifted afterwards."""
+    budget, need = card_budget()
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(budget / total)
+    try:
+        torch.cuda.reset_peak_memory_stats()
+        checks = run(budget)
+        torch.cuda.synchronize()
+        sizes = "; peak %.0f MiB on a card of %.0f MiB (the batch of %d needs %.0f MiB)" % (
+            torch.cuda.max_memory_allocated() / 2**20,
+            budget / 2**20,
+            BATCH,
+            need / 2**20,
+        )
+        for check in checks.values():
+            check["detail"] += sizes
+        return checks
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        torch.cuda.empty_cache()
+
+
+def big_step(n):
+    """The large model's step at batch ``n`` on the capped card (its width from the card)."""
+    return lambda budget: train_step(
+        "cuda", n, width=big_width(PARAM_SHARE * budget), batch=BIG_BATCH
+    )
+
+
+def fp32_only(precision):
+    needs_cuda()
+    if precision != "fp32":
+        raise Unsupported("sized for fp32; the mixed-precision workaround sets its own")
+
+
+def set_alloc_conf(value):
+    """The caching allocator's setting, made before CUDA starts (this variant runs in a
+    fresh process): the new variable name and the older one."""
+    if torch.cuda.is_initialized():
+        raise Unsupported("CUDA was initialised before the allocator setting could be made")
+    os.environ["PYTORCH_ALLOC_CONF"] = value
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = value
+
+
+def baseline_batch_too_large(device, precision):
+    fp32_only(precision)
+    return on_capped_card(lambda budget: train_step("cuda", BATCH))
+
+
+def baseline_model_too_large(device, precision):
+    fp32_only(precision)
+    return on_capped_card(big_step(BIG_BATCH))
+
+
+def workaround1_checkpointing(device, precision):
+    fp32_only(precision)
+    return on_capped_card(lambda budget: train_step("cuda", BATCH, forward=checkpointed))
+
+
+def workaround2_cuda_amp_autocast(device, precision):
+    needs_cuda()
+    if precision != "fp16":
+        raise Unsupported("torch.cuda.amp.autocast() casts to float16 unless told otherwise")
+    if not hasattr(torch.cuda, "amp") or not hasattr(torch.cuda.amp, "autocast"):
+        raise Unsupported("this torch has no torch.cuda.amp.autocast")
+    return on_capped_card(
+        lambda budget: train_step(
+            "cuda", BATCH, precision="fp16", context=torch.cuda.amp.autocast, scale=False
+        )
+    )
+
+
+def workaround2_mixed_precision(device, precision):
+    needs_cuda()
+    if precision == "fp32":
+        raise Unsupported("the workaround is fp16 or bf16 autocast")
+    autocast_dtype("cuda", precision)  # Unsupported where autocast cannot produce it
+    return on_capped_card(lambda budget: train_step("cuda", BATCH, precision=precision))
+
+
+def deadend1_empty_cache(device, precision):
+    fp32_only(precision)
+    return on_capped_card(lambda budget: train_step("cuda", BATCH, after=torch.cuda.empty_cache))
+
+
+def deadend2_batch_one(device, precision):
+    fp32_only(precision)
+    # the literal reading accepts the smaller batch: samples_per_step is not asked
+    return on_capped_card(lambda budget: without(train_step("cuda", 1), "samples_per_step"))
+
+
+def deadend2_batch_one_large_model(device, precision):
+    fp32_only(precision)
+    return on_capped_card(lambda budget: without(big_step(1)(budget), "samples_per_step"))
+
+
+def control_quarter_batch(device, precision):
+    fp32_only(precision)
+    return on_capped_card(
+        lambda budget: without(train_step("cuda", BATCH // 4), "samples_per_step")
+    )
+
+
+def deadend3_expandable_segments(device, precision):
+    fp32_only(precision)
+    set_alloc_conf("expandable_segments:True")
+    return on_capped_card(lambda budget: train_step("cuda", BATCH))
+
+
 VARIANTS = {
-    "baseline": None,
-    "workaround1": None,
-    "workaround2": None,
-    "workaround3": None,
-    "deadend1": None,
-    "deadend2": None,
-    "deadend3": None,
-    "control": None,
+    "baseline-batch-too-large": baseline_batch_too_large,
+    "baseline-model-too-large": baseline_model_too_large,
+    "workaround1-checkpointing": workaround1_checkpointing,
+    "workaround2-cuda-amp-autocast": workaround2_cuda_amp_autocast,
+    "workaround2-mixed-precision": workaround2_mixed_precision,
+    "deadend1-empty-cache": deadend1_empty_cache,
+    "deadend2-batch-one": deadend2_batch_one,
+    "deadend2-batch-one-large-model": deadend2_batch_one_large_model,
+    "deadend3-expandable-segments": deadend3_expandable_segments,
+    "control-quarter-batch": control_quarter_batch,
 }
