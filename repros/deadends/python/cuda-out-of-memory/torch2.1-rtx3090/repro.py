@@ -132,6 +132,8 @@ def train_step(
 def compiled(model, x):
     """model(x) through torch.compile (inductor), dynamo's cache reset first so that no
     earlier run's recompile limit sends it back to eager."""
+    import torch._dynamo
+
     torch._dynamo.reset()
     return torch.compile(model)(x)
 
