@@ -50,6 +50,18 @@ def test_ran_in_half_fails_where_autocast_does_not_engage(monkeypatch: pytest.Mo
 
 
 @pytest.mark.torch
+def test_a_step_the_grad_scaler_skips_is_taken_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = load(ENTRY)
+    monkeypatch.setattr(m, "BATCH", 64)
+    checks = m.train_step("cpu", 64, precision="fp16")
+    assert failed(checks) == set()
+    assert "skipped by the GradScaler" in checks["params_trained"]["detail"]
+    # at the first scale (2**16) this step overflows: with no second try nothing trains
+    monkeypatch.setattr(m, "MAX_SKIPPED", 0)
+    assert failed(m.train_step("cpu", 64, precision="fp16")) == {"params_trained"}
+
+
+@pytest.mark.torch
 def test_loss_finite_and_params_trained_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     m = load(ENTRY)
     import torch

@@ -29,6 +29,7 @@ OVER = 1.4  # how much more than the card's memory the full batch needs
 PARAM_SHARE = OVER / 4
 BIG_DEPTH = 4
 BIG_BATCH = 64
+MAX_SKIPPED = 16  # steps the GradScaler may skip while it backs off from 2**16
 
 
 def make_model(device):
@@ -72,7 +73,7 @@ def train_step(
     context=None,
     scale=True,
     width=None,
-    batch=BATCH,
+    batch=None,
 ):
     """One optimizer step over ``n`` samples in ``micro`` micro-batches (gradients
     accumulated), forward by ``forward(model, x)`` (default: model(x)), under autocast for
@@ -80,7 +81,10 @@ def train_step(
     unless ``scale`` is False); ``after()`` runs after the step (empty_cache). With
     ``width``, the large model of that width trained by Adam (its memory is the
     parameters'), else the deep MLP trained by SGD (its memory is the activations');
-    ``batch`` is the effective batch the step must keep."""
+    ``batch`` is the effective batch the step must keep (default BATCH). A step the
+    GradScaler skips (an inf gradient at its first scale) is taken again, as training would
+    take the next one, so that one step's measurement is not a skipped step."""
+    batch = BATCH if batch is None else batch
     dtype = autocast_dtype(device, precision)
     scaler = make_scaler(device)[0] if precision == "fp16" and scale else None
     if width is None:
@@ -93,29 +97,40 @@ def train_step(
         features = width
     # kept on the host: a copy on the card would be memory the step itself does not need
     before = {k: p.detach().to("cpu", copy=True) for k, p in model.named_parameters()}
-    losses, seen, produced = [], 0, []
-    for _ in range(micro):
-        g = torch.Generator().manual_seed(seen)
-        x = torch.randn(n // micro, features, generator=g).to(device)
-        with autocast(device, dtype) if context is None else context():
-            out = model(x) if forward is None else forward(model, x)
-            loss = F.mse_loss(out.float(), torch.ones_like(out, dtype=torch.float32)) / micro
-        produced.append(out.dtype)
-        (scaler.scale(loss) if scaler else loss).backward()
-        losses.append(loss.item() * micro)
-        seen += x.shape[0]
-        del x, out, loss
-    if scaler:
+    skipped = 0
+    while True:
+        opt.zero_grad(set_to_none=True)
+        losses, seen, produced = [], 0, []
+        for _ in range(micro):
+            g = torch.Generator().manual_seed(seen)
+            x = torch.randn(n // micro, features, generator=g).to(device)
+            with autocast(device, dtype) if context is None else context():
+                out = model(x) if forward is None else forward(model, x)
+                loss = F.mse_loss(out.float(), torch.ones_like(out, dtype=torch.float32)) / micro
+            produced.append(out.dtype)
+            (scaler.scale(loss) if scaler else loss).backward()
+            losses.append(loss.item() * micro)
+            seen += x.shape[0]
+            del x, out, loss
+        if scaler is None:
+            opt.step()
+            break
+        scale = scaler.get_scale()
         scaler.step(opt)
         scaler.update()
-    else:
-        opt.step()
+        if scaler.get_scale() >= scale or skipped >= MAX_SKIPPED:
+            break
+        skipped += 1  # the scaler found an inf gradient, skipped the step and backed off
     if after is not None:
         after()
     checks = {
         "loss_finite": finite(losses),
         "params_trained": moved(before, dict(model.named_parameters())),
     }
+    if scaler is not None:
+        checks["params_trained"]["detail"] += (
+            "; %d step(s) skipped by the GradScaler first" % skipped
+        )
     checks["samples_per_step"] = {
         "ok": seen == batch,
         "detail": "%d samples in one optimizer step (the batch is %d)" % (seen, batch),
