@@ -23,6 +23,7 @@ from torch import nn
 WIDTH = 1024
 DEPTH = 16
 BATCH = 16384  # the batch that does not fit
+MAX_SKIPPED = 16  # steps the GradScaler may skip while it backs off from 2**16
 OVER = 1.4  # how much more than the card's memory the full batch needs
 
 
@@ -53,28 +54,41 @@ def train_step(device, n, micro=1, forward=None, precision="fp32", after=None):
     model = make_model(device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     before = {k: p.detach().clone() for k, p in model.named_parameters()}
-    losses, seen = [], 0
-    for _ in range(micro):
-        g = torch.Generator().manual_seed(seen)
-        x = torch.randn(n // micro, WIDTH, generator=g).to(device)
-        with autocast(device, dtype):
-            out = model(x) if forward is None else forward(model, x)
-            loss = F.mse_loss(out.float(), torch.ones_like(out, dtype=torch.float32)) / micro
-        (scaler.scale(loss) if scaler else loss).backward()
-        losses.append(loss.item() * micro)
-        seen += x.shape[0]
-        del x, out, loss
-    if scaler:
+    skipped = 0
+    while True:
+        opt.zero_grad(set_to_none=True)
+        losses, seen = [], 0
+        for _ in range(micro):
+            g = torch.Generator().manual_seed(seen)
+            x = torch.randn(n // micro, WIDTH, generator=g).to(device)
+            with autocast(device, dtype):
+                out = model(x) if forward is None else forward(model, x)
+                loss = F.mse_loss(out.float(), torch.ones_like(out, dtype=torch.float32)) / micro
+            (scaler.scale(loss) if scaler else loss).backward()
+            losses.append(loss.item() * micro)
+            seen += x.shape[0]
+            del x, out, loss
+        if scaler is None:
+            opt.step()
+            break
+        # a step the GradScaler skips (an inf gradient at its first scale, 2**16) is taken
+        # again, as training takes the next one: one skipped step is not "did not train"
+        scale = scaler.get_scale()
         scaler.step(opt)
         scaler.update()
-    else:
-        opt.step()
+        if scaler.get_scale() >= scale or skipped >= MAX_SKIPPED:
+            break
+        skipped += 1
     if after is not None:
         after()
     checks = {
         "loss_finite": finite(losses),
         "params_trained": moved(before, dict(model.named_parameters())),
     }
+    if scaler is not None:
+        checks["params_trained"]["detail"] += (
+            "; %d step(s) skipped by the GradScaler first" % skipped
+        )
     checks["samples_per_step"] = {
         "ok": seen == BATCH,
         "detail": "%d samples in one optimizer step (the batch is %d)" % (seen, BATCH),
