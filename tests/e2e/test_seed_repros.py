@@ -117,8 +117,11 @@ def _located(message: str) -> str:
     run and this test run in different checkouts, of reproducers edited since), and without
     terminal escapes (the store now removes them whole; records stored before kept
     "\ufffd[1m")."""
-    message = _TEMP.sub("<tmp>/", strip_terminal(message))
-    return _PATH.sub(lambda m: f"<repo>/{m[2]}" + (", line <n>" if m[3] else ""), message)
+    # the checkout's paths first: a checkout may itself live under the temporary folder
+    message = _PATH.sub(
+        lambda m: f"<repo>/{m[2]}" + (", line <n>" if m[3] else ""), strip_terminal(message)
+    )
+    return _TEMP.sub("<tmp>/", message)
 
 
 def _signature_says(signature, exc) -> bool:
