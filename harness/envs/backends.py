@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
@@ -209,25 +209,47 @@ class NotAPython(Exception):
     what it did instead."""
 
 
-IDENTIFY = "import sys; sys.stdout.write('HARNESS-PYTHON %d.%d.%d\\n' % sys.version_info[:3])"
+# one start answers both: the version, and the installation a venv's python or a shim runs
+IDENTIFY = (
+    "import os, sys; sys.stdout.write('HARNESS-PYTHON %d.%d.%d\\n' % sys.version_info[:3]); "
+    "sys.stdout.write('HARNESS-BASE %s\\n' % "
+    "os.path.realpath(getattr(sys, '_base_executable', None) or sys.executable))"
+)
 
 
 def identify_python(exe: str | Path, timeout: float = IDENTIFY_TIMEOUT_S) -> str:
     """The version ("3.11.7") of the Python ``exe`` is, asked with a timeout and bounded
     output; NotAPython with what it did instead (the first SHOWN_CHARS it printed)."""
+    return _identify(exe, timeout)[0]
+
+
+def base_interpreter(exe: str | Path, timeout: float = IDENTIFY_TIMEOUT_S) -> Path:
+    """The interpreter ``exe`` really runs: a venv's ``bin/python`` or a pyenv shim names
+    its base installation. Environments are fingerprinted by it, so one found through
+    another venv on PATH (a worktree's, deleted later) is the same interpreter."""
+    try:
+        return _identify(exe, timeout)[1]
+    except NotAPython:
+        return Path(exe)
+
+
+def _identify(exe: str | Path, timeout: float) -> tuple[str, Path]:
     try:
         out = run_bounded([str(exe), "-c", IDENTIFY], timeout, limit=64 * 1024)
     except OSError as exc:
         raise NotAPython(f"it does not run: {exc.strerror or exc}") from None
-    for line in out.stdout.splitlines():
-        if line.startswith("HARNESS-PYTHON "):
-            return line.split(" ", 1)[1].strip()
+    said = dict(
+        line.split(" ", 1) for line in out.stdout.splitlines() if line.startswith("HARNESS-")
+    )
+    if "HARNESS-PYTHON" in said:
+        base = said.get("HARNESS-BASE", "").strip()
+        return said["HARNESS-PYTHON"].strip(), Path(base) if base else Path(exe)
     if out.returncode is None:
-        return _refuse(f"it did not answer within {timeout:g} s", out)
-    return _refuse(f"it exited with status {out.returncode} without saying its version", out)
+        _refuse(f"it did not answer within {timeout:g} s", out)
+    _refuse(f"it exited with status {out.returncode} without saying its version", out)
 
 
-def _refuse(what: str, out: Bounded) -> str:
+def _refuse(what: str, out: Bounded) -> NoReturn:
     shown = (out.stdout or out.stderr)[:SHOWN_CHARS]
     if shown:
         more = f", of {out.printed} bytes" if out.printed > len(shown) else ""
@@ -237,9 +259,13 @@ def _refuse(what: str, out: Bounded) -> str:
 
 def _python_version(exe: str | Path) -> str | None:
     try:
-        return ".".join(identify_python(exe).split(".")[:2])
+        return _minor(identify_python(exe))
     except NotAPython:
         return None
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
 
 
 def interpreter_candidates(version: str) -> list[Path]:
@@ -259,33 +285,19 @@ def interpreter_candidates(version: str) -> list[Path]:
     return found
 
 
-BASE = (
-    "import os, sys; sys.stdout.write('HARNESS-BASE %s\\n' % "
-    "os.path.realpath(getattr(sys, '_base_executable', None) or sys.executable))"
-)
-
-
-def base_interpreter(exe: str | Path, timeout: float = IDENTIFY_TIMEOUT_S) -> Path:
-    """The interpreter ``exe`` really runs: a venv's ``bin/python`` or a pyenv shim names
-    its base installation. Environments are fingerprinted by it, so one found through
-    another venv on PATH (a worktree's, deleted later) is the same interpreter."""
-    try:
-        out = run_bounded([str(exe), "-c", BASE], timeout, limit=64 * 1024)
-    except OSError:
-        return Path(exe)
-    for line in out.stdout.splitlines():
-        if line.startswith("HARNESS-BASE "):
-            return Path(line.split(" ", 1)[1].strip())
-    return Path(exe)
-
-
 def find_interpreter(version: str, candidates: Iterable[Path] | None = None) -> Path:
     """The base installation of the first candidate that is Python ``version``."""
     looked = []
     for exe in candidates if candidates is not None else interpreter_candidates(version):
         looked.append(str(exe))
-        if exe.is_file() and _python_version(exe) == version:
-            return base_interpreter(exe)
+        if not exe.is_file():
+            continue
+        try:
+            found, base = _identify(exe, IDENTIFY_TIMEOUT_S)
+        except NotAPython:
+            continue
+        if _minor(found) == version:
+            return base
     raise EnvFailed(
         f"no Python {version} interpreter found (looked in PATH, pyenv and uv-managed "
         f"pythons: {', '.join(looked) or 'nothing'}); install one, e.g. `pyenv install {version}`"
