@@ -341,24 +341,31 @@ def _module_bindings(filename):
             tree = ast.parse(f.read(), filename)
     except (OSError, SyntaxError, ValueError):
         return set()
+
+    def stored(target):
+        return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+
     names, todo = set(), list(tree.body)
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
+            names.add(node.name)  # its body binds names of its own, not the module's
             continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
-            continue
-        for child in ast.walk(node) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) else ():
-            if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
-                names.add(child.id)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                names |= stored(target)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+            names |= stored(node.target)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    names |= stored(item.optional_vars)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
         for field in ("body", "orelse", "finalbody", "handlers"):
             todo.extend(getattr(node, field, ()) or ())
-        if isinstance(node, (ast.For, ast.With)) or getattr(node, "target", None) is not None:
-            for child in ast.walk(getattr(node, "target", node)):
-                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
-                    names.add(child.id)
     return names
 
 
