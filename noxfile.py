@@ -25,6 +25,9 @@ HARNESS_PYTHON = "3.11"  # the orchestrator's own Python; targets pick theirs in
 # the test session runs the seed reproducers on a real torch: the release that lies on
 # this kind of machine as a local CPU wheel (pip finds it; anywhere else pip downloads it)
 TEST_TORCH = ["torch==2.13.0", "lightning==2.6.6", "numpy"]
+# the huggingface reproducers' own packages, so that their tests (tests/repros/deadends/
+# huggingface) run their postconditions on real transformers and onnx instead of skipping
+TEST_REPRO_PACKAGES = ["transformers==5.24.0", "onnx==1.23.2"]
 
 
 def _environment_ids() -> list[str]:
@@ -73,7 +76,7 @@ def slow_tests(session: nox.Session) -> None:
 
 def _pytest(session: nox.Session, *args: str) -> None:
     session.install(*TEST_TORCH[:1])
-    session.install("-e", ".[test]", *TEST_TORCH[1:])
+    session.install("-e", ".[test]", *TEST_TORCH[1:], *TEST_REPRO_PACKAGES)
     session.run("python", "-m", "pytest", "-n", "auto", *args)
 
 

@@ -91,9 +91,12 @@ def grade(
     signature_type: str,
     signature_message: str,
     reworded: str | None = None,
+    reworded_type: str = "",
 ) -> Grade | None:
     """The grade of one run against the documented signature (``signature_message`` a
-    regular expression; ``reworded``: the pattern of the entry's declared rewording), or
+    regular expression; ``reworded``: the pattern of the entry's declared rewording, and
+    ``reworded_type`` the subclass of the documented type it is raised as, where it names
+    one: a record keeps the exception's own class, not its bases), or
     None for a run that is not counted (unsupported, skipped, env_failed). The one rule
     that decides a grade; docs/reference/outcomes-and-verdicts.md says it in words."""
     if outcome in _NOT_COUNTED_VALUES:
@@ -104,6 +107,9 @@ def grade(
         return Grade.NOT_RAISED
     if outcome != Outcome.OTHER_ERROR.value or not exc_type or not signature_type:
         return Grade.OTHER_ERROR  # related, crashed, timeout: not the documented error
+    if reworded and reworded_type and type_named(exc_type, reworded_type):
+        found = re.search(reworded, exc_message, re.DOTALL)
+        return Grade.REWORDED if found else Grade.OTHER_ERROR
     if not type_named(exc_type, signature_type):
         return Grade.OTHER_ERROR
     if re.search(signature_message, exc_message, re.DOTALL):

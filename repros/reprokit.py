@@ -48,6 +48,8 @@ __all__ = [
     "main",
     "make_scaler",
     "moved",
+    "needs_cuda",
+    "on_capped_card",
     "report",
     "require_plugin_precision",
     "with_lightning_precision",
@@ -222,6 +224,62 @@ def require_plugin_precision(plugin, precision, asked, flag=None):
         raise Unsupported(
             "%s asked for %r; Lightning runs %s instead" % (asked, wanted, describe_plugin(plugin))
         )
+
+
+# -- a small card: the GPU allocator's out of memory on any GPU ----------------------------
+
+
+def needs_cuda(why="needs a CUDA device: the error is the GPU allocator's"):
+    import torch
+
+    if not torch.cuda.is_available():
+        raise Unsupported(why)
+
+
+def _out_of_memory(exc):
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc)
+
+
+def on_capped_card(measure, run, over, what="the workload"):
+    """``run()`` (-> postconditions) with this process capped to a card ``over`` times
+    smaller than the peak memory ``measure()`` takes on this GPU uncapped: the card is made
+    to measure on any GPU (a few GiB even on a 141 GB H200), so that ``what`` needs ``over``
+    times the card. Every postcondition's detail says the sizes and the run's own peak; the
+    cap is lifted afterwards. Unsupported without CUDA, or where ``measure()`` does not fit
+    this GPU uncapped (the card could not be sized)."""
+    import torch
+
+    needs_cuda()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    try:
+        measure()
+    except RuntimeError as exc:  # torch.cuda.OutOfMemoryError derives from it
+        if not _out_of_memory(exc):
+            raise
+        raise Unsupported("this GPU cannot run %s uncapped, to size the card: %s" % (what, exc))
+    torch.cuda.synchronize()
+    need = torch.cuda.max_memory_allocated()
+    torch.cuda.empty_cache()
+    card = need / over
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(card / total)
+    try:
+        torch.cuda.reset_peak_memory_stats()
+        checks = run()
+        torch.cuda.synchronize()
+        sizes = "; peak %.0f MiB on a card of %.0f MiB (%s needs %.0f MiB)" % (
+            torch.cuda.max_memory_allocated() / 2**20,
+            card / 2**20,
+            what,
+            need / 2**20,
+        )
+        for check in checks.values():
+            check["detail"] += sizes
+        return checks
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        torch.cuda.empty_cache()
 
 
 # -- postconditions: each returns {"ok": bool, "detail": str} and each can fail -----------

@@ -13,11 +13,17 @@
 # (`plan --budget`) and runs nothing.
 #
 # Needs: a python3 with torch, lightning, packaging, PyYAML and rich (numpy and Pillow only
-# for reports). Bounded: GPU_BOX_BUDGET_S (default 600) is the whole call's wall time: the
+# for reports). Entries whose `requires:` the stack lacks (transformers for the huggingface
+# ones) run where their wheels came with the checkout: `bash scripts/gpu-wheels.sh` on a
+# machine with a package index writes .gpu-box/wheels/; here they are installed offline
+# (pip --no-index) into .gpu-box/venv, a venv that also reads the stack's own packages, which
+# then runs everything. Without the folder those variants are `unsupported`, naming what
+# is missing. Bounded: GPU_BOX_BUDGET_S (default 600) is the whole call's wall time: the
 # harness plans for it less GPU_BOX_MARGIN_S (default 30: the summary, a job that overruns
 # its estimate) and is stopped at it less 10 s in any case; each run stops after
 # GPU_BOX_RUN_TIMEOUT_S (default 120).
-# Settings (environment): PYTHON (default python3), GPU_BOX_MACHINE (default gpu-<host>),
+# Settings (environment): PYTHON (default python3), GPU_BOX_WHEELS (default .gpu-box/wheels),
+# GPU_BOX_MACHINE (default gpu-<host>),
 # GPU_BOX_ENTRIES (entry globs, default every entry), GPU_BOX_JOBS (default 8),
 # GPU_BOX_PROFILE (default gpu-nightly), GPU_BOX_CUDA_START_S (default the harness's, 2 s).
 # Then, on the main machine:
@@ -30,6 +36,36 @@ PY=$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)') \
   || { echo "gpu-box: ${PYTHON:-python3} does not run"; exit 2; }
 DRY_RUN=0
 if [ "${1:-}" = "--dry-run" ]; then DRY_RUN=1; shift; fi
+WHEELS=${GPU_BOX_WHEELS:-.gpu-box/wheels}
+if [ -f "$WHEELS/requirements.txt" ]; then
+  # the requirements' wheels, offline, into a venv inside the project whose site folder
+  # also reads the stack's own (a .pth file: site.addsitedir of each, after the venv's)
+  venv=.gpu-box/venv
+  rm -rf "$venv"
+  if "$PY" -m venv --without-pip "$venv" && site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); then
+    "$PY" -c 'import sys
+for p in sys.path:
+    if p.rstrip("/").endswith(("site-packages", "dist-packages")):
+        print("import site; site.addsitedir(%r)" % p)' > "$site/_gpu_box_stack.pth"
+    # pip: the interpreter's own, else its base installation's (same Python: --target
+    # needs no more), where it is a venv made without pip
+    pip=("$PY" -m pip)
+    if ! "$PY" -m pip --version >/dev/null 2>&1; then
+      base=$("$PY" -c 'import os, sys; print(os.path.join(sys.base_prefix, "bin", "python%d.%d" % sys.version_info[:2]))')
+      pip=("$base" -m pip)
+    fi
+    if "${pip[@]}" install --quiet --no-index --no-deps --find-links "$WHEELS" --target "$site" \
+        -r "$WHEELS/requirements.txt"; then
+      PY=$("$venv/bin/python" -c 'import sys; print(sys.executable)')
+      echo "gpu-box: $(wc -l < "$WHEELS/requirements.txt") packages of $WHEELS installed in $venv, over $("$PY" -c 'import torch; print("torch", torch.__version__)' 2>&1 | tail -1)"
+    else
+      echo "gpu-box: installing $WHEELS failed: the variants that need them will be unsupported"
+    fi
+  else
+    echo "gpu-box: $PY cannot make a venv: the wheels of $WHEELS are not installed"
+  fi
+fi
+
 BUDGET=${GPU_BOX_BUDGET_S:-600}
 MARGIN=${GPU_BOX_MARGIN_S:-30}
 RUN_TIMEOUT=${GPU_BOX_RUN_TIMEOUT_S:-120}

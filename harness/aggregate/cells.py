@@ -206,8 +206,9 @@ def _checkout_relative(column: str, p: Params) -> str:
 
 def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | None) -> None:
     """Table ``runs``: the records as the aggregation reads them (a variant's own expected
-    error re-read as ``related`` against the entry as it is now); only those of the
-    entries ``ids`` where given."""
+    error re-read as ``related`` against the entry as it is now, and a ``related`` run of a
+    variant that no longer declares one as ``other_error``); only those of the entries
+    ``ids`` where given."""
     con = table.con
     wanted = "true"
     if ids is not None:
@@ -230,6 +231,16 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
             if related_now(own[(eid, variant)], variant, outcome, exc_type, exc_message):
                 flips.append(rid)
     _unnest_table(con, "flips", {"rid": flips}, "rid BIGINT")
+    # a related run of a variant that declares no signature now (its declaration removed
+    # since): its exception was checked against the documented signature first and did not
+    # match it, so it is another error, read at its grade like any other
+    undeclared = [(e.id, v.name) for e in entries for v in e.variants if v.signature is None]
+    _unnest_table(
+        con,
+        "undeclared",
+        {"entry": [k[0] for k in undeclared], "variant": [k[1] for k in undeclared]},
+        "entry VARCHAR, variant VARCHAR",
+    )
     # a variant whose code changed what it measures reads only the records made since; a
     # retired one none
     rewritten = [(e.id, v.name, v.rewritten) for e in entries for v in e.variants if v.rewritten]
@@ -249,6 +260,8 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
     con.execute(
         "CREATE OR REPLACE TEMP TABLE read_runs AS SELECT rid, entry, variant, kind, env, device, "
         "precision, trial, CASE WHEN rid IN (SELECT rid FROM flips) THEN 'related' "
+        "WHEN outcome = 'related' AND has_exception AND EXISTS (SELECT 1 FROM undeclared u "
+        "WHERE u.entry = records.entry AND u.variant = records.variant) THEN 'other_error' "
         "ELSE outcome END AS outcome, reason, has_exception, exc_type, "
         f"{_checkout_relative('exc_message', p)} AS exc_message, "
         f"{_checkout_relative('exc_frame', p)} AS exc_frame, "
@@ -291,6 +304,7 @@ def _graded(con: Any, entries: Mapping[str, Entry]) -> None:
                 e.signature.type,
                 e.signature.message,
                 reworded,
+                e.reworded.type if e.reworded is not None else "",
             )
             if g is not None and g is not Grade.OTHER_ERROR:
                 for key, value in zip(rows, (eid, exc_type, exc_message, g.value), strict=True):

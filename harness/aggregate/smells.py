@@ -302,6 +302,7 @@ def _shows(entry: Entry, r: Record) -> bool:
         entry.signature.type,
         entry.signature.message,
         entry.reworded.message if entry.reworded else None,
+        entry.reworded.type if entry.reworded else "",
     )
     return found in SHOWS
 

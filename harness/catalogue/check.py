@@ -133,7 +133,15 @@ def reworded_candidates(entry: Entry, measured: Mapping[str, Any]) -> list[str]:
     ]
     if reworded is not None:
         matched = any(
-            grade("other_error", m["type"], m["message"], sig.type, sig.message, reworded.message)
+            grade(
+                "other_error",
+                m["type"],
+                m["message"],
+                sig.type,
+                sig.message,
+                reworded.message,
+                reworded.type,
+            )
             in SHOWS
             for m, _ in messages
         )

@@ -29,6 +29,8 @@ from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
 from harness.atomic import write_atomically
+from harness.envs.installed import Met, judge
+from harness.envs.installed import report as installed_report
 from harness.spec.matrix import Environment, package_of
 
 __all__ = [
@@ -649,6 +651,7 @@ class ExistingBackend:
     def __init__(self, standin: str | None = None) -> None:
         self.standin = standin  # see STANDIN_VAR; None in real runs
         self._found: dict[str, Found] = {}
+        self._listed: dict[str, dict] = {}  # interpreter -> its distributions (installed.py)
 
     def roles(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """(axis, modules that may provide it): torch and lightning, or their stand-ins."""
@@ -661,6 +664,20 @@ class ExistingBackend:
                 if "{" + axis + "}" in text:
                     roles.append((axis, (module,)))
         return tuple(roles)
+
+    def requirements(self, python: str | os.PathLike[str], requires: tuple[str, ...]) -> Met:
+        """What ``python`` already has of ``requires`` (harness/envs/installed.py): a
+        variant's requirements are met there, or it cannot run there; one listing of its
+        distributions per interpreter and run."""
+        if not requires:
+            return Met()
+        key = os.path.abspath(python)
+        if key not in self._listed:
+            try:
+                self._listed[key] = installed_report(Path(key))
+            except (ValueError, OSError) as exc:  # it does not run, or does not say
+                return Met((str(exc),))
+        return judge(tuple(requires), self._listed[key])
 
     def inspect(self, python: str | os.PathLike[str]) -> Found:
         key = os.path.abspath(python)
@@ -713,25 +730,27 @@ class ExistingBackend:
         # an existing interpreter is probed once per run by inspect(), not by ``prober``
         if not env.interpreter:
             raise EnvFailed(f"{env.id} names no interpreter")
-        if env.requires:
-            raise CannotServe(
-                f"{' '.join(env.requires)}: nothing is installed into an existing interpreter "
-                f"({env.interpreter}); a variant's requirements need an environment the "
-                "harness builds"
-            )
         python = Path(env.interpreter)
         found = self.inspect(python)
         if found.problem:
             raise EnvFailed(found.problem)
-        if found.env.id != env.id:
+        if found.env.id != env.base.id:
             raise EnvFailed(
-                f"{python} has {found.env.id} (torch {found.seen.get('torch')}), not {env.id}: "
-                "fix the interpreter's versions in matrix.yaml"
+                f"{python} has {found.env.id} (torch {found.seen.get('torch')}), not "
+                f"{env.base.id}: fix the interpreter's versions in matrix.yaml"
+            )
+        met = self.requirements(python, env.requires)
+        if not met.ok:
+            raise CannotServe(
+                f"{'; '.join(met.unmet)} in the existing interpreter {python}: nothing is "
+                "installed into it (install them there first; scripts/gpu-box.sh does from "
+                "a wheel folder)"
             )
         return BuiltEnv(
             env,
             python.parent.parent,
             python,
+            installed=dict(met.versions),
             probe=found.seen,
             reused=True,
             seconds=found.seconds,

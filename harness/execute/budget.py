@@ -11,8 +11,9 @@ GPU box's earlier call: its CUDA start included); else the median of the stored 
 of its entry and variant, else of its entry, else ``DEFAULT_S``, and a job on a CUDA cell
 adds ``CUDA_START_S``, since each job is a fresh child (forked from a warm
 worker that must not have touched CUDA) and creates its own CUDA context; a job whose
-variant has requirements costs nothing under ``--python`` (it is decided without a run:
-nothing is installed into an existing interpreter). The jobs go, in order, to ``slots``
+variant has requirements costs nothing under ``--python`` where that interpreter does not
+already satisfy them (it is decided without a run: nothing is installed into an existing
+interpreter); where it does (the GPU box's wheel folder), the job is timed like any other. The jobs go, in order, to ``slots``
 parallel slots, each to the one free first (what the scheduler does with one
 environment); the run starts after ``STARTUP_S`` (the harness loads, the interpreter is
 inspected, the warm worker imports torch and lightning). The plan keeps the longest
@@ -89,13 +90,14 @@ class Estimate:
     default_s: float = DEFAULT_S
     cuda_start_s: float = CUDA_START_S
     existing: bool = False  # run --python: a variant with requirements is decided, not run
+    met: frozenset[tuple[str, ...]] = frozenset()  # ... unless that interpreter meets them
     on_cuda: dict[tuple[str, str], float] = field(default_factory=dict)  # CUDA records
     process_start_s: float = PROCESS_START_S
 
     def source(self, job: Job) -> tuple[float, str]:
         """(seconds, "cuda" | "variant" | "entry" | "default" | "decided"); all but "cuda"
         before the CUDA start."""
-        if self.existing and job.env.requires:
+        if self.existing and job.env.requires and job.env.requires not in self.met:
             return 0.0, "decided"
         key = (job.entry.id, job.variant.name)
         if job.cell.device == "cuda" and key in self.on_cuda:
@@ -121,6 +123,7 @@ def estimate_from(
     cuda_start_s: float = CUDA_START_S,
     default_s: float = DEFAULT_S,
     existing: bool = False,
+    met: Iterable[tuple[str, ...]] = (),
 ) -> Estimate:
     """The medians of the stored records that ran (every machine's, every environment's): CPU
     records per entry and variant and per entry, CUDA records per entry and variant."""
@@ -143,6 +146,7 @@ def estimate_from(
         default_s,
         cuda_start_s,
         existing,
+        frozenset(met),
         {k: statistics.median(v) for k, v in on_cuda.items()},
     )
 

@@ -256,8 +256,12 @@ def unservable_record(
         {
             **_base(job),
             "outcome": Outcome.UNSUPPORTED.value,
-            "reason": f"the variant's requirements {' '.join(env.requires)} cannot be "
-            f"installed with {job.cell.env.id}'s own: {reason}",
+            "reason": (
+                f"the variant's requirements {' '.join(env.requires)} are not met: {reason}"
+                if env.interpreter
+                else f"the variant's requirements {' '.join(env.requires)} cannot be "
+                f"installed with {job.cell.env.id}'s own: {reason}"
+            ),
             "versions": {
                 "python_requested": job.cell.env.python,
                 "torch_requested": job.cell.env.torch,

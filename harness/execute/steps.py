@@ -236,10 +236,15 @@ def budget_fit(state: RunState) -> Fit:
     by the stored CPU records' durations (harness/execute/budget.py)."""
     cfg = state.config
     todo = by_value(state.todo) if cfg.order == "value" or cfg.budget_s is not None else state.todo
+    met: list[tuple[str, ...]] = []
+    if cfg.python is not None:  # the requirement sets the interpreter already satisfies
+        wanted = {job.env.requires for job in todo if job.env.requires}
+        met = [r for r in wanted if state.existing.requirements(cfg.python, r).ok]
     estimate = estimate_from(
         Store(cfg.records_dir).load().records,
         cuda_start_s=CUDA_START_S if cfg.cuda_start_s is None else cfg.cuda_start_s,
         existing=cfg.python is not None,
+        met=met,
     )
     return fit(todo, estimate, slots=max(1, cfg.jobs), budget_s=cfg.budget_s)
 

@@ -110,6 +110,9 @@ class Reworded:
 
     message: str  # regular expression, searched in str(exception), as signature.message
     why: str  # one line: why this is the documented error in other words
+    # the documented type's subclass torch raises it as ("UnsupportedOperatorError" for a
+    # document's "OnnxExporterError"), where it is one: "" reads it under the documented type
+    type: str = ""
     line: int | None = dataclasses.field(default=None, compare=False)
 
 
@@ -287,9 +290,17 @@ def _reworded(data: Any, path: Path, signature: Signature) -> Reworded | None:
             f"{what} must be a mapping {{message: torch's wording (a regular expression), "
             "why: one line}",
         )
-    _check_keys(raw, {"message", "why"}, {"message", "why"}, path, what)
+    _check_keys(raw, {"message", "why", "type"}, {"message", "why"}, path, what)
     _pattern(raw, path, what)
     message, why = str(raw["message"]), str(raw["why"] or "").strip()
+    kind = str(raw.get("type") or "").strip()
+    if "type" in raw and not re.fullmatch(r"[A-Za-z_][\w.]*", kind):
+        raise EntryError(
+            path,
+            raw.key_lines["type"],
+            f"{what}.type must name an exception class (a subclass of the documented type), "
+            f"not {raw.get('type')!r}",
+        )
     if message == signature.message:
         raise EntryError(
             path,
@@ -302,7 +313,7 @@ def _reworded(data: Any, path: Path, signature: Signature) -> Reworded | None:
             raw.key_lines["why"],
             f"{what}.why must be one line saying why torch's words are the documented error",
         )
-    return Reworded(message=message, why=why, line=line)
+    return Reworded(message=message, why=why, type=kind, line=line)
 
 
 def _axis(data: Lines, key: str, allowed: tuple[str, ...], path: Path) -> tuple[str, ...]:

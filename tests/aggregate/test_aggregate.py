@@ -506,6 +506,25 @@ def test_schema_2_records_of_a_variant_with_its_own_signature_are_re_read() -> N
     assert agg.cells[("trainer", E1, "cpu", "fp16")].status == "other_error"
 
 
+def test_a_related_run_of_a_variant_whose_signature_was_removed_is_another_error() -> None:
+    """The declaration taken out of entry.yaml after the run (a rewording declared on the
+    entry instead): its related runs are read as other_error, at their grade."""
+    related = "The current optimizer, AdamW, does not allow for gradient clipping"
+    stored = Record(**{**rec("base", E1, REL, message=related).__dict__, "variant": "trainer"})
+    agg = aggregate_entry(entry_with_related(), [stored])
+    assert agg.cells[("trainer", E1, "cpu", "fp16")].status == "related"
+    entry = entry_with_related()
+    undeclared = dataclasses.replace(
+        entry,
+        variants=tuple(
+            dataclasses.replace(v, signature=None) if v.name == "trainer" else v
+            for v in entry.variants
+        ),
+    )
+    agg = aggregate_entry(undeclared, [stored])
+    assert agg.cells[("trainer", E1, "cpu", "fp16")].status == "other_error"
+
+
 def test_a_dead_end_failing_for_another_reason_is_not_a_confirmation() -> None:
     records = [
         rec("base", E1, R),

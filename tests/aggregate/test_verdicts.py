@@ -416,6 +416,40 @@ def test_a_declared_rewording_is_read_as_the_documented_error_and_says_why() -> 
     assert msg.label == "contradicted; grade other-error: 0/6 baseline runs"
 
 
+def test_a_rewording_raised_as_a_subclass_of_the_documented_type_is_read_when_declared() -> None:
+    """A record keeps the exception's own class: a rewording names the subclass torch
+    raises it as (reworded.type), else the subclass reads as another error."""
+    sub = "torch.onnx.errors.UnsupportedOperatorError"
+    words = "Exporting the operator 'aten::x' to ONNX opset version 11 is not supported"
+    sig = ("OnnxExporterError", "model export to ONNX failed")
+    pattern = "Exporting the operator .* to ONNX opset version \\d+ is not supported"
+    assert outcomes.grade("other_error", sub, words, *sig, pattern) is outcomes.Grade.OTHER_ERROR
+    named = outcomes.grade("other_error", sub, words, *sig, pattern, "UnsupportedOperatorError")
+    assert named is outcomes.Grade.REWORDED
+    # the subclass with other words, or another class with these words: not the rewording
+    assert outcomes.grade(
+        "other_error", sub, "boom", *sig, pattern, "UnsupportedOperatorError"
+    ) is (outcomes.Grade.OTHER_ERROR)
+    assert outcomes.grade(
+        "other_error", "KeyError", words, *sig, pattern, "UnsupportedOperatorError"
+    ) is (outcomes.Grade.OTHER_ERROR)
+    from harness.spec.entries import Reworded
+
+    records = [
+        run("base", "baseline", e, OTHER, trial=t, exc=(sub, words))
+        for e in (E1, E2)
+        for t in range(3)
+    ]
+    entry = graded_entry(
+        Signature(*sig),
+        reworded=Reworded(
+            message=pattern, why="the exporter names the operator", type="UnsupportedOperatorError"
+        ),
+    )
+    msg = verdict(aggregate_entry(entry, records), "documented message")
+    assert (msg.verdict, msg.grade) == (M.CONFIRMED, "reworded")
+
+
 def M_reworded(message: str, why: str) -> object:
     from harness.spec.entries import Reworded
 

@@ -264,3 +264,33 @@ def test_run_path_needs_only_a_bare_gpu_stack(tmp_path: Path, version: str) -> N
     counts = Counter(r["outcome"] for r in project.records())
     assert counts["reproduced"] == 2 and counts["skipped"] > 0, counts
     assert "env_failed" not in counts
+
+
+def test_requirements_the_interpreter_already_meets_run_there(tmp_path: Path) -> None:
+    """A variant's `requires:` in an existing interpreter: nothing is installed, so it runs
+    where the interpreter already has them (the GPU box's wheel folder) and is unsupported,
+    naming what is missing, where it does not."""
+    project = Project(tmp_path)
+    entry = project.root / "repros" / "tiny" / "faults" / "entry.yaml"
+    text = entry.read_text()
+    text = text.replace(
+        'description: "works", claim: {ref: "workaround 1", rate: 0.9}}',
+        'description: "works", claim: {ref: "workaround 1", rate: 0.9}, requires: ["packaging>=20"]}',
+    )
+    text = text.replace(
+        'description: "a postcondition fails", claim: {ref: "workaround 2", rate: 0.8}}',
+        'description: "a postcondition fails", claim: {ref: "workaround 2", rate: 0.8},'
+        ' requires: ["no-such-distribution-for-the-harness>=1"]}',
+    )
+    entry.write_text(text)
+    out = project.run("--python", sys.executable, "--variant", "ok", "--variant", "wrong")
+    assert out.returncode == 0, out.stdout + out.stderr
+    cpu = [r for r in project.records() if r["device"] == "cpu"]
+    by = {r["variant"]: r for r in cpu}
+    assert by["ok"]["outcome"] == "ok"
+    assert by["ok"]["requires"] == {"packaging": "packaging>=20"}
+    assert str(by["ok"]["ran_in"]).startswith(f"{STANDIN_ENV}-with-packaging-ge20")
+    assert by["ok"]["versions"]["packaging"] == __import__("packaging").__version__
+    assert by["wrong"]["outcome"] == "unsupported"
+    assert "no-such-distribution-for-the-harness is not installed" in str(by["wrong"]["reason"])
+    assert "existing interpreter" in str(by["wrong"]["reason"])

@@ -96,3 +96,74 @@ def test_gpu_box_on_a_real_cpu_torch_says_why_cuda_cells_are_skipped(tmp_path: P
     else:
         assert all(r.startswith("no CUDA device here") and checked in r for r in reasons)
     assert {r["versions"]["torch"] for r in stored} == {torch.__version__}  # type: ignore[index]
+
+
+def tiny_wheel(folder: Path, name: str = "harness_wheel_probe", version: str = "1.0") -> Path:
+    """A pure-Python wheel made here (one module): what scripts/gpu-wheels.sh would bring."""
+    import base64
+    import hashlib
+    import zipfile
+
+    dist = f"{name}-{version}"
+    files = {
+        f"{name}.py": "VALUE = 1\n",
+        f"{dist}.dist-info/METADATA": (
+            f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
+        ),
+        f"{dist}.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    lines = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        lines.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    lines.append(f"{dist}.dist-info/RECORD,,")
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+        archive.writestr(f"{dist}.dist-info/RECORD", "\n".join(lines) + "\n")
+    (folder / "requirements.txt").write_text(f"{name.replace('_', '-')}=={version}\n")
+    return wheel
+
+
+def entry_requiring(root: Path, requirement: str) -> str:
+    """The tiny test entry in the copy, every variant requiring ``requirement``."""
+    target = root / "repros" / "tiny" / "faults"
+    shutil.copytree(REPO / "tests" / "resources" / "entries" / "tiny" / "faults", target)
+    text = (target / "entry.yaml").read_text()
+    (target / "entry.yaml").write_text(
+        text.replace("claims:", f'requires: ["{requirement}"]\nclaims:', 1)
+    )
+    return "tiny/faults"
+
+
+def test_the_wheel_folder_is_installed_offline_and_meets_the_requirements(tmp_path: Path) -> None:
+    """A variant's requirements on the GPU box: the wheels brought with the checkout are
+    installed (pip, no index) into .gpu-box/venv, over the interpreter's own packages; the
+    variants run there (here: skipped, no CUDA) with what was installed in their records.
+    Without the folder they are unsupported, naming what is missing."""
+    standin = {STANDIN_VAR: "packaging=={torch}"}
+    root = copy_project(tmp_path / "box")
+    entry = entry_requiring(root, "harness-wheel-probe==1.0")
+    tiny_wheel(root / ".gpu-box" / "wheels")
+    out = gpu_box(root, tmp_path / "out", GPU_BOX_ENTRIES=entry, **standin)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "1 packages of .gpu-box/wheels installed in .gpu-box/venv" in out.stdout
+    stored = records(root / "results" / "records" / "box.jsonl")
+    assert stored and {r["outcome"] for r in stored} == {"skipped"}
+    assert {r["reason"] for r in stored} == {
+        "no CUDA here: torch was not imported (a stand-in environment)"
+    }
+    assert all(r["versions"]["harness-wheel-probe"] == "1.0" for r in stored)
+    assert all(r["requires"] == {"harness-wheel-probe": "harness-wheel-probe==1.0"} for r in stored)
+
+    bare = copy_project(tmp_path / "bare")
+    entry_requiring(bare, "harness-wheel-probe==1.0")
+    out = gpu_box(bare, tmp_path / "out2", GPU_BOX_ENTRIES=entry, **standin)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    missing = records(bare / "results" / "records" / "box.jsonl")
+    assert missing and {r["outcome"] for r in missing} == {"unsupported"}
+    assert all("harness-wheel-probe is not installed" in str(r["reason"]) for r in missing)

@@ -333,6 +333,13 @@ def test_a_declared_rewording_loads_with_its_reason(tmp_path: Path) -> None:
     assert entry.reworded.line == 5
     plain = make(tmp_path, GOOD.replace("demo/err", "demo/plain"), "demo/plain")
     assert load_entry(plain, tmp_path).reworded is None
+    assert entry.reworded.type == ""  # read under the documented type
+
+
+def test_a_rewording_may_name_the_subclass_torch_raises(tmp_path: Path) -> None:
+    text = REWORDED.replace('    why: "torch', '    type: "torch.onnx.errors.Sub"\n    why: "torch')
+    entry = load_entry(make(tmp_path, text), tmp_path)
+    assert entry.reworded is not None and entry.reworded.type == "torch.onnx.errors.Sub"
 
 
 @pytest.mark.parametrize(
@@ -359,6 +366,12 @@ def test_a_declared_rewording_loads_with_its_reason(tmp_path: Path) -> None:
             "one line",
         ),
         ("why: \"torch's", 'why: "line one\\nline two', 7, "one line"),
+        (
+            '    why: "torch',
+            '    type: "not a class!"\n    why: "torch',
+            7,
+            "must name an exception class",
+        ),
         (
             '  reworded:\n    message: "index out of range in self"\n    why: "torch\'s '
             'embedding kernel names its weight argument self, not the module"\n',
