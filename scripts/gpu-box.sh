@@ -54,7 +54,7 @@ for p in sys.path:
       base=$("$PY" -c 'import os, sys; print(os.path.join(sys.base_prefix, "bin", "python%d.%d" % sys.version_info[:2]))')
       pip=("$base" -m pip)
     fi
-    if "${pip[@]}" install --quiet --no-index --no-deps --find-links "$WHEELS" --target "$site" \
+    if PIP_ROOT_USER_ACTION=ignore "${pip[@]}" install --quiet --no-index --no-deps --find-links "$WHEELS" --target "$site" \
         -r "$WHEELS/requirements.txt"; then
       PY=$("$venv/bin/python" -c 'import sys; print(sys.executable)')
       echo "gpu-box: $(wc -l < "$WHEELS/requirements.txt") packages of $WHEELS installed in $venv, over $("$PY" -c 'import torch; print("torch", torch.__version__)' 2>&1 | tail -1)"
