@@ -42,6 +42,7 @@ __all__ = [
     "check_fused_adamw",
     "describe_plugin",
     "finite",
+    "from_transformers",
     "import_lightning",
     "lightning_submodule",
     "load",
@@ -226,6 +227,25 @@ def require_plugin_precision(plugin, precision, asked, flag=None):
         )
 
 
+def from_transformers(*names):
+    """The classes ``names`` of transformers (its logging quietened), or Unsupported where
+    transformers does not import here (the harness installs it through entry.yaml
+    ``requires``); its lazy loader wraps a model module's own import error (a release that
+    needs a newer torch) in a RuntimeError, said the same way."""
+    try:
+        import transformers
+
+        classes = tuple(getattr(transformers, name) for name in names)
+    except ImportError as exc:
+        raise Unsupported("transformers does not import here: %s" % exc)
+    except RuntimeError as exc:
+        if "Failed to import transformers" not in str(exc):
+            raise
+        raise Unsupported("transformers does not import here: %s" % str(exc).splitlines()[-1])
+    transformers.logging.set_verbosity_error()
+    return classes
+
+
 # -- a small card: the GPU allocator's out of memory on any GPU ----------------------------
 
 
@@ -241,7 +261,8 @@ def _out_of_memory(exc):
 
 
 def on_capped_card(measure, run, over, what="the workload"):
-    """``run()`` (-> postconditions) with this process capped to a card ``over`` times
+    """``run(card)`` (-> postconditions; ``card`` the card's size in bytes) with this
+    process capped to a card ``over`` times
     smaller than the peak memory ``measure()`` takes on this GPU uncapped: the card is made
     to measure on any GPU (a few GiB even on a 141 GB H200), so that ``what`` needs ``over``
     times the card. Every postcondition's detail says the sizes and the run's own peak; the
@@ -266,7 +287,7 @@ def on_capped_card(measure, run, over, what="the workload"):
     torch.cuda.set_per_process_memory_fraction(card / total)
     try:
         torch.cuda.reset_peak_memory_stats()
-        checks = run()
+        checks = run(card)
         torch.cuda.synchronize()
         sizes = "; peak %.0f MiB on a card of %.0f MiB (%s needs %.0f MiB)" % (
             torch.cuda.max_memory_allocated() / 2**20,

@@ -13,6 +13,7 @@ from rich.console import Console
 from harness.cli.command import Command
 from harness.config import Config
 from harness.errors import InputError
+from harness.spec.matrix import Matrix
 
 __all__ = ["EnvsCommand"]
 
@@ -65,6 +66,7 @@ def _prune(args: argparse.Namespace, repo: Path, console: Console) -> int:
     cfg.envs_root = args.envs_dir
     matrix = load_matrix(cfg.matrix_path)
     keep = {e.id for row in matrix.rows for e in row.environments()}
+    keep |= _derived_in_use(matrix, cfg.repros_dir)
     removed = prune_environments(cfg.envs_dir, keep, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
     for p in removed:
@@ -76,6 +78,20 @@ def _prune(args: argparse.Namespace, repo: Path, console: Console) -> int:
         "`uv cache prune` frees cache entries that no environment links to any more"
     )
     return 0
+
+
+def _derived_in_use(matrix: Matrix, repros: Path) -> set[str]:
+    """The derived environments (a variant's ``requires:``) some profile's plan runs in:
+    matrix.yaml does not name them, the entries do; prune keeps them."""
+    from harness.execute.plan import make_plan
+    from harness.spec.entries import load_entries
+
+    entries = load_entries(repros)
+    used: set[str] = set()
+    for name in matrix.profiles:
+        plan = make_plan(matrix.expand(name), entries)
+        used |= {job.env.id for job in plan.jobs if job.env.requires}
+    return used
 
 
 def _build(args: argparse.Namespace, repo: Path, console: Console) -> int:

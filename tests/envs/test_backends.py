@@ -239,6 +239,42 @@ def test_envs_prune_cli_keeps_what_the_matrix_names(tmp_path: Path) -> None:
     assert sorted(p.name for p in envs.iterdir()) == ["py3.11-torch2.13.0-lightning2.6.6"]
 
 
+def test_envs_prune_keeps_the_derived_environments_an_entry_runs_in(tmp_path: Path) -> None:
+    """A variant's requires: makes environments matrix.yaml does not name: the entries do,
+    and prune keeps those a profile's plan uses (it removed them all before)."""
+    import subprocess
+
+    from harness.execute.plan import make_plan
+    from harness.spec.entries import load_entries
+    from harness.spec.matrix import load_matrix
+
+    shutil.copy(REPO / "matrix.yaml", tmp_path / "matrix.yaml")
+    entry = tmp_path / "repros" / "tiny" / "faults"
+    shutil.copytree(REPO / "tests" / "resources" / "entries" / "tiny" / "faults", entry)
+    text = (entry / "entry.yaml").read_text()
+    (entry / "entry.yaml").write_text(text.replace("claims:", 'requires: ["six<2"]\nclaims:', 1))
+    plan = make_plan(
+        load_matrix(tmp_path / "matrix.yaml").expand("cpu"), load_entries(tmp_path / "repros")
+    )
+    derived = sorted({job.env.id for job in plan.jobs})[0]
+    assert "-with-six-lt2" in derived
+    envs = tmp_path / "envs"
+    for name in (derived, derived.replace("six-lt2", "six-lt1")):
+        (envs / name).mkdir(parents=True)
+        (envs / name / MARKER).write_text("{}")
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "--repo", str(tmp_path), "envs", "prune"]
+        + ["--envs-dir", str(envs)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 environment(s)" in done.stdout
+    assert sorted(p.name for p in envs.iterdir()) == [derived]
+
+
 UNSAT = """Resolved 3 packages in 12ms
   x No solution found when resolving dependencies:
   `-> Because there is no version of six==1.16.0+cu118 and you require six==1.16.0+cu118, we

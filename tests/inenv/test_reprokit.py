@@ -81,6 +81,30 @@ def test_capability_checks_raise_unsupported_not_other_errors(kit: ModuleType) -
 
 
 @pytest.mark.torch
+def test_a_capped_card_without_cuda_is_unsupported_before_anything_runs(kit: ModuleType) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    ran = []
+    with pytest.raises(kit.Unsupported, match="needs a CUDA device"):
+        kit.on_capped_card(lambda: ran.append("measure"), lambda card: ran.append(card), 1.4)
+    assert ran == []
+
+
+@pytest.mark.torch
+def test_transformers_classes_or_unsupported(
+    kit: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("transformers", reason="needs transformers in the test interpreter")
+    (config,) = kit.from_transformers("GPT2Config")
+    assert config.__name__ == "GPT2Config"
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as where it is not installed
+    with pytest.raises(kit.Unsupported, match="transformers does not import here"):
+        kit.from_transformers("GPT2Config")
+
+
+@pytest.mark.torch
 def test_lightning_16_mixed_on_cpu_is_unsupported_before_the_run(kit: ModuleType) -> None:
     lf = pytest.importorskip("lightning.fabric")
     fabric = lf.Fabric(accelerator="cpu", devices=1, precision="16-mixed")

@@ -17,7 +17,8 @@ import os
 
 import torch
 import torch.nn.functional as F
-from reprokit import Unsupported, autocast, autocast_dtype, finite, make_scaler, moved
+from reprokit import Unsupported, autocast, autocast_dtype, finite, make_scaler, moved, needs_cuda
+from reprokit import on_capped_card as capped_card
 from torch import nn
 
 WIDTH = 1024
@@ -96,52 +97,13 @@ def train_step(device, n, micro=1, forward=None, precision="fp32", after=None):
     return checks
 
 
-def needs_cuda():
-    if not torch.cuda.is_available():
-        raise Unsupported("needs a CUDA device: the error is the GPU allocator's")
-
-
-def card_budget():
-    """The peak memory the full batch's plain fp32 step takes on this GPU, uncapped, and
-    the capped card's size: that divided by OVER. Unsupported without CUDA, or where the
-    GPU cannot run the full batch at all (the card could not be sized)."""
-    needs_cuda()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    try:
-        train_step("cuda", BATCH)
-    except RuntimeError as exc:  # torch.cuda.OutOfMemoryError derives from it
-        if "out of memory" not in str(exc):
-            raise
-        raise Unsupported("this GPU cannot run the full batch uncapped, to size the card: %s" % exc)
-    torch.cuda.synchronize()
-    need = torch.cuda.max_memory_allocated()
-    torch.cuda.empty_cache()
-    return need / OVER, need
-
-
 def on_capped_card(run):
-    """``run()`` (-> postconditions) with this process capped to the card's size (the
-    details say the sizes and the peak); the cap is lifted afterwards."""
-    budget, need = card_budget()
-    total = torch.cuda.get_device_properties(0).total_memory
-    torch.cuda.set_per_process_memory_fraction(budget / total)
-    try:
-        torch.cuda.reset_peak_memory_stats()
-        checks = run()
-        torch.cuda.synchronize()
-        sizes = "; peak %.0f MiB on a card of %.0f MiB (the batch of %d needs %.0f MiB)" % (
-            torch.cuda.max_memory_allocated() / 2**20,
-            budget / 2**20,
-            BATCH,
-            need / 2**20,
-        )
-        for check in checks.values():
-            check["detail"] += sizes
-        return checks
-    finally:
-        torch.cuda.set_per_process_memory_fraction(1.0)
-        torch.cuda.empty_cache()
+    """``run()`` (-> postconditions) with this process capped to a card the full batch's
+    plain fp32 step needs OVER times (reprokit.on_capped_card: the details say the sizes
+    and the peak)."""
+    return capped_card(
+        lambda: train_step("cuda", BATCH), lambda card: run(), OVER, "the batch of %d" % BATCH
+    )
 
 
 def fp32_only(precision):

@@ -15,7 +15,7 @@ the harness (entry.yaml `requires`; on the GPU box, from its wheel folder).
 from __future__ import annotations
 
 import torch
-from reprokit import Unsupported, finite, moved, needs_cuda, on_capped_card
+from reprokit import Unsupported, finite, from_transformers, moved, needs_cuda, on_capped_card
 
 BATCH, SEQ = 64, 512  # the full batch: activations far larger than the weights
 LAYERS, WIDTH, HEADS, VOCAB = 4, 512, 8, 1024
@@ -23,16 +23,7 @@ OVER = 1.4  # how much more than the card the full batch's fp32 step needs
 
 
 def gpt2_class():
-    try:
-        import transformers
-        from transformers import GPT2Config, GPT2LMHeadModel
-    except ImportError as exc:  # the harness installs it (entry.yaml requires)
-        raise Unsupported("transformers does not import here: %s" % exc)
-    except RuntimeError as exc:  # its lazy module loader wraps the import's own error
-        if "Failed to import transformers" not in str(exc):
-            raise
-        raise Unsupported("transformers does not import here: %s" % str(exc).splitlines()[-1])
-    transformers.logging.set_verbosity_error()
+    GPT2Config, GPT2LMHeadModel = from_transformers("GPT2Config", "GPT2LMHeadModel")
     return GPT2Config, GPT2LMHeadModel
 
 
@@ -80,7 +71,9 @@ def train_step(device, batch=BATCH, dtype=None, checkpointing=False, seq=SEQ, **
         "params_trained": moved(before, after),
         "params_finite": {
             "ok": not bad,
-            "detail": "not finite after the step: %s" % bad if bad else "every weight finite after the step",
+            "detail": "not finite after the step: %s" % bad
+            if bad
+            else "every weight finite after the step",
         },
         "samples_per_step": {
             "ok": ids.shape[0] == BATCH,
@@ -110,7 +103,10 @@ def without(checks, *names):
 def capped(run):
     """``run()`` on the card the full batch's fp32 step needs OVER times."""
     return on_capped_card(
-        lambda: train_step("cuda"), run, OVER, "the fp32 step of %d x %d tokens" % (BATCH, SEQ)
+        lambda: train_step("cuda"),
+        lambda card: run(),
+        OVER,
+        "the fp32 step of %d x %d tokens" % (BATCH, SEQ),
     )
 
 

@@ -15,7 +15,7 @@ comes from the harness (entry.yaml `requires`; on the GPU box, from its wheel fo
 from __future__ import annotations
 
 import torch
-from reprokit import Unsupported, needs_cuda, on_capped_card
+from reprokit import Unsupported, from_transformers, needs_cuda, on_capped_card
 
 BATCH, PROMPT = 64, 32
 LONG = 512  # the new tokens the baseline asks for
@@ -25,16 +25,7 @@ OVER = 1.4  # how much more than the card the baseline's generation needs
 
 
 def gpt2_class():
-    try:
-        import transformers
-        from transformers import GPT2Config, GPT2LMHeadModel
-    except ImportError as exc:  # the harness installs it (entry.yaml requires)
-        raise Unsupported("transformers does not import here: %s" % exc)
-    except RuntimeError as exc:  # its lazy module loader wraps the import's own error
-        if "Failed to import transformers" not in str(exc):
-            raise
-        raise Unsupported("transformers does not import here: %s" % str(exc).splitlines()[-1])
-    transformers.logging.set_verbosity_error()
+    GPT2Config, GPT2LMHeadModel = from_transformers("GPT2Config", "GPT2LMHeadModel")
     return GPT2Config, GPT2LMHeadModel
 
 
@@ -99,7 +90,8 @@ def generate(device, new_tokens, dtype=None, streamer=None, batch=BATCH, before=
     checks = {
         "generated_all_tokens": {
             "ok": made == new_tokens,
-            "detail": "%d new tokens for each of %d prompts (asked %d)" % (made, out.shape[0], new_tokens),
+            "detail": "%d new tokens for each of %d prompts (asked %d)"
+            % (made, out.shape[0], new_tokens),
         },
     }
     if dtype is not None:
@@ -122,7 +114,7 @@ def capped(run):
     """``run()`` on the card the baseline's fp32 generation needs OVER times."""
     return on_capped_card(
         lambda: generate("cuda", LONG),
-        run,
+        lambda card: run(),
         OVER,
         "generating %d tokens for %d prompts in fp32" % (LONG, BATCH),
     )
@@ -148,7 +140,7 @@ def workaround1_float16(device, precision):
 
 
 def workaround1_bfloat16(device, precision):
-    """"Lower precision" read as bfloat16, the other half precision."""
+    """ "Lower precision" read as bfloat16, the other half precision."""
     needs_cuda()
     if precision != "bf16":
         raise Unsupported("this reading is bfloat16")

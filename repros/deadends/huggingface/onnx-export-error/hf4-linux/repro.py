@@ -18,9 +18,14 @@ from __future__ import annotations
 import copy
 import inspect
 import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 
 import torch
-from reprokit import Unsupported
+from reprokit import Unsupported, from_transformers
 
 TUTORIAL_OPSET = 11  # the opset of the baseline: below the attention's (14)
 BATCH, SEQ = 2, 6
@@ -32,16 +37,7 @@ EXPORT_ERROR = getattr(getattr(torch.onnx, "errors", None), "OnnxExporterError",
 
 def bert(impl):
     """A one-layer BERT built from its config with attention ``impl``, in eval mode."""
-    try:
-        import transformers
-        from transformers import BertConfig, BertModel
-    except ImportError as exc:  # the harness installs it (entry.yaml requires)
-        raise Unsupported("transformers does not import here: %s" % exc)
-    except RuntimeError as exc:  # its lazy module loader wraps the import's own error
-        if "Failed to import transformers" not in str(exc):
-            raise
-        raise Unsupported("transformers does not import here: %s" % str(exc).splitlines()[-1])
-    transformers.logging.set_verbosity_error()
+    BertConfig, BertModel = from_transformers("BertConfig", "BertModel")
     if not hasattr(BertModel, "_from_config"):
         raise Unsupported("this transformers has no attn_implementation (PreTrainedModel._from_config)")
     config = BertConfig(
@@ -134,10 +130,25 @@ def first_export(model, opset, refused, dynamic=True):
         return None
 
 
-def checked(data, model) -> dict:
+def feed_ids(x):
+    """The inputs of a file this reproducer exported: the ids alone."""
+    return {"ids": x.numpy()}
+
+
+def feed_transformers(x):
+    """The inputs of a file transformers' exporters write (optimum): ids, mask, segments."""
+    return {
+        "input_ids": x.numpy(),
+        "attention_mask": torch.ones_like(x).numpy(),
+        "token_type_ids": torch.zeros_like(x).numpy(),
+    }
+
+
+def checked(data, model, feed=feed_ids) -> dict:
     """Postconditions of an exported file ``data`` (bytes) of ``model``: onnx loads and
     checks it, its batch axis is dynamic, and onnx's reference evaluator gives torch's
-    numbers at the traced batch and at OTHER_BATCH."""
+    numbers at the traced batch and at OTHER_BATCH (the file's inputs from ``feed(ids)``,
+    its first output against the model's last hidden state)."""
     onnx = onnx_module()
     from onnx.reference import ReferenceEvaluator
 
@@ -167,7 +178,7 @@ def checked(data, model) -> dict:
         with torch.no_grad():
             want = Hidden(model)(x).numpy()
         try:
-            got = evaluator.run(None, {"ids": x.numpy()})[0]
+            got = evaluator.run(None, feed(x))[0]
             diff = float(abs(got - want).max()) if got.shape == want.shape else None
         except Exception as exc:  # noqa: BLE001 - the model refusing the batch is the measurement
             checks[name] = {
@@ -221,6 +232,38 @@ def workaround2_literal_architecture_for_opset(device, precision):
     return checked(export(model, TUTORIAL_OPSET), model)
 
 
+def workaround1_optimum_cli(device, precision):
+    """The record's command, on the baseline's model saved to a folder (save_pretrained):
+    ``optimum-cli export onnx --model FOLDER --task feature-extraction OUT``; optimum needs
+    the task named for a local folder (it infers it only for a Hub name), and chooses the
+    opset itself."""
+    fp32_only(precision)
+    model = bert("sdpa")
+    cli = os.path.join(os.path.dirname(sys.executable), "optimum-cli")
+    if not os.path.exists(cli):  # the harness installs it (entry.yaml requires)
+        raise Unsupported("optimum-cli is not installed beside %s" % sys.executable)
+    folder = tempfile.mkdtemp(prefix="onnx-export-")
+    try:
+        model.save_pretrained(os.path.join(folder, "model"))
+        out = subprocess.run(
+            [cli, "export", "onnx", "--model", os.path.join(folder, "model"),
+             "--task", "feature-extraction", os.path.join(folder, "onnx")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        written = os.path.join(folder, "onnx", "model.onnx")
+        if out.returncode != 0:
+            # optimum's own failure is the workaround's: its last words are the measurement
+            last = [line for line in out.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
+            raise RuntimeError("optimum-cli export onnx exited %d: %s" % (out.returncode, last[0]))
+        with open(written, "rb") as f:
+            data = f.read()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return checked(data, model, feed=feed_transformers)
+
+
 def deadend1_pickle(device, precision):
     """Pickle the model (torch.save of the whole module) instead of exporting it: a file
     onnx cannot read."""
@@ -254,6 +297,7 @@ VARIANTS = {
     "baseline": baseline,
     "workaround2-opset-for-architecture": workaround2_opset_for_architecture,
     "workaround2-literal-architecture-for-opset": workaround2_literal_architecture_for_opset,
+    "workaround1-optimum-cli": workaround1_optimum_cli,
     "deadend1-pickle": deadend1_pickle,
     "deadend2-no-dynamic-axes": deadend2_no_dynamic_axes,
     "control": control,
