@@ -8,7 +8,9 @@ before trial 2. Within a phase the plan's own order (environment, cell, entry, v
 Arithmetic (``estimate_from`` and ``fit``): a job on a CUDA cell costs the median
 ``duration_s`` of the stored CUDA records of its entry and variant where there are some (a
 GPU box's earlier call: its CUDA start included); else the median of the stored CPU records
-of its entry and variant, else of its entry, else ``DEFAULT_S``, and a job on a CUDA cell
+of its entry and variant, else of its entry, else (a variant with requirements) of the CPU
+records made with the same requirements (transformers' import, say, is most of a small
+reproducer's time), else ``DEFAULT_S``, and a job on a CUDA cell
 adds ``CUDA_START_S``, since each job is a fresh child (forked from a warm
 worker that must not have touched CUDA) and creates its own CUDA context; a job whose
 variant has requirements costs nothing under ``--python`` where that interpreter does not
@@ -93,10 +95,12 @@ class Estimate:
     met: frozenset[tuple[str, ...]] = frozenset()  # ... unless that interpreter meets them
     on_cuda: dict[tuple[str, str], float] = field(default_factory=dict)  # CUDA records
     process_start_s: float = PROCESS_START_S
+    # CPU records by the requirements they ran with (a derived environment's)
+    by_requires: dict[frozenset[str], float] = field(default_factory=dict)
 
     def source(self, job: Job) -> tuple[float, str]:
-        """(seconds, "cuda" | "variant" | "entry" | "default" | "decided"); all but "cuda"
-        before the CUDA start."""
+        """(seconds, "cuda" | "variant" | "entry" | "requires" | "default" | "decided"); all
+        but "cuda" before the CUDA start."""
         if self.existing and job.env.requires and job.env.requires not in self.met:
             return 0.0, "decided"
         key = (job.entry.id, job.variant.name)
@@ -106,13 +110,15 @@ class Estimate:
             return self.by_variant[key], "variant"
         if job.entry.id in self.by_entry:
             return self.by_entry[job.entry.id], "entry"
+        if job.env.requires and frozenset(job.env.requires) in self.by_requires:
+            return self.by_requires[frozenset(job.env.requires)], "requires"
         return self.default_s, "default"
 
     def __call__(self, job: Job) -> float:
         seconds, where = self.source(job)
         if where in ("decided", "cuda"):
             return seconds
-        if where in ("entry", "default") and job.variant.isolation == "process":
+        if where in ("entry", "requires", "default") and job.variant.isolation == "process":
             seconds += self.process_start_s
         return seconds + (self.cuda_start_s if job.cell.device == "cuda" else 0.0)
 
@@ -130,6 +136,7 @@ def estimate_from(
     by_variant: dict[tuple[str, str], list[float]] = {}
     by_entry: dict[str, list[float]] = {}
     on_cuda: dict[tuple[str, str], list[float]] = {}
+    by_requires: dict[frozenset[str], list[float]] = {}
     for r in records:
         if r.outcome.value in _NOT_TIMED or r.duration_s is None or not r.duration_s > 0:
             continue
@@ -140,6 +147,8 @@ def estimate_from(
             continue
         by_variant.setdefault((r.entry, r.variant), []).append(r.duration_s)
         by_entry.setdefault(r.entry, []).append(r.duration_s)
+        if r.requires:
+            by_requires.setdefault(frozenset(r.requires.values()), []).append(r.duration_s)
     return Estimate(
         {k: statistics.median(v) for k, v in by_variant.items()},
         {k: statistics.median(v) for k, v in by_entry.items()},
@@ -148,6 +157,8 @@ def estimate_from(
         existing,
         frozenset(met),
         {k: statistics.median(v) for k, v in on_cuda.items()},
+        PROCESS_START_S,
+        {k: statistics.median(v) for k, v in by_requires.items()},
     )
 
 
@@ -217,7 +228,8 @@ def describe_fit(plan: Fit, stored: int = 0, examples: int = 3) -> list[str]:
         "estimate per job: the median duration_s of the stored CUDA records of its entry and "
         f"variant ({sources.get('cuda', 0)} jobs), else of the CPU records of its entry and "
         f"variant ({sources.get('variant', 0)} jobs), else of its entry "
-        f"({sources.get('entry', 0)}), else {est.default_s:g} s ({sources.get('default', 0)})"
+        f"({sources.get('entry', 0)}), else of the records made with its requirements "
+        f"({sources.get('requires', 0)}), else {est.default_s:g} s ({sources.get('default', 0)})"
         + (
             f"; 0 s for a variant with requirements ({sources['decided']}: nothing is "
             "installed into an existing interpreter)"

@@ -205,6 +205,33 @@ def test_a_longer_job_holds_its_slot(box) -> None:
     assert fit([a, b, c], est, slots=2, budget_s=None, startup_s=0).ends == (9.0, 1.0, 2.0)
 
 
+def test_a_variant_with_requirements_and_no_record_of_its_own_is_timed_by_its_requirements() -> (
+    None
+):
+    from harness.spec.matrix import Cell
+
+    entries = load_entries(REPO / "repros")
+    job = next(
+        Job(e, v, Cell(BOX, "cuda", "fp32"), 0)
+        for e in entries
+        for v in e.variants
+        if e.requirements_for(v) and "cuda" in v.devices
+    )
+    stored = [
+        rec(
+            "another/entry",
+            "v",
+            seconds,
+            requires={str(i): r for i, r in enumerate(job.env.requires)},
+        )
+        for seconds in (2.0, 4.0, 9.0)
+    ]
+    stored.append(rec("another/entry", "w", 100.0, requires={"x": "six<2"}))  # other requirements
+    est = estimate_from(stored, cuda_start_s=1.0)
+    assert est.source(job) == (4.0, "requires") and est(job) == 5.0
+    assert estimate_from([], cuda_start_s=1.0).source(job) == (DEFAULT_S, "default")
+
+
 def test_under_python_a_variant_with_requirements_costs_nothing() -> None:
     from harness.spec.matrix import Cell
 

@@ -17,8 +17,16 @@ import os
 
 import torch
 import torch.nn.functional as F
-from reprokit import Unsupported, autocast, autocast_dtype, finite, make_scaler, moved, needs_cuda
-from reprokit import on_capped_card as capped_card
+from reprokit import (
+    Unsupported,
+    autocast,
+    autocast_dtype,
+    finite,
+    make_scaler,
+    moved,
+    needs_cuda,
+    on_capped_card,
+)
 from torch import nn
 
 WIDTH = 1024
@@ -97,11 +105,11 @@ def train_step(device, n, micro=1, forward=None, precision="fp32", after=None):
     return checks
 
 
-def on_capped_card(run):
+def capped(run):
     """``run()`` (-> postconditions) with this process capped to a card the full batch's
     plain fp32 step needs OVER times (reprokit.on_capped_card: the details say the sizes
     and the peak)."""
-    return capped_card(
+    return on_capped_card(
         lambda: train_step("cuda", BATCH), lambda card: run(), OVER, "the batch of %d" % BATCH
     )
 
@@ -113,25 +121,25 @@ def fp32_only(precision):
 
 def baseline_batch_too_large(device, precision):
     fp32_only(precision)
-    return on_capped_card(lambda: train_step("cuda", BATCH))
+    return capped(lambda: train_step("cuda", BATCH))
 
 
 def workaround1_halve_batch(device, precision):
     fp32_only(precision)
     # samples_per_step measures the accumulation reading, not this one
-    return on_capped_card(
+    return capped(
         lambda: {k: v for k, v in train_step("cuda", BATCH // 2).items() if k != "samples_per_step"}
     )
 
 
 def workaround1_accumulate(device, precision):
     fp32_only(precision)
-    return on_capped_card(lambda: train_step("cuda", BATCH, micro=2))
+    return capped(lambda: train_step("cuda", BATCH, micro=2))
 
 
 def workaround2_checkpointing(device, precision):
     fp32_only(precision)
-    return on_capped_card(lambda: train_step("cuda", BATCH, forward=checkpointed))
+    return capped(lambda: train_step("cuda", BATCH, forward=checkpointed))
 
 
 def workaround3_mixed_precision(device, precision):
@@ -139,12 +147,12 @@ def workaround3_mixed_precision(device, precision):
         raise Unsupported("the workaround is fp16 or bf16 autocast")
     needs_cuda()
     autocast_dtype("cuda", precision)  # Unsupported where autocast cannot produce it
-    return on_capped_card(lambda: train_step("cuda", BATCH, precision=precision))
+    return capped(lambda: train_step("cuda", BATCH, precision=precision))
 
 
 def deadend1_empty_cache(device, precision):
     fp32_only(precision)
-    return on_capped_card(lambda: train_step("cuda", BATCH, after=torch.cuda.empty_cache))
+    return capped(lambda: train_step("cuda", BATCH, after=torch.cuda.empty_cache))
 
 
 def deadend2_alloc_conf(device, precision):
@@ -154,12 +162,12 @@ def deadend2_alloc_conf(device, precision):
     # read when the caching allocator starts: the new name and the older one
     os.environ["PYTORCH_ALLOC_CONF"] = "max_split_size_mb:128"
     os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "max_split_size_mb:128"
-    return on_capped_card(lambda: train_step("cuda", BATCH))
+    return capped(lambda: train_step("cuda", BATCH))
 
 
 def control_quarter_batch(device, precision):
     fp32_only(precision)
-    return on_capped_card(
+    return capped(
         lambda: {k: v for k, v in train_step("cuda", BATCH // 4).items() if k != "samples_per_step"}
     )
 

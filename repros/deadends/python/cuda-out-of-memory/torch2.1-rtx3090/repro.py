@@ -17,8 +17,16 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from reprokit import Unsupported, autocast, autocast_dtype, finite, make_scaler, moved, needs_cuda
-from reprokit import on_capped_card as capped_card
+from reprokit import (
+    Unsupported,
+    autocast,
+    autocast_dtype,
+    finite,
+    make_scaler,
+    moved,
+    needs_cuda,
+    on_capped_card,
+)
 from torch import nn
 
 WIDTH = 1024
@@ -168,11 +176,11 @@ def without(checks, *names):
     return {k: v for k, v in checks.items() if k not in names}
 
 
-def on_capped_card(run):
+def capped(run):
     """``run(budget)`` (-> postconditions; ``budget`` the card's size in bytes) with this
     process capped to a card the full batch's plain fp32 step needs OVER times
     (reprokit.on_capped_card: the details say the sizes and the peak)."""
-    return capped_card(lambda: train_step("cuda", BATCH), run, OVER, "the batch of %d" % BATCH)
+    return on_capped_card(lambda: train_step("cuda", BATCH), run, OVER, "the batch of %d" % BATCH)
 
 
 def big_step(n):
@@ -190,17 +198,17 @@ def fp32_only(precision):
 
 def baseline_batch_too_large(device, precision):
     fp32_only(precision)
-    return on_capped_card(lambda budget: train_step("cuda", BATCH))
+    return capped(lambda budget: train_step("cuda", BATCH))
 
 
 def baseline_model_too_large(device, precision):
     fp32_only(precision)
-    return on_capped_card(big_step(BIG_BATCH))
+    return capped(big_step(BIG_BATCH))
 
 
 def workaround1_checkpointing(device, precision):
     fp32_only(precision)
-    return on_capped_card(lambda budget: train_step("cuda", BATCH, forward=checkpointed))
+    return capped(lambda budget: train_step("cuda", BATCH, forward=checkpointed))
 
 
 def workaround3_cuda_amp_autocast(device, precision):
@@ -209,7 +217,7 @@ def workaround3_cuda_amp_autocast(device, precision):
         raise Unsupported("torch.cuda.amp.autocast() casts to float16 unless told otherwise")
     if not hasattr(torch.cuda, "amp") or not hasattr(torch.cuda.amp, "autocast"):
         raise Unsupported("this torch has no torch.cuda.amp.autocast")
-    return on_capped_card(
+    return capped(
         lambda budget: train_step(
             "cuda", BATCH, precision="fp16", context=torch.cuda.amp.autocast, scale=False
         )
@@ -221,28 +229,28 @@ def workaround3_mixed_precision(device, precision):
     if precision == "fp32":
         raise Unsupported("the workaround is fp16 or bf16 autocast")
     autocast_dtype("cuda", precision)  # Unsupported where autocast cannot produce it
-    return on_capped_card(lambda budget: train_step("cuda", BATCH, precision=precision))
+    return capped(lambda budget: train_step("cuda", BATCH, precision=precision))
 
 
 def deadend1_empty_cache(device, precision):
     fp32_only(precision)
-    return on_capped_card(lambda budget: train_step("cuda", BATCH, after=torch.cuda.empty_cache))
+    return capped(lambda budget: train_step("cuda", BATCH, after=torch.cuda.empty_cache))
 
 
 def deadend2_batch_one(device, precision):
     fp32_only(precision)
     # the literal reading accepts the smaller batch: samples_per_step is not asked
-    return on_capped_card(lambda budget: without(train_step("cuda", 1), "samples_per_step"))
+    return capped(lambda budget: without(train_step("cuda", 1), "samples_per_step"))
 
 
 def deadend2_batch_one_large_model(device, precision):
     fp32_only(precision)
-    return on_capped_card(lambda budget: without(big_step(1)(budget), "samples_per_step"))
+    return capped(lambda budget: without(big_step(1)(budget), "samples_per_step"))
 
 
 def control_quarter_batch(device, precision):
     fp32_only(precision)
-    return on_capped_card(
+    return capped(
         lambda budget: without(train_step("cuda", BATCH // 4), "samples_per_step")
     )
 
@@ -258,7 +266,7 @@ def peak_of(run):
 
 def deadend3_compile(device, precision):
     fp32_only(precision)
-    return on_capped_card(lambda budget: train_step("cuda", BATCH, forward=compiled))
+    return capped(lambda budget: train_step("cuda", BATCH, forward=compiled))
 
 
 def deadend3_compile_peak(device, precision):
@@ -272,7 +280,7 @@ def deadend3_compile_peak(device, precision):
         checks["peak_within_eager"] = peak_within(peak, eager_peak)
         return checks
 
-    return on_capped_card(run)
+    return capped(run)
 
 
 VARIANTS = {
