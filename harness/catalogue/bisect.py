@@ -314,83 +314,108 @@ def bisect(
     ``stored`` maps a version to the outcome its stored records give (no run needed);
     ``measure`` runs the cell (building the environment if it must) and returns a Step.
     """
-    result = BisectResult(axis, list(versions))
     if len(versions) < 2:
         raise BisectError(f"{len(versions)} release(s) in the range: nothing to bisect")
+    search = _Search(BisectResult(axis, list(versions)), env_of, stored, is_built, measure, report)
+    return search.run()
 
-    def outcome(i: int) -> str:
-        v = versions[i]
-        if v not in result.known:
-            if v in stored:
-                step = Step(v, env_of(v), stored[v], "stored record")
+
+@dataclass
+class _Search:
+    """One bisection's state: the outcomes known so far (stored or measured), the versions
+    whose environment could not be built, and the range [lo, hi] that holds the change."""
+
+    result: BisectResult
+    env_of: Callable[[str], Environment]
+    stored: dict[str, str]
+    is_built: Callable[[Environment], bool]
+    measure: Measure
+    report: Callable[[Step], None]
+    unusable: set[int] = field(default_factory=set)
+
+    @property
+    def versions(self) -> list[str]:
+        return self.result.versions
+
+    def outcome(self, i: int) -> str:
+        v = self.versions[i]
+        known = self.result.known
+        if v not in known:
+            if v in self.stored:
+                step = Step(v, self.env_of(v), self.stored[v], "stored record")
             else:
-                step = measure(v, env_of(v))
-            result.known[v] = step.outcome
-            result.steps.append(step)
-            report(step)
-        return result.known[v]
+                step = self.measure(v, self.env_of(v))
+            known[v] = step.outcome
+            self.result.steps.append(step)
+            self.report(step)
+        return known[v]
 
-    unusable: set[int] = set()  # versions whose environment could not be built
-
-    def price(v: str) -> int:
-        if v in stored or v in result.known:
+    def price(self, v: str) -> int:
+        """A stored outcome costs nothing, a built environment one run, else a build too."""
+        if v in self.stored or v in self.result.known:
             return 0
-        return 1 if is_built(env_of(v)) else 2
+        return 1 if self.is_built(self.env_of(v)) else 2
 
-    lo, hi = 0, len(versions) - 1
-
-    def end(i: int) -> str:
-        seen = outcome(i)
+    def end(self, i: int) -> str:
+        seen = self.outcome(i)
         if seen == "env_failed":  # stop here: the other end is not built for nothing
             raise BisectError(
-                f"{versions[i]}: its environment could not be built (stored as env_failed); "
-                "choose a range whose ends build"
+                f"{self.versions[i]}: its environment could not be built (stored as "
+                "env_failed); choose a range whose ends build"
             )
         return seen
 
-    low = end(lo)
-    high = end(hi)
-    if low == high:
-        result.notes.append(
-            f"the outcome is {low} at both ends ({versions[lo]}, {versions[hi]}): no change "
-            "to bisect (a change that changes back in between would not be seen)"
-        )
-    else:
+    def run(self) -> BisectResult:
+        versions, notes = self.versions, self.result.notes
+        lo, hi = 0, len(versions) - 1
+        low, high = self.end(lo), self.end(hi)
+        if low == high:
+            notes.append(
+                f"the outcome is {low} at both ends ({versions[lo]}, {versions[hi]}): no "
+                "change to bisect (a change that changes back in between would not be seen)"
+            )
+            return self.result
         while True:
-            inside = [i for i in range(lo + 1, hi) if i not in unusable]
+            inside = [i for i in range(lo + 1, hi) if i not in self.unusable]
             if not inside:
                 break
             middle = (lo + hi) / 2
-            # a stored outcome costs nothing, a built environment one run, else a build too
-            mid = min(inside, key=lambda i, m=middle: (price(versions[i]), abs(i - m)))
-            seen = outcome(mid)
+            mid = min(inside, key=lambda i, m=middle: (self.price(versions[i]), abs(i - m)))
+            seen = self.outcome(mid)
             if seen == "env_failed":
-                unusable.add(mid)
-                result.notes.append(f"{versions[mid]}: environment could not be built, skipped")
+                self.unusable.add(mid)
+                notes.append(f"{versions[mid]}: environment could not be built, skipped")
                 continue
             if seen == low:
                 lo = mid
             elif seen == high:
                 hi = mid
             else:
-                result.notes.append(
+                notes.append(
                     f"non-monotonic: {versions[mid]} gives {seen}, neither {low} "
                     f"({versions[lo]}) nor {high} ({versions[hi]}); bisecting the first change"
                 )
                 hi, high = mid, seen
-        result.boundary = (versions[lo], versions[hi])
-        # every outcome known in the range must fit one change at the boundary
-        for v, seen in sorted({**stored, **result.known}.items(), key=lambda kv: Version(kv[0])):
+        self.result.boundary = (versions[lo], versions[hi])
+        self.check_one_change(lo, hi, low, high)
+        return self.result
+
+    def check_one_change(self, lo: int, hi: int, low: str, high: str) -> None:
+        """Every outcome known in the range must fit one change at the boundary."""
+        versions = self.versions
+        known = {**self.stored, **self.result.known}
+        for v, seen in sorted(known.items(), key=lambda kv: Version(kv[0])):
             if v not in versions or seen == "env_failed":
                 continue
             i = versions.index(v)
             if i <= lo and seen != low:
-                result.notes.append(
+                self.result.notes.append(
                     f"non-monotonic: {v} gives {seen}, before the change from {low}"
                 )
             elif i >= hi and seen != high and i != len(versions) - 1:
-                result.notes.append(f"non-monotonic: {v} gives {seen}, after the change to {high}")
-    return result
+                self.result.notes.append(
+                    f"non-monotonic: {v} gives {seen}, after the change to {high}"
+                )
 
 
 # -- the harness side: stored records, environments and runs ------------------------------

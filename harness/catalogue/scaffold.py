@@ -178,11 +178,7 @@ def _md_sections(text: str) -> dict[str, tuple[int, list[str]]]:
 
 
 def parse_markdown(text: str, path: str | Path) -> Scaffold:
-    lines = text.splitlines()
-    title_line = next((ln for ln in lines if ln.startswith("# ")), None)
-    if title_line is None:
-        raise DocumentError(path, "no title line '# <ExceptionType>: <message>'")
-    title = title_line[2:].strip()
+    title = _md_title(text.splitlines(), path)
     exc_type, message, named = split_type(title)
     bullets = {
         m.group(1).lower(): m.group(2).strip().strip("`")
@@ -193,48 +189,9 @@ def parse_markdown(text: str, path: str | Path) -> Scaffold:
     sections = _md_sections(text)
     if "workarounds" not in sections:
         raise DocumentError(path, "no '## Workarounds' section")
-    fix_rate = None
-    if "fix rate" in bullets:
-        m = re.match(r"(\d+(?:\.\d+)?)\s*%", bullets["fix rate"])
-        if not m:
-            raise DocumentError(path, f"Fix Rate {bullets['fix rate']!r} is not a percentage")
-        fix_rate = _percent(m.group(1))
-    rows = []
-    if "version compatibility" in sections:
-        start, body = sections["version compatibility"]
-        for offset, line in enumerate(body, start + 1):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) < 2 or not re.match(r"^[A-Za-z_][\w.-]*\s*[<>=!~]", cells[0]):
-                continue  # header, separator or prose
-            if len(cells) != 4:
-                raise DocumentError(path, "a Version Compatibility row needs 4 cells", line=offset)
-            intro, dep = (None if c in ("—", "-", "") else c for c in cells[2:4])
-            rows.append((cells[0].replace(" ", ""), cells[1], intro, dep))
+    rows = _md_version_rows(sections, path)
     off_axis = [r[0] for r in rows if not _on_an_axis(r[0])]
-    rows = [r for r in rows if _on_an_axis(r[0])]
-    claims: list[Claimed] = []
-    start, body = sections["workarounds"]
-    for line in body:
-        m = re.match(r"^(\d+)\.\s+\*\*(.+?)\*\*\s*(?:\((\d+(?:\.\d+)?)%\s*success\))?", line)
-        if m:
-            n = int(m.group(1))
-            rate = _percent(m.group(3)) if m.group(3) else None
-            claims.append(
-                Claimed(f"workaround{n}", "workaround", f"workaround {n}", rate, m.group(2))
-            )
-    if not claims:
-        raise DocumentError(
-            path, "## Workarounds has no numbered '1. **...** (NN% success)' item", line=start
-        )
-    if "dead ends" in sections:
-        start, body = sections["dead ends"]
-        n = 0
-        for line in body:
-            m = re.match(r"^[-*]\s+\*\*(.+?)\*\*.*?(?:\((\d+(?:\.\d+)?)%\s*fail\))?\s*$", line)
-            if m:
-                n += 1
-                rate = _percent(m.group(2)) if m.group(2) else None
-                claims.append(Claimed(f"deadend{n}", "dead_end", f"dead end {n}", rate, m.group(1)))
+    claims = _md_workarounds(sections["workarounds"], path) + _md_dead_ends(sections)
     conditions: tuple[str, ...] = ()
     if "root cause" in sections:
         cause = " ".join(ln.strip() for ln in sections["root cause"][1] if ln.strip())
@@ -254,14 +211,85 @@ def parse_markdown(text: str, path: str | Path) -> Scaffold:
         message=message_pattern(first),
         type_named=named,
         verification=bullets.get("verification"),
-        fix_rate=fix_rate,
-        version_table=tuple(rows),
+        fix_rate=_md_fix_rate(bullets, path),
+        version_table=tuple(r for r in rows if _on_an_axis(r[0])),
         conditions=conditions,
         claims=tuple(claims),
         origin=origin,
         source_text=text,
         document_text=text,
     )
+
+
+def _md_title(lines: list[str], path: str | Path) -> str:
+    """The document's '# <ExceptionType>: <message>' line, less its '# '."""
+    title_line = next((ln for ln in lines if ln.startswith("# ")), None)
+    if title_line is None:
+        raise DocumentError(path, "no title line '# <ExceptionType>: <message>'")
+    return title_line[2:].strip()
+
+
+def _md_fix_rate(bullets: dict[str, str], path: str | Path) -> float | None:
+    """The '- **Fix Rate:** NN%' bullet as a fraction, or None where there is none."""
+    if "fix rate" not in bullets:
+        return None
+    m = re.match(r"(\d+(?:\.\d+)?)\s*%", bullets["fix rate"])
+    if not m:
+        raise DocumentError(path, f"Fix Rate {bullets['fix rate']!r} is not a percentage")
+    return _percent(m.group(1))
+
+
+def _md_version_rows(
+    sections: dict[str, tuple[int, list[str]]], path: str | Path
+) -> list[tuple[str, str, str | None, str | None]]:
+    """The Version Compatibility table's rows (spec, status, introduced, deprecated), every
+    one: those on an axis the matrix lacks become conditions."""
+    rows: list[tuple[str, str, str | None, str | None]] = []
+    if "version compatibility" not in sections:
+        return rows
+    start, body = sections["version compatibility"]
+    for offset, line in enumerate(body, start + 1):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not re.match(r"^[A-Za-z_][\w.-]*\s*[<>=!~]", cells[0]):
+            continue  # header, separator or prose
+        if len(cells) != 4:
+            raise DocumentError(path, "a Version Compatibility row needs 4 cells", line=offset)
+        intro, dep = (None if c in ("—", "-", "") else c for c in cells[2:4])
+        rows.append((cells[0].replace(" ", ""), cells[1], intro, dep))
+    return rows
+
+
+def _md_workarounds(section: tuple[int, list[str]], path: str | Path) -> list[Claimed]:
+    """The numbered '1. **...** (NN% success)' items of ## Workarounds (at least one)."""
+    start, body = section
+    claims = []
+    for line in body:
+        m = re.match(r"^(\d+)\.\s+\*\*(.+?)\*\*\s*(?:\((\d+(?:\.\d+)?)%\s*success\))?", line)
+        if m:
+            n = int(m.group(1))
+            rate = _percent(m.group(3)) if m.group(3) else None
+            claims.append(
+                Claimed(f"workaround{n}", "workaround", f"workaround {n}", rate, m.group(2))
+            )
+    if not claims:
+        raise DocumentError(
+            path, "## Workarounds has no numbered '1. **...** (NN% success)' item", line=start
+        )
+    return claims
+
+
+def _md_dead_ends(sections: dict[str, tuple[int, list[str]]]) -> list[Claimed]:
+    """The '- **...** (NN% fail)' items of ## Dead Ends, numbered in order."""
+    claims: list[Claimed] = []
+    if "dead ends" not in sections:
+        return claims
+    for line in sections["dead ends"][1]:
+        m = re.match(r"^[-*]\s+\*\*(.+?)\*\*.*?(?:\((\d+(?:\.\d+)?)%\s*fail\))?\s*$", line)
+        if m:
+            n = len(claims) + 1
+            rate = _percent(m.group(2)) if m.group(2) else None
+            claims.append(Claimed(f"deadend{n}", "dead_end", f"dead end {n}", rate, m.group(1)))
+    return claims
 
 
 # -- format 2: the scraped error page -----------------------------------------------------
