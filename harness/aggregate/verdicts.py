@@ -466,8 +466,11 @@ def _message_verdict(
             why = "the baseline has no runs"
         return Verdict(claim, "", claimed, measured, NOT_MEASURABLE, why, grade=grade)
     # a run that raised its variant's own declared error (a stand-in such as a CPU twin of a
-    # CUDA error) is the behaviour that variant expects: it shows nothing of the message
-    open_n = n - sum(b.related.k for b in baselines)
+    # CUDA error) is the behaviour that variant expects: it shows nothing of the message;
+    # unless the baseline declares that error is torch's words in the documented situation
+    # (signature.instead): then it is what torch said instead of the document's message
+    said = _said_instead(entry)
+    open_n = n - sum(b.related.k for b in baselines if b.name not in said)
     if open_n <= 0:
         why = (
             "every applicable baseline run raised the error its variant declares instead "
@@ -481,6 +484,17 @@ def _message_verdict(
     why = "never seen" + (
         "; seen instead: " + seen if seen else "; the baseline raised no exception"
     )
+    declared = [
+        f"{name}: {said[name]}"
+        for name in sorted(said)
+        if any(b.name == name and b.related.k for b in baselines)
+    ]
+    if declared:
+        why += (
+            "; what torch raises there instead, declared in entry.yaml ("
+            + "; ".join(declared)
+            + ")"
+        )
     retyped = _documented_message_other_type(agg, baselines)
     if retyped:
         why = f"the documented message was raised as {retyped}, not {agg.signature_type}; " + why
@@ -491,6 +505,18 @@ def _message_verdict(
         return verdict(CONTRADICTED, why, seen)
     why += f"; in {open_n} runs an error occurring in up to {pct(high)} of runs could stay unseen"
     return verdict(INCONCLUSIVE, why, seen)
+
+
+def _said_instead(entry: Entry | None) -> dict[str, str]:
+    """The baselines whose own declared error is torch's words in the documented situation
+    (signature.instead), with the reason."""
+    if entry is None:
+        return {}
+    return {
+        v.name: v.signature.instead
+        for v in entry.variants
+        if v.kind == "baseline" and v.signature is not None and v.signature.instead
+    }
 
 
 def _waiting_for_cuda(entry: Entry | None, baselines: list[VariantAggregate]) -> str:

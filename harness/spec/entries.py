@@ -95,6 +95,10 @@ class EntryError(HarnessError):
 class Signature:
     type: str  # exception class name, plain or dotted
     message: str  # regular expression, searched in str(exception)
+    # a baseline's own signature only: why its error is what torch raises in the documented
+    # situation, where the document's message is an umbrella torch never says ("" where the
+    # error stands in for the situation instead, such as a CPU twin of a CUDA error)
+    instead: str = ""
 
     def to_dict(self) -> dict[str, str]:
         return {"type": self.type, "message": self.message}
@@ -259,10 +263,18 @@ def _signature(data: Any, path: Path, line: int, what: str, documented: bool = F
             "reworded belongs to the documented signature (the entry's own): it says how "
             "torch words the documented error, not a variant's",
         )
-    keys = {"type", "message", "reworded"} if documented else {"type", "message"}
+    keys = {"type", "message", "reworded"} if documented else {"type", "message", "instead"}
     _check_keys(data, keys, {"type", "message"}, path, what)  # type: ignore[arg-type]
     _pattern(data, path, what)
-    return Signature(type=str(data["type"]), message=str(data["message"]))
+    instead = str(data.get("instead") or "").strip() if not documented else ""
+    if "instead" in data and (not instead or "\n" in instead):
+        raise EntryError(
+            path,
+            data.key_lines["instead"],  # type: ignore[attr-defined]
+            f"{what}.instead must be one line saying why this is what torch raises where the "
+            "document's message is",
+        )
+    return Signature(type=str(data["type"]), message=str(data["message"]), instead=instead)
 
 
 def _pattern(data: Any, path: Path, what: str) -> None:
@@ -382,6 +394,13 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
                 path,
                 data.key_lines["signature"],
                 "a control must pass everywhere; it cannot expect an error (signature)",
+            )
+        if signature.instead and kind != "baseline":
+            raise EntryError(
+                path,
+                data["signature"].key_lines["instead"],
+                "signature.instead belongs to a baseline: it says that the baseline's error "
+                "is what torch raises where the document's message is",
             )
     fails_as = None
     if "fails_as" in data:

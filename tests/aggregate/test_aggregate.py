@@ -488,6 +488,37 @@ def test_the_documented_message_counts_only_the_documented_error() -> None:
     assert trainer.ranges[0].first is None
 
 
+def test_a_baseline_error_declared_as_what_torch_says_instead_counts_against_the_message() -> None:
+    """A stand-in's related error shows nothing of the documented message (not measurable);
+    one declared as torch's words where the document's message is (signature.instead) is
+    what torch said instead: the message is contradicted, and the workarounds are judged
+    there all the same."""
+    related = "The current optimizer, AdamW, does not allow for gradient clipping"
+    only_related = [
+        Record(**{**rec("base", e, REL, message=related, trial=t).__dict__, "variant": "trainer"})
+        for e in (E1, E2, E3)
+        for t in range(3)
+    ]
+    entry = entry_with_related()
+    alone = dataclasses.replace(entry, variants=entry.variants[1:])  # the related baseline only
+    assert verdict(aggregate_entry(alone, only_related), "documented message").verdict == (
+        NOT_MEASURABLE
+    )
+    why = "torch names the optimizer; the document's words are an umbrella it never says"
+    said = dataclasses.replace(
+        alone,
+        variants=tuple(
+            dataclasses.replace(v, signature=dataclasses.replace(RELATED_SIG, instead=why))
+            if v.name == "trainer"
+            else v
+            for v in alone.variants
+        ),
+    )
+    msg = verdict(aggregate_entry(said, only_related), "documented message")
+    assert msg.verdict == CONTRADICTED
+    assert "never seen" in msg.why and why in msg.why and related in msg.why
+
+
 def test_schema_2_records_of_a_variant_with_its_own_signature_are_re_read() -> None:
     # schema 2 recorded the variant's own signature as "reproduced": re-read against the entry
     related = "The current optimizer, AdamW, does not allow for gradient clipping"

@@ -336,6 +336,27 @@ def test_a_declared_rewording_loads_with_its_reason(tmp_path: Path) -> None:
     assert entry.reworded.type == ""  # read under the documented type
 
 
+def test_a_baseline_may_declare_its_error_is_what_torch_says_instead(tmp_path: Path) -> None:
+    said = GOOD.replace(
+        '{name: baseline, kind: baseline, description: "raises"}',
+        '{name: baseline, kind: baseline, description: "raises", signature: {type: E, '
+        'message: "x", instead: "torch words it so"}}',
+    )
+    assert said != GOOD
+    entry = load_entry(make(tmp_path, said), tmp_path)
+    assert entry.variant("baseline").signature.instead == "torch words it so"
+    on_workaround = said.replace(
+        'kind: baseline, description: "raises"', 'kind: dead_end, description: "raises"'
+    )
+    with pytest.raises(EntryError, match="instead belongs to a baseline"):
+        load_entry(
+            make(tmp_path, on_workaround.replace("demo/err", "demo/de"), "demo/de"), tmp_path
+        )
+    empty = said.replace('instead: "torch words it so"', 'instead: ""')
+    with pytest.raises(EntryError, match="instead must be one line"):
+        load_entry(make(tmp_path, empty.replace("demo/err", "demo/e2"), "demo/e2"), tmp_path)
+
+
 def test_a_rewording_may_name_the_subclass_torch_raises(tmp_path: Path) -> None:
     text = REWORDED.replace('    why: "torch', '    type: "torch.onnx.errors.Sub"\n    why: "torch')
     entry = load_entry(make(tmp_path, text), tmp_path)
