@@ -125,10 +125,13 @@ def reworded_candidates(entry: Entry, measured: Mapping[str, Any]) -> list[str]:
     a rewording is declared, that it matches none of the baselines' messages."""
     sig, reworded = entry.signature, entry.reworded
     where = f"{entry.dir / 'entry.yaml'}"
+    # a baseline that declares its error is what torch says instead (signature.instead)
+    # has been judged: its messages are not a rewording to consider
+    said = {v.name for v in entry.variants if v.signature is not None and v.signature.instead}
     messages = [
         (m, str(v.get("name", "")))
         for v in measured.get("variants", ())
-        if v.get("kind") == "baseline"
+        if v.get("kind") == "baseline" and str(v.get("name", "")) not in said
         for m in v.get("messages", ())
     ]
     if reworded is not None:

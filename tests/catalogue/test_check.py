@@ -75,6 +75,18 @@ def test_a_declared_rewording_is_no_candidate_but_one_that_matches_nothing_is_na
     assert "matches none of the baseline runs' messages" in line
 
 
+def test_a_baseline_that_declares_what_torch_says_instead_is_no_candidate(tmp_path: Path) -> None:
+    said = EMBEDDING.replace(
+        '{name: baseline, kind: baseline, description: "raises"}',
+        '{name: baseline, kind: baseline, description: "raises", signature: {type: IndexError, '
+        'message: "in self", instead: "torch names the argument: the umbrella text is not its"}}',
+    )
+    assert said != EMBEDDING
+    d = make(tmp_path, said)
+    seen = compat(("IndexError", "index out of range in self", 171))
+    assert not [t for t in check_entry(d, tmp_path, compat=seen).todos if "reworded" in t]
+
+
 def test_check_entries_reads_the_results_beside_repros(tmp_path: Path) -> None:
     repros = tmp_path / "repros"
     make(repros, EMBEDDING)
