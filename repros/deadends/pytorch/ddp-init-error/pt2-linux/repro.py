@@ -10,6 +10,7 @@ the NCCL variants run in CUDA cells; the control (the same with gloo on the CPU)
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import socket
@@ -22,6 +23,7 @@ from reprokit import Unsupported
 from torch import nn
 
 RENDEZVOUS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+RENDEZVOUS_TIMEOUT_S = 60  # one process: a healthy rendezvous takes well under a second
 
 
 def free_port() -> int:
@@ -52,6 +54,9 @@ def ddp_step(backend, device):
     kwargs = {
         "rank": int(os.environ.get("RANK", 0)),
         "world_size": int(os.environ.get("WORLD_SIZE", 1)),
+        # a rendezvous that hangs (a port taken between free_port and the store's bind, a
+        # peer that never comes) ends as torch's own timeout error, not at the run's limit
+        "timeout": datetime.timedelta(seconds=RENDEZVOUS_TIMEOUT_S),
     }
     dist.init_process_group(backend, **kwargs)
     try:
