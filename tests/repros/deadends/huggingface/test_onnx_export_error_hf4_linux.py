@@ -75,3 +75,23 @@ def test_onnx_model_valid_fails_on_a_pickle_and_on_a_truncated_file() -> None:
     assert failed(m.checked(buffer.getvalue(), model)) == {"onnx_model_valid"}
     data = m.export(model, m.TUTORIAL_OPSET)
     assert failed(m.checked(data[: len(data) // 2], model)) == {"onnx_model_valid"}
+
+
+@pytest.mark.torch
+def test_the_default_exporter_of_newer_torch_writes_another_opset_than_asked() -> None:
+    """torch 2.9 on exports with dynamo by default: the opset-11 call is not refused, and the
+    file says opset 18 (opset_as_asked fails); the TorchScript exporter refuses it."""
+    import inspect
+
+    import torch
+
+    m = entry()
+    pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript (test extras)")
+    dynamo = inspect.signature(torch.onnx.export).parameters.get("dynamo")
+    if dynamo is None or dynamo.default is not True:
+        with pytest.raises(torch.onnx.errors.OnnxExporterError, match="opset version 11"):
+            m.baseline_default_exporter("cpu", "fp32")
+        return
+    checks = m.baseline_default_exporter("cpu", "fp32")
+    assert failed(checks) == {"opset_as_asked"}
+    assert "asked opset 11, the file is written at 1" in checks["opset_as_asked"]["detail"]

@@ -207,6 +207,48 @@ def baseline(device, precision):
     return checked(export(model, TUTORIAL_OPSET), model)
 
 
+def baseline_default_exporter(device, precision):
+    """The same call with the release's own exporter, as a user makes it:
+    ``torch.onnx.export(model, (ids,), path, opset_version=11, dynamic_axes=...)``, no
+    ``dynamo`` argument (the TorchScript exporter before torch 2.9, the dynamo exporter
+    from 2.9, which needs onnxscript); besides the file's checks, whether it is written at
+    the opset asked for."""
+    fp32_only(precision)
+    model = bert("sdpa")
+    onnx = onnx_module()
+    folder = tempfile.mkdtemp(prefix="onnx-export-")
+    try:
+        path = os.path.join(folder, "model.onnx")
+        torch.onnx.export(
+            Hidden(model),
+            (ids(BATCH),),
+            path,
+            opset_version=TUTORIAL_OPSET,
+            input_names=["ids"],
+            output_names=["hidden"],
+            dynamic_axes={"ids": {0: "batch", 1: "sequence"}, "hidden": {0: "batch", 1: "sequence"}},
+        )
+        try:  # the weights may be beside it (the dynamo exporter's external data)
+            data = onnx.load(path).SerializeToString()
+        except Exception:  # noqa: BLE001 - what onnx says of the file is for checked()
+            with open(path, "rb") as f:
+                data = f.read()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    checks = checked(data, model)
+    try:
+        proto = onnx.load_from_string(data)
+        written = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    except Exception as exc:  # noqa: BLE001 - onnx_model_valid already says what onnx said
+        written, why = None, "%s: %s" % (type(exc).__name__, str(exc)[:100])
+    checks["opset_as_asked"] = {
+        "ok": written == TUTORIAL_OPSET,
+        "detail": "asked opset %d, the file is written at %s"
+        % (TUTORIAL_OPSET, written if written is not None else "no opset (%s)" % why),
+    }
+    return checks
+
+
 def workaround2_opset_for_architecture(device, precision):
     """The sensible reading: the same model, the opset raised from 11 until the exporter
     supports every operator of the architecture (the exporter names the opset it needs)."""
@@ -295,6 +337,7 @@ def control(device, precision):
 
 VARIANTS = {
     "baseline": baseline,
+    "baseline-default-exporter": baseline_default_exporter,
     "workaround2-opset-for-architecture": workaround2_opset_for_architecture,
     "workaround2-literal-architecture-for-opset": workaround2_literal_architecture_for_opset,
     "workaround1-optimum-cli": workaround1_optimum_cli,
