@@ -43,12 +43,10 @@ def test_float16_weights_fail_params_finite_and_bfloat16_fail_params_trained() -
 
 @pytest.mark.torch
 def test_every_variant_is_unsupported_without_cuda() -> None:
-    from reprokit import Unsupported
-
     m = entry()
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     for name, function in m.VARIANTS.items():
         precision = {"workaround1-half": "fp16", "workaround1-bfloat16": "bf16"}.get(name, "fp32")
-        with pytest.raises(Unsupported, match="CUDA"):
+        with pytest.raises(m.Unsupported, match="CUDA"):
             function("cuda", precision)

@@ -49,8 +49,6 @@ def test_ran_in_half_names_the_dtype() -> None:
 
 @pytest.mark.torch
 def test_every_variant_is_unsupported_without_cuda() -> None:
-    from reprokit import Unsupported
-
     m = entry()
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -58,5 +56,5 @@ def test_every_variant_is_unsupported_without_cuda() -> None:
         precision = {"workaround1-float16": "fp16", "workaround1-bfloat16": "bf16"}.get(
             name, "fp32"
         )
-        with pytest.raises(Unsupported, match="CUDA"):
+        with pytest.raises(m.Unsupported, match="CUDA"):
             function("cuda", precision)

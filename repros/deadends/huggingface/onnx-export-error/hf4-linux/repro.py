@@ -236,17 +236,23 @@ def baseline_default_exporter(device, precision):
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     checks = checked(data, model)
+    checks["opset_as_asked"] = opset_as_asked(data, TUTORIAL_OPSET)
+    return checks
+
+
+def opset_as_asked(data, asked):
+    """The file ``data`` is written at the opset ``asked`` for."""
+    onnx = onnx_module()
     try:
         proto = onnx.load_from_string(data)
         written = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
     except Exception as exc:  # noqa: BLE001 - onnx_model_valid already says what onnx said
         written, why = None, "%s: %s" % (type(exc).__name__, str(exc)[:100])
-    checks["opset_as_asked"] = {
-        "ok": written == TUTORIAL_OPSET,
+    return {
+        "ok": written == asked,
         "detail": "asked opset %d, the file is written at %s"
-        % (TUTORIAL_OPSET, written if written is not None else "no opset (%s)" % why),
+        % (asked, written if written is not None else "no opset (%s)" % why),
     }
-    return checks
 
 
 def workaround2_opset_for_architecture(device, precision):
