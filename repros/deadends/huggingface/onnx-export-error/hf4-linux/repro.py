@@ -118,16 +118,19 @@ def export(model, opset, dynamic=True):
     return buffer.getvalue()
 
 
-def first_export(model, opset, refused, dynamic=True):
-    """``export(model, opset, dynamic)``, or None where the exporter refuses an operator at
-    that opset (its words appended to ``refused``); any other error is raised."""
-    try:
-        return export(model, opset, dynamic)
-    except EXPORT_ERROR as exc:
-        if "opset" not in str(exc):
-            raise
-        refused.append("%d (%s)" % (opset, str(exc).split(" is not supported")[0][:100]))
-        return None
+def lowest_opset_export(model, dynamic=True):
+    """``export(model, opset, dynamic)`` at the lowest opset from TUTORIAL_OPSET up that the
+    exporter takes, and the opsets it refused an operator at (with its words); any other
+    error is raised, and so is a model no opset up to the exporter's highest takes."""
+    refused = []
+    for opset in range(TUTORIAL_OPSET, max_opset() + 1):
+        try:
+            return export(model, opset, dynamic), refused
+        except EXPORT_ERROR as exc:
+            if "opset" not in str(exc):
+                raise
+            refused.append("%d (%s)" % (opset, str(exc).split(" is not supported")[0][:100]))
+    raise RuntimeError("no opset up to %d exports the model: %s" % (max_opset(), "; ".join(refused)))
 
 
 def feed_ids(x):
@@ -260,15 +263,10 @@ def workaround2_opset_for_architecture(device, precision):
     supports every operator of the architecture (the exporter names the opset it needs)."""
     fp32_only(precision)
     model = bert("sdpa")
-    refused = []
-    for opset in range(TUTORIAL_OPSET, max_opset() + 1):
-        data = first_export(model, opset, refused)
-        if data is None:
-            continue
-        checks = checked(data, model)
-        checks["onnx_model_valid"]["detail"] += "; refused at opset %s" % (", ".join(refused) or "none")
-        return checks
-    raise RuntimeError("no opset up to %d exports the model: %s" % (max_opset(), "; ".join(refused)))
+    data, refused = lowest_opset_export(model)
+    checks = checked(data, model)
+    checks["onnx_model_valid"]["detail"] += "; refused at opset %s" % (", ".join(refused) or "none")
+    return checks
 
 
 def workaround2_literal_architecture_for_opset(device, precision):
@@ -327,11 +325,8 @@ def deadend2_no_dynamic_axes(device, precision):
     traced batch size only."""
     fp32_only(precision)
     model = bert("sdpa")
-    for opset in range(TUTORIAL_OPSET, max_opset() + 1):
-        data = first_export(model, opset, [], dynamic=False)
-        if data is not None:
-            return checked(data, model)
-    raise RuntimeError("no opset up to %d exports the model" % max_opset())
+    data, _ = lowest_opset_export(model, dynamic=False)
+    return checked(data, model)
 
 
 def control(device, precision):
