@@ -57,6 +57,7 @@ from harness.outcomes import (
     grade,
     signature_named,
 )
+from harness.spec.entries import ClaimMeaning, Variant, failure_kind, measures_kind
 from harness.store.columnar import RecordTable
 from harness.store.records import Record
 from harness.store.sql import Params
@@ -537,11 +538,17 @@ class _Spec:
     requires: tuple[str, ...] = ()  # version advice: what it adds to its cells' requirements
     # the baselines whose reproducing cells judge it (entry.yaml baselines); (): every one
     judged_by: tuple[str, ...] = ()
+    # a dead end: whether an error (the documented one, or its own signature's) is its
+    # documented failure (claim kind "raises"); a substitute error confirms nothing else
+    errors: bool = True
+    meaning: ClaimMeaning = ClaimMeaning()
+    measured_kind: str | None = None  # the documented kind its runs can show, or None
 
     @property
-    def role(self) -> tuple[str, str, int, str]:
-        """What its counts depend on besides its cells: kind, scope, silent failure."""
-        return (self.name, self.kind, self.scope, "\x00".join(self.fails_as))
+    def role(self) -> tuple[str, str, int, str, bool]:
+        """What its counts depend on besides its cells: kind, scope, silent failure, and
+        whether an error is its documented failure."""
+        return (self.name, self.kind, self.scope, "\x00".join(self.fails_as), self.errors)
 
 
 def _specs(entry: Entry | None, first_kind: Mapping[str, str]) -> tuple[list[_Spec], set[str]]:
@@ -570,14 +577,30 @@ def _specs(entry: Entry | None, first_kind: Mapping[str, str]) -> tuple[list[_Sp
             v.reading,
             # a workaround that changes the precision itself counts across precisions
             2 if v.kind in _RESTRICTED and not set(v.precisions) & baseline_precisions else 3,
-            v.fails_as.postconditions if v.fails_as is not None else (),
+            # a dead end's silent failure counts where it measures the documented kind
+            v.fails_as.postconditions
+            if v.fails_as is not None and measures_kind(v) == v.fails_as.measures
+            else (),
             entry.requirements_for(v) if entry is not None else (),
             v.baselines,
+            v.kind != "dead_end" or measures_kind(v) == "raises",
+            dataclasses.replace(v.meaning, kind=_claim_kind(v)),
+            measures_kind(v) if v.kind == "dead_end" else None,
         )
         for v in declared
     ]
     specs += [_Spec(n, first_kind[n], "", None, None, None, 3) for n in extra]
     return specs, baselines
+
+
+def _claim_kind(v: Variant) -> str | None:
+    """What a workaround promises (a fix unless declared a diagnostic), what a dead end's
+    documented failure is (entries.failure_kind); None for the other kinds."""
+    if v.kind == "dead_end":
+        return failure_kind(v)
+    if v.kind == "workaround":
+        return v.meaning.kind or "fix"
+    return None
 
 
 def _hits(kind: str) -> tuple[str, ...]:
@@ -626,12 +649,12 @@ def _score(
     role counts as its success or failure, silent documented failures included), and
     whether the cell is in the role's scope (where a baseline reproduces, for those
     restricted to it); table silent: the runs that failed silently as documented."""
-    names = ("entry", "variant", "kind", "scope", "fails")
+    names = ("entry", "variant", "kind", "scope", "fails", "errors")
     _unnest_table(
         con,
         "roles",
         {name: [r[i] for r in roles] for i, name in enumerate(names)},
-        "entry VARCHAR, variant VARCHAR, kind VARCHAR, scope BIGINT, fails VARCHAR",
+        "entry VARCHAR, variant VARCHAR, kind VARCHAR, scope BIGINT, fails VARCHAR, errors BOOLEAN",
     )
     _unnest_table(
         con,
@@ -656,9 +679,18 @@ def _score(
     )
     counted = f"trials - ({_sum('n_' + v for v in _NOT_COUNTED_VALUES)})"
     p = Params()
+    # (an error counts for a dead end only where an error is its documented failure)
     hits = (
         "CASE kind "
-        + "".join(f"WHEN {p(k)} THEN {_sum('n_' + v for v in _hits(k))} " for k in _HITS)
+        + "".join(
+            f"WHEN {p(k)} THEN "
+            + (
+                f"CASE WHEN errors THEN {_sum('n_' + v for v in _hits(k))} ELSE 0 END "
+                if k == "dead_end"
+                else f"{_sum('n_' + v for v in _hits(k))} "
+            )
+            for k in _HITS
+        )
         + f"ELSE {_sum('n_' + v for v in _HITS_DEFAULT)} END"
     )
     # a reproducing cell: a baseline's run there shows the documented error at its grade;
@@ -681,8 +713,9 @@ def _score(
     )
     con.execute(
         "CREATE OR REPLACE TEMP TABLE scored AS SELECT roles.entry, roles.variant, roles.kind, "
-        "roles.scope, roles.fails, env, device, precision, trials, "
-        f"{counted} AS n, {hits} + coalesce(cell_silent.silent, 0) AS k, n_related AS related, "
+        "roles.scope, roles.fails, roles.errors, env, device, precision, trials, "
+        f"{counted} AS n, {hits} + coalesce(cell_silent.silent, 0) AS k, "
+        "CASE WHEN errors THEN n_related ELSE 0 END AS related, "
         "n_ok AS ok, coalesce(cell_silent.silent, 0) AS silent, n_shows AS shows, "
         "n_shows > 0 AS has_reproduced, "
         f"(roles.kind NOT IN {_in(_RESTRICTED, p)} OR (roles.scope = 3 AND (entry, variant, env, "
@@ -698,9 +731,9 @@ def _score(
 def _variant_rows(con: Any) -> _VariantRows:
     """What table scored (and runs) give per variant role: totals, per slice, version
     ranges, failures, messages and the runs not counted."""
-    role = "entry, variant, kind, scope, fails"
+    role = "entry, variant, kind, scope, fails, errors"
     totals = {
-        tuple(row[:5]): tuple(row[5:])
+        tuple(row[:6]): tuple(row[6:])
         for row in con.execute(
             f"SELECT {role}, sum(trials), sum(n), sum(k) FROM scored GROUP BY ALL"
         ).fetchall()
@@ -710,13 +743,13 @@ def _variant_rows(con: Any) -> _VariantRows:
         f"SELECT {role}, device, precision, sum(k), sum(n), sum(related), sum(ok), sum(silent), "
         "sum(shows) FROM scored WHERE n > 0 AND in_scope GROUP BY ALL"
     ).fetchall():
-        per_slice[tuple(row[:5])].append(tuple(row[5:]))
+        per_slice[tuple(row[:6])].append(tuple(row[6:]))
     env_shows: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
         f"SELECT {role}, env, sum(shows), sum(n) FROM scored WHERE n > 0 AND kind = 'baseline' "
         "GROUP BY ALL"
     ).fetchall():
-        env_shows[tuple(row[:5])].append(tuple(row[5:]))
+        env_shows[tuple(row[:6])].append(tuple(row[6:]))
     # the metric per environment: the reproducing-cell rule looks no further than one
     # environment's cells, so the rate of any set of environments is the sum of theirs (the
     # page's answer for some versions adds them up as explain aggregates their records)
@@ -726,7 +759,7 @@ def _variant_rows(con: Any) -> _VariantRows:
         "coalesce(sum(n) FILTER (WHERE in_scope), 0), sum(k), sum(n) FROM scored "
         "WHERE n > 0 GROUP BY ALL"
     ).fetchall():
-        by_env[tuple(row[:5])].append((row[5], *(int(x) for x in row[6:])))
+        by_env[tuple(row[:6])].append((row[6], *(int(x) for x in row[7:])))
     grades: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
         "SELECT entry, variant, grade, count(*) FROM runs SEMI JOIN baselines "
@@ -738,14 +771,14 @@ def _variant_rows(con: Any) -> _VariantRows:
         f"SELECT {role}, device, precision, env, has_reproduced FROM scored "
         "WHERE n > 0 AND kind = 'baseline'"
     ).fetchall():
-        ranges[tuple(row[:5])].append(tuple(row[5:]))
+        ranges[tuple(row[:6])].append(tuple(row[6:]))
     failures: dict[tuple[Any, ...], list[tuple[str, str, bool, int]]] = defaultdict(list)
     p = Params()
     for row in con.execute(
-        "SELECT entry, variant, scored.kind, scored.scope, scored.fails, runs.outcome, "
+        "SELECT entry, variant, scored.kind, scored.scope, scored.fails, scored.errors, runs.outcome, "
         "CASE WHEN has_exception THEN exc_type || ': ' || exc_message "
         "ELSE runs.outcome || ': ' || reason END AS text, silent.rid IS NOT NULL OR "
-        "(scored.kind = 'dead_end' AND runs.outcome = 'other_error' "
+        "(scored.kind = 'dead_end' AND scored.errors AND runs.outcome = 'other_error' "
         f"AND runs.grade IN {_in(_SHOWS, p)}), count(*) "
         "FROM runs JOIN scored USING (entry, variant, env, device, precision) "
         "LEFT JOIN silent ON silent.rid = runs.rid AND silent.fails = scored.fails "
@@ -753,7 +786,7 @@ def _variant_rows(con: Any) -> _VariantRows:
         f"AND runs.outcome NOT IN {_in(('ok', *_NOT_COUNTED_VALUES), p)} GROUP BY ALL",
         p.values,
     ).fetchall():
-        failures[tuple(row[:5])].append(tuple(row[5:]))  # type: ignore[arg-type]
+        failures[tuple(row[:6])].append(tuple(row[6:]))  # type: ignore[arg-type]
     messages: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
         "SELECT entry, variant, exc_type, exc_message, count(*), list(DISTINCT outcome), "
@@ -830,6 +863,11 @@ def _variant(
         ok=Rate.of(ok_all, n_all),
         silent=Rate.of(silent_all, n_all),
         fails_as=spec.fails_as,
+        claim_kind=spec.meaning.kind,
+        measured_kind=spec.measured_kind,
+        unmeasured=spec.meaning.unmeasured,
+        condition=spec.meaning.condition,
+        within=spec.meaning.within,
         failures=tuple(Failure(o, text, c, documented) for o, text, documented, c in failures),
         by_slice=tuple((slice_id(s), Rate.of(*per_slice[s][:2])) for s in slices),
         ranges=tuple(ranges),

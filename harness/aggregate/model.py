@@ -20,6 +20,7 @@ __all__ = [
     "ADVICE",
     "CONFIRMED",
     "CONTRADICTED",
+    "FAILS_OTHERWISE",
     "FIGURES",
     "FLAKY",
     "GRADE_ANSWERS",
@@ -27,6 +28,7 @@ __all__ = [
     "INCONCLUSIVE",
     "KIND_ORDER",
     "METRIC",
+    "NOT_AS_DOCUMENTED",
     "NOT_MEASURABLE",
     "NOT_STATED",
     "OUTCOME_ORDER",
@@ -59,12 +61,16 @@ CONFIRMED = "confirmed"
 CONTRADICTED = "contradicted"
 INCONCLUSIVE = "inconclusive"
 NOT_MEASURABLE = "not measurable"
-VERDICTS = (CONFIRMED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE)
+# a dead end that fails, though not as its document says (harder, another error): the
+# advice to avoid it holds, its stated reason does not
+NOT_AS_DOCUMENTED = "not as documented"
+VERDICTS = (CONFIRMED, CONTRADICTED, NOT_AS_DOCUMENTED, INCONCLUSIVE, NOT_MEASURABLE)
 # a rate claim's two answers: does the advice hold, is the figure right
 # (docs/reference/outcomes-and-verdicts.md)
 HOLDS = "holds"
 WRONG = "wrong"
-ADVICE = (HOLDS, WRONG, INCONCLUSIVE, NOT_MEASURABLE)
+FAILS_OTHERWISE = "fails otherwise"  # a dead end's advice: avoid it, for another reason
+ADVICE = (HOLDS, WRONG, FAILS_OTHERWISE, INCONCLUSIVE, NOT_MEASURABLE)
 UNDERSTATED = "understated"
 OVERSTATED = "overstated"
 NOT_STATED = "not stated"
@@ -328,6 +334,14 @@ class VariantAggregate:
     # environments ("numpy 2.4.6 → 1.26.4", "torch 2.1.2 … 2.13.0 (14) → 2.0.1")
     requires: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
+    # what its claim means (entry.yaml claim: kind, unmeasured, condition, within): the
+    # kind of the documented failure or promise, and for a dead end the kind its runs can
+    # show as documented (None: they cannot show it)
+    claim_kind: str | None = None
+    measured_kind: str | None = None
+    unmeasured: str | None = None
+    condition: str | None = None
+    within: str | None = None
 
     @property
     def failed_otherwise(self) -> int:
@@ -359,6 +373,18 @@ class VariantAggregate:
             "shown": self.shown.to_dict(),
             "grades": dict(self.grades),
             "env_shows": [list(e) for e in self.env_shows],
+            # what the claim means (workarounds and dead ends only)
+            **(
+                {
+                    "claim_kind": self.claim_kind,
+                    "measured_kind": self.measured_kind,
+                    "unmeasured": self.unmeasured,
+                    "condition": self.condition,
+                    "within": self.within,
+                }
+                if self.claim_kind
+                else {}
+            ),
             # version advice only (the other variants' JSON stays as it was)
             **(
                 {"requires": list(self.requires), "changed": list(self.changed)}

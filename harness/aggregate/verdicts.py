@@ -14,8 +14,10 @@ from packaging.version import Version
 from harness.aggregate.model import (
     CONFIRMED,
     CONTRADICTED,
+    FAILS_OTHERWISE,
     HOLDS,
     INCONCLUSIVE,
+    NOT_AS_DOCUMENTED,
     NOT_MEASURABLE,
     NOT_STATED,
     OVERSTATED,
@@ -172,9 +174,12 @@ def read_rate(
 
 def _rate_verdict(advice: str, figure: str) -> str:
     """The one word a count uses: contradicted for wrong advice or an overstated figure;
-    otherwise the advice's answer (holds: confirmed; the figure is said beside it)."""
+    otherwise the advice's answer (holds: confirmed; the figure is said beside it). A dead
+    end that fails otherwise is "not as documented", whatever its figure."""
     if advice == NOT_MEASURABLE:
         return NOT_MEASURABLE
+    if advice == FAILS_OTHERWISE:
+        return NOT_AS_DOCUMENTED
     if advice == WRONG or figure == OVERSTATED:
         return CONTRADICTED
     return INCONCLUSIVE if advice == INCONCLUSIVE else CONFIRMED
@@ -185,7 +190,11 @@ def _rate_words(reading: RateReading, claimed: float | None, measured: Rate) -> 
     if reading.advice == NOT_MEASURABLE:
         return NOT_MEASURABLE
     advice = (
-        f"{INCONCLUSIVE} (n={measured.n})" if reading.advice == INCONCLUSIVE else reading.advice
+        f"{INCONCLUSIVE} (n={measured.n})"
+        if reading.advice == INCONCLUSIVE
+        else "fails, not as documented (avoid it: the advice holds, not its reason)"
+        if reading.advice == FAILS_OTHERWISE
+        else reading.advice
     )
     words = f"{advice}; figure {reading.figure}: {measured.k}/{measured.n}"
     if claimed is not None:
@@ -318,15 +327,39 @@ def _fix_rate_verdict(
 def _variant_verdict(agg: EntryAggregate, v: VariantAggregate) -> Verdict:
     what = v.claim_ref or v.kind.replace("_", " ")
     label = f"{what}: {v.metric}" + (f" ({v.reading} reading)" if v.reading else "")
-    implicit = "works" if v.kind == "workaround" else "fails as documented"
-    higher = (
-        "it works more often than the document says"
+    diagnostic = v.kind == "workaround" and v.claim_kind == "diagnostic"
+    implicit = (
+        "flags the faulty input and passes a good one"
+        if diagnostic
+        else "works"
         if v.kind == "workaround"
-        else "it fails as documented more often than the document says (the advice to avoid "
-        "it holds)"
-        if v.kind == "dead_end"
-        else ""
+        else "fails as documented"
     )
+    claimed = pct(v.claimed_rate) if v.claimed_rate is not None else f"it {implicit} (no rate)"
+    documented = documented_failure_text(v.fails_as) if v.measured_kind else ""
+    if v.kind == "dead_end" and v.claim_kind:
+        claimed += f"; documented failure: {_KIND_WORDS.get(v.claim_kind, v.claim_kind)}"
+        if documented:
+            claimed += f" ({documented})"
+    elif diagnostic:
+        claimed += "; a check, judged by whether it detects the fault"
+    if v.condition:
+        claimed += f"; only when: {v.condition}"
+    if v.condition and not v.within:
+        # outside its condition the claim says nothing: it is not judged
+        reading = RateReading(
+            NOT_MEASURABLE,
+            NOT_MEASURABLE if v.claimed_rate is not None else NOT_STATED,
+            NOT_MEASURABLE,
+            f"outside its condition: the document says it applies only when {v.condition!r}, "
+            "and this variant does not meet that condition",
+        )
+        return _rate_verdict_of(
+            label, v.name, claimed, v.claimed_rate, v.overall, reading, reading.why, ""
+        )
+    if v.kind == "dead_end":
+        return _dead_end_verdict(agg, v, label, claimed, documented)
+    higher = "it works more often than the document says" if v.kind == "workaround" else ""
     reading = read_rate(
         v.claimed_rate,
         v.overall,
@@ -335,28 +368,116 @@ def _variant_verdict(agg: EntryAggregate, v: VariantAggregate) -> Verdict:
         higher=higher,
     )
     why = reading.why
-    documented = documented_failure_text(v.fails_as)
-    if v.kind == "dead_end" and v.overall.n:
-        # a failure for another reason is named, never counted as this claim's failure
+    if v.condition and v.within:
+        why += f"; within its condition ({v.condition}): {v.within}"
+    seen = ""
+    settled = reading.advice == HOLDS and reading.figure in (CONFIRMED, UNDERSTATED, NOT_STATED)
+    if v.overall.n and not settled:
+        seen = _failures_text(v, _EXPECTED.get(v.kind, _EXPECTED["workaround"]))
+    return _rate_verdict_of(label, v.name, claimed, v.claimed_rate, v.overall, reading, why, seen)
+
+
+# a dead end's documented failure, as the reports say it (entries.FAILURE_KINDS)
+_KIND_WORDS = {
+    "raises": "an error",
+    "wrong-result": "a wrong result",
+    "slower": "slower",
+    "more-memory": "more memory",
+    "security": "a security risk",
+    "precision": "lost precision (or mixed precision)",
+    "brittle": "brittle",
+}
+
+
+def _dead_end_verdict(
+    agg: EntryAggregate, v: VariantAggregate, label: str, claimed: str, documented: str
+) -> Verdict:
+    """A dead end read as its document means it: it fails as documented (only a
+    measurement of the documented kind counts), fails otherwise (harder, another error: the
+    advice to avoid it holds, its reason does not), or works (the advice is wrong). A
+    documented kind these runs cannot measure is never decided by a substitute."""
+    n = v.overall.n
+    failing = Rate.of(n - v.ok.k, n)  # any way of not working: as documented or otherwise
+    kind_words = _KIND_WORDS.get(v.claim_kind or "raises", v.claim_kind or "")
+    if v.measured_kind is None:
+        reason = v.unmeasured or "these runs do not measure it"
+        why = f"the document's failure is {kind_words}, which these runs cannot show: {reason}"
+        if not n:
+            why += f"; {_why_no_applicable(agg, v)}"
+            reading = RateReading(NOT_MEASURABLE, _no_figure(v), NOT_MEASURABLE, why)
+            return _rate_verdict_of(
+                label, v.name, claimed, v.claimed_rate, v.overall, reading, why, ""
+            )
+        low = failing.low or 0.0
+        if _gt(low, _MOST):
+            why = (
+                f"it fails, not as documented: it failed in {n - v.ok.k}/{n} applicable runs "
+                f"(the 95% interval {pct(low)[:-1]}–{pct(failing.high or 0.0)} lies above 50%), "
+                f"so the advice to avoid it holds; {why}"
+            )
+            reading = RateReading(FAILS_OTHERWISE, _no_figure(v), NOT_AS_DOCUMENTED, why)
+            seen = _failures_text(v, frozenset())
+            return _rate_verdict_of(
+                label, v.name, claimed, v.claimed_rate, v.overall, reading, why, seen
+            )
+        why += f"; ok in {v.ok.k}/{n} applicable runs, which says nothing of it"
+        reading = RateReading(NOT_MEASURABLE, _no_figure(v), NOT_MEASURABLE, why)
+        return _rate_verdict_of(label, v.name, claimed, v.claimed_rate, v.overall, reading, why, "")
+
+    higher = (
+        "it fails as documented more often than the document says (the advice to avoid it holds)"
+    )
+    reading = read_rate(
+        v.claimed_rate,
+        v.overall,
+        why_empty=_why_no_applicable(agg, v),
+        what="fails as documented",
+        higher=higher,
+    )
+    why = reading.why
+    if n:
         ways = []
         if v.related.k:
             ways.append(f"its own expected error in {v.related.k}")
         if v.silent.k:
             ways.append(f"{documented} in {v.silent.k}")
         why += (
-            f"; failed as documented in {v.overall.k}/{v.overall.n}"
+            f"; failed as documented in {v.overall.k}/{n}"
             + (f" ({', '.join(ways)})" if ways else "")
-            + f", for another reason in {v.failed_otherwise}/{v.overall.n}"
-            + f", ok in {v.ok.k}/{v.overall.n}"
+            + f", for another reason in {v.failed_otherwise}/{n}"
+            + f", ok in {v.ok.k}/{n}"
         )
+        if reading.advice != HOLDS and _gt(failing.low or 0.0, _MOST):
+            # it fails in most runs, not as documented: avoid it, for another reason
+            why = (
+                f"it fails, not as documented: it failed in {n - v.ok.k}/{n} applicable runs, "
+                f"as documented in {v.overall.k}; the advice to avoid it holds, its reason "
+                f"({kind_words}) is not what happens; " + why
+            )
+            reading = RateReading(FAILS_OTHERWISE, reading.figure, NOT_AS_DOCUMENTED, why)
+        elif reading.advice == WRONG and not _gt(_MOST, failing.high or 0.0):
+            # not as documented in most runs, yet not working in most either: undecided
+            why = (
+                f"it failed in {n - v.ok.k}/{n} applicable runs, as documented in "
+                f"{v.overall.k}: whether it works is not settled; " + why
+            )
+            reading = RateReading(
+                INCONCLUSIVE, reading.figure, _rate_verdict(INCONCLUSIVE, reading.figure), why
+            )
+    if v.condition and v.within:
+        why += f"; within its condition ({v.condition}): {v.within}"
+        reading = RateReading(reading.advice, reading.figure, reading.verdict, why)
     seen = ""
     settled = reading.advice == HOLDS and reading.figure in (CONFIRMED, UNDERSTATED, NOT_STATED)
-    if v.overall.n and (not settled or (v.kind == "dead_end" and v.failed_otherwise)):
-        seen = _failures_text(v, _EXPECTED.get(v.kind, _EXPECTED["workaround"]))
-    claimed = pct(v.claimed_rate) if v.claimed_rate is not None else f"it {implicit} (no rate)"
-    if documented:
-        claimed += f"; documented failure: {documented}"
+    expected = _EXPECTED["dead_end"] if v.measured_kind == "raises" else frozenset()
+    if n and (not settled or v.failed_otherwise):
+        seen = _failures_text(v, expected)
     return _rate_verdict_of(label, v.name, claimed, v.claimed_rate, v.overall, reading, why, seen)
+
+
+def _no_figure(v: VariantAggregate) -> str:
+    """The figure of a claim whose documented failure these runs cannot count."""
+    return NOT_STATED if v.claimed_rate is None else NOT_MEASURABLE
 
 
 def documented_failure_text(postconditions: tuple[str, ...]) -> str:

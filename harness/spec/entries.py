@@ -47,6 +47,9 @@ from harness.spec.yaml_values import Lines, YamlReader, check_keys, compose_file
 
 __all__ = [
     "ORIGIN_KEYS",
+    "FAILURE_KINDS",
+    "PROMISE_KINDS",
+    "ClaimMeaning",
     "Claims",
     "Entry",
     "EntryError",
@@ -55,7 +58,9 @@ __all__ = [
     "Signature",
     "Variant",
     "VersionClaim",
+    "failure_kind",
     "load_entries",
+    "measures_kind",
     "load_entry",
 ]
 
@@ -145,10 +150,47 @@ class FailsAs:
     outcome: str  # "wrong_result", the only outcome a silent failure has
     postconditions: tuple[str, ...]  # names run() returns; any one failing is the failure
     line: int | None = dataclasses.field(default=None, compare=False)
+    # the kind of failure these postconditions measure (one of FAILURE_KINDS but "raises"):
+    # a time ratio measures "slower", a peak memory "more-memory", a dtype "precision"...
+    measures: str = "wrong-result"
 
 
 # the outcomes a declared silent failure may have (a failure that raises is a `signature`)
 FAILS_AS_OUTCOMES = (Outcome.WRONG_RESULT.value,)
+
+# What a dead end's documented failure is (entry.yaml ``claim.kind``): only a measurement of
+# the same kind counts for or against it (docs/reference/outcomes-and-verdicts.md, "What a
+# claim means"). ``raises``: an error, the documented one or the dead end's own signature
+FAILURE_KINDS = (
+    "raises",
+    "wrong-result",
+    "slower",
+    "more-memory",
+    "security",
+    "precision",
+    "brittle",
+)
+# what a workaround promises: a fix (the error goes away and the work is done), or a
+# diagnostic (a check: it flags the faulty input and passes a good one)
+PROMISE_KINDS = ("fix", "diagnostic")
+
+
+@dataclass(frozen=True)
+class ClaimMeaning:
+    """What a workaround's or dead end's claim means, as its document means it (entry.yaml
+    ``claim``: ``kind``, ``unmeasured``, ``condition``, ``within``)."""
+
+    # FAILURE_KINDS for a dead end, PROMISE_KINDS for a workaround; None: not declared
+    kind: str | None = None
+    # why these runs cannot measure the documented kind (brittleness, a GPU's speed on a
+    # CPU): the claim is "not measurable", never judged by a substitute
+    unmeasured: str | None = None
+    condition: str | None = None  # the document's condition, quoted ("only when ...")
+    within: str | None = None  # how the variant meets the condition; None: outside it
+    # a diagnostic's postconditions that show the check at work: it flags the faulty input
+    # and passes a good one (judged by detection, never by whether the error goes away)
+    detects: tuple[str, ...] = ()
+    line: int | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -167,6 +209,7 @@ class Variant:
     fails_as: FailsAs | None = None
     claim_ref: str | None = None  # "workaround 1", "dead end 2", "solution 3"
     claimed_rate: float | None = None  # success rate (workaround) or failure rate (dead end)
+    meaning: ClaimMeaning = ClaimMeaning()  # the claim's kind, condition, what is unmeasured
     reading: str | None = None  # "literal" or "sensible" where the document is ambiguous
     # "process": always a fresh interpreter (never forked from a warm worker); None: the run's
     isolation: str | None = None
@@ -341,6 +384,26 @@ def _axis(data: Lines, key: str, allowed: tuple[str, ...], path: Path) -> tuple[
     return tuple(values)
 
 
+def failure_kind(v: Variant) -> str:
+    """A dead end's documented failure kind: declared, or read from what it measures (its
+    ``fails_as``, else an error)."""
+    if v.meaning.kind is not None:
+        return v.meaning.kind
+    return v.fails_as.measures if v.fails_as is not None else "raises"
+
+
+def measures_kind(v: Variant) -> str | None:
+    """The kind of failure a dead end's runs can show as documented, or None where they
+    cannot show its documented kind: an error counts for ``raises``, ``fails_as``
+    postconditions for the kind they measure."""
+    kind = failure_kind(v)
+    if v.meaning.unmeasured:
+        return None
+    if kind == "raises":
+        return kind
+    return kind if v.fails_as is not None and v.fails_as.measures == kind else None
+
+
 def _variant(data: Any, path: Path, line: int) -> Variant:
     if not isinstance(data, Lines):
         raise EntryError(path, line, "each variant must be a mapping")
@@ -372,7 +435,9 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         raise EntryError(
             path, data.key_lines["kind"], f"unknown variant kind {kind!r}; allowed: {list(KINDS)}"
         )
-    claim_ref, claimed_rate = _claim(data, path, kind) if "claim" in data else (None, None)
+    claim_ref, claimed_rate, meaning = (
+        _claim(data, path, kind) if "claim" in data else (None, None, ClaimMeaning())
+    )
     reading = data.get("reading")
     if reading not in (None, "literal", "sensible"):
         raise EntryError(path, data.key_lines["reading"], "reading must be 'literal' or 'sensible'")
@@ -415,6 +480,7 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         fails_as=fails_as,
         claim_ref=claim_ref,
         claimed_rate=claimed_rate,
+        meaning=meaning,
         reading=reading,
         isolation=isolation,
         line=data.line,
@@ -592,13 +658,20 @@ def _baselines(data: Lines, path: Path, kind: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def _claim(data: Lines, path: Path, kind: str) -> tuple[str, float | None]:
-    """A variant's ``claim: {ref, rate}``: the document's words it answers, and their rate."""
+def _claim(data: Lines, path: Path, kind: str) -> tuple[str, float | None, ClaimMeaning]:
+    """A variant's ``claim: {ref, rate, kind, unmeasured, condition, within}``: the
+    document's words it answers, their rate, and what the claim means."""
     claim = data["claim"]
     cline = data.key_lines["claim"]
     if not isinstance(claim, Lines):
         raise EntryError(path, cline, "claim must be a mapping with 'ref' and optional 'rate'")
-    _check_keys(claim, {"ref", "rate"}, {"ref"}, path, "claim")
+    _check_keys(
+        claim,
+        {"ref", "rate", "kind", "unmeasured", "condition", "within", "detects"},
+        {"ref"},
+        path,
+        "claim",
+    )
     claimed_rate = _rate(claim.get("rate"), path, cline, "claim.rate")
     if claimed_rate is not None and kind in ("baseline", "control"):
         raise EntryError(
@@ -608,7 +681,53 @@ def _claim(data: Lines, path: Path, kind: str) -> tuple[str, float | None]:
             "workarounds (success) and dead ends (failure); the baseline's reproduction "
             "and a control's passing are measured, not claimed",
         )
-    return str(claim["ref"]), claimed_rate
+    return str(claim["ref"]), claimed_rate, _meaning(claim, path, kind)
+
+
+def _meaning(claim: Lines, path: Path, kind: str) -> ClaimMeaning:
+    texts: dict[str, str | None] = {}
+    for key in ("unmeasured", "condition", "within"):
+        texts[key] = (
+            _one_line(claim[key], path, claim.key_lines[key], f"claim.{key}")
+            if key in claim
+            else None
+        )
+    claim_kind = claim.get("kind")
+    allowed = {"dead_end": FAILURE_KINDS, "workaround": PROMISE_KINDS}.get(kind, ())
+    if claim_kind is not None and claim_kind not in allowed:
+        raise EntryError(
+            path,
+            claim.key_lines["kind"],
+            f"claim.kind {claim_kind!r} is not a kind a {kind}'s claim has; allowed: "
+            + (str(list(allowed)) if allowed else "none (only workarounds and dead ends)"),
+        )
+    if texts["within"] and not texts["condition"]:
+        raise EntryError(
+            path,
+            claim.key_lines["within"],
+            "claim.within says how the variant meets claim.condition: there is no condition",
+        )
+    detects = claim.get("detects", [])
+    if "detects" in claim and (
+        claim_kind != "diagnostic"
+        or not isinstance(detects, list)
+        or not detects
+        or not all(isinstance(d, str) and d.strip() for d in detects)
+    ):
+        raise EntryError(
+            path,
+            claim.key_lines["detects"],
+            "claim.detects belongs to a diagnostic (claim.kind: diagnostic): a non-empty list "
+            "of the postconditions that show it flags the faulty input and passes a good one",
+        )
+    return ClaimMeaning(
+        kind=claim_kind,
+        detects=tuple(detects),
+        unmeasured=texts["unmeasured"],
+        condition=texts["condition"],
+        within=texts["within"],
+        line=claim.line,
+    )
 
 
 def _fails_as(data: Any, path: Path, line: int, kind: str) -> FailsAs:
@@ -624,8 +743,20 @@ def _fails_as(data: Any, path: Path, line: int, kind: str) -> FailsAs:
     if not isinstance(data, Lines):
         raise EntryError(path, line, shape)
     _check_keys(
-        data, {"outcome", "postconditions"}, {"outcome", "postconditions"}, path, "fails_as"
+        data,
+        {"outcome", "postconditions", "measures"},
+        {"outcome", "postconditions"},
+        path,
+        "fails_as",
     )
+    measures = data.get("measures", "wrong-result")
+    if measures not in FAILURE_KINDS or measures == "raises":
+        raise EntryError(
+            path,
+            data.key_lines["measures"],
+            f"fails_as.measures must be one of {list(FAILURE_KINDS[1:])} (what its "
+            f"postconditions measure), got {measures!r}",
+        )
     outcome = data["outcome"]
     if outcome not in FAILS_AS_OUTCOMES:
         raise EntryError(
@@ -646,7 +777,9 @@ def _fails_as(data: Any, path: Path, line: int, kind: str) -> FailsAs:
         if name in seen:
             raise EntryError(path, pline, f"fails_as.postconditions: {name!r} twice")
         seen.add(name)
-    return FailsAs(outcome=str(outcome), postconditions=tuple(names), line=pline)
+    return FailsAs(
+        outcome=str(outcome), postconditions=tuple(names), line=pline, measures=str(measures)
+    )
 
 
 def _claims(data: Any, path: Path, line: int) -> Claims:
@@ -873,15 +1006,19 @@ def _check_declared(variants: list[Variant], repro: Path, path: Path) -> tuple[l
                 f"(line {declared.variants_line}) has {sorted(declared.variants)}",
             )
     for v in variants:
-        if v.fails_as is None:
-            continue
-        for name in v.fails_as.postconditions:
+        named = (
+            [(n, "fails_as", v.fails_as.line) for n in v.fails_as.postconditions]
+            if (v.fails_as is not None)
+            else []
+        )
+        named += [(n, "claim.detects", v.meaning.line) for n in v.meaning.detects]
+        for name, where, line in named:
             if not declared.can_report(name):
                 near = difflib.get_close_matches(name, sorted(declared.literals), n=3)
                 raise EntryError(
                     path,
-                    v.fails_as.line,
-                    f"variant {v.name!r}: fails_as names postcondition {name!r}, which "
+                    line,
+                    f"variant {v.name!r}: {where} names postcondition {name!r}, which "
                     f"{repro.name} never writes (no such string literal, and no f-string or "
                     f"'literal' + ... it builds names from fits it)"
                     + (f"; did you mean {', '.join(map(repr, near))}?" if near else ""),

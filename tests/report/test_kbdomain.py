@@ -188,6 +188,7 @@ def test_counts_by_kind_and_verdict(tmp_path: Path) -> None:
     assert counts["workaround"] == {
         "confirmed": 1,
         "contradicted": 2,
+        "not as documented": 0,
         "inconclusive": 0,
         "not measurable": 0,
     }
@@ -197,6 +198,7 @@ def test_counts_by_kind_and_verdict(tmp_path: Path) -> None:
     assert counts["dead end"] == {
         "confirmed": 1,
         "contradicted": 0,
+        "not as documented": 0,
         "inconclusive": 0,
         "not measurable": 1,
     }
@@ -205,10 +207,28 @@ def test_counts_by_kind_and_verdict(tmp_path: Path) -> None:
 def test_counts_by_advice_figure_and_grade(tmp_path: Path) -> None:
     s = summary(tmp_path)
     advice = s.by_advice()
-    assert advice["workaround"] == {"holds": 1, "wrong": 1, "inconclusive": 1, "not measurable": 0}
-    assert advice["fix rate"] == {"holds": 0, "wrong": 0, "inconclusive": 1, "not measurable": 0}
+    assert advice["workaround"] == {
+        "holds": 1,
+        "wrong": 1,
+        "fails otherwise": 0,
+        "inconclusive": 1,
+        "not measurable": 0,
+    }
+    assert advice["fix rate"] == {
+        "holds": 0,
+        "wrong": 0,
+        "fails otherwise": 0,
+        "inconclusive": 1,
+        "not measurable": 0,
+    }
     # dead end 2 cannot be measured by any variant: not measurable, both answers
-    assert advice["dead end"] == {"holds": 0, "wrong": 0, "inconclusive": 1, "not measurable": 1}
+    assert advice["dead end"] == {
+        "holds": 0,
+        "wrong": 0,
+        "fails otherwise": 0,
+        "inconclusive": 1,
+        "not measurable": 1,
+    }
     figure = s.by_figure()
     assert figure["workaround"] == {
         "confirmed": 0,
@@ -257,10 +277,10 @@ def test_entries_unmeasured_and_not_scriptable(tmp_path: Path) -> None:
 def test_markdown_links_the_evidence(tmp_path: Path) -> None:
     md = render_domain_markdown(summary(tmp_path))
     assert "# Domain kb-pytorch" in md
-    assert "| documented message | 0 | 1 | 0 | 0 |" in md
-    assert "| all | 2 | 3 | 1 | 2 |" in md
+    assert "| documented message | 0 | 1 | 0 | 0 | 0 |" in md
+    assert "| all | 2 | 3 | 0 | 1 | 2 |" in md
     assert "## Rate claims by advice" in md and "## Rate claims by figure" in md
-    assert "| workaround | 1 | 1 | 1 | 0 |" in md  # holds / wrong / inconclusive / not measurable
+    assert "| workaround | 1 | 1 | 0 | 1 | 0 |" in md  # holds, wrong, fails otherwise, inconcl., n.m.
     assert "| workaround | 0 | 1 | 2 | 0 | 0 | 0 |" in md  # confirmed / understated / overstated …
     assert "## Documented messages by grade" in md
     assert "| 0 | 0 | 0 | 1 | 0 | 0 |" in md
@@ -445,6 +465,7 @@ def test_a_mixed_domain(tmp_path: Path) -> None:
     assert s.verdicts() == {
         "confirmed": 1,
         "contradicted": 0,
+        "not as documented": 0,
         "inconclusive": 0,
         "not measurable": 2,
     }
