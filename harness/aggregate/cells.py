@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -167,6 +168,41 @@ def related_now(entry: Entry, variant: str, outcome: str, exc_type: str, exc_mes
     return False
 
 
+_IMPORT_TYPES = frozenset({"ImportError", "ModuleNotFoundError"})
+# a package that does not import in the environment (raised directly, or reported by a tool
+# the variant ran: "optimum-cli ... exited 1: ImportError: cannot import name ...")
+_DOES_NOT_IMPORT = re.compile(
+    r"^Failed to import \S+|\b(?:ImportError|ModuleNotFoundError): [^\n]{0,300}"
+)
+
+
+def _expected_error(entry: Entry, variant: str, exc_type: str, exc_message: str) -> bool:
+    """Whether an exception is one the entry expects: its documented signature (or the
+    declared rewording), or the variant's own signature."""
+    sig = entry.signature
+    if signature_named(exc_type, exc_message, sig.type, sig.message):
+        return True
+    reworded = entry.reworded
+    if reworded is not None and re.search(reworded.message, exc_message, re.DOTALL):
+        return True
+    own = next((v.signature for v in entry.variants if v.name == variant), None)
+    return own is not None and signature_named(exc_type, exc_message, own.type, own.message)
+
+
+def environment_failure(exc_type: str, exc_message: str) -> str | None:
+    """Why a run of a variant in an environment derived from its requirements failed for the
+    environment's sake (a package of the environment does not import, or lacks what the
+    variant needs), or None: the run is then read as unsupported with this reason, never as
+    the advice failing."""
+    first = exc_message.strip().splitlines()[0] if exc_message.strip() else ""
+    if exc_type.rsplit(".", 1)[-1] in _IMPORT_TYPES:
+        return f"the environment: {exc_type}: {first}"[:500]
+    found = _DOES_NOT_IMPORT.search(exc_message)
+    if found is not None:
+        return f"the environment: {found.group(0).strip()}"[:500]
+    return None
+
+
 def machine_labels(keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """(name, id) -> how reports name the machine: its name, with the start of its id where
     two machines of one entry share a name."""
@@ -232,6 +268,30 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
             if related_now(own[(eid, variant)], variant, outcome, exc_type, exc_message):
                 flips.append(rid)
     _unnest_table(con, "flips", {"rid": flips}, "rid BIGINT")
+    # a package brought in by a variant's requirements (a derived environment) that does not
+    # import, or lacks what the variant needs, is the environment's failure, not the
+    # advice's: read as unsupported, with the reason (environment_failure)
+    derived = {(e.id, v.name): e for e in entries for v in e.variants if e.requirements_for(v)}
+    env_failed: dict[str, list[Any]] = {"rid": [], "why": []}
+    if derived:
+        _unnest_table(
+            con,
+            "derived",
+            {"entry": [k[0] for k in derived], "variant": [k[1] for k in derived]},
+            "entry VARCHAR, variant VARCHAR",
+        )
+        for rid, eid, variant, exc_type, exc_message in con.execute(
+            "SELECT rid, entry, variant, exc_type, exc_message FROM records SEMI JOIN derived "
+            "USING (entry, "
+            "variant) WHERE has_exception AND outcome = 'other_error' AND rid NOT IN "
+            f"(SELECT rid FROM flips) AND {wanted}"
+        ).fetchall():
+            entry = derived[(eid, variant)]
+            why = environment_failure(exc_type, exc_message)
+            if why is not None and not _expected_error(entry, variant, exc_type, exc_message):
+                env_failed["rid"].append(rid)
+                env_failed["why"].append(why)
+    _unnest_table(con, "env_fail", env_failed, "rid BIGINT, why VARCHAR")
     # a related run of a variant that declares no signature now (its declaration removed
     # since): its exception was checked against the documented signature first and did not
     # match it, so it is another error, read at its grade like any other
@@ -261,9 +321,12 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
     con.execute(
         "CREATE OR REPLACE TEMP TABLE read_runs AS SELECT rid, entry, variant, kind, env, device, "
         "precision, trial, CASE WHEN rid IN (SELECT rid FROM flips) THEN 'related' "
+        "WHEN rid IN (SELECT rid FROM env_fail) THEN 'unsupported' "
         "WHEN outcome = 'related' AND has_exception AND EXISTS (SELECT 1 FROM undeclared u "
         "WHERE u.entry = records.entry AND u.variant = records.variant) THEN 'other_error' "
-        "ELSE outcome END AS outcome, reason, has_exception, exc_type, "
+        "ELSE outcome END AS outcome, coalesce((SELECT why FROM env_fail e WHERE e.rid = "
+        "records.rid), reason) AS reason, has_exception AND rid NOT IN (SELECT rid FROM "
+        "env_fail) AS has_exception, exc_type, "
         f"{_checkout_relative('exc_message', p)} AS exc_message, "
         f"{_checkout_relative('exc_frame', p)} AS exc_frame, "
         f"duration_s, versions, provenance, started_at, machine, machine_id, checks, ran_in, "

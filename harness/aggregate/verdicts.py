@@ -359,6 +359,19 @@ def _variant_verdict(agg: EntryAggregate, v: VariantAggregate) -> Verdict:
         )
     if v.kind == "dead_end":
         return _dead_end_verdict(agg, v, label, claimed, documented)
+    if v.unmeasured:
+        # a promise these runs cannot judge as the document means it (a check judged as a
+        # fix): never decided by a substitute
+        reading = RateReading(
+            NOT_MEASURABLE,
+            NOT_MEASURABLE if v.claimed_rate is not None else NOT_STATED,
+            NOT_MEASURABLE,
+            f"what it promises ({v.claim_kind or 'a fix'}) is not what these runs measure: "
+            f"{v.unmeasured}",
+        )
+        return _rate_verdict_of(
+            label, v.name, claimed, v.claimed_rate, v.overall, reading, reading.why, ""
+        )
     higher = "it works more often than the document says" if v.kind == "workaround" else ""
     reading = read_rate(
         v.claimed_rate,

@@ -30,13 +30,14 @@ from harness.catalogue.scaffold import PLACEHOLDER, split_type
 from harness.domain import pattern_text
 from harness.outcomes import SHOWS, Grade, grade, type_named
 from harness.spec.declared import parse_source
-from harness.spec.entries import Entry, EntryError, load_entry
+from harness.spec.entries import Entry, EntryError, failure_kind, load_entry, measures_kind
 from harness.store.records import Record
 
 __all__ = [
     "EntryCheck",
     "check_entries",
     "check_entry",
+    "claim_problems",
     "reworded_candidates",
     "signature_problems",
     "SmellReport",
@@ -186,6 +187,61 @@ def _message_line(yaml_path: Path) -> str:
     return f"{yaml_path}:{n}" if n else str(yaml_path)
 
 
+# a documented message that only a CUDA (or NCCL) run can raise, and the words of another
+# device or backend in a rewording: a CPU, meta or gloo twin is a stand-in, not a rewording
+_DEVICE_BOUND = re.compile(r"(?i)\b(?:cuda|cudnn|cublas|cusolver|cufft|nccl|nvrtc|nvml)|cudaError")
+_OTHER_DEVICE = re.compile(r"(?i)\b(?:cpu|mps)\b")
+_TWIN = re.compile(r"(?i)\b(?:meta|gloo)\b")  # never the user's device: always a stand-in
+
+
+def claim_problems(entry: Entry, yaml_path: Path) -> list[str]:
+    """Claims judged otherwise than their document means them (docs/reference/
+    outcomes-and-verdicts.md, "What a claim means"): a dead end whose runs measure another
+    kind of failure than the documented one, a diagnostic that does not say what shows its
+    detection, a CUDA or NCCL message "reworded" by another device's words."""
+    problems = []
+    for v in entry.variants:
+        where = f"{yaml_path}:{v.meaning.line or v.line}"
+        if v.kind == "dead_end" and v.claim_ref is not None and not v.meaning.unmeasured:
+            documented = failure_kind(v)
+            measured = measures_kind(v)
+            if measured is None:
+                runs = (
+                    f"its fails_as measures {v.fails_as.measures}"
+                    if v.fails_as is not None
+                    else "its runs show errors"
+                )
+                problems.append(
+                    f"{where}: variant {v.name!r}: the document's failure is {documented}, "
+                    f"and {runs}: a substitute measurement confirms nothing; measure "
+                    f"{documented} (fails_as: measures: {documented}), or declare why these "
+                    "runs cannot (claim.unmeasured)"
+                )
+        if (
+            v.kind == "workaround"
+            and v.meaning.kind == "diagnostic"
+            and not v.meaning.detects
+            and not v.meaning.unmeasured
+        ):
+            problems.append(
+                f"{where}: variant {v.name!r} is a diagnostic (a check): judged by "
+                "detection, it names the postconditions that show it flags the faulty "
+                "input and passes a good one (claim.detects), or why these runs cannot "
+                "(claim.unmeasured)"
+            )
+    if entry.reworded is not None:
+        twin = _TWIN.search(entry.reworded.message)
+        if twin is None and _DEVICE_BOUND.search(pattern_text(entry.signature.message)):
+            twin = _OTHER_DEVICE.search(entry.reworded.message)
+        if twin is not None:
+            problems.append(
+                f"{_message_line(yaml_path)}: signature.reworded names a stand-in device or "
+                f"backend ({twin.group(0)!r}): that twin's error is the baseline's own "
+                "stand-in signature, and the documented message waits for its device"
+            )
+    return problems
+
+
 def signature_problems(entry: Entry, yaml_path: Path) -> list[str]:
     """What the document's own words say against the signature: it matches no part of the
     error text the document quotes (origin.message), or only the document's placeholder as
@@ -238,6 +294,7 @@ def check_entry(
     result.entry = entry
     yaml_path = entry_dir / "entry.yaml"
     result.errors += signature_problems(entry, yaml_path)
+    result.errors += claim_problems(entry, yaml_path)
     try:
         fill(entry.document.read_text(encoding="utf-8"), dict.fromkeys(BLOCKS, ""), entry.document)
     except WritebackError as exc:

@@ -95,3 +95,50 @@ def test_check_entries_reads_the_results_beside_repros(tmp_path: Path) -> None:
     (tmp_path / "results" / "compat.json").write_text(json.dumps(document), encoding="utf-8")
     [result] = check_entries(repros)
     assert [t for t in result.todos if "index out of range in self" in t]
+
+
+# -- claims judged as their document means them (claim_problems) --------------------------
+
+
+def test_check_refuses_a_measurement_of_another_kind_than_the_claims() -> None:
+    import dataclasses
+    from pathlib import Path as P
+
+    from harness.catalogue.check import claim_problems
+    from harness.spec.entries import ClaimMeaning, Entry, FailsAs, Reworded
+    from tests.aggregate.test_aggregate import make_entry
+
+    entry = make_entry(de_rate=0.7)
+    base, wa, de, ctl = entry.variants
+
+    def with_(*variants, **fields) -> Entry:
+        return Entry(**{**entry.__dict__, "variants": (base, *variants, ctl), **fields})
+
+    yaml = P("entry.yaml")
+    assert claim_problems(with_(wa, de), yaml) == []  # an error, measured by its runs
+    slower = dataclasses.replace(de, meaning=ClaimMeaning(kind="slower"))
+    [problem] = claim_problems(with_(slower), yaml)
+    assert "the document's failure is slower, and its runs show errors" in problem
+    timed = dataclasses.replace(
+        slower, fails_as=FailsAs("wrong_result", ("ratio",), measures="slower")
+    )
+    assert claim_problems(with_(timed), yaml) == []
+    by_dtype = dataclasses.replace(timed, fails_as=FailsAs("wrong_result", ("ratio",)))
+    assert "its fails_as measures wrong-result" in claim_problems(with_(by_dtype), yaml)[0]
+    declared = dataclasses.replace(
+        slower, meaning=ClaimMeaning(kind="slower", unmeasured="no timing")
+    )
+    assert claim_problems(with_(declared), yaml) == []
+    check = dataclasses.replace(wa, meaning=ClaimMeaning(kind="diagnostic"))
+    assert "judged by detection" in claim_problems(with_(check), yaml)[0]
+    detects = dataclasses.replace(wa, meaning=ClaimMeaning(kind="diagnostic", detects=("x",)))
+    assert claim_problems(with_(detects), yaml) == []
+    # a twin device's words are a stand-in, never a rewording of the documented message
+    meta = Reworded("Tensor on device meta is not on the expected device", "why")
+    assert "stand-in" in claim_problems(with_(wa, reworded=meta), yaml)[0]
+    cuda = dataclasses.replace(entry.signature, message="NCCL error: invalid argument")
+    cpu = Reworded("rank < size on cpu", "why")
+    assert claim_problems(with_(wa, reworded=cpu, signature=cuda), yaml)
+    assert not claim_problems(
+        with_(wa, reworded=Reworded("NCCL Error 4", "why"), signature=cuda), yaml
+    )

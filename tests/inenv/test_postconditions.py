@@ -265,3 +265,24 @@ def test_checkpoint_device_mismatch() -> None:
 
     assert failed(m.checkpoint("fp32", zeros, save=torch.save)) == {"saved_weights_restored"}
     assert failed(m.control_cpu_checkpoint("cpu", "fp32")) == set()
+
+
+@pytest.mark.torch
+def test_key_check_flags_the_faulty_checkpoint_and_passes_a_good_one() -> None:
+    """state-dict-key-mismatch workaround 3 (literal) is a check, judged by detection: each
+    of its postconditions fails where the check would be wrong."""
+    m = load("deadends/pytorch/state-dict-key-mismatch/*")
+    assert failed(m.key_check("cpu")) == set()
+    # a good checkpoint passed off as the faulty one: nothing to flag
+    assert failed(m.key_check("cpu", faulty="plain")) == {"flags_the_faulty_checkpoint"}
+    # the faulty checkpoint passed off as the good one: the check must not pass it
+    assert failed(m.key_check("cpu", good="wrapped")) == {"passes_a_good_checkpoint"}
+
+
+@pytest.mark.torch
+def test_shape_check_flags_the_faulty_shapes_and_passes_good_ones() -> None:
+    """broadcast-shape-mismatch workaround 2 (literal) is a check, judged by detection."""
+    m = load("deadends/pytorch/broadcast-shape-mismatch/*")
+    assert failed(m.shape_check()) == set()
+    assert failed(m.shape_check(faulty=(2, 1))) == {"flags_the_faulty_shapes"}
+    assert failed(m.shape_check(good=(2,))) == {"passes_good_shapes"}

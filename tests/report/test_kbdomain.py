@@ -280,7 +280,9 @@ def test_markdown_links_the_evidence(tmp_path: Path) -> None:
     assert "| documented message | 0 | 1 | 0 | 0 | 0 |" in md
     assert "| all | 2 | 3 | 0 | 1 | 2 |" in md
     assert "## Rate claims by advice" in md and "## Rate claims by figure" in md
-    assert "| workaround | 1 | 1 | 0 | 1 | 0 |" in md  # holds, wrong, fails otherwise, inconcl., n.m.
+    assert (
+        "| workaround | 1 | 1 | 0 | 1 | 0 |" in md
+    )  # holds, wrong, fails otherwise, inconcl., n.m.
     assert "| workaround | 0 | 1 | 2 | 0 | 0 | 0 |" in md  # confirmed / understated / overstated …
     assert "## Documented messages by grade" in md
     assert "| 0 | 0 | 0 | 1 | 0 | 0 |" in md

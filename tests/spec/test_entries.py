@@ -480,3 +480,69 @@ def test_a_malformed_requires_is_named(tmp_path: Path, text: str, line: int, mes
         load_entry(make(tmp_path, text), tmp_path)
     assert f"entry.yaml:{line}:" in str(info.value)
     assert message in str(info.value)
+
+
+# -- what a claim means: kind, condition, what is unmeasured, a diagnostic's detection ----
+
+MEANING = """\
+id: demo/err
+signature: {type: RuntimeError, message: "boom"}
+variants:
+  - {name: baseline, kind: baseline, description: "raises"}
+  - name: deadend1
+    kind: dead_end
+    description: "slower"
+    claim: {ref: "dead end 1", rate: 0.7, kind: slower, condition: "only on a GPU", within: "x"}
+    fails_as: {outcome: wrong_result, postconditions: [weights_loaded], measures: slower}
+  - name: control
+    kind: workaround
+    description: "a check"
+    claim: {ref: "workaround 1", kind: diagnostic, detects: [grad_first]}
+"""
+
+
+def test_a_claims_meaning_loads(tmp_path: Path) -> None:
+    from harness.spec.entries import failure_kind, measures_kind
+
+    entry = load_entry(make(tmp_path, MEANING, repro=SILENT_REPRO), tmp_path)
+    de = entry.variant("deadend1")
+    assert (de.meaning.kind, de.meaning.condition, de.meaning.within) == (
+        "slower",
+        "only on a GPU",
+        "x",
+    )
+    assert de.fails_as is not None and de.fails_as.measures == "slower"
+    assert failure_kind(de) == measures_kind(de) == "slower"
+    wa = entry.variant("control")
+    assert (wa.meaning.kind, wa.meaning.detects) == ("diagnostic", ("grad_first",))
+    # without a declared kind: an error, or what fails_as measures
+    plain = load_entry(
+        make(tmp_path, SILENT.replace("demo/err", "demo/p"), "demo/p", SILENT_REPRO), tmp_path
+    )
+    assert failure_kind(plain.variant("deadend1")) == "wrong-result"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("kind: slower,", "kind: faster,", "claim.kind 'faster' is not a kind a dead_end's claim"),
+        ("kind: diagnostic,", "kind: slower,", "claim.kind 'slower' is not a kind a workaround's"),
+        (', condition: "only on a GPU"', "", "claim.within says how the variant meets"),
+        ("kind: diagnostic, detects", "detects", "claim.detects belongs to a diagnostic"),
+        ("measures: slower", "measures: raises", "fails_as.measures must be one of"),
+        (
+            "[grad_first]",
+            "[nowhere_written]",
+            "claim.detects names postcondition 'nowhere_written'",
+        ),
+        ('within: "x"', 'within: ""', "claim.within must be one line"),
+    ],
+)
+def test_a_malformed_claim_meaning_is_named(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    assert old in MEANING
+    d = make(tmp_path, MEANING.replace(old, new), repro=SILENT_REPRO)
+    with pytest.raises(EntryError) as info:
+        load_entry(d, tmp_path)
+    assert message in info.value.message, str(info.value)

@@ -53,13 +53,33 @@ def workaround1_view(device, precision):
     return scale_rows(device, precision, lambda x, w: x * w.view(-1, 1))
 
 
-def workaround2_literal_check_only(device, precision):
-    def checked(x, w):
-        needs_broadcast_shapes()
-        torch.broadcast_shapes(x.shape, w.shape)
-        return x * w
+def shape_check(faulty=(2,), good=(2, 1)) -> dict:
+    """The workaround's literal reading is a check ("use torch.broadcast_shapes() to verify
+    compatibility first"), judged by detection: against the (2, 4) features it must flag
+    the per-sample weights of shape ``faulty`` (it raises) and pass the weights of shape
+    ``good``; nothing is multiplied."""
+    needs_broadcast_shapes()
+    verdicts = {}
+    for label, shape in (("faulty", faulty), ("good", good)):
+        try:
+            result = "passes: %s" % (tuple(torch.broadcast_shapes((2, 4), shape)),)
+            verdicts[label] = (False, result)
+        except RuntimeError as exc:
+            verdicts[label] = (True, "flags it: %s" % str(exc).splitlines()[0])
+    return {
+        "flags_the_faulty_shapes": {
+            "ok": verdicts["faulty"][0],
+            "detail": "(2, 4) with %s: %s" % (faulty, verdicts["faulty"][1]),
+        },
+        "passes_good_shapes": {
+            "ok": not verdicts["good"][0],
+            "detail": "(2, 4) with %s: %s" % (good, verdicts["good"][1]),
+        },
+    }
 
-    return scale_rows(device, precision, checked)
+
+def workaround2_literal_check_only(device, precision):
+    return shape_check()
 
 
 def workaround2_check_then_fix(device, precision):

@@ -1,0 +1,160 @@
+"""Claims judged as their document means them (docs/reference/outcomes-and-verdicts.md,
+"What a claim means"): a dead end's failure kind, a claim's condition, a diagnostic, a
+promise the runs cannot judge, and the environment's failures in derived environments.
+Each test fails on the reading before it (a substitute error counted, a condition ignored,
+an import failure counted against the advice)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness.aggregate import (
+    CONFIRMED,
+    FAILS_OTHERWISE,
+    HOLDS,
+    NOT_AS_DOCUMENTED,
+    NOT_MEASURABLE,
+    WRONG,
+    aggregate_entry,
+)
+from harness.aggregate.cells import environment_failure
+from harness.spec.entries import ClaimMeaning, Entry, FailsAs, Variant
+from harness.store.records import ExceptionInfo, Record
+from tests.aggregate.test_aggregate import E1, E2, OK, OTHER, R, make_entry, rec, verdict, wrong
+
+
+def with_dead_end(**fields) -> Entry:
+    entry = make_entry()
+    de = Variant("de", "dead_end", "dead end 1", claim_ref="dead end 1", claimed_rate=0.7)
+    de = dataclasses.replace(de, **fields)
+    return Entry(**{**entry.__dict__, "variants": (entry.variants[0], de)})
+
+
+def baseline_reproduces() -> list[Record]:
+    return [rec("base", E1, R), rec("base", E2, R)]
+
+
+def test_a_substitute_error_never_confirms_a_failure_of_another_kind() -> None:
+    """dtype-mismatch dead end 2 ("loses mixed precision benefits") came back with the
+    documented error itself: before, 18/18 "holds"; the document's failure is precision."""
+    meaning = ClaimMeaning(kind="precision", unmeasured="no dtype read")
+    records = baseline_reproduces() + [rec("de", e, R, trial=t) for e in (E1, E2) for t in (0, 1)]
+    v = verdict(aggregate_entry(with_dead_end(meaning=meaning), records), "dead end 1")
+    assert v.advice == FAILS_OTHERWISE and v.verdict == NOT_AS_DOCUMENTED
+    assert v.figure == NOT_MEASURABLE  # only runs that fail as documented decide the figure
+    assert "the document's failure is lost precision" in v.why
+    # the same runs with an error as the documented failure: as documented
+    plain = verdict(aggregate_entry(with_dead_end(), records), "dead end 1")
+    assert plain.advice == HOLDS and plain.verdict == CONFIRMED
+
+
+def test_an_unmeasured_kind_that_runs_ok_is_not_measurable_never_wrong() -> None:
+    """state-dict-key-mismatch dead end 2 ("brittle") read "wrong 0/57" from one checkpoint
+    that cannot show brittleness."""
+    meaning = ClaimMeaning(kind="brittle", unmeasured="nothing changes the model")
+    records = baseline_reproduces() + [rec("de", e, OK, trial=t) for e in (E1, E2) for t in (0, 1)]
+    v = verdict(aggregate_entry(with_dead_end(meaning=meaning), records), "dead end 1")
+    assert v.verdict == NOT_MEASURABLE and v.advice == NOT_MEASURABLE
+    assert "brittle" in v.why and "nothing changes the model" in v.why
+    # the old reading, without the kind: the dead end works, the advice is wrong
+    assert verdict(aggregate_entry(with_dead_end(), records), "dead end 1").advice == WRONG
+
+
+def test_a_measured_kind_counts_its_postconditions_and_not_an_error() -> None:
+    """A dead end documented as slower, measured by a time ratio (fails_as measures
+    slower): the failing ratio counts, the documented error does not."""
+    meaning = ClaimMeaning(kind="slower")
+    fails = FailsAs("wrong_result", ("within_2x_of_control",), measures="slower")
+    entry = with_dead_end(meaning=meaning, fails_as=fails)
+    slow = [
+        Record(**{**r.__dict__, "variant": "de"})
+        for r in (wrong(e, t, ("within_2x_of_control",)) for e in (E1, E2) for t in (0, 1))
+    ]
+    agg = aggregate_entry(entry, baseline_reproduces() + slow)
+    assert agg.variant("de").overall.k == 4
+    assert verdict(agg, "dead end 1").advice == HOLDS
+    errors = [rec("de", e, R, trial=t) for e in (E1, E2) for t in (0, 1)]
+    agg = aggregate_entry(entry, baseline_reproduces() + errors)
+    assert agg.variant("de").overall.k == 0
+    assert agg.variant("de").related.k == 0
+    assert verdict(agg, "dead end 1").advice == FAILS_OTHERWISE
+
+
+def test_a_claim_outside_its_condition_is_not_judged() -> None:
+    """attributeerror-tensor-no-grad workaround 4 applies "only when torch.compile() is used
+    and the gradient issue is at a graph boundary": judged outside it, it read 0/39."""
+    entry = make_entry(wa_rate=0.65)
+    cond = "Only applicable when torch.compile() is used"
+    outside = dataclasses.replace(entry.variants[1], meaning=ClaimMeaning(condition=cond))
+    inside = dataclasses.replace(outside, meaning=ClaimMeaning(condition=cond, within="compiled"))
+    records = baseline_reproduces() + [
+        rec("wa", e, OTHER, trial=t) for e in (E1, E2) for t in (0, 1)
+    ]
+    for variant, want in ((outside, NOT_MEASURABLE), (inside, "contradicted")):
+        e = Entry(**{**entry.__dict__, "variants": (entry.variants[0], variant)})
+        v = verdict(aggregate_entry(e, records), "workaround 1")
+        assert v.verdict == want
+        assert cond in v.claimed
+    e = Entry(**{**entry.__dict__, "variants": (entry.variants[0], outside)})
+    assert "outside its condition" in verdict(aggregate_entry(e, records), "workaround 1").why
+
+
+def test_a_promise_the_runs_cannot_judge_is_not_measurable() -> None:
+    """A check judged as a fix (anomaly detection "as a fix"): declared unmeasured, never
+    decided by whether the error goes away."""
+    entry = make_entry(wa_rate=0.9)
+    wa = dataclasses.replace(
+        entry.variants[1], meaning=ClaimMeaning(kind="diagnostic", unmeasured="a check")
+    )
+    e = Entry(**{**entry.__dict__, "variants": (entry.variants[0], wa)})
+    records = baseline_reproduces() + [rec("wa", e_, OTHER) for e_ in (E1, E2)]
+    v = verdict(aggregate_entry(e, records), "workaround 1")
+    assert v.verdict == NOT_MEASURABLE and "a check" in v.why
+
+
+def derived_entry() -> Entry:
+    entry = make_entry(wa_rate=0.9)
+    wa = dataclasses.replace(entry.variants[1], requires=("optimum-onnx",))
+    return Entry(**{**entry.__dict__, "variants": (entry.variants[0], wa)})
+
+
+def test_a_package_that_does_not_import_is_the_environments_failure() -> None:
+    """huggingface/onnx-export-error workaround 1 read "figure overstated 24/33": the 9
+    failures were optimum-onnx's ImportError in the releases the resolver paired with torch
+    2.1-2.3."""
+    text = "optimum-cli export onnx exited 1: ImportError: cannot import name 'main_export'"
+    failed = rec("wa", E1, OTHER, message=text)
+    records = baseline_reproduces() + [rec("wa", E2, OK), failed]
+    agg = aggregate_entry(derived_entry(), records)
+    wa = agg.variant("wa")
+    assert (wa.overall.k, wa.overall.n) == (1, 1)
+    [nc] = wa.not_counted
+    assert nc.outcome == "unsupported" and "cannot import name 'main_export'" in nc.reason
+    # the same failure in a variant without requirements (the cell's own environment) stays
+    # the advice's failure: the entry's own packages are the cell's
+    agg = aggregate_entry(make_entry(wa_rate=0.9), records)
+    assert agg.variant("wa").overall.n == 2
+
+
+def test_the_documented_error_is_never_read_as_the_environments() -> None:
+    entry = derived_entry()
+    entry = Entry(
+        **{**entry.__dict__, "signature": dataclasses.replace(entry.signature, type="ImportError")}
+    )
+    r = rec("wa", E1, OTHER)
+    r = Record(
+        **{**r.__dict__, "exception": ExceptionInfo("ImportError", "Attempting to unscale x", "f")}
+    )
+    agg = aggregate_entry(entry, [*baseline_reproduces(), r])
+    assert agg.variant("wa").not_counted == ()
+
+
+def test_environment_failure_names_the_import() -> None:
+    assert environment_failure("ModuleNotFoundError", "No module named 'onnx'\nmore") == (
+        "the environment: ModuleNotFoundError: No module named 'onnx'"
+    )
+    assert "Failed to import transformers.models.gpt2" in (
+        environment_failure("RuntimeError", "Failed to import transformers.models.gpt2 because")
+        or ""
+    )
+    assert environment_failure("RuntimeError", "CUDA out of memory") is None
