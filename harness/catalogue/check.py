@@ -201,6 +201,8 @@ def claim_problems(entry: Entry, yaml_path: Path) -> list[str]:
     detection, a CUDA or NCCL message "reworded" by another device's words."""
     problems = []
     for v in entry.variants:
+        if not v.written:
+            continue  # a variant still to write is a to-do, its measurement is not known yet
         where = f"{yaml_path}:{v.meaning.line or v.line}"
         if v.kind == "dead_end" and v.claim_ref is not None and not v.meaning.unmeasured:
             documented = failure_kind(v)

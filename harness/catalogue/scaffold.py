@@ -64,6 +64,10 @@ class Claimed:
     ref: str  # "workaround 1", "dead end 2", "solution 3", "example fix"
     rate: float | None  # claimed success (workaround) or failure (dead end) rate
     text: str  # the document's words (Markdown, scraped) or a TODO (JSON)
+    # what the claim means, proposed from the document's words (propose_kind): a dead end's
+    # documented failure, a workaround's promise (fix or diagnostic); and its condition
+    meaning_kind: str | None = None
+    condition: str | None = None
 
 
 @dataclass(frozen=True)
@@ -269,13 +273,27 @@ def _md_workarounds(section: tuple[int, list[str]], path: str | Path) -> list[Cl
             n = int(m.group(1))
             rate = _percent(m.group(3)) if m.group(3) else None
             claims.append(
-                Claimed(f"workaround{n}", "workaround", f"workaround {n}", rate, m.group(2))
+                Claimed(
+                    f"workaround{n}",
+                    "workaround",
+                    f"workaround {n}",
+                    rate,
+                    m.group(2),
+                    propose_kind("workaround", m.group(2)),
+                    _md_condition(line),
+                )
             )
     if not claims:
         raise DocumentError(
             path, "## Workarounds has no numbered '1. **...** (NN% success)' item", line=start
         )
     return claims
+
+
+def _md_condition(text: str) -> str | None:
+    """A Markdown item's condition ("only when ...", "only applicable ..."), or None."""
+    found = _CONDITION.search(text)
+    return " ".join(found.group(1).split())[:300] if found else None
 
 
 def _md_dead_ends(sections: dict[str, tuple[int, list[str]]]) -> list[Claimed]:
@@ -288,7 +306,17 @@ def _md_dead_ends(sections: dict[str, tuple[int, list[str]]]) -> list[Claimed]:
         if m:
             n = len(claims) + 1
             rate = _percent(m.group(2)) if m.group(2) else None
-            claims.append(Claimed(f"deadend{n}", "dead_end", f"dead end {n}", rate, m.group(1)))
+            claims.append(
+                Claimed(
+                    f"deadend{n}",
+                    "dead_end",
+                    f"dead end {n}",
+                    rate,
+                    m.group(1),
+                    propose_kind("dead_end", line),
+                    _md_condition(line),
+                )
+            )
     return claims
 
 
@@ -506,6 +534,50 @@ def _json_object(text: str, path: str | Path) -> dict:
     return data
 
 
+# a dead end's documented failure, proposed from its words (the corpus JSON's why_fails, a
+# Markdown dead end's text); the first rule that matches wins; an expert confirms it in
+# entry.yaml (claim.kind), since only a measurement of that kind counts
+_FAILURE_WORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("security", re.compile(r"(?i)security|code execution|arbitrary code|malicious|unsafe")),
+    ("brittle", re.compile(r"(?i)brittle|fragile|error-prone|breaks when the model changes")),
+    ("precision", re.compile(r"(?i)precision|accuracy|numerical(ly)? (instab|wrong)")),
+    (
+        "more-memory",
+        re.compile(
+            r"(?i)memory (waste|usage|leak)|wastes? (memory|vram)|doubles memory|more memory"
+        ),
+    ),
+    (
+        "slower",
+        re.compile(
+            r"(?i)\bslow|speed ?up|throughput|bottleneck|performance|gil-bound|acceleration"
+        ),
+    ),
+    (
+        "wrong-result",
+        re.compile(
+            r"(?i)silent|wrong (result|output|semantics|embedding)|garbage|incorrect|corrupt"
+        ),
+    ),
+)
+# a workaround that is a check, judged by detection: "check", "verify", "compare", "inspect"
+_CHECK_WORDS = re.compile(r"(?i)^(?:check|verify|compare|inspect|print|debug|diagnose)\b")
+# where a document says when its advice applies, in Markdown
+_CONDITION = re.compile(r"(?i)\b(only (?:when|if|applicable)[^.;)]*)")
+
+
+def propose_kind(kind: str, text: str) -> str:
+    """The kind a claim's words suggest: for a dead end, its documented failure (an error
+    unless the words say slower, more memory, a security risk, lost precision, brittle or a
+    wrong result); for a workaround, a diagnostic where it is a check, else a fix."""
+    if kind == "workaround":
+        return "diagnostic" if _CHECK_WORDS.search(text.strip()) else "fix"
+    for name, words in _FAILURE_WORDS:
+        if words.search(text):
+            return name
+    return "raises"
+
+
 def _deadends_claims(data: dict, path: str | Path, url: str) -> tuple[Claimed, ...]:
     """Every workaround and dead end, numbered as the record lists them, with its rate."""
     claims: list[Claimed] = []
@@ -519,9 +591,19 @@ def _deadends_claims(data: dict, path: str | Path, url: str) -> tuple[Claimed, .
                 raise DocumentError(path, f"'{key}[{n - 1}]' has no '{rate_key}'")
             rate = _rate(item[rate_key], path, f"{key}[{n - 1}].{rate_key}")
             name = f"{kind.replace('_', '')}{n}"
+            words = str(item.get("why_fails" if kind == "dead_end" else "action") or "")
+            condition = item.get("condition")
             claims.append(
                 Claimed(
-                    name, kind, f"{ref} {n}", rate, f"{TODO}: {ref} {n} of {url}, in your own words"
+                    name,
+                    kind,
+                    f"{ref} {n}",
+                    rate,
+                    f"{TODO}: {ref} {n} of {url}, in your own words",
+                    propose_kind(kind, words),
+                    " ".join(condition.split())[:300]
+                    if isinstance(condition, str) and condition.strip()
+                    else None,
                 )
             )
     return tuple(claims)
@@ -663,8 +745,23 @@ def render_entry_yaml(s: Scaffold, entry_id: str) -> str:
     ]
     for c in s.claims:
         out += [f"  - name: {c.name}", f"    kind: {c.kind}"]
-        claim = f"{{ref: {_q(c.ref)}" + (f", rate: {_q(c.rate)}}}" if c.rate is not None else "}")
-        out.append(f"    claim: {claim}")
+        claim = f"{{ref: {_q(c.ref)}" + (f", rate: {_q(c.rate)}" if c.rate is not None else "")
+        if c.meaning_kind is not None:
+            claim += f", kind: {c.meaning_kind}"
+        if c.condition is not None:
+            claim += f", condition: {_q(c.condition)}"
+        out.append(f"    claim: {claim}}}")
+        if c.meaning_kind not in (None, "raises", "fix"):
+            out.append(
+                f"    # {TODO}: the document's words read as {c.meaning_kind}: measure it "
+                "(fails_as: {..., measures: ...}; a diagnostic: claim.detects) or say why "
+                "these runs cannot (claim.unmeasured)"
+            )
+        if c.condition is not None:
+            out.append(
+                f"    # {TODO}: where the variant meets its condition, say how (claim.within); "
+                "outside it the claim is not judged"
+            )
         out.append(f"    description: {_q(c.text)}")
         if c.kind == "dead_end":
             out += [

@@ -71,8 +71,15 @@ def test_the_json_form_keeps_facts_and_copies_no_prose(project: Path) -> None:
     assert entry.origin["url"] == "https://deadends.dev/pytorch/fixture-widget-error/pt2-linux"
     assert entry.origin["review_status"] == "auto_generated" and entry.origin["confidence"] == 0.7
     assert entry.origin["related"] == ["pytorch/other-error/pt2-linux"]
+    # the prose stays out; a workaround's condition is a fact its claim carries (judged
+    # only within it), and each claim's kind is proposed from the record's words
     for path in folder.iterdir():
-        assert "FIXTURE-PROSE" not in path.read_text(), path
+        text = path.read_text().replace("FIXTURE-PROSE-CONDITION", "")
+        assert "FIXTURE-PROSE" not in text, path
+    meanings = {v.claim_ref: (v.meaning.kind, v.meaning.condition) for v in entry.variants}
+    assert meanings["workaround 2"] == ("fix", "FIXTURE-PROSE-CONDITION")
+    assert meanings["dead end 1"] == ("slower", None)  # "... slower"
+    assert meanings["dead end 2"] == ("raises", None)  # "... same error"
     assert entry.origin["url"] in (folder / "document.md").read_text()
     assert all(v.description.startswith("TODO") for v in entry.variants)
 
@@ -305,3 +312,26 @@ def test_json_nested_deeper_than_yaml_may_be_is_named_not_a_recursion_error(nest
     with pytest.raises(DocumentError) as caught:
         parse_document(quoted, "doc.json", "deadends-json")
     assert "nested" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("kind", "words", "proposed"),
+    [
+        ("dead_end", "Loses mixed precision benefits", "precision"),
+        ("dead_end", "Brittle and error-prone; breaks when the model changes.", "brittle"),
+        ("dead_end", "Pickle files have arbitrary code execution risk.", "security"),
+        ("dead_end", "Slow collation", "slower"),
+        ("dead_end", "Loses 2x speedup", "slower"),
+        ("dead_end", "Doubles memory usage, slows training", "more-memory"),
+        ("dead_end", "Silently missing weights", "wrong-result"),
+        ("dead_end", "Crash", "raises"),
+        ("dead_end", "Doesn't affect already-compiled PyTorch binary", "raises"),
+        ("workaround", "Compare keys to diagnose the mismatch", "diagnostic"),
+        ("workaround", "Verify installation with torch.cuda.is_available()", "diagnostic"),
+        ("workaround", "Return tuple of tensors from __getitem__", "fix"),
+    ],
+)
+def test_new_proposes_a_claims_kind_from_its_words(kind: str, words: str, proposed: str) -> None:
+    from harness.catalogue.scaffold import propose_kind
+
+    assert propose_kind(kind, words) == proposed
