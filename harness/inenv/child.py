@@ -272,18 +272,43 @@ def variant_function(module, name):
 
 
 def cuda_missing_reason(device):
+    """Why a CUDA cell cannot run here, or None; asked without initialising CUDA in this
+    process, which runs the variant next: a variant that forks (multiprocessing's "fork",
+    DataLoader workers) must find fork as clean as a user's own script would."""
     if device != "cuda":
         return None
     try:
         import torch
     except Exception as exc:
         return "torch does not import: %s" % exc
-    if not torch.cuda.is_available():
+    available = _cuda_available(torch)
+    if available is None:
+        return "cannot tell whether CUDA is available: the fork that asked it died"
+    if not available:
         return (
             "no CUDA device here (torch.cuda.is_available() is False; torch built with CUDA %s)"
             % (torch.version.cuda,)
         )
     return None
+
+
+def _cuda_available(torch):
+    """torch.cuda.is_available(), or None where the fork that asked it died. Its default
+    (cudaGetDeviceCount) initialises the driver, which poisons fork for this process; the
+    NVML check (PYTORCH_NVML_BASED_CUDA_CHECK, torch >= 2.0) is a weaker answer, and torch
+    1.10 to 1.13 have none: the exact answer comes from a short-lived fork instead."""
+    if not hasattr(torch._C, "_cuda_getDeviceCount"):  # a build without CUDA: nothing to ask
+        return False
+    if not hasattr(os, "fork") or torch.cuda.is_initialized():
+        # no fork to poison (Windows), or it is poisoned already (a fork would see no CUDA)
+        return torch.cuda.is_available()
+    return _in_a_fork(_is_available)
+
+
+def _is_available():
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def undefined_globals(function):

@@ -192,6 +192,48 @@ def test_the_warm_workers_probe_asks_cuda_only_in_a_fork(monkeypatch) -> None:
 
 
 @pytest.mark.torch
+@pytest.mark.parametrize(("devices", "reason"), [(1, None), (0, "no CUDA device here")])
+def test_a_jobs_cuda_check_asks_cuda_only_in_a_fork(
+    monkeypatch, devices: int, reason: str | None
+) -> None:
+    """The job's own check that its CUDA cell can run (cuda_missing_reason, before the
+    variant runs in the same process): torch.cuda.is_available() would call
+    cudaGetDeviceCount, which initialises the driver and poisons fork for the variant
+    (multiprocessing-cuda-error's workaround 2 forks workers that use CUDA). A CUDA build is
+    played by giving this torch the C entry both is_available() and device_count() reach:
+    it answers in the fork, never here."""
+    torch = pytest.importorskip("torch")
+    child = _load_child()
+    calls: list[str] = []
+    parent = os.getpid()
+
+    def spy(name: str, answer: object):
+        def call(*args: object, **kwargs: object) -> object:
+            if os.getpid() == parent:
+                calls.append(name)
+            return answer
+
+        return call
+
+    monkeypatch.setattr(torch.cuda, "init", spy("init", None))
+    monkeypatch.setattr(torch.cuda, "_lazy_init", spy("_lazy_init", None))
+    monkeypatch.setattr(
+        torch._C, "_cuda_getDeviceCount", spy("_cuda_getDeviceCount", devices), raising=False
+    )
+    monkeypatch.delenv(child.NVML_CHECK, raising=False)
+    got = child.cuda_missing_reason("cuda")
+    assert got == reason if reason is None else (got or "").startswith(reason)
+    assert calls == []  # the fork asked; this process made no CUDA call
+    assert not torch.cuda.is_initialized()
+    assert child.fork_refusal() is None
+    # where CUDA is initialised already a fork would see none: asked here, as before
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    got = child.cuda_missing_reason("cuda")
+    assert got == reason if reason is None else (got or "").startswith(reason)
+    assert calls == ["_cuda_getDeviceCount"]
+
+
+@pytest.mark.torch
 def test_a_real_warm_worker_of_torch_forks_its_jobs(tiny_entry, tmp_path) -> None:
     """A warm worker that imported torch and lightning forks each job (nothing in its
     imports or its probe initialised CUDA: it would refuse), and the forked child's

@@ -23,6 +23,27 @@ def test_the_baseline_raises_the_dtype_check_on_cpu(repro) -> None:
 
 
 @pytest.mark.torch
+def test_a_float16_loss_overflows_on_the_reproducers_own_targets(repro) -> None:
+    """Dead end 1's documented reason: the same model, data and steps, everything in float16,
+    and loss_finite fails (each squared error is past float16's largest value); in float32,
+    or with the float16 model's loss computed in float32, every postcondition holds."""
+    import torch
+
+    pure_half = repro.checks(repro.train("cpu", torch.float16, torch.float16))
+    assert failed(pure_half) == {"loss_finite"}
+    assert "inf" in pure_half["loss_finite"]["detail"]
+    assert failed(repro.checks(repro.train("cpu", torch.float32, torch.float32), False)) == set()
+    loss_in_float32 = repro.train("cpu", torch.float16, torch.float16, loss_dtype=torch.float32)
+    assert failed(repro.checks(loss_in_float32)) == set()
+
+
+@pytest.mark.torch
+def test_dead_end_1_fails_as_documented_where_the_control_passes(repro) -> None:
+    assert failed(repro.deadend1_cast_everything_half("cpu", "fp16")) == {"loss_finite"}
+    assert failed(repro.control_float32("cpu", "fp16")) == set()
+
+
+@pytest.mark.torch
 def test_loss_and_grads_fail_when_float16_overflows(repro, monkeypatch) -> None:
     import torch
 

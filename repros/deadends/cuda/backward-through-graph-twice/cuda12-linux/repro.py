@@ -2,14 +2,17 @@
 (deadends/cuda/backward-through-graph-twice/cuda12-linux).
 
 Autograd frees the tensors a graph saved for its backward pass once backward() has run
-through it (unless retain_graph=True). Three programs reach that freed graph again: the same
+through it (unless retain_graph=True). Four programs reach that freed graph again: the same
 loss's backward() called twice, two losses that share one encoder's output, each with its own
-backward(), and a recurrent state carried from one training step into the next. Each variant
-follows one workaround or dead end of https://deadends.dev/cuda/backward-through-graph-twice/cuda12-linux
-on one of them. The engine raises the error, not a kernel: the same code runs on CPU and CUDA.
+backward(), a recurrent state carried from one training step into the next, and a GAN whose
+discriminator's backward runs through the generator's output before the generator's does.
+Each variant follows one workaround or dead end of
+https://deadends.dev/cuda/backward-through-graph-twice/cuda12-linux on one of them. The engine raises the error, not a kernel: the same code runs on CPU and CUDA.
 
 Two postconditions: the gradients each step leaves on the parameters equal those of the
-step's intended objective, computed again from a fresh forward pass (grads_match_intended),
+step's intended objective, computed again from a fresh forward pass (grads_match_intended;
+in the GAN, each network's gradient at its own step against its own loss alone:
+d_grads_from_d_loss, g_grads_from_g_loss),
 and the saved tensors still held after the last step are no more than after the first
 (saved_tensors_bounded, counted through torch.autograd.graph.saved_tensors_hooks): the
 dead end's "retain_graph=True leaks memory" as a count that holds on every device.
@@ -101,10 +104,10 @@ class TwoHeads(nn.Module):
         self.head_a = nn.Linear(8, 1)
         self.head_b = nn.Linear(8, 1)
 
-    def forward(self, x, detach_b=False):
+    def forward(self, x):
         h = torch.tanh(self.encoder(x))
         loss_a = self.head_a(h).pow(2).mean()
-        loss_b = self.head_b(h.detach() if detach_b else h).pow(2).mean()
+        loss_b = self.head_b(h).pow(2).mean()
         return loss_a, loss_b
 
 
@@ -175,6 +178,63 @@ def carried_state(device, precision, detach):
     return {"grads_match_intended": grads_match(steps), "saved_tensors_bounded": bounded(counts)}
 
 
+def _d_loss(disc, fake, real):
+    bce = nn.functional.binary_cross_entropy_with_logits
+    said_real, said_fake = disc(real), disc(fake)
+    return bce(said_real, torch.ones_like(said_real)) + bce(said_fake, torch.zeros_like(said_fake))
+
+
+def _g_loss(disc, fake):
+    said = disc(fake)
+    return nn.functional.binary_cross_entropy_with_logits(said, torch.ones_like(said))
+
+
+def gan(device, precision, d_sees, g_sees, retain=False, together=False):
+    """STEPS iterations of the record's GAN training: fake = G(z) once per iteration; D's
+    loss on ``d_sees(fake)`` backpropagated and D's step, then G's loss on a fresh D forward
+    of ``g_sees(fake)`` backpropagated and G's step (``together``: both losses backpropagated
+    before either network steps). Both networks' gradients are zeroed at the start of each
+    iteration, and each is compared, just before its own step, with the gradient of its own
+    loss alone: D's of the D loss (G's output taken as given), G's of the G loss through D
+    as it is when G's loss is computed."""
+    _setup(device, precision)
+    gen = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 6)).to(device)
+    disc = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 1)).to(device)
+    opt_g = torch.optim.SGD(gen.parameters(), lr=0.1)
+    opt_d = torch.optim.SGD(disc.parameters(), lr=0.1)
+    d_steps, g_steps = [], []
+    for step in range(STEPS):
+        z = torch.randn(8, 4, device=device)
+        real = torch.randn(8, 6, device=device) + 1.0
+        opt_d.zero_grad()
+        opt_g.zero_grad()
+        fake = gen(z)
+        want_d = _intended(disc, lambda z=z, real=real: _d_loss(disc, gen(z).detach(), real))
+        _d_loss(disc, d_sees(fake), real).backward(retain_graph=retain)
+        if not together:
+            d_steps.append((_grads(disc), want_d))
+            opt_d.step()
+        want_g = _intended(gen, lambda z=z: _g_loss(disc, gen(z)))
+        _g_loss(disc, g_sees(fake)).backward()
+        if together:
+            d_steps.append((_grads(disc), want_d))
+            opt_d.step()
+        g_steps.append((_grads(gen), want_g))
+        opt_g.step()
+    return {
+        "d_grads_from_d_loss": grads_match(d_steps),
+        "g_grads_from_g_loss": grads_match(g_steps),
+    }
+
+
+def _as_is(fake):
+    return fake
+
+
+def _detached(fake):
+    return fake.detach()
+
+
 def baseline_same_loss_twice(device, precision):
     def backward(model, x):
         loss_a, loss_b = model(x)
@@ -201,6 +261,11 @@ def baseline_carried_state(device, precision):
     return carried_state(device, precision, detach=False)
 
 
+def baseline_gan_shared_fake(device, precision):
+    # D's backward runs through G(z) and frees G's graph; G's loss reaches it again
+    return gan(device, precision, d_sees=_as_is, g_sees=_as_is)
+
+
 def workaround1_sum_losses(device, precision):
     def backward(model, x):
         loss_a, loss_b = model(x)
@@ -211,13 +276,9 @@ def workaround1_sum_losses(device, precision):
 
 
 def workaround2_detach_shared_literal(device, precision):
-    def backward(model, x):
-        loss_a, loss_b = model(x, detach_b=True)  # the encoder's output detached for head_b
-        loss_a.backward()
-        loss_b.backward()
-        return [loss_a, loss_b]
-
-    return two_losses(device, precision, backward)
+    # the record's example: d_loss = discriminator(fake_images.detach()), then
+    # g_loss = discriminator(fake_images), a separate forward for G's backward
+    return gan(device, precision, d_sees=_detached, g_sees=_as_is)
 
 
 def workaround2_detach_carried_state(device, precision):
@@ -296,6 +357,7 @@ VARIANTS = {
     "baseline-same-loss-twice": baseline_same_loss_twice,
     "baseline-shared-tensor": baseline_shared_tensor,
     "baseline-carried-state": baseline_carried_state,
+    "baseline-gan-shared-fake": baseline_gan_shared_fake,
     "workaround1-sum-losses": workaround1_sum_losses,
     "workaround2-detach-shared-literal": workaround2_detach_shared_literal,
     "workaround2-detach-carried-state": workaround2_detach_carried_state,

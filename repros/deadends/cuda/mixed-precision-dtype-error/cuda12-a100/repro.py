@@ -18,7 +18,17 @@ import torch
 from reprokit import Unsupported, autocast, autocast_dtype, finite, make_scaler, moved
 from torch import nn
 
-STEPS = 4
+# an unnormalised regression target, in the hundreds: while the model's output is still
+# near 0, each squared error (about 300**2) is past float16's largest value (65504), so a
+# loss computed in float16 overflows where one in float32 does not; the learning rate is
+# small enough for float32 to train stably on it
+TARGET_OFFSET = 300.0
+TARGET_SCALE = 30.0
+LR = 1e-4
+# GradScaler skips the steps whose scaled gradients overflow float16 while it halves its
+# scale from 2**16: about ten on losses near 1e5, so the training runs long enough for it
+# to land steps
+STEPS = 16
 
 
 class Net(nn.Module):
@@ -67,9 +77,9 @@ def train(
     losses, the forwards' output dtypes, the parameters before and after, the grads' finiteness."""
     torch.manual_seed(0)
     model = Net().to(device=device, dtype=model_dtype)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
     x = torch.randn(32, 8, device=device, dtype=batch_dtype)
-    y = x.float().sum(dim=1, keepdim=True).to(batch_dtype)
+    y = (TARGET_OFFSET + TARGET_SCALE * x.float().sum(dim=1, keepdim=True)).to(batch_dtype)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     losses, outputs, grads_ok = [], [], True
     for _ in range(STEPS):

@@ -10,6 +10,7 @@ harness skips them where no CUDA device exists.
 from __future__ import annotations
 
 import torch
+from reprokit import Unsupported
 from torch import nn
 
 
@@ -61,7 +62,17 @@ def deadend1_everything_on_cpu(device, precision):
 
 
 def deadend2_cuda_without_index(device, precision):
-    return one_step(lambda model, x, y: (model.cuda(), x.cuda(), y.cuda()))
+    # its documented failure is the wrong GPU of several: the model sits on the GPU the
+    # setup gave it (the second), the batch is moved with .cuda(), which takes the current
+    # device (the first); on one GPU there is no wrong GPU to take, and an ok would read
+    # "the dead end works"
+    count = torch.cuda.device_count()
+    if count < 2:
+        raise Unsupported(
+            "dead end 2's failure (the wrong GPU in a multi-GPU setup) needs two CUDA "
+            "devices; this machine has %d" % count
+        )
+    return one_step(lambda model, x, y: (model.to("cuda:1"), x.cuda(), y.cuda()))
 
 
 def control_both_on_cuda(device, precision):

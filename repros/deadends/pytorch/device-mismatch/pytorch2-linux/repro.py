@@ -15,12 +15,19 @@ from torch import nn
 
 
 def one_step(
-    device, move_x=True, move_criterion=True, create_on_device=False, cuda_calls=False, check=None
+    device,
+    move_x=True,
+    move_criterion=True,
+    create_on_device=False,
+    cuda_calls=False,
+    check=None,
+    fix_criterion=None,
 ) -> dict:
     """One step of a classifier moved to the cell's device with .to(device): the batch
     (``move_x``) and the weighted criterion (``move_criterion``) too, or every tensor made
     there (``create_on_device``), or everything moved with .cuda() instead (``cuda_calls``);
-    ``check(model, x)`` -> the batch, before the forward."""
+    then, before the forward, ``check(model, x)`` -> the batch and
+    ``fix_criterion(criterion)`` -> the criterion (what a workaround adds to a baseline)."""
     dev = torch.device(device)
     torch.manual_seed(0)
     model = nn.Linear(8, 3)
@@ -43,6 +50,8 @@ def one_step(
             criterion = criterion.to(dev)
     if check is not None:
         x = check(model, x)
+    if fix_criterion is not None:
+        criterion = fix_criterion(criterion)
     out = model(x)
     loss = criterion(out, labels)
     loss.backward()
@@ -65,7 +74,10 @@ def baseline_loss_weight_on_cpu(device, precision):
 
 
 def workaround1_device_variable(device, precision):
-    return one_step(device)
+    # the record's line added to the first baseline's code: one device variable, chosen as
+    # the record writes it, and the batch the baseline left behind moved with it
+    chosen = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return one_step(device, move_x=False, check=lambda model, x: x.to(chosen))
 
 
 def workaround2_literal_check_only(device, precision):
@@ -86,7 +98,12 @@ def workaround2_check_then_move(device, precision):
 
 
 def workaround3_loss_to_device(device, precision):
-    return one_step(device)
+    # the second baseline's code, its criterion (the class weights it holds) then moved to
+    # the model's device before the loss
+    def criterion_to_model_device(criterion):
+        return criterion.to(torch.device(device))
+
+    return one_step(device, move_criterion=False, fix_criterion=criterion_to_model_device)
 
 
 def deadend1_create_on_gpu(device, precision):
