@@ -686,7 +686,8 @@ class _VariantRows:
     not_counted: dict[tuple[str, str], list[tuple[Any, ...]]]
     env_shows: dict[tuple[Any, ...], list[tuple[Any, ...]]]  # baselines: (env, shows, n)
     grades: dict[tuple[str, str], list[tuple[Any, ...]]]  # baselines, by (entry, name)
-    by_env: dict[tuple[Any, ...], list[tuple[Any, ...]]]  # (env, k, n, k anywhere, n anywhere)
+    # (env, k, n, k anywhere, n anywhere, ok of n)
+    by_env: dict[tuple[Any, ...], list[tuple[Any, ...]]]
 
 
 def _count_variants(
@@ -819,8 +820,8 @@ def _variant_rows(con: Any) -> _VariantRows:
     by_env: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
         f"SELECT {role}, env, coalesce(sum(k) FILTER (WHERE in_scope), 0), "
-        "coalesce(sum(n) FILTER (WHERE in_scope), 0), sum(k), sum(n) FROM scored "
-        "WHERE n > 0 GROUP BY ALL"
+        "coalesce(sum(n) FILTER (WHERE in_scope), 0), sum(k), sum(n), "
+        "coalesce(sum(ok) FILTER (WHERE in_scope), 0) FROM scored WHERE n > 0 GROUP BY ALL"
     ).fetchall():
         by_env[tuple(row[:6])].append((row[6], *(int(x) for x in row[7:])))
     grades: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
@@ -942,7 +943,7 @@ def _variant(
         grades=tuple((g.value, graded[g.value]) for g in GRADES if graded.get(g.value)),
         by_env=tuple(
             sorted(
-                ((env, k, n, ka, na) for env, k, n, ka, na in rows.by_env.get(role, ())),
+                ((env, k, n, ka, na, ok) for env, k, n, ka, na, ok in rows.by_env.get(role, ())),
                 key=lambda e: env_rank[e[0]],
             )
         ),

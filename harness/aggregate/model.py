@@ -327,8 +327,9 @@ class VariantAggregate:
     grades: tuple[tuple[str, int], ...] = ()
     env_shows: tuple[tuple[str, int, int], ...] = ()
     # per environment (in version order, those with counted runs): (env, k, n of
-    # ``overall``, k, n of ``anywhere``); the rates of a set of environments are their sums
-    by_env: tuple[tuple[str, int, int, int, int], ...] = ()
+    # ``overall``, k, n of ``anywhere``, the ok runs of ``overall``'s n); the rates of a set
+    # of environments are their sums
+    by_env: tuple[tuple[str, int, int, int, int, int], ...] = ()
     # version advice: the requirements the variant adds to its cells' (entry.yaml
     # ``requires``), and what they changed where it ran, one text per package over the
     # environments ("numpy 2.4.6 → 1.26.4", "torch 2.1.2 … 2.13.0 (14) → 2.0.1")

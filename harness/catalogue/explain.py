@@ -29,6 +29,7 @@ from harness.aggregate import (
     CONTRADICTED,
     HOLDS,
     INCONCLUSIVE,
+    NOT_AS_DOCUMENTED,
     NOT_MEASURABLE,
     WRONG,
     EntryAggregate,
@@ -589,6 +590,7 @@ _ADVICE = {
     "dead_end": {
         CONFIRMED: "fails as documented: avoid it",
         CONTRADICTED: "does not fail as documented",
+        NOT_AS_DOCUMENTED: "fails, not as documented: avoid it",
         INCONCLUSIVE: "not settled",
         NOT_MEASURABLE: "not measured",
     },
@@ -655,6 +657,15 @@ def advise(v: VariantAggregate, whole: VariantAggregate) -> tuple[str, str]:
         return NOT_MEASURABLE, text
     advice = _most(here, _IMPLICIT[kind])
     counts = f"{_DID[kind]} in {here.k}/{here.n} runs here{where}"
+    if kind == "dead_end" and advice != CONFIRMED:
+        # it fails in most runs here, though not as documented (harder, another error):
+        # avoid it all the same; its stated reason is not what happens
+        failing = Rate.of(here.n - v.ok.k, here.n)
+        if _most(failing, "fails") == CONFIRMED:
+            return NOT_AS_DOCUMENTED, (
+                f"fails, not as documented: avoid it: failed in {here.n - v.ok.k}/{here.n} runs "
+                f"here{where}, as documented in {here.k}{also}"
+            )
     if advice == INCONCLUSIVE:
         agrees = (overall == CONFIRMED and here.k * 2 > here.n) or (
             overall == CONTRADICTED and here.k * 2 < here.n

@@ -19,7 +19,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from harness.aggregate import CONFIRMED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURABLE
+from harness.aggregate import (
+    CONFIRMED,
+    CONTRADICTED,
+    INCONCLUSIVE,
+    NOT_AS_DOCUMENTED,
+    NOT_MEASURABLE,
+)
 from harness.catalogue.explain import (
     DOCUMENTED,
     GUESS,
@@ -139,6 +145,7 @@ _MARK = {
     ("workaround", CONTRADICTED): "[bold red]✖[/]",
     ("dead_end", CONFIRMED): "[bold red]✖[/]",
     ("dead_end", CONTRADICTED): "[bold yellow]![/]",
+    ("dead_end", NOT_AS_DOCUMENTED): "[bold red]✖[/]",
     ("baseline", CONFIRMED): "[bold red]✖[/]",
     ("baseline", CONTRADICTED): "[green]✔[/]",
 }

@@ -158,3 +158,21 @@ def test_environment_failure_names_the_import() -> None:
         or ""
     )
     assert environment_failure("RuntimeError", "CUDA out of memory") is None
+
+
+def test_explain_says_a_dead_end_failing_otherwise_is_to_avoid() -> None:
+    """explain (and the page's answer.js, which mirrors it) never says "does not fail as
+    documented" of a dead end that fails harder: it says to avoid it, and why not."""
+    from harness.catalogue.explain import advise
+
+    records = baseline_reproduces() + [
+        rec("de", e, OTHER, trial=t, message="AssertionError at step")
+        for e in (E1, E2)
+        for t in (0, 1)
+    ]
+    agg = aggregate_entry(with_dead_end(), records)
+    v = agg.variant("de")
+    assert v.by_env and all(len(row) == 6 for row in v.by_env)  # the ok count per environment
+    advice, words = advise(v, v)
+    assert advice == NOT_AS_DOCUMENTED
+    assert words.startswith("fails, not as documented: avoid it: failed in 4/4 runs here")

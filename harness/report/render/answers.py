@@ -112,8 +112,10 @@ def _cells(a: EntryAggregate, name: str) -> dict[str, Any]:
     return _coded(rows)
 
 
-def _rates(a: EntryAggregate, by_env: Sequence[tuple[str, int, int, int, int]]) -> dict[str, Any]:
-    """Per environment: the variant's (k, n, k anywhere, n anywhere)."""
+def _rates(
+    a: EntryAggregate, by_env: Sequence[tuple[str, int, int, int, int, int]]
+) -> dict[str, Any]:
+    """Per environment: the variant's (k, n, k anywhere, n anywhere, ok of n)."""
     counts = {env: tuple(rest) for env, *rest in by_env}
     return _coded([[counts.get(e.id) for e in a.envs]])
 

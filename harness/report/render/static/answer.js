@@ -259,7 +259,7 @@
   function most(k, n){ var w = wilson(k, n); if (w[0] > 0.5 + EPS) return "confirmed"; if (0.5 > w[1] + EPS) return "contradicted"; return "inconclusive"; }
   var ADVICE = {
     workaround: {confirmed: "works", contradicted: "does not work", inconclusive: "not settled", "not measurable": "not measured"},
-    dead_end: {confirmed: "fails as documented: avoid it", contradicted: "does not fail as documented", inconclusive: "not settled", "not measurable": "not measured"},
+    dead_end: {confirmed: "fails as documented: avoid it", contradicted: "does not fail as documented", "not as documented": "fails, not as documented: avoid it", inconclusive: "not settled", "not measurable": "not measured"},
     baseline: {confirmed: "the documented error reproduces", contradicted: "the documented error does not reproduce", inconclusive: "not settled", "not measurable": "not measured"}
   };
   var DID = {workaround: "ok", dead_end: "failed as documented", baseline: "reproduced"};
@@ -276,6 +276,9 @@
       return ["not measurable", text];
     }
     var advice = most(s.k, s.n), counts = DID[kind] + " in " + s.k + "/" + s.n + " runs here" + where;
+    // a dead end failing in most runs, not as documented: avoid it all the same (explain.py's advise)
+    if (kind === "dead_end" && advice !== "confirmed" && most(s.n - s.ok, s.n) === "confirmed")
+      return ["not as documented", ADVICE[kind]["not as documented"] + ": failed in " + (s.n - s.ok) + "/" + s.n + " runs here" + where + ", as documented in " + s.k + also];
     if (advice === "inconclusive") {
       var agree = (overall === "confirmed" && s.k * 2 > s.n) || (overall === "contradicted" && s.k * 2 < s.n);
       if (agree) return [overall, ADVICE[kind][overall] + ": " + counts + ", too few to call alone, as over every measured version (" + all[0] + "/" + all[1] + ")"];
@@ -284,12 +287,12 @@
     return [advice, ADVICE[kind][advice] + ": " + counts + also];
   }
   // the mark of an answer, and its row's class: as the terminal's (cli/explain.py's _MARK)
-  var MARK = {"workaround confirmed": ["✔", "a-ok"], "workaround contradicted": ["✖", "a-bad"], "dead_end confirmed": ["✖", "a-bad"], "dead_end contradicted": ["!", "a-open"], "baseline confirmed": ["✖", "a-bad"], "baseline contradicted": ["✔", "a-ok"], "control confirmed": ["✔", "a-ok"], "control contradicted": ["✖", "a-bad"]};
+  var MARK = {"workaround confirmed": ["✔", "a-ok"], "workaround contradicted": ["✖", "a-bad"], "dead_end confirmed": ["✖", "a-bad"], "dead_end contradicted": ["!", "a-open"], "dead_end not as documented": ["✖", "a-bad"], "baseline confirmed": ["✖", "a-bad"], "baseline contradicted": ["✔", "a-ok"], "control confirmed": ["✔", "a-ok"], "control contradicted": ["✖", "a-bad"]};
   function mark(kind, advice){ return advice === "inconclusive" ? ["?", "a-open"] : (MARK[kind + " " + advice] || ["–", "a-none"]); }
   function variantHere(e, v, chosen){
-    var on = {}, s = {k: 0, n: 0, ka: 0, na: 0, cells: [], instead: ""};
+    var on = {}, s = {k: 0, n: 0, ka: 0, na: 0, ok: 0, cells: [], instead: ""};
     chosen.forEach(function(x){ on[x.i] = true; });
-    v.envs.forEach(function(r){ if (on[r[0]]) { s.k += r[1]; s.n += r[2]; s.ka += r[3]; s.na += r[4]; } });
+    v.envs.forEach(function(r){ if (on[r[0]]) { s.k += r[1]; s.n += r[2]; s.ka += r[3]; s.na += r[4]; s.ok += r[5]; } });
     v.cellList.forEach(function(c){ if (on[c[0]]) s.cells.push(c); });
     var vi = e.variants.indexOf(v);
     var raised = e.seen.filter(function(m){ return m[0] === vi && m[4].some(function(i){ return on[i]; }); });
@@ -387,7 +390,7 @@
   function versionsText(torch, lightning){ return "torch " + (torch || "unknown") + " + lightning " + (lightning || "unknown"); }
   // the answer in a line: which workarounds work here, which do not, which dead ends to avoid
   function glance(variants){
-    var groups = [["works", "workaround", "confirmed"], ["does not work", "workaround", "contradicted"], ["avoid (fails as documented)", "dead_end", "confirmed"], ["dead end that does not fail as documented", "dead_end", "contradicted"], ["not settled", null, "inconclusive"]];
+    var groups = [["works", "workaround", "confirmed"], ["does not work", "workaround", "contradicted"], ["avoid (fails as documented)", "dead_end", "confirmed"], ["avoid (fails, not as documented)", "dead_end", "not as documented"], ["dead end that does not fail as documented", "dead_end", "contradicted"], ["not settled", null, "inconclusive"]];
     var p = el("p", null, "glance");
     groups.forEach(function(g){
       var names = variants.filter(function(x){ return x[0].kind !== "baseline" && (g[1] === null || x[0].kind === g[1]) && x[1].advice === g[2]; }).map(function(x){ return x[0].name; });
