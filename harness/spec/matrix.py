@@ -157,7 +157,9 @@ class Environment:
 
     python: str  # "3.10" (major.minor)
     torch: str  # "1.12.1", an exact release ("" in a derived environment that replaced it)
-    lightning: str  # "2.1.4", an exact release ("" where a derived environment has none)
+    # "2.1.4", an exact release ("" where a derived environment replaced it, or replaced the
+    # torch and installs no lightning)
+    lightning: str
     pins: tuple[str, ...] = ()  # extra requirement strings, e.g. ("numpy<2",)
     find_links: tuple[str, ...] = ()  # local wheel folders, used where they exist
     # an interpreter that already has this torch and lightning (nothing is installed);
