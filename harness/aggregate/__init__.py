@@ -3,6 +3,7 @@
   harness/aggregate/stats.py            rates, Wilson intervals, percentages
   harness/domain.py           devices, precisions, kinds, statuses, environment id format
   aggregate/model.py          the aggregate types and their JSON form (``to_dict``)
+  aggregate/advice.py         version advice: what it changed, what a cell already satisfied
   aggregate/cells.py          records grouped into cells and counted per variant (by the
                               columnar engine, over harness/store/columnar.py's record table)
   aggregate/verdicts.py       claimed vs measured

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 
+from harness.aggregate.advice import Change, change_texts, changes, measured_another_release
 from harness.aggregate.model import (
     KIND_ORDER,
     METRIC,
@@ -317,6 +316,15 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
         " AND NOT EXISTS (SELECT 1 FROM rewritten w WHERE w.entry = records.entry AND "
         "w.variant = records.variant AND records.started_at < w.since)"
     )
+    # version advice that measured another release where the cell already satisfied it:
+    # not the cell's answer, listed apart (not counted, with why)
+    p = Params()
+    _set_apart(con, wanted, p)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE apart_runs AS SELECT entry, variant, env, outcome, why "
+        "FROM records JOIN apart USING (rid)"
+    )
+    wanted += " AND rid NOT IN (SELECT rid FROM apart)"
     p = Params()
     con.execute(
         "CREATE OR REPLACE TEMP TABLE read_runs AS SELECT rid, entry, variant, kind, env, device, "
@@ -459,7 +467,8 @@ def _group(con: Any) -> _Grouped:
             f"json_extract_string(versions, '$.{f}') END, '')), '')"
             for f in ("python", "torch", "lightning")
         )
-        + " FROM runs GROUP BY ALL"
+        + " FROM (SELECT entry, env, ran_in, versions FROM runs UNION ALL SELECT entry, env, "
+        "'apart' AS ran_in, '{}' AS versions FROM apart_runs) GROUP BY ALL"
     ).fetchall():
         envs[eid].append(tuple(row))  # type: ignore[arg-type]
 
@@ -481,105 +490,78 @@ def _group(con: Any) -> _Grouped:
     return _Grouped(cells, first_kind, runs, envs, machines, newest, changed, requires)
 
 
-Change = tuple[str, str, str, str | None, str | None]  # package, was named, its version, now
-
-
 def _advice(
     con: Any,
 ) -> tuple[dict[tuple[str, str], list[tuple[str, Change]]], dict[tuple[str, str], tuple[str, ...]]]:
     """Per variant of version advice: what its requirements changed in each environment
     (its runs' versions against those of a run in the environment itself, else the versions
-    the environment's id names), and its requirements as its records name them."""
+    the environment's id names), what the environment already satisfied (the runs that
+    kept its release: ``ran_in`` empty, ``requires`` not), and its requirements as its
+    records name them."""
     # the runs that had their environment: not those that could not build or resolve it
     # (their versions are what was requested: torch_requested, ...)
-    derived = con.execute(
-        "SELECT DISTINCT entry, variant, env, requires, versions FROM runs WHERE ran_in <> '' "
-        "AND json_extract_string(versions, '$.torch_requested') IS NULL ORDER BY ALL"
+    advised = con.execute(
+        "SELECT DISTINCT entry, variant, env, requires, versions FROM runs WHERE "
+        f"{_ADVISED} AND json_extract_string(versions, '$.torch_requested') IS NULL "
+        "ORDER BY ALL"
     ).fetchall()
-    if not derived:
+    if not advised:
         return {}, {}
-    own = dict(
-        con.execute(
-            "SELECT env, arg_min(versions, rid) FROM runs WHERE ran_in = '' AND env IN "
-            "(SELECT env FROM runs WHERE ran_in <> '') GROUP BY env"
-        ).fetchall()
-    )
+    own = _own_versions(con, "runs")
     changed: dict[tuple[str, str], list[tuple[str, Change]]] = defaultdict(list)
     requires: dict[tuple[str, str], tuple[str, ...]] = {}
-    for eid, variant, env, wanted, versions in derived:
+    for eid, variant, env, wanted, versions in advised:
         wanted = json.loads(wanted)
         requires.setdefault((eid, variant), tuple(wanted.values()))
-        named = env_info(env)
-        base = {"python": named.python, "torch": named.torch, "lightning": named.lightning}
-        base.update(json.loads(own[env]) if env in own else {})
-        for change in changes(base, json.loads(versions), wanted):
+        for change in changes(_row_versions(env, own), json.loads(versions), wanted):
             changed[(eid, variant)].append((env, change))
     return changed, requires
 
 
-def _canonical(versions: Mapping[str, str]) -> dict[str, str]:
-    # versions are keyed by module ("pytorch_lightning") or by distribution ("pytorch-lightning")
-    return {k.lower().replace("_", "-").replace(".", "-"): v for k, v in versions.items()}
+# a run of version advice: in an environment derived from its cell, or in the cell itself
+# where the cell already satisfied every requirement (schema 5 records of either)
+_ADVISED = "(ran_in <> '' OR len(json_keys(requires)) > 0)"
 
 
-def _release(version: str) -> str:
-    """ "1.13.1+cu117" -> "1.13.1": the release a reader looks up."""
-    return version.split("+", 1)[0]
+def _own_versions(con: Any, table: str) -> dict[str, str]:
+    """Per environment, the versions of one run in it (not of version advice that ran
+    elsewhere): what the cell itself has."""
+    return dict(
+        con.execute(
+            f"SELECT env, arg_min(versions, rid) FROM {table} WHERE ran_in = '' AND env IN "
+            f"(SELECT env FROM {table} WHERE {_ADVISED}) "
+            "AND json_extract_string(versions, '$.torch') IS NOT NULL GROUP BY env"
+        ).fetchall()
+    )
 
 
-def changes(
-    base: Mapping[str, str], ran: Mapping[str, str], requires: Mapping[str, str]
-) -> list[Change]:
-    """Per package a variant's requirements name: (package, the package the environment had
-    in its place, its version there or None where unknown, the version it ran with or None
-    where it was not installed). pytorch-lightning takes lightning's place (one axis)."""
-    was, now = _canonical(base), _canonical(ran)
-    out: list[Change] = []
-    for requirement in requires.values():  # (its package: the key may name its axis)
-        name = canonicalize_name(Requirement(requirement).name)
-        before, before_name = was.get(name), name
-        if before is None and name == "pytorch-lightning" and "lightning" in was:
-            before, before_name = was["lightning"], "lightning"
-        after = now.get(name)
-        out.append(
-            (
-                name,
-                before_name,
-                None if before is None else _release(before),
-                None if after is None else _release(after),
+def _row_versions(env: str, own: Mapping[str, str]) -> dict[str, str]:
+    named = env_info(env)
+    row = {"python": named.python, "torch": named.torch, "lightning": named.lightning}
+    row.update(json.loads(own[env]) if env in own else {})
+    return row
+
+
+def _set_apart(con: Any, wanted: str, p: Params) -> None:
+    """Table ``apart``: the runs of version advice that measured another release in a cell
+    that already satisfied every requirement (advice.measured_another_release), each with
+    why; they are not read as the cell's answer, and are listed as not counted."""
+    rows: dict[str, list[Any]] = {"rid": [], "why": []}
+    derived = con.execute(
+        "SELECT rid, env, requires, versions FROM records WHERE ran_in <> '' AND "
+        f"json_extract_string(versions, '$.torch_requested') IS NULL AND {wanted}",
+        p.values,
+    ).fetchall()
+    if derived:
+        own = _own_versions(con, "records")
+        for rid, env, requires, versions in derived:
+            why = measured_another_release(
+                _row_versions(env, own), json.loads(versions), json.loads(requires)
             )
-        )
-    return out
-
-
-def _span(values: Sequence[str]) -> str:
-    return ", ".join(values) if len(values) <= 3 else f"{values[0]} … {values[-1]} ({len(values)})"
-
-
-def change_texts(found: Sequence[tuple[str, Change]], order: Mapping[str, int]) -> tuple[str, ...]:
-    """What the requirements changed, one text per package over the environments (in
-    ``order``): "torch 2.1.2 … 2.13.0 (14) → 2.0.1", "lightning 2.1.4 → pytorch-lightning
-    1.9.5", "onnx 1.17.0" (its version where the environment had none known), "numpy 1.26.4
-    (unchanged)"."""
-    by_package: dict[tuple[str, str], list[tuple[int, str | None, str | None]]] = {}
-    for env, (name, before_name, before, after) in found:
-        by_package.setdefault((name, before_name), []).append(
-            (order.get(env, len(order)), before, after)
-        )
-    texts = []
-    for (name, before_name), rows in by_package.items():
-        rows.sort(key=lambda r: r[0])
-        moved = [r for r in rows if r[1] is not None and r[1] != r[2]]
-        afters = list(dict.fromkeys(r[2] or "not installed" for r in (moved or rows)))
-        if moved:
-            befores = list(dict.fromkeys(r[1] for r in moved if r[1] is not None))
-            into = f"{name} " if before_name != name else ""
-            texts.append(f"{before_name} {_span(befores)} → {into}{_span(afters)}")
-        elif any(r[1] is not None for r in rows):
-            texts.append(f"{name} {_span(afters)} (unchanged)")
-        else:
-            texts.append(f"{name} {_span(afters)}")
-    return tuple(texts)
+            if why:
+                rows["rid"].append(rid)
+                rows["why"].append(why)
+    _unnest_table(con, "apart", rows, "rid BIGINT, why VARCHAR")
 
 
 def _first(pair: tuple[Any, Any]) -> Any:
@@ -863,6 +845,11 @@ def _variant_rows(con: Any) -> _VariantRows:
         "SELECT entry, variant, outcome, reason, count(*), list(DISTINCT env) FROM runs "
         f"WHERE outcome IN {_in(_NOT_COUNTED_VALUES, p)} GROUP BY ALL",
         p.values,
+    ).fetchall():
+        not_counted[(row[0], row[1])].append(row[2:])
+    for row in con.execute(
+        "SELECT entry, variant, outcome, why, count(*), list(DISTINCT env) FROM apart_runs "
+        "GROUP BY ALL"
     ).fetchall():
         not_counted[(row[0], row[1])].append(row[2:])
     return _VariantRows(

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harness.aggregate.advice import measured_another_release
+from harness.aggregate.model import env_info
 from harness.domain import SMELLS, SMELLS_OF_ENTRY
 from harness.outcomes import NOT_COUNTED, SHOWS, Outcome, grade
 from harness.store.records import ExceptionInfo, Record
@@ -133,11 +135,31 @@ def _cells(cells: Iterable[Cell], n: int = _EXAMPLES) -> str:
     return text + (f" and {len(shown) - n} more" if len(shown) > n else "")
 
 
+def _another_release(records: Sequence[Record], mine: Sequence[Record]) -> set[int]:
+    """The ids (``id()``) of ``mine`` set apart as cells.py sets them apart: runs of version
+    advice that measured another release in a cell that already satisfied the advice."""
+    own: dict[str, dict[str, str]] = {}
+    for r in records:
+        if not r.ran_in and "torch" in r.versions:
+            own.setdefault(r.env, dict(r.versions))
+    apart: set[int] = set()
+    for r in mine:
+        if not r.ran_in or "torch_requested" in r.versions:
+            continue
+        named = env_info(r.env)
+        row = {"python": named.python, "torch": named.torch, "lightning": named.lightning}
+        row.update(own.get(r.env, {}))
+        if measured_another_release(row, r.versions, r.requires):
+            apart.add(id(r))
+    return apart
+
+
 def find_smells(entry: Entry, records: Iterable[Record]) -> list[Smell]:
     """Every smell of ``entry`` in ``records`` (the store's newest; other entries' records
     are ignored), explained where entry.yaml gives a reason: in entry order, then kind."""
     since = {v.name: v.rewritten for v in entry.variants if v.rewritten}
     # as the aggregate reads them: a rewritten variant's records made since (cells._runs)
+    records = list(records)
     mine = [
         r
         for r in records
@@ -145,6 +167,9 @@ def find_smells(entry: Entry, records: Iterable[Record]) -> list[Smell]:
         and r.variant not in entry.retired
         and not (r.variant in since and r.started_at < since[r.variant])
     ]
+    # nor version advice that measured another release where the cell satisfied it
+    apart = _another_release(records, mine)
+    mine = [r for r in mine if id(r) not in apart]
     by_variant: dict[str, list[Record]] = defaultdict(list)
     for r in mine:
         by_variant[r.variant].append(r)

@@ -323,7 +323,7 @@ class EnvSpec:
             imports = cls.imports if env.installs_lightning else (("torch",),)
             return cls(env.id, env.python, env.requirements(), env.find_links, imports)
         reqs = tuple(
-            r.replace("{torch}", env.torch).replace("{lightning}", env.lightning)
+            r.replace("{torch}", env.base.torch).replace("{lightning}", env.base.lightning)
             for r in standin.split()
         )
         modules = tuple((Requirement(r).name.replace("-", "_"),) for r in reqs)

@@ -41,13 +41,18 @@ class Job:
     cell: Cell  # the cell the job's record answers for
     trial: int
 
+    @property
+    def requested(self) -> tuple[str, ...]:
+        """The variant's (and entry's) requirements: its version advice, as asked."""
+        return self.entry.requirements_for(self.variant)
+
     @functools.cached_property
     def env(self) -> Environment:
-        """Where the job runs: the cell's environment, or one derived from it for the
-        variant's (and entry's) requirements (version advice: Environment.with_requires)."""
-        return self.cell.env.with_requires(
-            self.entry.requirements_for(self.variant), lightning=self.entry.uses_lightning
-        )
+        """Where the job runs: the cell's environment where it already satisfies what the
+        variant requests, or one derived from it for the rest (version advice, as pip
+        follows it: Environment.with_requires). Cells whose requests resolve alike share
+        one derived environment."""
+        return self.cell.env.with_requires(self.requested, lightning=self.entry.uses_lightning)
 
     @property
     def key(self) -> RecordKey:

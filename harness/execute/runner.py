@@ -95,7 +95,8 @@ def fallback(child: ChildResult, timeout_s: float) -> tuple[Outcome, str]:
 
 def _base(job: Job) -> dict[str, Any]:
     # cell and env: what the record answers for; ran_in: the environment derived from it
-    # for the variant's requirements (version advice), where it ran instead
+    # for the variant's requirements (version advice), where it ran instead; "" where the
+    # cell already satisfied every one of them (requires then says what was asked)
     ran_in = job.env
     return {
         "entry": job.entry.id,
@@ -107,7 +108,7 @@ def _base(job: Job) -> dict[str, Any]:
         "precision": job.cell.precision,
         "trial": job.trial,
         "ran_in": ran_in.id if ran_in != job.cell.env else "",
-        "requires": {canonicalize_name(Requirement(r).name): r for r in ran_in.requires},
+        "requires": {canonicalize_name(Requirement(r).name): r for r in job.requested},
     }
 
 

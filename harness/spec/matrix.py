@@ -120,61 +120,153 @@ def package_of(requirement: str) -> str:
     return _AXIS_PACKAGES.get(name, name)
 
 
+def _exact(pin: str) -> tuple[str, str] | None:
+    """ "numpy==1.26.4" -> ("numpy", "1.26.4"): a pin of one release; None for a range."""
+    try:
+        requirement = Requirement(pin)
+    except InvalidRequirement:
+        return None
+    specs = list(requirement.specifier)
+    if requirement.marker is not None or len(specs) != 1 or specs[0].operator not in ("==", "==="):
+        return None
+    if specs[0].version.endswith(".*"):
+        return None
+    return canonicalize_name(requirement.name), specs[0].version
+
+
+def _admits(requirement: Requirement, version: str) -> bool:
+    try:
+        return requirement.specifier.contains(Version(version), prereleases=True)
+    except ValueError:  # InvalidVersion
+        return False
+
+
 @functools.total_ordering
 @dataclass(frozen=True)
 class Environment:
     """One virtualenv: an interpreter, a torch, a lightning and the pins old releases need.
 
     A *derived* environment (``requires`` not empty) is a cell's own with a variant's
-    version advice applied ("numpy<2", "lightning<2.0"): the row's requirements, each one
-    on a package the variant names replaced by the variant's. Its python, torch and
-    lightning stay those of the cell it answers for (what ``base`` is); what it really
-    installed is recorded with each run."""
+    version advice applied ("numpy<2", "lightning<2.0"), as pip would follow it: a
+    requirement the row already satisfies (``satisfied_by``) keeps the row's release and
+    is not part of it; each other one replaces the row's pin of its package. What it
+    installs is all it is: ``torch`` and ``lightning`` are the row's where it keeps them
+    and "" where a requirement replaced them, so every cell whose requests resolve to the
+    same set shares one derived environment. ``base`` is the cell it was first derived
+    from; what it really installed is recorded with each run."""
 
     python: str  # "3.10" (major.minor)
-    torch: str  # "1.12.1", an exact release
-    lightning: str  # "2.1.4", an exact release
+    torch: str  # "1.12.1", an exact release ("" in a derived environment that replaced it)
+    # "2.1.4", an exact release ("" where a derived environment replaced it, or replaced the
+    # torch and installs no lightning)
+    lightning: str
     pins: tuple[str, ...] = ()  # extra requirement strings, e.g. ("numpy<2",)
     find_links: tuple[str, ...] = ()  # local wheel folders, used where they exist
     # an interpreter that already has this torch and lightning (nothing is installed);
     # "" for an environment the harness builds
     interpreter: str = ""
-    requires: tuple[str, ...] = ()  # a variant's requirements (a derived environment)
+    requires: tuple[str, ...] = ()  # a variant's requirements the row does not satisfy
     # False: a derived environment for a reproducer that imports no lightning installs none
     installs_lightning: bool = True
+    # the cell's own environment a derived one was made from (not part of what it is:
+    # cells whose requests resolve alike share one derived environment)
+    row: Environment | None = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> str:
-        base = env_id(self.python, self.torch, self.lightning)
         if not self.requires:
-            return base
+            return env_id(self.python, self.torch, self.lightning)
+        head = f"py{self.python}"
+        head += f"-torch{self.torch}" if self.torch else ""
+        head += f"-lightning{self.lightning}" if self.lightning else ""
         tail = "" if self.installs_lightning else "-no-lightning"
-        derived = f"{base}-with-" + "-".join(_requirement_slug(r) for r in self.requires)
+        parts = [_requirement_slug(r) for r in self.requires]
+        if not self.torch:  # the row's pins and wheel folders are no longer named by its torch
+            parts += [f"and-{_requirement_slug(p)}" for p in self.pins]
+            if self.find_links:
+                links = hashlib.sha256("\n".join(self.find_links).encode()).hexdigest()[:6]
+                parts.append(f"links-{links}")
+        derived = f"{head}-with-" + "-".join(parts)
         if len(derived + tail) <= _MAX_ID:
             return derived + tail
-        digest = hashlib.sha256("\n".join(self.requires).encode()).hexdigest()[:12]
-        head = derived[: _MAX_ID - len(digest) - len(tail) - 1].rstrip("-")
-        return f"{head}-{digest}{tail}"
+        whole = "\n".join((*self.requirements(), *self.find_links))
+        digest = hashlib.sha256(whole.encode()).hexdigest()[:12]
+        cut = derived[: _MAX_ID - len(digest) - len(tail) - 1].rstrip("-")
+        return f"{cut}-{digest}{tail}"
 
     @property
     def base(self) -> Environment:
         """The cell's own environment (itself, where nothing is derived)."""
         if not self.requires:
             return self
+        if self.row is not None:
+            return self.row
         return dataclasses.replace(self, requires=(), installs_lightning=True)
 
-    def with_requires(self, requires: Iterable[str], lightning: bool = True) -> Environment:
-        """This environment with ``requires`` applied (a derived one; itself for none).
-        ``lightning=False``: for a reproducer that imports no lightning, which then plays no
-        part in what it measures (plan.one_per_torch) and is not installed."""
-        requires = tuple(requires)
-        if not requires:
+    def satisfied_by(self, requirement: str, installed: Mapping[str, str] | None = None) -> str:
+        """What of this row already satisfies ``requirement``, as pip would see it ("torch
+        1.12.1", "numpy<2"); "" where nothing does. The row's exact releases (its torch, its
+        lightning, a pin ``name==V``) are judged by the requirement's specifier; a pin of a
+        range only where it is the requirement's own (``numpy<2`` for ``numpy<2``); any other
+        package by ``installed`` (name -> version, what the row's environment recorded). A
+        requirement with extras or a marker is never judged satisfied here (what it adds is
+        not in the row's pins). ``pytorch-lightning`` is its own distribution: the row's
+        ``lightning`` does not satisfy it."""
+        req = Requirement(requirement)
+        if req.extras or req.marker is not None or req.url:
+            return ""
+        name = canonicalize_name(req.name)
+        exact = {"torch": self.torch}
+        if self.installs_lightning and self.lightning:
+            exact["lightning"] = self.lightning
+        exact.update(found for found in map(_exact, self.pins) if found is not None)
+        if name in exact:
+            return f"{name} {exact[name]}" if exact[name] and _admits(req, exact[name]) else ""
+        for pin in self.pins:
+            try:
+                pinned = Requirement(pin)
+            except InvalidRequirement:
+                continue
+            if canonicalize_name(pinned.name) == name and pinned.specifier == req.specifier:
+                return pin if pinned.marker is None and not pinned.extras else ""
+        have = {canonicalize_name(k): v for k, v in (installed or {}).items()}.get(name)
+        return f"{name} {have}" if have and _admits(req, have) else ""
+
+    def with_requires(
+        self,
+        requires: Iterable[str],
+        lightning: bool = True,
+        installed: Mapping[str, str] | None = None,
+    ) -> Environment:
+        """This environment with ``requires`` applied, as pip would: itself where every
+        requirement is already satisfied (``satisfied_by``; ``installed``: what the row's
+        environment recorded), else a derived one of the others, each replacing the row's
+        pin of its package. ``lightning=False``: for a reproducer that imports no lightning,
+        which then plays no part in what it measures (plan.one_per_torch) and is not
+        installed."""
+        unmet = tuple(r for r in requires if not self.satisfied_by(r, installed))
+        if not unmet:
             return self
-        return dataclasses.replace(self, requires=requires, installs_lightning=lightning)
+        replaced = {package_of(r) for r in unmet}
+        # a lightning not installed still names the row while its torch does (one per torch)
+        dropped = "lightning" in replaced or (not lightning and "torch" in replaced)
+        return Environment(
+            python=self.python,
+            torch="" if "torch" in replaced else self.torch,
+            lightning="" if dropped else self.lightning,
+            pins=tuple(p for p in self.pins if package_of(p) not in replaced),
+            find_links=self.find_links,
+            interpreter=self.interpreter,
+            requires=unmet,
+            installs_lightning=lightning,
+            row=self,
+        )
 
     def requirements(self) -> tuple[str, ...]:
-        lightning = (f"lightning=={self.lightning}",) if self.installs_lightning else ()
-        row = (f"torch=={self.torch}", *lightning, *self.pins)
+        torch = (f"torch=={self.torch}",) if self.torch else ()
+        has_lightning = self.installs_lightning and self.lightning
+        lightning = (f"lightning=={self.lightning}",) if has_lightning else ()
+        row = (*torch, *lightning, *self.pins)
         replaced = {package_of(r) for r in self.requires}
         return (*(r for r in row if package_of(r) not in replaced), *self.requires)
 

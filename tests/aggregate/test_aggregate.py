@@ -814,14 +814,74 @@ def test_version_advice_is_judged_in_the_cell_it_answers_for_and_says_what_it_ch
     # the environments are the cells': the derived runs' versions are not theirs
     assert [(e.id, e.lightning) for e in agg.envs] == [(E1, "1.9.5"), (E2, "2.1.4"), (E3, "2.4.0")]
     assert wa.requires == ("lightning<2.0",)
-    assert wa.changed == ("lightning 2.1.4, 2.4.0 → 1.9.5",)  # E1 had it already
+    # E1's lightning 1.9.5 already satisfies lightning<2.0: kept there, as pip would
+    assert wa.changed == (
+        "lightning 2.1.4, 2.4.0 → 1.9.5",
+        "already satisfied here: lightning 1.9.5",
+    )
     assert verdict(agg, "workaround 1").subject == "wa"
     page = render_entry(agg)
     assert "workaround 1, 90%, requires lightning\\<2.0" in page
     assert (
-        "### wa (workaround) on cpu: fp16, run with lightning\\<2.0 (lightning 2.1.4, 2.4.0 → 1.9.5)"
-        in page
+        "### wa (workaround) on cpu: fp16, run with lightning\\<2.0 (lightning 2.1.4, 2.4.0 → "
+        "1.9.5; already satisfied here: lightning 1.9.5)" in page
     )
+
+
+def test_a_run_that_measured_another_release_where_the_cell_satisfied_the_advice_is_set_apart() -> (
+    None
+):
+    from harness.aggregate.advice import measured_another_release
+
+    wanted = {"torch": "torch<2.1"}
+    # torch 1.12.1 satisfies torch<2.1: a run on 2.0.1 measured another release
+    why = measured_another_release({"torch": "1.12.1+cu102"}, {"torch": "2.0.1+cu117"}, wanted)
+    assert why == (
+        "measured another release: torch 2.0.1 where the cell's 1.12.1 already satisfies "
+        "torch<2.1 (the cell's own release is its answer)"
+    )
+    # the cell's own release (its local build aside), a cell that does not satisfy it, a
+    # package the cell's versions do not name, or one requirement the cell lacks: its answer
+    assert measured_another_release({"torch": "2.0.1"}, {"torch": "2.0.1+cu117"}, wanted) == ""
+    assert measured_another_release({"torch": "2.5.1"}, {"torch": "2.0.1"}, wanted) == ""
+    assert (
+        measured_another_release(
+            {"lightning": "1.9.5"},
+            {"pytorch_lightning": "1.8.6"},
+            {"pytorch-lightning": "pytorch-lightning<2.0"},
+        )
+        == ""
+    )
+    both = {"torch": "torch<2.1", "numpy": "numpy>=2"}
+    row = {"torch": "1.12.1", "numpy": "1.26.4"}
+    assert measured_another_release(row, {"torch": "2.0.1", "numpy": "2.1.0"}, both) == ""
+
+    base = make_entry(wa_rate=0.9)
+    pin = Variant("wa", "workaround", "pin torch<2.1", requires=("torch<2.1",))
+    entry = dataclasses.replace(
+        base, variants=tuple(pin if v.name == "wa" else v for v in base.variants)
+    )
+    records = [
+        rec("base", E2, R),
+        rec("base", E3, R),
+        advised(rec("wa", E2, OK), wanted, torch="2.0.1+cu117"),  # before the rule
+        advised(rec("wa", E3, OK), wanted, torch="2.0.1+cu117"),  # E3's 2.5.1 needs it
+    ]
+    agg = aggregate_entry(entry, records)
+    wa = next(v for v in agg.variants if v.name == "wa")
+    assert (wa.overall.k, wa.overall.n) == (1, 1)  # E3 only: E2's run is not its answer
+    assert ("wa", E2, "cpu", "fp16") not in agg.cells
+    [apart] = wa.not_counted
+    assert (apart.outcome, apart.count, apart.envs) == ("ok", 1, (E2,))
+    assert apart.reason.startswith("measured another release: torch 2.0.1 where the cell's 1.12.1")
+    assert wa.changed == ("torch 2.5.1 → 2.0.1",)
+    assert "measured another release" in render_entry(agg)
+    # as pip follows it now: the run in E2 itself, asked for torch<2.1 (ran_in empty)
+    kept = dataclasses.replace(rec("wa", E2, OK), requires=wanted)
+    agg = aggregate_entry(entry, [*records[:2], records[3], kept])
+    wa = next(v for v in agg.variants if v.name == "wa")
+    assert (wa.overall.k, wa.overall.n) == (2, 2) and not wa.not_counted
+    assert wa.changed == ("torch 2.5.1 → 2.0.1", "already satisfied here: torch 1.12.1")
 
 
 def test_advice_on_a_package_the_cells_lack_says_what_it_added() -> None:
@@ -854,9 +914,10 @@ def test_what_advice_changed_is_one_line_per_package_over_the_environments() -> 
         )
     ]
     order = {e: i for i, e in enumerate(envs)}
+    # numpy<2 was the cells' own numpy 1.26.4 already: kept there, as pip would
     assert change_texts(found, order) == (
         "torch 2.1.0 … 2.14.0 (14) → 2.0.1",
-        "numpy 1.26.4 (unchanged)",
+        "already satisfied here: numpy 1.26.4",
     )
 
 

@@ -205,7 +205,33 @@ def test_a_variant_with_requirements_answers_for_its_cell_and_runs_in_a_derived_
         # the tiny entry imports no lightning: its derived environments install none
         assert job.env == job.cell.env.with_requires(wanted, lightning=False)
         assert job.env.base == job.cell.env and not job.env.installs_lightning
-        assert job.env.requirements()[-len(wanted) :] == wanted
+        # numpy<2 where the row pins it already is the row's own: only onnx is added there
+        unmet = tuple(r for r in wanted if r not in job.cell.env.pins)
+        assert job.env.requirements()[-len(unmet) :] == unmet
+        assert job.requested == wanted
     # --env names the cell's environment, as without requirements
     old = next(j.cell.env.id for j in plan.jobs)
     assert {j.cell.env.id for j in make_plan(cpu, [entry], env_filter=[old]).jobs} == {old}
+
+
+def test_advice_the_cell_satisfies_runs_in_the_cell_and_the_rest_share_environments(
+    cpu, tiny_entry
+) -> None:
+    entry = dataclasses.replace(
+        tiny_entry,
+        variants=tuple(
+            dataclasses.replace(v, requires=("torch<2",)) if v.name == "ok" else v
+            for v in tiny_entry.variants
+        ),
+    )
+    jobs = [j for j in make_plan(cpu, [entry]).jobs if j.variant.name == "ok"]
+    old = [j for j in jobs if Version(j.cell.env.torch) < Version("2")]
+    new = [j for j in jobs if j not in old]
+    assert old and new
+    # torch 1.x rows already satisfy torch<2: the job runs in the cell's own environment
+    assert all(j.env is j.cell.env for j in old)
+    # the others need another torch: one environment per python and row pins, not per row
+    derived = {j.env for j in new}
+    assert all(not e.torch and e.requires == ("torch<2",) for e in derived)
+    assert len(derived) < len({j.cell.env for j in new})
+    assert len({e.id for e in derived}) == len(derived)

@@ -440,3 +440,23 @@ def test_an_exception_that_cannot_be_printed_is_other_error(tiny_entry, host_env
     assert r.exception.type == "repro_under_test.Unprintable"
     assert "unprintable message" in r.exception.message
     assert "repro.py" in r.exception.frame
+
+
+def test_advice_the_cell_already_satisfies_is_recorded_as_run_in_the_cell(tiny_entry) -> None:
+    from harness.execute.runner import env_failed_record
+    from harness.spec.matrix import Cell, Environment
+
+    row = Environment("3.10", "1.12.1", "2.1.4", pins=("numpy<2",))
+    cell = Cell(row, "cpu", "fp32")
+    for wanted, ran_in in (
+        (("torch<2.1",), ""),  # the row's torch 1.12.1: asked, and no other environment
+        (
+            ("torch<2.1", "numpy>=2"),
+            "py3.10-torch1.12.1-lightning2.1.4-with-numpy-ge2-no-lightning",
+        ),
+    ):
+        variant = replace(_variant(tiny_entry, "ok"), requires=wanted)
+        job = Job(tiny_entry, variant, cell, 0)
+        record = env_failed_record(job, "test", PROV)
+        assert record.ran_in == ran_in and record.env == row.id
+        assert record.requires == {w.split("<")[0].split(">")[0]: w for w in wanted}

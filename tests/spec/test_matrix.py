@@ -73,9 +73,10 @@ def test_a_derived_environment_is_the_cells_with_the_variants_requirements() -> 
         assert reqs == ("torch==1.12.1", "numpy<2", "setuptools<70", name)
     # for a reproducer that imports no lightning, the derived environment installs none (it
     # plays no part in what it measures, and would hold torch back: lightning 2.6 needs 2.1)
-    free = env.with_requires(("torch<2.1",), lightning=False)
-    assert free.requirements() == ("numpy<2", "setuptools<70", "torch<2.1")
-    assert free.id == env.id + "-with-torch-lt2.1-no-lightning" and free.base == env
+    free = env.with_requires(("torch<1.12",), lightning=False)
+    assert free.requirements() == ("numpy<2", "setuptools<70", "torch<1.12")
+    assert free.id == "py3.10-with-torch-lt1.12-and-numpy-lt2-and-setuptools-lt70-no-lightning"
+    assert free.base == env
     assert env.with_requires((), lightning=False) == env
     # an id stays a file name and within the record's identifier limit however long the list
     many = env.with_requires(
@@ -83,6 +84,67 @@ def test_a_derived_environment_is_the_cells_with_the_variants_requirements() -> 
     )
     assert len(Cell(many, "cuda", "bf16").id) <= 200 and "/" not in many.id and " " not in many.id
     assert many.id.startswith(env.id + "-with-")
+
+
+def test_advice_the_row_already_satisfies_keeps_the_rows_release_as_pip_would() -> None:
+    old = Environment("3.10", "1.12.1", "1.9.5", pins=("numpy<2", "setuptools<70"))
+    # torch<2.1 on torch 1.12.1 is satisfied: no derived environment, 1.12.1 stays
+    for advice in (("torch<2.1",), ("torch<2",), ("lightning<2.0",), ("numpy<2",)):
+        assert old.with_requires(advice) is old
+        assert old.with_requires(advice, lightning=False) is old
+    assert old.satisfied_by("torch<2.1") == "torch 1.12.1"
+    assert old.satisfied_by("lightning<2.0") == "lightning 1.9.5"
+    assert old.satisfied_by("numpy<2") == "numpy<2"  # the row's own pin, word for word
+    # pytorch-lightning is its own distribution: the row's lightning does not provide it
+    assert old.satisfied_by("pytorch-lightning<2.0") == ""
+    assert old.with_requires(("pytorch-lightning<2.0",)).requires == ("pytorch-lightning<2.0",)
+    # a release the row does not have, a local build, a range the pin does not fix
+    for unmet in ("torch>=2", "torch==1.12.1+cu113", "numpy<1.25", "lightning>=2"):
+        assert old.satisfied_by(unmet) == ""
+    # a package the row does not pin: only what its environment recorded as installed
+    assert old.satisfied_by("onnx>=1.14") == ""
+    assert old.satisfied_by("onnx>=1.14", installed={"onnx": "1.16.0"}) == "onnx 1.16.0"
+    assert old.satisfied_by("onnx>=1.17", installed={"onnx": "1.16.0"}) == ""
+    assert old.with_requires(("onnx>=1.14",), installed={"ONNX": "1.16.0"}) is old
+    assert old.satisfied_by("numpy<1.25", installed={"numpy": "1.24.4"}) == "numpy 1.24.4"
+    # extras and markers add what no pin says: never judged satisfied by the row
+    assert old.satisfied_by("torch[opt-einsum]<2") == ""
+    assert old.satisfied_by("torch<2; python_version>'3'") == ""
+
+
+def test_only_the_package_the_row_does_not_satisfy_changes() -> None:
+    old = Environment("3.10", "1.12.1", "2.1.4", pins=("numpy<2", "setuptools<70"))
+    partly = old.with_requires(("torch<2.1", "numpy>=2"))
+    # torch<2.1 is the row's 1.12.1: its pin stays; numpy>=2 replaces the row's numpy<2
+    assert partly.requires == ("numpy>=2",)
+    assert partly.requirements() == (
+        "torch==1.12.1",
+        "lightning==2.1.4",
+        "setuptools<70",
+        "numpy>=2",
+    )
+    assert partly.id == "py3.10-torch1.12.1-lightning2.1.4-with-numpy-ge2"
+    assert partly.base == old
+
+
+def test_cells_whose_requests_resolve_alike_share_one_derived_environment() -> None:
+    rows = [Environment("3.11", t, "2.6.6", pins=("setuptools",)) for t in ("2.10.0", "2.11.0")]
+    a, b = (row.with_requires(("torch<2",), lightning=False) for row in rows)
+    # the same requirements, so the same environment: one folder, one build
+    assert a == b and hash(a) == hash(b) and a.id == b.id
+    assert a.requirements() == ("setuptools", "torch<2")
+    assert a.id == "py3.11-with-torch-lt2-and-setuptools-no-lightning"
+    assert (a.base, b.base) == tuple(rows)  # each still knows the cell it answers for
+    assert len({a, b}) == 1
+    # another row's pins, wheel folders or python: another environment, another id
+    pinned = Environment("3.11", "2.0.1", "2.3.3", pins=("numpy<2", "setuptools<70"))
+    linked = Environment("3.11", "2.13.0", "2.6.6", pins=("setuptools",), find_links=("/w",))
+    older = Environment("3.10", "2.10.0", "2.6.6", pins=("setuptools",))
+    others = [e.with_requires(("torch<2",), lightning=False) for e in (pinned, linked, older)]
+    assert len({a.id, *(o.id for o in others)}) == 4
+    # a requirement that keeps the row's torch keeps the row's name: one per row, as before
+    numpy2 = [row.with_requires(("numpy>=2",)) for row in rows]
+    assert numpy2[0] != numpy2[1] and numpy2[0].id.startswith(rows[0].id + "-with-")
 
 
 def test_records_sort_by_version_not_by_text() -> None:
