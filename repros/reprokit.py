@@ -50,6 +50,8 @@ __all__ = [
     "make_scaler",
     "moved",
     "needs_cuda",
+    "no_code_ran",
+    "payload",
     "on_capped_card",
     "report",
     "require_plugin_precision",
@@ -335,6 +337,33 @@ def above(values, limit, what):
     values = [float(v) for v in values]
     detail = "%s: %s; must be > %s" % (what, values, limit) if values else "no %s recorded" % what
     return {"ok": bool(values) and all(v > limit for v in values), "detail": detail}
+
+
+# -- security: a payload in a file that runs code when the file is loaded -----------------
+
+
+class _Payload:
+    """Pickles as a call of os.mkdir(marker): an unpickler that runs it creates the folder.
+    Harmless, and it shows whether loading a file ran code the file chose."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+def payload(folder):
+    """(an object to put in a file that is pickled, the marker its unpickling creates)."""
+    marker = os.path.join(folder, "payload-ran")
+    return _Payload(marker), marker
+
+
+def no_code_ran(marker, how):
+    """The postcondition of a load: the file's payload did not run (its marker is absent)."""
+    ran = os.path.exists(marker)
+    detail = "%s: the payload %s" % (how, "ran (code from the file executed)" if ran else "did not run")
+    return {"ok": not ran, "detail": detail}
 
 
 # -- running a variant by hand -------------------------------------------------------------

@@ -286,3 +286,28 @@ def test_shape_check_flags_the_faulty_shapes_and_passes_good_ones() -> None:
     assert failed(m.shape_check()) == set()
     assert failed(m.shape_check(faulty=(2, 1))) == {"flags_the_faulty_shapes"}
     assert failed(m.shape_check(good=(2,))) == {"passes_good_shapes"}
+
+
+@pytest.mark.torch
+def test_no_code_ran_fails_where_the_payload_runs_and_holds_where_the_load_refuses_it(
+    tmp_path,
+) -> None:
+    """reprokit's security measurement (checkpoint-loading-error dead end 2's security risk):
+    the payload's marker appears when the full unpickler loads the file, not when
+    torch.load's weights_only refuses it."""
+    import torch
+
+    load("deadends/pytorch/checkpoint-loading-error/*")  # puts repros/ on sys.path
+    from reprokit import no_code_ran, payload
+
+    carrier, marker = payload(str(tmp_path))
+    path = tmp_path / "file.pt"
+    torch.save({"weights": torch.zeros(2), "meta": carrier}, path)
+    with pytest.raises(Exception, match="(?i)weights only load failed|unsupported global"):
+        torch.load(path, weights_only=True)
+    assert no_code_ran(marker, "weights_only=True")["ok"] is True
+    torch.load(path, weights_only=False)
+    assert no_code_ran(marker, "weights_only=False") == {
+        "ok": False,
+        "detail": "weights_only=False: the payload ran (code from the file executed)",
+    }

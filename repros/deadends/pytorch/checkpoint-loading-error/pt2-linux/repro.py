@@ -17,6 +17,7 @@ import sys
 import tempfile
 
 import torch
+from reprokit import no_code_ran, payload
 
 MODEL_SOURCE = """
 import torch
@@ -168,6 +169,32 @@ def deadend2_pickle_model_weights_only_false(device, precision):
     return checkpoint(device, whole_model)
 
 
+def deadend2_pickle_model_payload(device, precision):
+    """The document's other reason, the security risk, measured: the whole model pickled as
+    the dead end does, in a file that also carries a payload (as a file from elsewhere may),
+    loaded as a whole model has to be: torch.load(path, weights_only=False) where that
+    argument exists (from torch 2.6 the default refuses the pickled class), torch.load(path)
+    before it. Did code from the file run on load?"""
+    found = {}
+
+    def whole_model(saved, model, path, state):
+        carrier, marker = payload(os.path.dirname(path))
+        saved.provenance = carrier  # an attribute the pickle carries with the model
+        torch.save(saved, path)
+        try:
+            loaded, how = torch.load(path, weights_only=False), "torch.load(weights_only=False)"
+        except TypeError as exc:  # torch.load has no weights_only argument here
+            if "weights_only" not in str(exc):
+                raise
+            loaded, how = torch.load(path), "torch.load (no weights_only argument here)"
+        found["check"] = no_code_ran(marker, how)
+        return loaded, how
+
+    checks = checkpoint(device, whole_model)
+    checks["no_code_ran_on_load"] = found["check"]
+    return checks
+
+
 def control_same_model(device, precision):
     return checkpoint(device, load_state())
 
@@ -180,5 +207,6 @@ VARIANTS = {
     "deadend1-strict-false": deadend1_strict_false,
     "deadend2-pickle-model-literal": deadend2_pickle_model_literal,
     "deadend2-pickle-model-weights-only-false": deadend2_pickle_model_weights_only_false,
+    "deadend2-pickle-model-payload": deadend2_pickle_model_payload,
     "control-same-model": control_same_model,
 }
