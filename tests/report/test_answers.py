@@ -88,8 +88,9 @@ def test_coded_rows_decode_to_the_cells_and_rates(tmp_path):
     assert decode(wa["cells"], 1) == {0: [skipped, 1]}
     assert decode(wa["cells"], 0) == {0: [other_error, 2], 1: [other_error, 2]}
     # per environment: k, n of the metric, k, n anywhere; the baseline reproduced in both
-    assert decode(base["rates"], 0) == {0: [2, 2, 2, 2], 1: [2, 2, 2, 2]}
-    assert decode(wa["rates"], 0) == {0: [0, 2, 0, 2], 1: [0, 2, 0, 2]}
+    # (k, n, k anywhere, n anywhere, ok of n): a baseline reproduced, none ok
+    assert decode(base["rates"], 0) == {0: [2, 2, 2, 2, 0], 1: [2, 2, 2, 2, 0]}
+    assert decode(wa["rates"], 0) == {0: [0, 2, 0, 2, 0], 1: [0, 2, 0, 2, 0]}
 
 
 def test_more_than_62_values_take_two_characters_each():
@@ -119,10 +120,11 @@ def test_the_rates_of_a_set_of_environments_are_the_sums_of_theirs(
         )
         for v in whole.variants:
             rows = [r for r in v.by_env if r[0] in chosen]
-            sums = tuple(sum(r[i] for r in rows) for i in range(1, 5))
+            sums = tuple(sum(r[i] for r in rows) for i in range(1, 6))
             try:
                 h = here.variant(v.name)
             except KeyError:  # no record of it in these environments
-                assert sums == (0, 0, 0, 0)
+                assert sums == (0, 0, 0, 0, 0)
                 continue
-            assert sums == (h.overall.k, h.overall.n, h.anywhere.k, h.anywhere.n), (chosen, v.name)
+            want = (h.overall.k, h.overall.n, h.anywhere.k, h.anywhere.n, h.ok.k)
+            assert sums == want, (chosen, v.name)
