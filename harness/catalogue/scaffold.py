@@ -18,6 +18,7 @@ description is a TODO for whoever writes the reproducer, in their own words.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -156,8 +157,18 @@ def _axis_note(spec: str) -> str:
     )
 
 
-def _percent(text: str) -> float:
-    return round(float(text) / 100, 4)
+def _percent(text: str, path: str | Path, what: str, line: int | None = None) -> float:
+    """A document's "NN%" as a fraction 0..1; a rate outside 0-100% (150%, -5%, a number of
+    400 digits) is refused with its line, as the loader would refuse the entry."""
+    try:
+        value = float(text)
+    except (ValueError, OverflowError):
+        value = math.nan
+    if not math.isfinite(value) or not 0 <= value <= 100:
+        raise DocumentError(
+            path, f"{what} {text[:40]}% is not a rate between 0% and 100%", line=line
+        )
+    return round(value / 100, 4)
 
 
 def _markers() -> str:
@@ -195,7 +206,7 @@ def parse_markdown(text: str, path: str | Path) -> Scaffold:
         raise DocumentError(path, "no '## Workarounds' section")
     rows = _md_version_rows(sections, path)
     off_axis = [r[0] for r in rows if not _on_an_axis(r[0])]
-    claims = _md_workarounds(sections["workarounds"], path) + _md_dead_ends(sections)
+    claims = _md_workarounds(sections["workarounds"], path) + _md_dead_ends(sections, path)
     conditions: tuple[str, ...] = ()
     if "root cause" in sections:
         cause = " ".join(ln.strip() for ln in sections["root cause"][1] if ln.strip())
@@ -215,7 +226,7 @@ def parse_markdown(text: str, path: str | Path) -> Scaffold:
         message=message_pattern(first),
         type_named=named,
         verification=bullets.get("verification"),
-        fix_rate=_md_fix_rate(bullets, path),
+        fix_rate=_md_fix_rate(bullets, path, _line_of(text, r"^-\s+\*\*Fix Rate:\*\*")),
         version_table=tuple(r for r in rows if _on_an_axis(r[0])),
         conditions=conditions,
         claims=tuple(claims),
@@ -233,14 +244,22 @@ def _md_title(lines: list[str], path: str | Path) -> str:
     return title_line[2:].strip()
 
 
-def _md_fix_rate(bullets: dict[str, str], path: str | Path) -> float | None:
+def _line_of(text: str, pattern: str) -> int | None:
+    """The number of the first line matching ``pattern`` (case-insensitive), or None."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if re.match(pattern, line, re.IGNORECASE):
+            return number
+    return None
+
+
+def _md_fix_rate(bullets: dict[str, str], path: str | Path, line: int | None) -> float | None:
     """The '- **Fix Rate:** NN%' bullet as a fraction, or None where there is none."""
     if "fix rate" not in bullets:
         return None
-    m = re.match(r"(\d+(?:\.\d+)?)\s*%", bullets["fix rate"])
+    m = re.match(r"(-?\d+(?:\.\d+)?)\s*%", bullets["fix rate"])
     if not m:
         raise DocumentError(path, f"Fix Rate {bullets['fix rate']!r} is not a percentage")
-    return _percent(m.group(1))
+    return _percent(m.group(1), path, "Fix Rate", line=line)
 
 
 def _md_version_rows(
@@ -267,11 +286,12 @@ def _md_workarounds(section: tuple[int, list[str]], path: str | Path) -> list[Cl
     """The numbered '1. **...** (NN% success)' items of ## Workarounds (at least one)."""
     start, body = section
     claims = []
-    for line in body:
-        m = re.match(r"^(\d+)\.\s+\*\*(.+?)\*\*\s*(?:\((\d+(?:\.\d+)?)%\s*success\))?", line)
+    for number, line in enumerate(body, start + 1):
+        m = re.match(r"^(\d+)\.\s+\*\*(.+?)\*\*\s*(?:\((-?\d+(?:\.\d+)?)%\s*success\))?", line)
         if m:
             n = int(m.group(1))
-            rate = _percent(m.group(3)) if m.group(3) else None
+            what = f"workaround {n}'s success rate"
+            rate = _percent(m.group(3), path, what, number) if m.group(3) else None
             claims.append(
                 Claimed(
                     f"workaround{n}",
@@ -296,16 +316,18 @@ def _md_condition(text: str) -> str | None:
     return " ".join(found.group(1).split())[:300] if found else None
 
 
-def _md_dead_ends(sections: dict[str, tuple[int, list[str]]]) -> list[Claimed]:
+def _md_dead_ends(sections: dict[str, tuple[int, list[str]]], path: str | Path) -> list[Claimed]:
     """The '- **...** (NN% fail)' items of ## Dead Ends, numbered in order."""
     claims: list[Claimed] = []
     if "dead ends" not in sections:
         return claims
-    for line in sections["dead ends"][1]:
-        m = re.match(r"^[-*]\s+\*\*(.+?)\*\*.*?(?:\((\d+(?:\.\d+)?)%\s*fail\))?\s*$", line)
+    start, body = sections["dead ends"]
+    for number, line in enumerate(body, start + 1):
+        m = re.match(r"^[-*]\s+\*\*(.+?)\*\*.*?(?:\((-?\d+(?:\.\d+)?)%\s*fail\))?\s*$", line)
         if m:
             n = len(claims) + 1
-            rate = _percent(m.group(2)) if m.group(2) else None
+            what = f"dead end {n}'s failure rate"
+            rate = _percent(m.group(2), path, what, number) if m.group(2) else None
             claims.append(
                 Claimed(
                     f"deadend{n}",
@@ -828,16 +850,40 @@ def write_scaffold(
     if folder.exists():
         raise FileExistsError(f"{folder} exists; `new` never overwrites (remove it or pass --id)")
     names = ["baseline", *(c.name for c in s.claims), "control"]
-    folder.mkdir(parents=True)
     files = {
         "entry.yaml": render_entry_yaml(s, entry_id),
         "source.md": s.source_text,
         "document.md": s.document_text.rstrip("\n") + "\n\n" + _markers(),
         "repro.py": render_repro(s, entry_id, names),
     }
+    _loads_as_written(files, entry_id)
+    folder.mkdir(parents=True)
     written = []
     for name, text in files.items():
         path = folder / name
         path.write_text(text, encoding="utf-8")
         written.append(path)
     return folder, written
+
+
+def _loads_as_written(files: dict[str, str], entry_id: str) -> None:
+    """The entry `new` would write, loaded by the entries' own loader in a scratch folder
+    first: `new` never writes an entry that `list`, `check` or `run` would refuse."""
+    import tempfile
+
+    from harness.spec.entries import EntryError, load_entry
+
+    with tempfile.TemporaryDirectory(prefix="harness-new-") as scratch:
+        root = Path(scratch) / "repros"
+        folder = root / entry_id
+        folder.mkdir(parents=True)
+        for name, text in files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+        try:
+            load_entry(folder, root)
+        except EntryError as exc:
+            raise DocumentError(
+                entry_id,
+                f"the entry it would write is refused by the loader: {exc.message} "
+                f"(entry.yaml line {exc.line})",
+            ) from exc

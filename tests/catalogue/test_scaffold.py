@@ -4,6 +4,7 @@ deadends ids through loader, plan, report file names and write-back."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -335,3 +336,46 @@ def test_new_proposes_a_claims_kind_from_its_words(kind: str, words: str, propos
     from harness.catalogue.scaffold import propose_kind
 
     assert propose_kind(kind, words) == proposed
+
+
+SEED_SOURCE = (
+    Path(__file__).resolve().parents[2] / "repros/pytorch/grad-scale-unscale-error/source.md"
+)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "words"),
+    [
+        ("- **Fix Rate:** 88%", "- **Fix Rate:** 150%", 7, "Fix Rate 150% is not a rate"),
+        ("(90% success)", "(150% success)", 22, "workaround 1's success rate 150%"),
+        ("(85% success)", "(-5% success)", 26, "workaround 2's success rate -5%"),
+        ("(60% fail)", "(999% fail)", 33, "dead end 1's failure rate 999%"),
+        ("(80% fail)", "(" + "9" * 400 + "% fail)", 34, "dead end 2's failure rate 9999"),
+    ],
+)
+def test_new_refuses_a_rate_outside_0_to_100_with_its_line_and_writes_nothing(
+    project: Path, tmp_path: Path, old: str, new: str, line: int, words: str, capsys
+) -> None:
+    """A rate new cannot keep (150%, -5%, 400 digits) is refused with the document's line:
+    before, new wrote 1.5, inf or dropped the figure, and the loader then refused every entry."""
+    text = SEED_SOURCE.read_text(encoding="utf-8")
+    assert old in text
+    doc = tmp_path / "doc.md"
+    doc.write_text(text.replace(old, new), encoding="utf-8")
+    assert main(["--repo", str(project), "new", str(doc)]) == 2
+    out = capsys.readouterr()
+    assert f"{doc}:{line}" in out.out + out.err and words in out.out + out.err
+    assert not list((project / "repros").rglob("entry.yaml"))
+
+
+def test_new_never_writes_what_the_loader_refuses(
+    project: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Whatever the parser lets through, the entry is loaded before it is written."""
+    from harness.catalogue import scaffold
+
+    s = scaffold.parse_document(SEED_SOURCE.read_text(encoding="utf-8"), SEED_SOURCE)
+    broken = dataclasses.replace(s, fix_rate=1.5)  # as if a parser let it through
+    with pytest.raises(scaffold.DocumentError, match="refused by the loader"):
+        scaffold.write_scaffold(broken, project / "repros")
+    assert not (project / "repros" / s.entry_id).exists()
