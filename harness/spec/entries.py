@@ -496,6 +496,16 @@ def _package(requirement: str) -> str:
     return canonicalize_name(Requirement(requirement).name)
 
 
+# the record's limits (harness/store/validate.py: MAX_ITEMS pairs in ``requires``, MAX_ID
+# characters of a name, MAX_VALUE of a value), checked when the entry loads, not when a
+# finished run's record is refused (tests/spec/test_entries.py keeps them equal)
+MAX_REQUIREMENTS = 200
+MAX_REQUIREMENT_NAME = 200
+MAX_REQUIREMENT_CHARS = 1_000
+# a "name" that uv reads as a file: a wheel, an sdist, an archive
+_LOCAL_FILE = re.compile(r"(?i)\.(?:whl|tar\.gz|tgz|tar\.bz2|zip|egg|tar)$")
+
+
 def _requires(data: Lines, path: Path) -> tuple[str, ...]:
     """``requires: [PEP 508 requirement, ...]`` of an entry or a variant: each a
     requirement uv can resolve from the package index (no direct reference), one per
@@ -508,8 +518,26 @@ def _requires(data: Lines, path: Path) -> tuple[str, ...]:
         raise EntryError(
             path, line, 'requires must be a non-empty list of requirement strings, e.g. ["numpy<2"]'
         )
+    if len(values) > MAX_REQUIREMENTS:
+        raise EntryError(
+            path,
+            line,
+            f"requires lists {len(values)} requirements; a record holds at most "
+            f"{MAX_REQUIREMENTS} (with the entry's own)",
+        )
     seen: set[str] = set()
     for value in values:
+        if not isinstance(value, str):
+            raise EntryError(
+                path, line, f'requires: {value!r} is not a string; write each as "name<spec"'
+            )
+        if len(value) > MAX_REQUIREMENT_CHARS:
+            raise EntryError(
+                path,
+                line,
+                f"requires: a requirement of {len(value)} characters; a record keeps at most "
+                f"{MAX_REQUIREMENT_CHARS}",
+            )
         try:
             requirement = Requirement(str(value))
         except InvalidRequirement as exc:
@@ -522,6 +550,22 @@ def _requires(data: Lines, path: Path) -> tuple[str, ...]:
                 line,
                 f"requires: {str(value)!r} is a direct reference; name a version range the "
                 "package index serves (the environments are resolved from it)",
+            )
+        if _LOCAL_FILE.search(requirement.name) or any(
+            spec.operator == "===" for spec in requirement.specifier
+        ):
+            raise EntryError(
+                path,
+                line,
+                f"requires: {value!r} names a file or an arbitrary string, which uv would read as "
+                "a local path; name a package and a version range the package index serves",
+            )
+        if len(requirement.name) > MAX_REQUIREMENT_NAME:
+            raise EntryError(
+                path,
+                line,
+                f"requires: a package name of {len(requirement.name)} characters; a record keeps "
+                f"names of at most {MAX_REQUIREMENT_NAME}",
             )
         name = canonicalize_name(requirement.name)
         if name in seen:

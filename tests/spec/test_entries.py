@@ -473,6 +473,27 @@ def test_requires_on_an_entry_and_a_variant_load_and_merge(tmp_path: Path) -> No
             "a direct reference",
         ),
         (REQUIRES.replace('["onnx>=1.14"]', "[]"), 3, "requires must be a non-empty list"),
+        # what uv would read as a local file, or a record cannot hold (issue 36, item 2 and 3)
+        (
+            REQUIRES.replace('"numpy<2", ', '"evil-1.0-py3-none-any.whl", '),
+            9,
+            "names a file or an arbitrary string",
+        ),
+        (REQUIRES.replace('"numpy<2", ', '"six===../../..", '), 9, "names a file or"),
+        (REQUIRES.replace('["onnx>=1.14"]', "[null]"), 3, "None is not a string"),
+        (REQUIRES.replace('["onnx>=1.14"]', "[5]"), 3, "5 is not a string"),
+        (
+            REQUIRES.replace('"numpy<2", ', '"' + "a" * 250 + '", '),
+            9,
+            "a package name of 250 characters",
+        ),
+        (
+            REQUIRES.replace(
+                '["onnx>=1.14"]', "[" + ", ".join(f'"p{i}"' for i in range(300)) + "]"
+            ),
+            3,
+            "requires lists 300 requirements",
+        ),
     ],
 )
 def test_a_malformed_requires_is_named(tmp_path: Path, text: str, line: int, message: str) -> None:
@@ -546,3 +567,14 @@ def test_a_malformed_claim_meaning_is_named(
     with pytest.raises(EntryError) as info:
         load_entry(d, tmp_path)
     assert message in info.value.message, str(info.value)
+
+
+def test_the_requires_limits_are_the_records() -> None:
+    """A requires: list the loader takes is one a record can hold (no run dies at the end
+    with a refused record)."""
+    from harness.spec import entries
+    from harness.store import validate
+
+    assert entries.MAX_REQUIREMENTS == validate.MAX_ITEMS
+    assert entries.MAX_REQUIREMENT_NAME == validate.MAX_ID
+    assert entries.MAX_REQUIREMENT_CHARS == validate.MAX_VALUE
