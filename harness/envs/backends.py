@@ -106,6 +106,18 @@ class CannotServe(EnvFailed):
 
 # uv's words when resolution, not the download or the build, is what failed
 _UNRESOLVABLE = ("no solution found when resolving", "requirements are unsatisfiable")
+# ... and when it could not ask the index at all (offline, unreachable): its "no solution"
+# then says nothing of the index (uv's words, lower-cased; the cause said first)
+_UNREACHABLE = (
+    ("network was disabled", "the package index was not reachable: uv ran offline"),
+    ("not found in the cache", "the package index was not reachable: uv ran offline"),
+    ("failed to fetch", "the package index was not reachable"),
+    ("error sending request", "the package index was not reachable"),
+    ("dns error", "the package index was not reachable (DNS)"),
+    ("connection refused", "the package index was not reachable (connection refused)"),
+    ("timed out", "the package index did not answer in time"),
+    ("no space left on device", "the disk is full"),
+)
 
 
 def install_failure(requirements: Iterable[str], stderr: str) -> EnvFailed:
@@ -115,6 +127,11 @@ def install_failure(requirements: Iterable[str], stderr: str) -> EnvFailed:
     EnvFailed otherwise. The installer's own words are kept in both."""
     reqs = tuple(requirements)
     reason = f"uv pip install {' '.join(reqs)} failed:\n{_installer_reason(stderr)}"
+    unreachable = next((why for words, why in _UNREACHABLE if words in stderr.lower()), None)
+    if unreachable is not None:
+        # the resolver saw no release because it could not look: the environment's trouble,
+        # never a measurement that the advice cannot be followed (retried by --resume)
+        return EnvFailed(f"{unreachable}; {reason}")
     if not any(text in stderr.lower() for text in _UNRESOLVABLE):
         return EnvFailed(reason)
     local = [r for r in reqs if any(s.version and "+" in s.version for s in _specifiers(r))]

@@ -296,6 +296,47 @@ def test_an_install_failure_says_whether_the_index_cannot_serve_it() -> None:
     assert type(down) is EnvFailed and "Failed to fetch" in str(down)
 
 
+# uv 0.9's words with UV_OFFLINE=1 and a package its cache lacks (issue 36, item 4)
+OFFLINE = """error: No solution found when resolving dependencies
+  cause: Because onnx was not found in the cache and you require onnx==1.16.0, we can conclude that your requirements are unsatisfiable.
+
+hint: Packages were unavailable because the network was disabled. When the network is disabled, registry packages may only be read from the cache.
+"""
+
+
+def test_an_index_that_could_not_be_asked_is_the_environments_failure() -> None:
+    """Offline, uv says "no solution": that proves nothing of the index, so the record is
+    env_failed (retried by --resume), never unsupported ("cannot be installed")."""
+    offline = install_failure(("onnx==1.16.0",), OFFLINE)
+    assert type(offline) is EnvFailed
+    assert str(offline).startswith("the package index was not reachable: uv ran offline")
+    full = install_failure(
+        ("onnx",), "error: failed to write: No space left on device (os error 28)"
+    )
+    assert type(full) is EnvFailed and str(full).startswith("the disk is full")
+
+
+@pytest.mark.slow
+def test_uv_offline_without_the_package_is_env_failed(tmp_path: Path) -> None:
+    """The same with a real uv, offline, over an empty cache."""
+    import os
+
+    backend = UvBackend(tmp_path)
+    env = dict(os.environ, UV_OFFLINE="1", UV_CACHE_DIR=str(tmp_path / "cache"))
+    old = {k: os.environ.get(k) for k in ("UV_OFFLINE", "UV_CACHE_DIR")}
+    os.environ.update({k: env[k] for k in old})
+    try:
+        with pytest.raises(EnvFailed) as info:
+            backend.ensure_spec(EnvSpec("x", PY, ("six==1.16.0",), imports=(("six",),)), ENV)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert type(info.value) is EnvFailed and "not reachable" in str(info.value)
+
+
 @pytest.mark.slow
 def test_requirements_the_index_cannot_serve_are_said_so_by_the_resolver(tmp_path: Path) -> None:
     backend = UvBackend(tmp_path)
