@@ -116,7 +116,12 @@ _WARNINGS = "_warnings"
 # two-character ones); replacing only their ESC would leave "[1m" in every page
 _TERMINAL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 # what R12 replaces: C0/C1 controls but tab and newline, DEL, and lone surrogates
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# C0 and C1 controls (but tab and newline), lone surrogates, and the bidirectional
+# overrides and isolates that reorder what a terminal or a page shows (U+202A-U+202E,
+# U+2066-U+2069, U+061C, U+200E/U+200F)
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069\u061c\u200e\u200f]"
+)
 # what R2 refuses in an identifier: any of the above, and whitespace of every kind
 _BAD_ID = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\s]")
 
