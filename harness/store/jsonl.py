@@ -308,8 +308,16 @@ def machine_name(text: str) -> str:
 def migrate(d: dict[str, Any], source: Path | None = None) -> dict[str, Any]:
     """Bring a stored dict up to SCHEMA, one step at a time (``source``: the file it is in)."""
     version = d.get("schema")
-    if not isinstance(version, int):
-        raise ValueError("record has no integer 'schema' field")
+    # a boolean is an int to Python: "schema": true is no schema 1
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ValueError(
+            f"schema: {safe_text(repr(version), 60)} is not a record schema (an integer from 1 "
+            f"to {SCHEMA})"
+        )
+    if version < 1:
+        raise ValueError(
+            f"schema: {version} is not a record schema (an integer from 1 to {SCHEMA})"
+        )
     if version > SCHEMA:
         raise ValueError(
             f"record schema {version} is newer than this harness understands ({SCHEMA}); "

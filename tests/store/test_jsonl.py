@@ -168,6 +168,29 @@ def test_newer_schema_is_refused_with_a_reason(tmp_path: Path) -> None:
         migrate({"no": "schema"})
 
 
+@pytest.mark.parametrize(
+    ("schema", "said"),
+    [
+        (0, "schema: 0 is not"),
+        (-1, "schema: -1 is not"),
+        (False, "schema: False"),
+        (True, "schema: True"),
+        ("5", "schema: '5'"),
+        (None, "schema: None"),
+    ],
+)
+def test_a_schema_that_names_no_schema_is_said_so(tmp_path: Path, schema, said) -> None:
+    """Issue 36, item 10: "schema" 0, -1 or false were kept out as a bare KeyError ("corrupt
+    record kept out: 0"), and true was read as schema 1."""
+    d = rec().to_dict()
+    d["schema"] = schema
+    (tmp_path / "odd.jsonl").write_text(json.dumps(d) + "\n")
+    loaded = Store(tmp_path).load()
+    assert loaded.records == []
+    [warning] = loaded.warnings
+    assert said in warning and "is not a record schema" in warning, warning
+
+
 def _writer(root: str, name: str, n: int) -> None:
     store = Store(root, machine="shared")
     for i in range(n):
