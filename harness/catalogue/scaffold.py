@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -849,6 +850,15 @@ def write_scaffold(
     folder = repros_dir / entry_id
     if folder.exists():
         raise FileExistsError(f"{folder} exists; `new` never overwrites (remove it or pass --id)")
+    # never through a link: each folder on the way to the entry's is a real folder inside
+    # repros/ (a linked folder would take the files outside the project)
+    step = repros_dir
+    for part in Path(entry_id).parts:
+        step = step / part
+        if step.is_symlink():
+            raise DocumentError(
+                step, f"is a link (to {os.readlink(step)!r}); `new` never writes through a link"
+            )
     names = ["baseline", *(c.name for c in s.claims), "control"]
     files = {
         "entry.yaml": render_entry_yaml(s, entry_id),

@@ -609,7 +609,16 @@ class Store:
     def _append_lines(self, lines: list[str], path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = "".join(lines).encode("utf-8")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            # never through a link: a record file that points outside the store is refused
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP or os.path.islink(path):
+                raise StoreError(
+                    f"{path}: is a link (to {os.readlink(path)!r}); the store never writes "
+                    "through a link: replace it with a file"
+                ) from exc
+            raise StoreError(f"{path}: cannot append record: {exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:

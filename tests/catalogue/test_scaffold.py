@@ -379,3 +379,13 @@ def test_new_never_writes_what_the_loader_refuses(
     with pytest.raises(scaffold.DocumentError, match="refused by the loader"):
         scaffold.write_scaffold(broken, project / "repros")
     assert not (project / "repros" / s.entry_id).exists()
+
+
+def test_new_never_writes_through_a_linked_folder(project: Path, tmp_path: Path, capsys) -> None:
+    """Issue 36, item 8: a linked folder in repros/ took new's files outside the project."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / "repros" / "deadends").symlink_to(outside, target_is_directory=True)
+    assert main(["--repo", str(project), "new", str(RECORD)]) == 2
+    assert "never writes through a link" in capsys.readouterr().out
+    assert not any(outside.iterdir())

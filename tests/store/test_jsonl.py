@@ -500,3 +500,18 @@ def test_a_line_being_written_is_not_called_truncated(tmp_path: Path) -> None:
     cut = store.load()  # nobody writes it: a crash cut it
     assert [w.split(": ", 1)[1][:24] for w in cut.warnings] == ["truncated last line kept"]
     assert load_latest(store).warnings == cut.warnings
+
+
+def test_a_record_file_that_is_a_link_is_never_written_through(tmp_path: Path) -> None:
+    """Issue 36, item 8: run appended to a record file linked to a file outside the project."""
+    from harness.store.jsonl import StoreError
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me\n")
+    root = tmp_path / "records"
+    store = Store(root, machine="box")
+    root.mkdir()
+    store.path.symlink_to(outside)
+    with pytest.raises(StoreError, match="is a link"):
+        store.append(rec())
+    assert outside.read_text() == "keep me\n"
