@@ -32,8 +32,18 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 # the interpreter itself (not a launcher such as a pyenv shim): it is the environment
-PY=$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)') \
-  || { echo "gpu-box: ${PYTHON:-python3} does not run"; exit 2; }
+PY=$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)' 2>/dev/null) \
+  || PY=""
+[ -n "$PY" ] && [ -x "$PY" ] \
+  || { echo "gpu-box: PYTHON=${PYTHON:-python3} is not a Python that runs (set PYTHON to the stack's interpreter)"; exit 2; }
+# what the harness itself needs of it, said in one line before anything else runs
+missing=$("$PY" -c 'import importlib.util as u
+print(" ".join(m for m in ("torch", "lightning", "packaging", "yaml", "rich") if u.find_spec(m) is None and not (m == "lightning" and u.find_spec("pytorch_lightning"))))' 2>/dev/null) \
+  || { echo "gpu-box: $PY does not run Python code"; exit 2; }
+if [ -n "$missing" ]; then
+  echo "gpu-box: $PY lacks $missing (it needs torch, lightning, packaging, PyYAML and rich): set PYTHON to the stack's interpreter"
+  exit 2
+fi
 DRY_RUN=0
 if [ "${1:-}" = "--dry-run" ]; then DRY_RUN=1; shift; fi
 WHEELS=${GPU_BOX_WHEELS:-.gpu-box/wheels}

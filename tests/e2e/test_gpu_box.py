@@ -167,3 +167,30 @@ def test_the_wheel_folder_is_installed_offline_and_meets_the_requirements(tmp_pa
     missing = records(bare / "results" / "records" / "box.jsonl")
     assert missing and {r["outcome"] for r in missing} == {"unsupported"}
     assert all("harness-wheel-probe is not installed" in str(r["reason"]) for r in missing)
+
+
+@pytest.mark.parametrize(
+    ("python", "said"),
+    [
+        ("/nonexistent/python3", "is not a Python that runs"),
+        ("/bin/true", "is not a Python that runs"),
+    ],
+)
+def test_gpu_box_says_in_one_line_what_its_python_is_not(
+    tmp_path: Path, python: str, said: str
+) -> None:
+    """Issue 36, item 9: a PYTHON that is not a Python ended in exit 127 and a confusing
+    banner; one without the harness's packages in a traceback."""
+    root = copy_project(tmp_path / "p")
+    done = gpu_box(root, tmp_path / "out", PYTHON=python)
+    assert done.returncode == 2
+    assert done.stdout.strip().count("\n") == 0 and said in done.stdout, done.stdout
+
+
+def test_gpu_box_names_the_packages_its_python_lacks(tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    root = copy_project(tmp_path / "p")
+    done = gpu_box(root, tmp_path / "out", PYTHON=str(bare / "bin" / "python"))
+    assert done.returncode == 2
+    assert "lacks torch lightning packaging yaml rich" in done.stdout, done.stdout
