@@ -23,7 +23,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from harness.domain import DEVICES, PRECISIONS, cell_id, env_id
 from harness.errors import HarnessError
@@ -369,6 +369,10 @@ class EnvironmentRow:
 def _pattern_matches(axis: str, pattern: str, value: str) -> bool:
     if axis not in VERSION_AXES:
         return pattern == value
+    try:
+        Version(value)
+    except InvalidVersion:
+        return False  # a package that does not import ("none") has no version to match
     if pattern[0] in _SPECIFIER_START:
         return SpecifierSet(pattern).contains(Version(value), prereleases=True)
     return Version(pattern) == Version(value)

@@ -435,3 +435,17 @@ def test_yaml_tags_construct_nothing(tmp_path: Path) -> None:
     path.write_text(text.replace('"pretend"', "!!python/object/apply:os.getcwd []"))
     with pytest.raises(MatrixError, match=r":19: YAML tag .*python/object/apply.* is not allowed"):
         load_matrix(path)
+
+
+def test_an_interpreter_without_torch_expands_against_the_real_rules() -> None:
+    """Issue 36, item 6: `run --python` / `plan --python` at an interpreter without torch
+    died on an exclude rule (InvalidVersion: 'none'); a missing package matches no version
+    pattern, and the cells are planned (their records are env_failed, with the reason)."""
+    from harness.envs.backends import MISSING
+    from harness.spec.matrix import Environment, load_matrix
+    from tests.paths import REPO
+
+    matrix = load_matrix(REPO / "matrix.yaml")
+    env = Environment(python="3.11", torch=MISSING, lightning=MISSING)
+    expansion = matrix.expand_for(env, "cpu")
+    assert expansion.cells and all(c.env == env for c in expansion.cells)
