@@ -43,7 +43,8 @@ from typing import Any
 
 from harness.aggregate import EntryAggregate, aggregate_table
 from harness.aggregate.smells import Smell, find_smells
-from harness.atomic import write_atomically
+from harness.atomic import Staged, write_atomically
+from harness.errors import HarnessError
 from harness.report.cache import (
     CachedEntry,
     RenderCache,
@@ -78,7 +79,21 @@ from harness.spec.triage import Triage
 from harness.store.columnar import RecordTable
 from harness.store.records import Record
 
-__all__ = ["ReportSummary", "render_all"]
+__all__ = ["ReportSummary", "ReportWriteError", "render_all"]
+
+
+class ReportWriteError(HarnessError):
+    """An output the report could not write (a full disk, a read-only folder): nothing was
+    changed, every output is as it was."""
+
+    def __init__(self, exc: OSError) -> None:
+        where = exc.filename or "results/"
+        super().__init__(
+            where,
+            None,
+            f"cannot write: {exc.strerror or exc}; no output was changed (the report writes "
+            "all its files or none)",
+        )
 
 
 @dataclass(frozen=True)
@@ -95,15 +110,19 @@ class ReportSummary:
         return not self.stale_outputs and not self.stale_documents
 
 
-def _put(path: Path, data: bytes, check: bool) -> tuple[bool, bool]:
-    """(stale, written)"""
+def _put(path: Path, data: bytes, check: bool, staged: Staged | None = None) -> tuple[bool, bool]:
+    """(stale, written): written into ``staged`` where given (renamed with the others at the
+    end), else at once."""
     try:
         stale = path.read_bytes() != data
     except FileNotFoundError:
         stale = True
     if stale and not check:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, data)
+        if staged is not None:
+            staged.put(path, data)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, data)
         return True, True
     return stale, False
 
@@ -161,8 +180,8 @@ def _render(job: _Job) -> _Rendered:
     return _Rendered(shares, pages)
 
 
-def _write(rendered: _Rendered, check: bool) -> list[Flags]:
-    return [(path, *_put(path, blob, check)) for path, blob in rendered.pages]
+def _write(rendered: _Rendered, check: bool, staged: Staged | None = None) -> list[Flags]:
+    return [(path, *_put(path, blob, check, staged)) for path, blob in rendered.pages]
 
 
 @contextlib.contextmanager
@@ -320,6 +339,7 @@ def _findings(
     compat: Mapping[str, Any],
     summaries: Sequence[DomainSummary],
     check: bool,
+    staged: Staged | None = None,
 ) -> list[WritebackResult]:
     """The README's findings block (harness/report/findings.py) written from the records;
     nothing where there is no README or it holds no findings markers."""
@@ -335,7 +355,10 @@ def _findings(
         return []
     changed = new != text
     if changed and not check:
-        write_atomically(readme, new.encode("utf-8"), keep_mode=True)
+        if staged is not None:
+            staged.put(readme, new.encode("utf-8"), keep_mode=True)
+        else:
+            write_atomically(readme, new.encode("utf-8"), keep_mode=True)
     return [WritebackResult(readme, changed, changed and not check)]
 
 
@@ -483,17 +506,36 @@ def render_all(
         whole, compat_doc, summaries = _whole_files(
             results, ordered, len(table), prelude, domains, readme is not None
         )
-        # everything rendered: write the entries' files, then the whole files
-        writes = [_write(done, check) for done in rendered]
-        whole_flags = [_put(path, blob, check) for path, blob in whole]
-        documents = [
-            write_blocks(texts, document, check=check)
-            for s in ordered
-            for document, texts in s.documents
-        ]
-        documents += _findings(
-            Path(readme) if readme is not None else None, results, compat_doc, summaries, check
-        )
+        # everything rendered: the entries' files, the whole files, the documents and the
+        # README staged together and renamed at the end, or none of them (a full disk, a
+        # read-only folder: every output stays as it was, and the error names the file)
+        staged = Staged()
+        try:
+            writes = [_write(done, check, staged) for done in rendered]
+            whole_flags = [_put(path, blob, check, staged) for path, blob in whole]
+            documents = [
+                write_blocks(texts, document, check=check, staged=staged)
+                for s in ordered
+                for document, texts in s.documents
+            ]
+            documents += _findings(
+                Path(readme) if readme is not None else None,
+                results,
+                compat_doc,
+                summaries,
+                check,
+                staged,
+            )
+        except OSError as exc:
+            staged.discard()
+            raise ReportWriteError(exc) from exc
+        except BaseException:
+            staged.discard()
+            raise
+        try:
+            staged.commit()
+        except OSError as exc:
+            raise ReportWriteError(exc) from exc
 
     files = _entry_files(results, shares, cached, jobs, writes)
     files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.aggregate import EntryAggregate
-from harness.atomic import write_atomically
+from harness.atomic import Staged, write_atomically
 from harness.errors import HarnessError
 from harness.report.render.markdown import (
     measured_rates_block,
@@ -132,7 +132,11 @@ def write_back(
 
 
 def write_blocks(
-    blocks: Mapping[str, str], document: str | os.PathLike[str], *, check: bool = False
+    blocks: Mapping[str, str],
+    document: str | os.PathLike[str],
+    *,
+    check: bool = False,
+    staged: Staged | None = None,
 ) -> WritebackResult:
     """Fill ``document``'s marked blocks with ``blocks`` (``blocks_for``'s texts)."""
     path = Path(document)
@@ -148,5 +152,8 @@ def write_blocks(
     new = fill(text, blocks, path)
     changed = new != text
     if changed and not check:
-        write_atomically(path, new.encode("utf-8"), keep_mode=True)
+        if staged is not None:
+            staged.put(path, new.encode("utf-8"), keep_mode=True)
+        else:
+            write_atomically(path, new.encode("utf-8"), keep_mode=True)
     return WritebackResult(path, changed, changed and not check)

@@ -226,3 +226,43 @@ def test_a_failure_here_stops_the_workers_rather_than_waiting_for_them(tmp_path,
     assert time.monotonic() - started < 30
     assert multiprocessing.active_children() == []
     assert not (tmp_path / "results").exists()
+
+
+def _render_under_a_file_size_limit(out: str, the_entry, limit: int, queue) -> None:  # a child
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    try:
+        render_all(two_entries(), [the_entry], out, workers=1, cache=False)
+        queue.put("written")
+    except Exception as exc:  # noqa: BLE001 - what the report raised is the answer
+        queue.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_a_write_that_fails_half_way_changes_no_output(tmp_path: Path) -> None:
+    """Issue 36, item 7: a full disk during `report` left the outputs half updated (the
+    compat pages rewritten, index.html not). The outputs are staged and renamed together:
+    a file-size limit that the small pages fit under and index.html does not leaves every
+    output as it was, and the error names the file."""
+    out = tmp_path / "out"
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    the_entry = entry(docs)
+    render_all(records(), [the_entry], out, workers=1, cache=False)  # the outputs as they were
+    before = tree(out)
+    document = (docs / "document.md").read_bytes()
+    size = len(before["index.html"])
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(
+        target=_render_under_a_file_size_limit, args=(str(out), the_entry, size // 2, queue)
+    )
+    child.start()
+    child.join(60)
+    said = queue.get(timeout=5)
+    assert said.startswith("ReportWriteError: ") and "no output was changed" in said, said
+    assert "index.html" in said or ".tmp" in said
+    assert tree(out) == before  # the other entry's pages were not added, nothing half written
+    assert (docs / "document.md").read_bytes() == document
