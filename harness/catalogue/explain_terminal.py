@@ -147,7 +147,8 @@ _MARK = {
     ("dead_end", CONTRADICTED): "[bold yellow]![/]",
     ("dead_end", NOT_AS_DOCUMENTED): "[bold red]✖[/]",
     ("baseline", CONFIRMED): "[bold red]✖[/]",
-    ("baseline", CONTRADICTED): "[green]✔[/]",
+    # the documented error does not reproduce here: a glyph of its own, never a fix's ✔
+    ("baseline", CONTRADICTED): "[bold cyan]○[/]",
 }
 _HOW = {
     DOCUMENTED: "the documented signature",

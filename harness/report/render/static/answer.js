@@ -287,7 +287,7 @@
     return [advice, ADVICE[kind][advice] + ": " + counts + also];
   }
   // the mark of an answer, and its row's class: as the terminal's (cli/explain.py's _MARK)
-  var MARK = {"workaround confirmed": ["✔", "a-ok"], "workaround contradicted": ["✖", "a-bad"], "dead_end confirmed": ["✖", "a-bad"], "dead_end contradicted": ["!", "a-open"], "dead_end not as documented": ["✖", "a-bad"], "baseline confirmed": ["✖", "a-bad"], "baseline contradicted": ["✔", "a-ok"], "control confirmed": ["✔", "a-ok"], "control contradicted": ["✖", "a-bad"]};
+  var MARK = {"workaround confirmed": ["✔", "a-ok"], "workaround contradicted": ["✖", "a-bad"], "dead_end confirmed": ["✖", "a-bad"], "dead_end contradicted": ["!", "a-open"], "dead_end not as documented": ["✖", "a-bad"], "baseline confirmed": ["✖", "a-bad"], "baseline contradicted": ["○", "a-absent"], "control confirmed": ["✔", "a-ok"], "control contradicted": ["✖", "a-bad"]};
   function mark(kind, advice){ return advice === "inconclusive" ? ["?", "a-open"] : (MARK[kind + " " + advice] || ["–", "a-none"]); }
   function variantHere(e, v, chosen){
     var on = {}, s = {k: 0, n: 0, ka: 0, na: 0, ok: 0, cells: [], instead: ""};
