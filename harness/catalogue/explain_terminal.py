@@ -192,6 +192,19 @@ def _answer(a: EntryAnswer, console: Console) -> None:
     m = a.match
     console.rule(f"[bold]{escape(m.entry)}[/]", align="left")
     how = _HOW[m.how].format(variant=m.variant, runs=m.runs, score=m.score)
+    foreign = m.how in (SEEN, RELATED)
+    if foreign:
+        # the pasted error is not the entry's: say so first, and what the runs did with it
+        said = (
+            "no entry documents this error"
+            if m.how == SEEN
+            else "this is not the error the entry documents (a variant's own declared error)"
+        )
+        console.print(
+            f"[bold yellow]{said}:[/] variant {escape(m.variant)} of this entry raised it"
+            + (f" in {m.runs} runs" if m.runs else "")
+            + "; the advice below is for the entry's own error, not for yours"
+        )
     console.print(f"[bold]matched by[/] {how}: {escape(m.what[:300])}")
     if a.message is not None:
         what = "it" if m.how == DOCUMENTED else f"the documented message ({escape(a.signature)})"
@@ -209,6 +222,8 @@ def _answer(a: EntryAnswer, console: Console) -> None:
     for kind, title in (("workaround", "Workarounds"), ("dead_end", "Dead ends")):
         chosen = [v for v in a.variants if v.kind == kind]
         if chosen:
+            if foreign:
+                title += f" for the entry's error ({escape(a.signature[:120])}), not yours"
             console.print(f"[bold]{title}[/]")
             for v in chosen:
                 _variant_lines(v, console)

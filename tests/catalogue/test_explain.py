@@ -345,3 +345,31 @@ def test_versions_from_an_interpreter_probed_with_a_timeout(tmp_path: Path) -> N
     assert (versions.torch, versions.lightning, how) == ("2.5.1", "2.5.x", "as given")
     versions, how = find_versions(_args(python=sys.executable))
     assert versions.python == sys.executable and how == f"read from {sys.executable}"
+
+
+def test_a_pasted_error_the_entry_does_not_document_is_said_so_first() -> None:
+    """Issue 35: a pasted error that a variant raised (torch 2.6's weights-only refusal, dead
+    end 2 of checkpoint-loading-error) was answered with the entry's workarounds for its
+    own error, as if they fixed the pasted one."""
+    paste = (
+        "_pickle.UnpicklingError: Weights only load failed. In PyTorch 2.6, we changed the "
+        "default value of the weights_only argument in torch.load from False to True.\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "harness", "--repo", str(REPO), "explain"]
+        + ["--torch", "2.6.0", "--lightning", "2.6.6"],
+        input=paste,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    text = out.stdout
+    first = text.split("matched by", 1)[0]
+    assert "is not the error the entry documents" in first, text
+    assert "the advice below is for the entry's own error, not for yours" in first
+    assert (
+        "Workarounds for the entry's error (RuntimeError: Error(s) in loading state_dict)" in text
+    )
