@@ -389,3 +389,23 @@ def test_new_never_writes_through_a_linked_folder(project: Path, tmp_path: Path,
     assert main(["--repo", str(project), "new", str(RECORD)]) == 2
     assert "never writes through a link" in capsys.readouterr().out
     assert not any(outside.iterdir())
+
+
+def test_new_finds_the_entry_that_already_documents_the_error(
+    project: Path, tmp_path: Path, capsys
+) -> None:
+    """Issue 35: a document of an error the catalogue already has became a second entry."""
+    assert main(["--repo", str(project), "new", str(SEED_SOURCE)]) == 0
+    again = tmp_path / "again.md"
+    again.write_text(
+        SEED_SOURCE.read_text(encoding="utf-8").replace(
+            "pytorch/grad-scale-unscale-error", "pytorch/grad-scale-none-gradient"
+        ),
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    assert main(["--repo", str(project), "new", str(again)]) == 2
+    out = capsys.readouterr().out
+    assert "already documents this error: pytorch/grad-scale-unscale-error" in out
+    assert not (project / "repros" / "pytorch" / "grad-scale-none-gradient").exists()
+    assert main(["--repo", str(project), "new", str(again), "--anyway"]) == 0
