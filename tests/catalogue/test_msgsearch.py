@@ -23,8 +23,10 @@ from harness.catalogue.msgsearch import (
     search_env,
     verdict,
 )
+from tests.paths import REPO
 
-ENVS = Path(os.environ.get("HARNESS_ENVS_DIR", "/work/envs"))
+# the project's own environments (`.envs`, the harness's default), or HARNESS_ENVS_DIR
+ENVS = Path(os.environ.get("HARNESS_ENVS_DIR", str(REPO / ".envs")))
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import pytest
 from harness.envs.capabilities import CudaFacts, has_kernel_image, precheck
 from harness.outcomes import Outcome
 
-# torch build -> torch.cuda.get_arch_list(), as measured in /work/envs
+# torch build -> torch.cuda.get_arch_list(), as measured in the project's environments
 CU102 = ("sm_37", "sm_50", "sm_60", "sm_70")  # 1.10.2+cu102, 1.11.0+cu102, 1.12.1+cu102
 CU117 = ("sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86")  # 1.13.1, 2.0.1 +cu117
 CU121 = ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")  # 2.1.2 to 2.4.1 +cu121

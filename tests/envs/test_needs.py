@@ -1,5 +1,5 @@
 """What a variant needs beyond its cell (entry.yaml ``needs``), decided before it runs from
-the environment's probe: pure functions over the facts of the environments in /work/envs."""
+the environment's probe: pure functions over the facts of real environments' probes."""
 
 from __future__ import annotations
 

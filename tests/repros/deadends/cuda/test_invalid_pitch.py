@@ -31,7 +31,8 @@ def repro():
 
 
 def a_cudart(repro) -> ctypes.CDLL:
-    envs = os.environ.get("HARNESS_ENVS_DIR", "/work/envs")
+    # the project's own environments (`.envs`, the harness's default), or HARNESS_ENVS_DIR
+    envs = os.environ.get("HARNESS_ENVS_DIR", str(REPO / ".envs"))
     pattern = "/*/lib/python3*/site-packages/nvidia/cuda_runtime/lib/libcudart.so.1[2-9]"
     found = sorted(glob.glob(envs + pattern))
     if not found:
