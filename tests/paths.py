@@ -1,6 +1,37 @@
-"""Where the tests find the repository and their resources (one definition)."""
+"""Where the tests find the repository and their resources (one definition), and the
+committed tree: what git holds, never what a local run appended or re-rendered (issue 35:
+the newcomer's own `nox -s matrix` changed the answer a test expected)."""
 
+import functools
+import io
+import subprocess
+import tarfile
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 RESOURCES = REPO / "tests" / "resources"
+
+
+@functools.cache
+def committed_tree() -> Path:
+    """A folder holding repros/, matrix.yaml and results/ as the checkout's HEAD commits
+    them (git archive): a record file a local run added is not there, one it appended to or
+    a page it re-rendered is as committed. Outside a git checkout: the checkout itself."""
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", "HEAD", "repros", "matrix.yaml", "results"],
+            capture_output=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return REPO
+    folder = Path(tempfile.mkdtemp(prefix="committed-tree-"))
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    return folder
+
+
+def committed_records() -> Path:
+    """results/records/ of the committed tree."""
+    return committed_tree() / "results" / "records"

@@ -35,7 +35,7 @@ from harness.catalogue.explain_terminal import find_versions, probe_versions
 from harness.spec.entries import Entry, load_entries
 from harness.store.columnar import RecordTable, load_latest
 from harness.store.jsonl import Store
-from tests.paths import REPO
+from tests.paths import REPO, committed_records, committed_tree
 
 GRAD_SCALE = "pytorch/grad-scale-unscale-error"
 CLIPPING = "lightning/gradient-clipping-optimizer-handles-unscaling"
@@ -56,12 +56,12 @@ def committed() -> Committed:
     from harness.aggregate import aggregate_table
 
     entries = load_entries(REPO / "repros")
-    table = load_latest(Store(REPO / "results" / "records"))  # no snapshot written
+    table = load_latest(Store(committed_records()))  # no snapshot written
     return Committed(entries, table, aggregate_table(table, entries))
 
 
 def _records() -> Iterator[dict[str, Any]]:
-    for path in sorted((REPO / "results" / "records").glob("*.jsonl")):
+    for path in sorted(committed_records().glob("*.jsonl")):
         with path.open(encoding="utf-8") as f:
             for line in f:
                 yield json.loads(line)
@@ -188,7 +188,7 @@ def test_newcomers_question_in_one_command() -> None:
         "NotImplementedError: Gradient clipping is not implemented for optimizers handling "
         "the unscaling\n"
     )
-    argv = [sys.executable, "-m", "harness", "--repo", str(REPO), "explain"]
+    argv = [sys.executable, "-m", "harness", "--repo", str(committed_tree()), "explain"]
     started = time.monotonic()
     out = subprocess.run(
         [*argv, "--torch", "2.5.1", "--lightning", "2.5.x"],
@@ -356,7 +356,7 @@ def test_a_pasted_error_the_entry_does_not_document_is_said_so_first() -> None:
         "default value of the weights_only argument in torch.load from False to True.\n"
     )
     out = subprocess.run(
-        [sys.executable, "-m", "harness", "--repo", str(REPO), "explain"]
+        [sys.executable, "-m", "harness", "--repo", str(committed_tree()), "explain"]
         + ["--torch", "2.6.0", "--lightning", "2.6.6"],
         input=paste,
         capture_output=True,

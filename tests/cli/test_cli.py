@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.paths import REPO
+from tests.paths import REPO, committed_records, committed_tree
 
 
 def harness(*args: str, repo: Path = REPO) -> subprocess.CompletedProcess[str]:
@@ -76,8 +76,9 @@ def test_report_keeps_its_caches_and_no_cache_neither_reads_nor_writes_them(
 
 
 def copy_project(to: Path) -> None:
+    """The committed tree (git: not what a local run appended or re-rendered), copied."""
     for name in ("matrix.yaml", "repros", "results"):
-        src = REPO / name
+        src = committed_tree() / name
         if src.is_dir():
             # (not this checkout's caches: results/.cache)
             shutil.copytree(src, to / name, ignore=shutil.ignore_patterns("__pycache__", ".cache"))
@@ -119,7 +120,7 @@ def test_merge_brings_another_machines_records_into_the_report(tmp_path: Path) -
     # another machine measured one more trial of one cell: its own file, its own provenance
     import json
 
-    line = (REPO / "results" / "records" / "vm.jsonl").read_text().splitlines()[-1]
+    line = (committed_records() / "vm.jsonl").read_text().splitlines()[-1]
     d = json.loads(line)
     d["trial"] = 7
     d["provenance"] = {**d["provenance"], "host": "gpu-box-7", "gpu": "NVIDIA H200"}
@@ -138,7 +139,7 @@ def test_merge_names_a_conflicting_reimport_and_exits_1(tmp_path: Path) -> None:
     import json
 
     copy_project(tmp_path)
-    d = json.loads((REPO / "results" / "records" / "vm.jsonl").read_text().splitlines()[0])
+    d = json.loads((committed_records() / "vm.jsonl").read_text().splitlines()[0])
     d.update(schema=4, machine="gpu-box-7", machine_id="0123456789ab", imported_from="")
     d["provenance"] = {**d["provenance"], "host": "gpu-box-7"}
     first = tmp_path / "gpu-box-7.jsonl"

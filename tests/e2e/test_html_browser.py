@@ -30,7 +30,7 @@ from tests.catalogue.test_explain import (
     committed,  # noqa: F401  (a fixture: the committed records, aggregated once)
     traceback_of,
 )
-from tests.paths import REPO
+from tests.paths import REPO, committed_tree
 from tests.report.test_render import HOSTILE, entry, records
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -265,7 +265,8 @@ def test_a_variant_shows_only_in_the_precisions_it_ran(page, tmp_path):
 
 # -- the committed page ------------------------------------------------------------------------
 
-COMMITTED = REPO / "results" / "index.html"
+# the page as committed (git), not as a local run re-rendered it
+COMMITTED = committed_tree() / "results" / "index.html"
 committed_page = pytest.mark.skipif(
     not COMMITTED.exists(), reason="results/index.html is not rendered (python -m harness report)"
 )

@@ -20,7 +20,7 @@ from harness.outcomes import Outcome
 from harness.spec.entries import load_entries
 from harness.spec.matrix import Cell, Environment
 from harness.store.jsonl import Store, latest
-from tests.paths import REPO
+from tests.paths import REPO, committed_records
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 ENTRIES = load_entries(REPO / "repros")
@@ -50,7 +50,7 @@ def _installed() -> tuple[str, str]:
 def stored() -> dict[tuple[str, str, str], list]:
     torch_v, lightning_v = _installed()
     by_cell: dict[tuple[str, str, str], list] = {}
-    for r in latest(Store(REPO / "results" / "records").load().records):
+    for r in latest(Store(committed_records()).load().records):
         if (
             r.device == "cpu"
             and r.versions.get("torch") == torch_v

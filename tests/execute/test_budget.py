@@ -24,7 +24,7 @@ from harness.outcomes import Outcome
 from harness.spec.entries import Entry, load_entries
 from harness.spec.matrix import Environment, Expansion, load_matrix
 from harness.store.records import Record
-from tests.paths import REPO
+from tests.paths import REPO, committed_records
 
 H200 = {"gpu": "NVIDIA H200"}
 SEEDS = (
@@ -50,7 +50,7 @@ def box(entries: tuple[Entry, ...]) -> tuple[Expansion, list[Job]]:
 def stored() -> list[Record]:
     from harness.store.jsonl import Store
 
-    return list(Store(REPO / "results" / "records").load().records)
+    return list(Store(committed_records()).load().records)
 
 
 def rec(entry: str, variant: str, seconds: float, **kw: object) -> Record:
