@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -519,7 +520,59 @@ def _skip_reason(why: str, job: Job, probe: dict[str, str]) -> str:
 def render(state: RunState) -> RunState | int:
     if state.config.no_report:
         return 0
-    return render_reports(state.config, state.console)
+    before = _committed_changes(state.config.repo)
+    code = render_reports(state.config, state.console)
+    _say_what_changed(state, before)
+    return code
+
+
+def _committed_changes(repo: Path) -> set[str] | None:
+    """The tracked files that differ from the commit now (git), or None outside a checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(repo),
+                "diff",
+                "--name-only",
+                "HEAD",
+                "--",
+                "results",
+                "repros",
+                "README.md",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return set(out.split())
+
+
+def _say_what_changed(state: RunState, before: set[str] | None) -> None:
+    """The run's last lines: the record file it wrote, how many committed files its report
+    rewrote, and how to put them back (issue 35: a newcomer's first run rewrote 108
+    committed files and said nothing)."""
+    console = state.console
+    if state.store is not None:
+        console.print(f"records: {escape(str(state.store.path))}")
+    after = _committed_changes(state.config.repo)
+    if before is None or after is None:
+        return
+    rewritten = sorted(after - before)
+    if not rewritten:
+        console.print("committed pages: none rewritten (the records changed no committed page)")
+        return
+    console.print(
+        f"committed pages: {len(rewritten)} rewritten with this run's records (compatibility "
+        "pages, entry documents, the README's findings); `git diff --stat` shows them, "
+        "`git checkout -- results repros README.md` puts them back"
+    )
 
 
 def _domains(cfg: Config, console: Console) -> list[tuple[Any, dict[str, Any]]]:

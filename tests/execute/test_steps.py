@@ -293,3 +293,41 @@ def test_advice_that_cannot_be_installed_is_unsupported_with_the_resolvers_words
         assert failed["outcome"] == "env_failed" and failed["requires"] == {
             "six": "six==1.0.0.post7"
         }
+
+
+def test_a_run_says_what_committed_files_its_report_rewrote(tmp_path) -> None:
+    """Issue 35: a newcomer's first run rewrote 108 committed files and said nothing. Its
+    last lines now name the record file and the committed pages rewritten, and how to put
+    them back."""
+    import io
+    import subprocess
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from harness.execute.steps import _committed_changes, _say_what_changed
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    page = tmp_path / "results" / "compat" / "x.md"
+    page.parent.mkdir(parents=True)
+    page.write_text("as committed\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    out = io.StringIO()
+    state = SimpleNamespace(
+        console=Console(file=out, width=300),
+        store=SimpleNamespace(path=tmp_path / "results" / "records" / "box.jsonl"),
+        config=SimpleNamespace(repo=tmp_path),
+    )
+    before = _committed_changes(tmp_path)
+    _say_what_changed(state, before)
+    assert "none rewritten" in out.getvalue()
+    page.write_text("re-rendered\n")  # what the run's report does
+    out.truncate(0)
+    _say_what_changed(state, before)
+    said = out.getvalue()
+    assert "records: " in said and "box.jsonl" in said
+    assert "committed pages: 1 rewritten" in said and "git checkout -- results" in said
