@@ -91,6 +91,14 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session(python=HARNESS_PYTHON)
+def benchmarks(session: nox.Session) -> None:
+    """The report's benchmark against a plain read of its store (`-- --quick`: a minute,
+    what CI runs, so a change that breaks or slows the report shows in its log)."""
+    session.install("-e", ".")
+    session.run("python", "benchmarks/bench_report.py", *session.posargs)
+
+
+@nox.session(python=HARNESS_PYTHON)
 def report(session: nox.Session) -> None:
     """Re-render tables, HTML, JSON and write-back from stored records (`-- --check` for CI)."""
     session.install("-e", ".")
