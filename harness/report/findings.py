@@ -18,16 +18,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.aggregate.model import ADVICE, FIGURES, NOT_MEASURABLE, WRONG
+from harness.aggregate.model import NOT_MEASURABLE
 from harness.report.render.kbdomain import (
-    RATE_KINDS,
+    MEASURED,
+    WAITING,
     DomainSummary,
-    claim_kind,
-    counted_list,
-    plural,
-    search_text,
-    states_text,
-    triage_text,
 )
 from harness.report.writeback import WritebackError
 
@@ -54,77 +49,42 @@ def _runs_on(entry: Mapping[str, Any], device: str) -> int:
     return total
 
 
-def _tally(answers: Sequence[str], seen: Counter[str]) -> str:
-    return ", ".join(f"{a} {seen[a]}" for a in answers if seen[a])
+# the README's table: one row per seed entry and per knowledge-base domain (issue 35: five
+# 600-character bullets could not be read at a glance); the sentences stay on the pages
+_HEADER = (
+    "| Source | Entries | Measured | Waiting for a GPU | Claims confirmed | contradicted "
+    "| not as documented | not measurable | Messages verbatim / reworded | invented |"
+)
+_RULE = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+_SHOWS = ("verbatim", "variable-parts", "reworded")
+_INVENTED = ("other-error", "not-raised")
 
 
-def _torch_range(entry: Mapping[str, Any], envs: set[str]) -> str:
-    torch = [
-        e.get("torch", "?").split("+")[0] for e in entry.get("environments", ()) if e["id"] in envs
-    ]
-    if not torch:
-        return ""
-    return f"torch {torch[0]}" if torch[0] == torch[-1] else f"torch {torch[0]} to {torch[-1]}"
-
-
-def _entry_line(entry: Mapping[str, Any]) -> str:
+def _seed_row(entry: Mapping[str, Any]) -> str:
     verdicts = entry.get("verdicts", ())
+    seen = Counter(str(v.get("verdict")) for v in verdicts)
     message = next((v for v in verdicts if v.get("claim") == "documented message"), {})
     grade = message.get("grade") or NOT_MEASURABLE
-    baselines = [v for v in entry.get("variants", ()) if v.get("kind") == "baseline"]
-    shown = sum(b.get("shown", {}).get("k", 0) for b in baselines)
-    applicable = sum(b.get("shown", {}).get("n", 0) for b in baselines)
-    envs = {env for b in baselines for env, s, n in b.get("env_shows", ()) if (s if shown else n)}
-    where = _torch_range(entry, envs)
-    text = f"- *{entry.get('title', entry['id'])}* (`{entry['id']}`): the documented message"
-    if grade == NOT_MEASURABLE:
-        text += " not measured yet"
-    else:
-        text += f": {grade}, shown in {shown}/{applicable} baseline runs"
-        if where:
-            text += f" ({where})" if shown else f" (measured in {where})"
-    rates = [v for v in verdicts if claim_kind(str(v.get("claim", ""))) in RATE_KINDS]
-    advice = Counter(str(v.get("advice") or "") for v in rates)
-    figure = Counter(str(v.get("figure") or "") for v in rates)
-    if rates:
-        text += f"; advice: {_tally(ADVICE, advice)}"
-        wrong = [v for v in rates if v.get("advice") == WRONG][:3]
-        if wrong:
-            text += (
-                " ("
-                + "; ".join(
-                    f"wrong: {v['claim']}"
-                    + (f", {v['subject']}" if v.get("subject") else "")
-                    + f", {v['measured'].split(' = ')[0]}"
-                    for v in wrong
-                )
-                + ")"
-            )
-        text += f"; figures: {_tally(FIGURES, figure)}"
-    return text + "."
-
-
-def _domain_line(s: DomainSummary, page: str) -> str:
-    advice: Counter[str] = Counter()
-    for row in s.by_advice().values():
-        advice.update(row)
-    figure: Counter[str] = Counter()
-    for row in s.by_figure().values():
-        figure.update(row)
-    text = (
-        f"- *{s.repository}, {s.name}* ({plural(len(s.entries), 'entry', 'entries')}; "
-        f"{triage_text(s)}): {states_text(s)}; "
+    page = f"results/compat/{entry['id'].replace('/', '__')}.md"
+    return (
+        f"| [{entry['id']}]({page}) (seed) | 1 | {1 if entry.get('runs') else 0} | 0 "
+        f"| {seen['confirmed']} | {seen['contradicted']} | {seen['not as documented']} "
+        f"| {seen[NOT_MEASURABLE]} | {1 if grade in _SHOWS else 0} "
+        f"| {1 if grade in _INVENTED else 0} |"
     )
-    if s.claims or s.unmeasured:
-        text += (
-            f"claims: {counted_list(s.verdicts())}; documented messages: "
-            f"{counted_list(s.by_grade())}; rate claims' advice: "
-            f"{_tally(ADVICE, advice) or 'none'}; their figures: "
-            f"{_tally(FIGURES, figure) or 'none'}; "
-        )
-    else:
-        text += "no claim counted yet; "
-    return text + f"message search: {search_text(s)}. See [the summary]({page})."
+
+
+def _domain_row(s: DomainSummary, page: str) -> str:
+    states = s.states()
+    v = s.verdicts()
+    g = s.by_grade()
+    name = f"[{s.name}]({page})" if page else s.name
+    return (
+        f"| {name} | {len(s.entries)} | {states[MEASURED]} | {states[WAITING]} "
+        f"| {v.get('confirmed', 0)} | {v.get('contradicted', 0)} "
+        f"| {v.get('not as documented', 0)} | {v.get(NOT_MEASURABLE, 0)} "
+        f"| {sum(g.get(x, 0) for x in _SHOWS)} | {sum(g.get(x, 0) for x in _INVENTED)} |"
+    )
 
 
 def render_findings(
@@ -137,15 +97,24 @@ def render_findings(
     entries = list(compat.get("entries", ()))
     in_domain = {e.entry for s in domains for e in s.entries}
     cuda = sum(_runs_on(e, "cuda") for e in entries)
-    lines = [
-        f"Written by `python -m harness report` from the records: {compat.get('records', 0):,} "
-        f"runs, {f'{cuda:,} of them' if cuda else 'none'} on CUDA "
-        "([docs/findings.md](docs/findings.md) tells what they mean):",
-        *(_entry_line(e) for e in entries if e["id"] not in in_domain and e.get("runs")),
+    rows = [_seed_row(e) for e in entries if e["id"] not in in_domain and e.get("runs")]
+    rows += [
+        _domain_row(s, page) for s, page in zip(domains, pages or [""] * len(domains), strict=True)
     ]
-    for s, page in zip(domains, pages or [""] * len(domains), strict=True):
-        lines.append(_domain_line(s, page))
-    return "\n".join(lines)
+    return "\n".join(
+        [
+            f"Written by `python -m harness report` from the records: {compat.get('records', 0):,} "
+            f"runs, {f'{cuda:,} of them' if cuda else 'none'} on CUDA. A row per seed entry and "
+            "per knowledge-base domain; each links its page, "
+            "[docs/findings.md](docs/findings.md) tells what the figures mean. Claims are "
+            "counted where their entry was measured; a message is *invented* where no run "
+            "raised it (other-error, not-raised).",
+            "",
+            _HEADER,
+            _RULE,
+            *rows,
+        ]
+    )
 
 
 def fill_findings(text: str, block: str, path: str | os.PathLike[str]) -> str | None:

@@ -36,7 +36,7 @@ def test_the_block_is_written_from_the_records_and_stays_put(tmp_path: Path) -> 
     block = text.split(findings.BEGIN)[1].split(findings.END)[0]
     assert "10,137" not in block
     assert "13 runs" in block  # the records' count, none on CUDA
-    assert "pytorch/hostile" in block and "verbatim, shown in 4/4 baseline runs" in block
+    assert "| [pytorch/hostile](results/compat/pytorch__hostile.md) (seed) | 1 | 1 |" in block
     assert text.startswith("# project\n\nSome prose a person wrote.\n\n" + findings.BEGIN)
     assert text.endswith(findings.END + "\n\nMore prose.\n")
     # the same records: nothing to write, nothing stale
@@ -68,8 +68,12 @@ def test_the_block_names_grades_advice_and_figures(tmp_path: Path) -> None:
     render_all(records(), [entry(tmp_path)], tmp_path / "results")
     compat = json.loads((tmp_path / "results" / "compat.json").read_text(encoding="utf-8"))
     block = findings.render_findings(compat, ())
-    # one line per entry outside the knowledge-base domains: its message and its claims
-    [line] = [ln for ln in block.splitlines() if "pytorch/hostile" in ln]
-    assert "the documented message: verbatim, shown in 4/4 baseline runs" in line
-    assert "advice: wrong 2 (wrong: fix rate, 0/4; wrong: workaround 1" in line
-    assert "figures: overstated 2" in line
+    # one row per entry outside the knowledge-base domains: its claims and its message
+    [row] = [ln for ln in block.splitlines() if "pytorch/hostile" in ln]
+    assert row.startswith(
+        "| [pytorch/hostile](results/compat/pytorch__hostile.md) (seed) | 1 | 1 | 0 |"
+    )
+    cells = row.split(" | ")
+    assert cells[5] == "2"  # contradicted: the fix rate and workaround 1, 0/4 each
+    assert cells[8] == "1" and cells[9] == "0 |"  # the message shown (verbatim), not invented
+    assert "| Source | Entries | Measured |" in block

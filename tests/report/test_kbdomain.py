@@ -367,13 +367,10 @@ def test_a_domain_without_runs_or_search_reads_well(tmp_path: Path) -> None:
     html = render_domain_html(s, "domains/kb-empty.md")
     assert "No entry of this domain has a counted run yet" in html and "<table>" not in html
     assert "triage: 1 on CPU, 0 only on CUDA, 1 not by a script; 1 not measured yet." in html
-    line = findings._domain_line(s, "results/domains/kb-empty.md")
-    assert line.startswith(
-        "- *someone/kb, kb-empty* (2 entries; triage: 1 on CPU, 0 only on CUDA, 1 not by a "
-        "script): 1 not measured yet; no claim counted yet; message search: not run yet"
-    )
-    for bad in (": ;", "; ;", "1 have", "0 of 0"):
-        assert bad not in line
+    row = findings._domain_row(s, "results/domains/kb-empty.md")
+    # source, entries, measured, waiting, confirmed, contradicted, not as documented,
+    # not measurable, messages shown, invented
+    assert row == "| [kb-empty](results/domains/kb-empty.md) | 2 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0 |"
 
 
 def test_cuda_entries_all_skipped_wait_for_a_gpu_and_are_never_counted(tmp_path: Path) -> None:
@@ -401,8 +398,9 @@ def test_cuda_entries_all_skipped_wait_for_a_gpu_and_are_never_counted(tmp_path:
     assert "1 found whole in every release, 0 in some releases, 0 only in parts, 0 nowhere" in md
     assert "1 not searched yet" in md
     assert "None: every entry has a reproducer." in md
-    line = findings._domain_line(s, "p.md")
-    assert "(2 entries; triage: 0 on CPU, 2 only on CUDA, 0 not by a script): 2 waiting" in line
+    assert (
+        findings._domain_row(s, "p.md") == "| [kb-gpu](p.md) | 2 | 0 | 2 | 0 | 0 | 0 | 0 | 0 | 0 |"
+    )
 
 
 def test_a_mixed_domain(tmp_path: Path) -> None:
@@ -484,15 +482,8 @@ def test_a_mixed_domain(tmp_path: Path) -> None:
     html = render_domain_html(s, "domains/kb-mixed.md")
     assert "5 entries from someone/kb; triage: 3 on CPU, 1 only on CUDA, 1 not by a script" in html
     assert "Rate claims by advice: not measurable 1; by figure: not measurable 1." in html
-    line = findings._domain_line(s, "p.md")
-    assert (
-        "claims: confirmed 1, not measurable 2; documented messages: verbatim 1, not measurable 1"
-        in line
-    )
-    assert (
-        "1 found whole in every release, 1 in some releases, 1 only in parts, 1 nowhere; 1 not searched yet"
-        in line
-    )
+    row = findings._domain_row(s, "p.md").split(" | ")
+    assert row[1:] == ["5", "1", "1", "1", "0", "0", "2", "1", "0 |"], row
 
 
 def test_a_message_found_nowhere_but_raised_is_the_searchs_blind_spot(tmp_path: Path) -> None:
