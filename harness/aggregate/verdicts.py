@@ -564,6 +564,29 @@ def _message_verdict(
         )
     k = sum(b.shown.k for b in baselines)
     n = sum(b.shown.n for b in baselines)
+    device = entry.signature.device if entry is not None else ""
+    if device:
+        # a message only a run on ``device`` can raise: the other devices' runs (a CPU twin,
+        # a silent stand-in) can neither show it nor speak against it
+        on_device = sum(
+            r.n
+            for b in baselines
+            for slice_id, r in b.by_slice
+            if slice_id.startswith(device + "-")
+        )
+        if not on_device:
+            elsewhere = f" ({n} runs on other devices, stand-ins that cannot show it)" if n else ""
+            return Verdict(
+                claim,
+                "",
+                claimed,
+                f"no {device} run{elsewhere}",
+                NOT_MEASURABLE,
+                f"a message only a {device.upper()} run can raise (entry.yaml signature.device): "
+                f"waiting for a {device.upper()} run{elsewhere}",
+                grade=NOT_MEASURABLE,
+            )
+        k, n = min(k, on_device), on_device
     per_grade: Counter[str] = Counter()
     for b in baselines:
         per_grade.update(dict(b.grades))

@@ -104,6 +104,10 @@ class Signature:
     # situation, where the document's message is an umbrella torch never says ("" where the
     # error stands in for the situation instead, such as a CPU twin of a CUDA error)
     instead: str = ""
+    # the documented signature only: the device that alone can raise the message ("cuda": a
+    # CUDA runtime's or NCCL's words). Only runs on it count for or against the message; a
+    # CPU twin's runs wait for it (docs/reference/outcomes-and-verdicts.md, stand-ins)
+    device: str = ""
 
     def to_dict(self) -> dict[str, str]:
         return {"type": self.type, "message": self.message}
@@ -306,7 +310,9 @@ def _signature(data: Any, path: Path, line: int, what: str, documented: bool = F
             "reworded belongs to the documented signature (the entry's own): it says how "
             "torch words the documented error, not a variant's",
         )
-    keys = {"type", "message", "reworded"} if documented else {"type", "message", "instead"}
+    keys = (
+        {"type", "message", "reworded", "device"} if documented else {"type", "message", "instead"}
+    )
     _check_keys(data, keys, {"type", "message"}, path, what)  # type: ignore[arg-type]
     _pattern(data, path, what)
     instead = str(data.get("instead") or "").strip() if not documented else ""
@@ -317,7 +323,16 @@ def _signature(data: Any, path: Path, line: int, what: str, documented: bool = F
             f"{what}.instead must be one line saying why this is what torch raises where the "
             "document's message is",
         )
-    return Signature(type=str(data["type"]), message=str(data["message"]), instead=instead)
+    device = str(data.get("device") or "") if documented else ""
+    if "device" in data and device != "cuda":
+        raise EntryError(
+            path,
+            data.key_lines["device"],  # type: ignore[attr-defined]
+            f"{what}.device must be 'cuda' (the message only a CUDA run can raise), got {device!r}",
+        )
+    return Signature(
+        type=str(data["type"]), message=str(data["message"]), instead=instead, device=device
+    )
 
 
 def _pattern(data: Any, path: Path, what: str) -> None:

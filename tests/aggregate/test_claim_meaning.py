@@ -176,3 +176,24 @@ def test_explain_says_a_dead_end_failing_otherwise_is_to_avoid() -> None:
     advice, words = advise(v, v)
     assert advice == NOT_AS_DOCUMENTED
     assert words.startswith("fails, not as documented: avoid it: failed in 4/4 runs here")
+
+
+def test_a_cuda_only_message_is_decided_by_cuda_runs_alone() -> None:
+    """cusolver-internal-error's message read "contradicted 0/108" from a CPU twin's
+    LinAlgError: a message only a CUDA run can raise (signature.device: cuda) waits for
+    one, and CPU runs neither show it nor speak against it."""
+    entry = make_entry()
+    cuda_only = Entry(
+        **{**entry.__dict__, "signature": dataclasses.replace(entry.signature, device="cuda")}
+    )
+    cpu_twin = [
+        rec("base", e, OTHER, trial=t, message="singular") for e in (E1, E2) for t in (0, 1)
+    ]
+    before = verdict(aggregate_entry(entry, cpu_twin), "documented message")
+    assert before.verdict == "contradicted"  # the reading this rule replaces
+    v = verdict(aggregate_entry(cuda_only, cpu_twin), "documented message")
+    assert v.verdict == NOT_MEASURABLE and "waiting for a CUDA run" in v.why
+    assert v.measured == "no cuda run (4 runs on other devices, stand-ins that cannot show it)"
+    on_cuda = cpu_twin + [rec("base", E1, R, device="cuda"), rec("base", E2, R, device="cuda")]
+    v = verdict(aggregate_entry(cuda_only, on_cuda), "documented message")
+    assert v.verdict == CONFIRMED and v.n == 2  # the two CUDA runs, not the six

@@ -578,3 +578,11 @@ def test_the_requires_limits_are_the_records() -> None:
     assert entries.MAX_REQUIREMENTS == validate.MAX_ITEMS
     assert entries.MAX_REQUIREMENT_NAME == validate.MAX_ID
     assert entries.MAX_REQUIREMENT_CHARS == validate.MAX_VALUE
+
+
+def test_a_documented_signature_may_say_only_cuda_raises_it(tmp_path: Path) -> None:
+    text = GOOD.replace('message: "boom"}', 'message: "boom", device: cuda}')
+    assert load_entry(make(tmp_path, text), tmp_path).signature.device == "cuda"
+    bad = GOOD.replace('message: "boom"}', 'message: "boom", device: cpu}')
+    with pytest.raises(EntryError, match="device must be 'cuda'"):
+        load_entry(make(tmp_path, bad.replace("demo/err", "demo/bad"), "demo/bad"), tmp_path)
