@@ -291,6 +291,19 @@ def test_the_seed_entries_fit_1280_px(tmp_path):
 
 
 @committed_page
+def test_the_box_says_first_that_a_pasted_error_is_not_the_entrys(tmp_path):
+    """Issue 35, as explain says it: torch 2.6's weights-only refusal, which dead end 2 of
+    checkpoint-loading-error raises, is not that entry's error; its advice is titled as the
+    entry's, not the pasted error's."""
+    paste = "_pickle.UnpicklingError: Weights only load failed. In PyTorch 2.6, we changed it"
+    script = ask(paste, "2.6.0", "2.6") + "answered(function(o){done(o.innerText);});"
+    text = run_script(tmp_path, COMMITTED, script)
+    assert "is not the error the entry documents" in text, text[:2000]
+    assert "the advice below is for the entry's own error, not for yours" in text
+    assert "Workarounds for the entry's error (RuntimeError: Error(s) in loading state_dict" in text
+
+
+@committed_page
 def test_the_box_answers_the_newcomers_question(tmp_path):
     script = ask(NEWCOMER, "2.5.1", "2.5") + ("answered(function(o){done(o.innerText);});")
     text = run_script(tmp_path, COMMITTED, script)

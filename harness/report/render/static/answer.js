@@ -444,11 +444,15 @@
     x.answers.forEach(function(a){
       var e = a.e, m = a.m, d = el("div", null, "answer");
       d.appendChild(heading(e));
+      // the pasted error is not the entry's: say so first (explain_terminal.py's _answer)
+      var foreign = m.how === "seen" || m.how === "related";
+      if (foreign) d.appendChild(el("p", (m.how === "seen" ? "no entry documents this error" : "this is not the error the entry documents (a variant's own declared error)") + ": variant " + m.variant + " of this entry raised it" + (m.runs ? " in " + m.runs + " runs" : "") + "; the advice below is for the entry's own error, not for yours", "said near"));
       d.appendChild(el("p", "matched by " + howText(m) + ": " + m.what.slice(0, 300)));
       if (e.message) d.appendChild(el("p", "the runs on " + (m.how === "documented" ? "it" : "the documented message (" + e.signature[2] + ")") + ": " + e.message[0] + ", " + e.message[1], "legend-words"));
       d.appendChild(el("p", "for your versions: " + a.where.said, a.where.exact ? "said" : "said near"));
       d.appendChild(glance(a.variants));
-      d.appendChild(variantTable(e, a.where.envs, [[["baseline"], "The error"], [["workaround"], "Workarounds"], [["dead_end"], "Dead ends"]], true));
+      var forEntry = foreign ? " for the entry's error (" + e.signature[2].slice(0, 120) + "), not yours" : "";
+      d.appendChild(variantTable(e, a.where.envs, [[["baseline"], "The error"], [["workaround"], "Workarounds" + forEntry], [["dead_end"], "Dead ends" + forEntry]], true));
       d.appendChild(command(e));
       out.appendChild(d);
     });
