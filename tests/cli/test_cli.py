@@ -115,13 +115,34 @@ def test_a_newer_record_of_another_machine_is_in_the_report(tmp_path: Path) -> N
     assert "ci-runner-host" in page
 
 
+def _a_record_the_report_reads() -> dict:
+    """The last committed record of vm.jsonl whose variant still reads it (not retired, not
+    rewritten since it ran)."""
+    import json
+
+    from harness.spec.entries import load_entries
+
+    entries = {e.id: e for e in load_entries(committed_tree() / "repros")}
+    for line in reversed((committed_records() / "vm.jsonl").read_text().splitlines()):
+        d = json.loads(line)
+        e = entries.get(d["entry"])
+        if e is None or d["variant"] in e.retired:
+            continue
+        try:
+            since = e.variant(d["variant"]).rewritten
+        except KeyError:
+            continue
+        if since is None or d["started_at"] >= since:
+            return d
+    raise AssertionError("no committed record of vm.jsonl is read")
+
+
 def test_merge_brings_another_machines_records_into_the_report(tmp_path: Path) -> None:
     copy_project(tmp_path)
     # another machine measured one more trial of one cell: its own file, its own provenance
     import json
 
-    line = (committed_records() / "vm.jsonl").read_text().splitlines()[-1]
-    d = json.loads(line)
+    d = _a_record_the_report_reads()
     d["trial"] = 7
     d["provenance"] = {**d["provenance"], "host": "gpu-box-7", "gpu": "NVIDIA H200"}
     other = tmp_path / "gpu-box-7.jsonl"
