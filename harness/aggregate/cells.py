@@ -176,13 +176,19 @@ _DOES_NOT_IMPORT = re.compile(
 
 
 def _expected_error(entry: Entry, variant: str, exc_type: str, exc_message: str) -> bool:
-    """Whether an exception is one the entry expects: its documented signature (or the
-    declared rewording), or the variant's own signature."""
-    sig = entry.signature
-    if signature_named(exc_type, exc_message, sig.type, sig.message):
-        return True
-    reworded = entry.reworded
-    if reworded is not None and re.search(reworded.message, exc_message, re.DOTALL):
+    """Whether an exception is one the entry expects: the documented error read at its grade
+    (harness.outcomes.grade, the one rule for it), or the variant's own signature."""
+    sig, reworded = entry.signature, entry.reworded
+    shown = grade(
+        Outcome.OTHER_ERROR.value,
+        exc_type,
+        exc_message,
+        sig.type,
+        sig.message,
+        reworded.message if reworded is not None else None,
+        reworded.type if reworded is not None else "",
+    )
+    if shown in SHOWS:
         return True
     own = next((v.signature for v in entry.variants if v.name == variant), None)
     return own is not None and signature_named(exc_type, exc_message, own.type, own.message)
@@ -281,8 +287,7 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
         )
         for rid, eid, variant, exc_type, exc_message in con.execute(
             "SELECT rid, entry, variant, exc_type, exc_message FROM records SEMI JOIN derived "
-            "USING (entry, "
-            "variant) WHERE has_exception AND outcome = 'other_error' AND rid NOT IN "
+            "USING (entry, variant) WHERE has_exception AND outcome = 'other_error' AND rid NOT IN "
             f"(SELECT rid FROM flips) AND {wanted}"
         ).fetchall():
             entry = derived[(eid, variant)]
