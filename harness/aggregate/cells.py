@@ -16,7 +16,7 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -675,6 +675,8 @@ class _VariantRows:
     grades: dict[tuple[str, str], list[tuple[Any, ...]]]  # baselines, by (entry, name)
     # (env, k, n, k anywhere, n anywhere, ok of n)
     by_env: dict[tuple[Any, ...], list[tuple[Any, ...]]]
+    # the cells whose runs are counted in the metric: (env, device, precision)
+    scope: dict[tuple[Any, ...], list[tuple[str, str, str]]] = field(default_factory=dict)
 
 
 def _count_variants(
@@ -811,6 +813,11 @@ def _variant_rows(con: Any) -> _VariantRows:
         "coalesce(sum(ok) FILTER (WHERE in_scope), 0) FROM scored WHERE n > 0 GROUP BY ALL"
     ).fetchall():
         by_env[tuple(row[:6])].append((row[6], *(int(x) for x in row[7:])))
+    scope: dict[tuple[Any, ...], list[tuple[str, str, str]]] = defaultdict(list)
+    for row in con.execute(
+        f"SELECT {role}, env, device, precision FROM scored WHERE n > 0 AND in_scope"
+    ).fetchall():
+        scope[tuple(row[:6])].append(tuple(row[6:]))  # type: ignore[arg-type]
     grades: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
         "SELECT entry, variant, grade, count(*) FROM runs SEMI JOIN baselines "
@@ -858,7 +865,7 @@ def _variant_rows(con: Any) -> _VariantRows:
     ).fetchall():
         not_counted[(row[0], row[1])].append(row[2:])
     return _VariantRows(
-        totals, per_slice, ranges, failures, messages, not_counted, env_shows, grades, by_env
+        totals, per_slice, ranges, failures, messages, not_counted, env_shows, grades, by_env, scope
     )
 
 
@@ -945,6 +952,7 @@ def _variant(
                 key=lambda e: env_rank[e[0]],
             )
         ),
+        scope=frozenset(rows.scope.get(role, ())),
     )
     return va, counted
 

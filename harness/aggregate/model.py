@@ -343,6 +343,10 @@ class VariantAggregate:
     unmeasured: str | None = None
     condition: str | None = None
     within: str | None = None
+    # the cells whose runs ``overall`` counts, (env, device, precision): where a baseline
+    # reproduces, for workarounds and dead ends (the corrections' outcome lines, one per
+    # counted run, walk them; not in the JSON)
+    scope: frozenset[tuple[str, str, str]] = frozenset()
 
     @property
     def failed_otherwise(self) -> int:

@@ -17,6 +17,7 @@ description is a TODO for whoever writes the reproducer, in their own words.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -45,6 +46,7 @@ __all__ = [
 
 FORMATS = ("markdown", "scraped", "deadends-json")
 TODO = "TODO"
+KEPT_RECORD = "kb-record.json"  # a JSON record, byte for byte, beside entry.yaml
 _TYPE_RE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt)$")
 _SPECIAL = set("\\.^$*+?{}[]|()")
 _SLUG_RE = re.compile(r"[^a-z0-9]+")
@@ -88,6 +90,9 @@ class Scaffold:
     origin: dict[str, Any] = field(default_factory=dict)
     source_text: str = ""  # source.md
     document_text: str = ""  # document.md without its marker blocks
+    # a JSON record's bytes as read, kept beside entry.yaml (origin.record): what
+    # `corrections` edits (b"": nothing to keep)
+    kept: bytes = b""
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -521,8 +526,10 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
     )
     source = (
         f"deadends.dev record `{doc_id}`: {url}\n\n"
-        "Not copied (third-party prose). The facts `harness new` read from it are in "
-        "entry.yaml (`origin`, `claims`, the variants' claimed rates).\n"
+        f"Kept byte for byte beside this file as `{KEPT_RECORD}` (the knowledge base's data, "
+        "under its licence): what `python -m harness corrections` edits. Its prose is not "
+        "copied into the entry; the facts `harness new` read from it are in entry.yaml "
+        "(`origin`, `claims`, the variants' claimed rates).\n"
     )
     return Scaffold(
         format="deadends-json",
@@ -866,17 +873,40 @@ def write_scaffold(
         "document.md": s.document_text.rstrip("\n") + "\n\n" + _markers(),
         "repro.py": render_repro(s, entry_id, names),
     }
-    _loads_as_written(files, entry_id)
+    blobs = {KEPT_RECORD: s.kept} if s.kept else {}
+    _loads_as_written(files, entry_id, blobs)
     folder.mkdir(parents=True)
     written = []
     for name, text in files.items():
         path = folder / name
         path.write_text(text, encoding="utf-8")
         written.append(path)
+    for name, blob in blobs.items():
+        path = folder / name
+        path.write_bytes(blob)
+        written.append(path)
     return folder, written
 
 
-def _loads_as_written(files: dict[str, str], entry_id: str) -> None:
+def keep_record(s: Scaffold, raw: bytes, kb_path: str | None, commit: str | None) -> Scaffold:
+    """``s`` with its JSON record's bytes to keep beside entry.yaml, and where the record lives
+    in its knowledge base (``kb_path``, the ``commit`` it was read at; None: not known)."""
+    origin: dict[str, Any] = {}
+    for key, value in s.origin.items():
+        origin[key] = value
+        if key == "url":  # after the url, as scripts/kb_keep_records.py writes them
+            if kb_path:
+                origin["path"] = kb_path
+            if commit:
+                origin["commit"] = commit
+            origin["record"] = KEPT_RECORD
+    origin.setdefault("record", KEPT_RECORD)
+    return dataclasses.replace(s, kept=raw, origin=origin)
+
+
+def _loads_as_written(
+    files: dict[str, str], entry_id: str, blobs: dict[str, bytes] | None = None
+) -> None:
     """The entry `new` would write, loaded by the entries' own loader in a scratch folder
     first: `new` never writes an entry that `list`, `check` or `run` would refuse."""
     import tempfile
@@ -889,6 +919,8 @@ def _loads_as_written(files: dict[str, str], entry_id: str) -> None:
         folder.mkdir(parents=True)
         for name, text in files.items():
             (folder / name).write_text(text, encoding="utf-8")
+        for name, blob in (blobs or {}).items():
+            (folder / name).write_bytes(blob)
         try:
             load_entry(folder, root)
         except EntryError as exc:

@@ -35,6 +35,36 @@ def documenting_the_same(scaffold: Any, repros: Path) -> list[str]:
     return found
 
 
+def _commit(text: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{40}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a commit (40 hex digits)")
+    return text
+
+
+def where_in_git(path: Path) -> tuple[str | None, str | None]:
+    """The file's path in the git checkout that holds it and that checkout's commit, where
+    the file is as that commit has it (None, None: not in a checkout, or changed since)."""
+    import subprocess
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(path.resolve().parent), *args],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    relative = git("ls-files", "--full-name", "--error-unmatch", "--", path.name)
+    if not relative or git("status", "--porcelain", "--", path.name) != "":
+        return None, None
+    return relative, git("rev-parse", "HEAD")
+
+
 class NewCommand(Command):
     name = "new"
     help = "scaffold repros/<id>/ from an error document (Markdown, scraped page, JSON)"
@@ -50,6 +80,19 @@ class NewCommand(Command):
             help="default: detected from the first line",
         )
         parser.add_argument(
+            "--kb-commit",
+            default=None,
+            type=_commit,
+            help="a JSON record: the knowledge base's commit it was read at (default: the "
+            "commit of the git checkout holding it, where the file is as committed)",
+        )
+        parser.add_argument(
+            "--kb-path",
+            default=None,
+            help="a JSON record: its path in the knowledge base's repository (default: its "
+            "path in the git checkout holding it)",
+        )
+        parser.add_argument(
             "--anyway",
             action="store_true",
             help="write the entry even where one already documents the same error",
@@ -57,14 +100,22 @@ class NewCommand(Command):
 
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
-        from harness.catalogue.scaffold import parse_document, write_scaffold
+        from harness.catalogue.scaffold import keep_record, parse_document, write_scaffold
 
         path = Path(args.document)
         try:
-            text = path.read_text(encoding="utf-8")
+            raw = path.read_bytes()
+            text = raw.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise HarnessError(path, None, f"cannot read: {exc}") from exc
         scaffold = parse_document(text, path, args.format)
+        if scaffold.format == "deadends-json":
+            kb_path, commit = args.kb_path, args.kb_commit
+            if kb_path is None or commit is None:
+                found_path, found_commit = where_in_git(path)
+                kb_path = kb_path or found_path
+                commit = commit or found_commit
+            scaffold = keep_record(scaffold, raw, kb_path, commit)
         target = args.id or scaffold.entry_id
         same = [] if args.anyway else documenting_the_same(scaffold, repo / "repros")
         same = [eid for eid in same if eid != target]  # the same id: "never overwrites" says it

@@ -89,6 +89,11 @@ ORIGIN_KEYS = {
     "message": "the error message as the document writes it (signature.message is a regex)",
     "regex": "the document's own pattern for the message, kept as a fact (deadends.dev's "
     "error.regex); it is not what the harness matches",
+    "record": "the knowledge base's record, kept byte for byte beside entry.yaml (e.g. "
+    "kb-record.json): what `corrections` edits",
+    "path": "the record's path in the knowledge base's repository",
+    "commit": "the knowledge base's commit at which the kept record is the file at its path "
+    "(40 hex digits)",
 }
 
 
@@ -954,7 +959,9 @@ def load_entry(
         source=files["source"],
         document=files["document"],
         repro=files["repro"],
-        origin=_origin(data.get("origin"), path, data.key_lines.get("origin", data.line)),
+        origin=_origin(
+            data.get("origin"), path, data.key_lines.get("origin", data.line), entry_dir
+        ),
         uses_lightning=lightning,
         reworded=reworded,
         requires=_requires(data, path),
@@ -1037,7 +1044,7 @@ def _files(data: Lines, path: Path, entry_dir: Path) -> dict[str, Path]:
     return files
 
 
-def _origin(data: Any, path: Path, line: int) -> dict[str, Any]:
+def _origin(data: Any, path: Path, line: int, entry_dir: Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, Lines):
@@ -1046,6 +1053,25 @@ def _origin(data: Any, path: Path, line: int) -> dict[str, Any]:
     for key, value in data.items():
         if isinstance(value, (dict, Lines)):
             raise EntryError(path, data.key_lines[key], f"origin.{key} must be a value or a list")
+    record = data.get("record")
+    if record is not None:
+        # a plain file of the entry's folder, named without a folder (never through a link)
+        target = entry_dir / str(record)
+        if "/" in str(record) or "\\" in str(record) or str(record) in (".", ".."):
+            raise EntryError(
+                path, data.key_lines["record"], f"origin.record {record!r} must be a file name"
+            )
+        if target.is_symlink() or not target.is_file():
+            raise EntryError(
+                path,
+                data.key_lines["record"],
+                f"origin.record {record!r} is not a file beside entry.yaml",
+            )
+    commit = data.get("commit")
+    if commit is not None and not re.fullmatch(r"[0-9a-f]{40}", str(commit)):
+        raise EntryError(
+            path, data.key_lines["commit"], f"origin.commit {commit!r} must be 40 hex digits"
+        )
     return dict(data)
 
 

@@ -8,6 +8,7 @@ are never counted as contradicted). The file's format is described at its top.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,9 @@ class Triage:
     source_path: str
     id_prefix: str  # our entry id for a row = id_prefix + kb_id
     entries: tuple[TriageEntry, ...]
+    # the knowledge base's commit its records are kept at (unscripted/ and each entry's
+    # kb-record.json; scripts/kb_keep_records.py), None where none are kept
+    commit: str | None = None
 
     def entry_id(self, row: TriageEntry) -> str:
         """The id this row is known by here, with or without a reproducer."""
@@ -198,7 +202,7 @@ def load_triage(path: str | os.PathLike[str]) -> Triage:
     source = _mapping(top["source"][0], path, "source")
     _keys(
         source,
-        {"repository", "path", "id_prefix"},
+        {"repository", "path", "id_prefix", "commit"},
         {"repository", "path", "id_prefix"},
         path,
         top["source"][1],
@@ -220,12 +224,16 @@ def load_triage(path: str | os.PathLike[str]) -> Triage:
         if row.kb_id in seen:
             raise TriageError(path, row.line, f"kb_id {row.kb_id!r} also at line {seen[row.kb_id]}")
         seen[row.kb_id] = row.line
+    commit = _text(source, "commit", path) if "commit" in source else None
+    if commit is not None and not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise TriageError(path, source["commit"][1], f"source.commit {commit!r}: 40 hex digits")
     return Triage(
         path=path,
         repository=_text(source, "repository", path),
         source_path=_text(source, "path", path),
         id_prefix=_text(source, "id_prefix", path),
         entries=tuple(sorted(rows, key=lambda r: r.kb_id)),
+        commit=commit,
     )
 
 

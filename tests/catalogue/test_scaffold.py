@@ -72,9 +72,14 @@ def test_the_json_form_keeps_facts_and_copies_no_prose(project: Path) -> None:
     assert entry.origin["url"] == "https://deadends.dev/pytorch/fixture-widget-error/pt2-linux"
     assert entry.origin["review_status"] == "auto_generated" and entry.origin["confidence"] == 0.7
     assert entry.origin["related"] == ["pytorch/other-error/pt2-linux"]
-    # the prose stays out; a workaround's condition is a fact its claim carries (judged
-    # only within it), and each claim's kind is proposed from the record's words
+    # the prose stays out of our files; a workaround's condition is a fact its claim carries
+    # (judged only within it), and each claim's kind is proposed from the record's words.
+    # The record itself is kept beside them byte for byte (what `corrections` edits)
+    assert (folder / "kb-record.json").read_bytes() == RECORD.read_bytes()
+    assert entry.origin["record"] == "kb-record.json"
     for path in folder.iterdir():
+        if path.name == "kb-record.json":
+            continue
         text = path.read_text().replace("FIXTURE-PROSE-CONDITION", "")
         assert "FIXTURE-PROSE" not in text, path
     meanings = {v.claim_ref: (v.meaning.kind, v.meaning.condition) for v in entry.variants}
@@ -409,3 +414,49 @@ def test_new_finds_the_entry_that_already_documents_the_error(
     assert "already documents this error: pytorch/grad-scale-unscale-error" in out
     assert not (project / "repros" / "pytorch" / "grad-scale-none-gradient").exists()
     assert main(["--repo", str(project), "new", str(again), "--anyway"]) == 0
+
+
+def _git(cwd: Path, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def test_a_json_record_from_a_checkout_names_its_path_and_commit(
+    project: Path, tmp_path: Path
+) -> None:
+    kb = tmp_path / "kb"
+    record = kb / "data" / "canons" / "pytorch" / "fixture" / "pt2-linux.json"
+    record.parent.mkdir(parents=True)
+    record.write_bytes(RECORD.read_bytes())
+    _git(kb, "init", "-q")
+    _git(kb, "add", ".")
+    _git(kb, "commit", "-qm", "x")
+    commit = _git(kb, "rev-parse", "HEAD")
+    assert main(["--repo", str(project), "new", str(record)]) == 0
+    entry = load_entries(project / "repros")[0]
+    assert entry.origin["path"] == "data/canons/pytorch/fixture/pt2-linux.json"
+    assert entry.origin["commit"] == commit
+    assert (entry.dir / "kb-record.json").read_bytes() == record.read_bytes()
+
+
+def test_a_changed_record_names_no_commit(project: Path, tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    record = kb / "e.json"
+    kb.mkdir()
+    record.write_bytes(RECORD.read_bytes())
+    _git(kb, "init", "-q")
+    _git(kb, "add", ".")
+    _git(kb, "commit", "-qm", "x")
+    record.write_bytes(RECORD.read_bytes().replace(b'"url"', b'"url" ', 1))
+    assert main(["--repo", str(project), "new", str(record)]) == 0
+    entry = load_entries(project / "repros")[0]
+    # the file differs from every commit: its bytes are kept, no commit is claimed for them
+    assert "commit" not in entry.origin and "path" not in entry.origin
+    assert (entry.dir / "kb-record.json").read_bytes() == record.read_bytes()
