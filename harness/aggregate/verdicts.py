@@ -291,6 +291,15 @@ def verdicts(entry: Entry | None, agg: EntryAggregate) -> tuple[Verdict, ...]:
     return tuple(out)
 
 
+def best_workaround(workarounds: Sequence[VariantAggregate]) -> VariantAggregate | None:
+    """The basis of the fix-rate claim: the measured workaround that works most often (more
+    runs, then the first name, on ties); None where none was measured."""
+    measured = [w for w in workarounds if w.overall.n]
+    if not measured:
+        return None
+    return max(measured, key=lambda w: (w.overall.value, w.overall.n, _neg(w.name)))
+
+
 def _fix_rate_verdict(
     fix_rate: float, agg: EntryAggregate, workarounds: list[VariantAggregate]
 ) -> Verdict:
@@ -310,7 +319,8 @@ def _fix_rate_verdict(
         return _rate_verdict_of(
             "fix rate", "", pct(fix_rate), fix_rate, Rate.of(0, 0), reading, why, ""
         )
-    best = max(measured_w, key=lambda w: (w.overall.value, w.overall.n, _neg(w.name)))
+    best = best_workaround(workarounds)
+    assert best is not None
     reading = read_rate(fix_rate, best.overall, higher="it works more often than the document says")
     why = (
         f"basis: best workaround {best.name!r}; {reading.why}; pooled workaround runs ok: "

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from harness.cli.bisect import BisectCommand
 from harness.cli.check import CheckCommand
+from harness.cli.corrections import CorrectionsCommand
 from harness.cli.command import Command
 from harness.cli.diff import DiffCommand
 from harness.cli.envs import EnvsCommand
@@ -50,6 +51,7 @@ COMMANDS: tuple[type[Command], ...] = (
     BisectCommand,
     EnvsCommand,
     ExplainCommand,
+    CorrectionsCommand,
 )
 
 
