@@ -112,6 +112,14 @@ def check(session: nox.Session) -> None:
     session.run("python", "-m", "harness", "check", *session.posargs)
 
 
+@nox.session(python=HARNESS_PYTHON)
+def corrections(session: nox.Session) -> None:
+    """Write each measured knowledge-base record as the runs say it should read, with a review
+    per domain and outcome lines (results/corrections/; `-- --check` for CI)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "harness", "corrections", *session.posargs)
+
+
 @nox.session(python=HARNESS_PYTHON, name="tox-ini")
 def tox_ini(session: nox.Session) -> None:
     """Write tox.ini from matrix.yaml (`-- --check` for CI: fail if it differs)."""

@@ -362,7 +362,10 @@ def payload(folder):
 def no_code_ran(marker, how):
     """The postcondition of a load: the file's payload did not run (its marker is absent)."""
     ran = os.path.exists(marker)
-    detail = "%s: the payload %s" % (how, "ran (code from the file executed)" if ran else "did not run")
+    detail = "%s: the payload %s" % (
+        how,
+        "ran (code from the file executed)" if ran else "did not run",
+    )
     return {"ok": not ran, "detail": detail}
 
 

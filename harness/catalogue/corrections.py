@@ -51,7 +51,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from harness.aggregate import (
-    CONFIRMED,
     FAILS_OTHERWISE,
     NOT_MEASURABLE,
     OUTCOME_ORDER,
@@ -250,7 +249,9 @@ def _rates(c: Correction, agg: EntryAggregate, unmeasured: Mapping[str, str]) ->
             where = f"{key}[{i}]"
             v, literals = _readings(agg, ref)
             if v is None:
-                c.left.append(Left(f"{where}.{rate_key}", unmeasured.get(ref, "no variant runs it")))
+                c.left.append(
+                    Left(f"{where}.{rate_key}", unmeasured.get(ref, "no variant runs it"))
+                )
                 continue
             verdict = _verdict_of(agg, v.name)
             if verdict is None or not v.overall.n or verdict.verdict == NOT_MEASURABLE:
@@ -278,9 +279,7 @@ def _rates(c: Correction, agg: EntryAggregate, unmeasured: Mapping[str, str]) ->
                     why += "; it fails, not as documented, so its failures of every kind count"
                 c.set(f"{where}.{rate_key}", new, "rate", _evidence(agg, measured), why)
             else:
-                c.left.append(
-                    Left(f"{where}.{rate_key}", f"{verdict.label}: {v.overall.text()}")
-                )
+                c.left.append(Left(f"{where}.{rate_key}", f"{verdict.label}: {v.overall.text()}"))
             parts = []
             version_words = _version_condition(
                 agg, v, "works" if works else "fails as documented", "fails" if works else "works"
@@ -289,13 +288,17 @@ def _rates(c: Correction, agg: EntryAggregate, unmeasured: Mapping[str, str]) ->
                 parts.append(version_words)
             for lit in literals:
                 lv = _verdict_of(agg, lit.name)
-                if lit.overall.n and lv is not None and lv.verdict != NOT_MEASURABLE:
-                    if not lit.overall.contains(v.overall.value or 0.0):
-                        parts.append(
-                            f"read literally ({lit.description}): "
-                            f"{'works' if works else 'fails as documented'} in "
-                            f"{lit.overall.k}/{lit.overall.n} runs"
-                        )
+                if (
+                    lit.overall.n
+                    and lv is not None
+                    and lv.verdict != NOT_MEASURABLE
+                    and not lit.overall.contains(v.overall.value or 0.0)
+                ):
+                    parts.append(
+                        f"read literally ({lit.description}): "
+                        f"{'works' if works else 'fails as documented'} in "
+                        f"{lit.overall.k}/{lit.overall.n} runs"
+                    )
             if otherwise and v.failures:
                 top = v.failures[0]
                 parts.append(
@@ -491,7 +494,13 @@ def _signature(c: Correction, agg: EntryAggregate, entry: Entry) -> None:
     if new is None:
         c.left.append(Left("error.regex", why))
     elif new != old:
-        c.set("error.regex", new, "regex", f"{len(seen)} distinct messages; {len(controls)} control messages", why)
+        c.set(
+            "error.regex",
+            new,
+            "regex",
+            f"{len(seen)} distinct messages; {len(controls)} control messages",
+            why,
+        )
 
 
 def _bounds(spec: str) -> Version | None:
@@ -508,7 +517,10 @@ def _version_range(c: Correction, agg: EntryAggregate) -> None:
     rows = [v for v in agg.verdicts if v.claim.startswith("version table")]
     if runtime.get("name") != "pytorch":
         c.left.append(
-            Left("environment.runtime.version_range", f"a range over {runtime.get('name')}, not torch")
+            Left(
+                "environment.runtime.version_range",
+                f"a range over {runtime.get('name')}, not torch",
+            )
         )
         return
     if not any(v.verdict == "contradicted" for v in rows):
@@ -695,7 +707,9 @@ def correct(
         if known_ids
     ]
     if found:
-        raise ValueError(f"{entry.id}: the corrected record breaks the knowledge base's rules: {found}")
+        raise ValueError(
+            f"{entry.id}: the corrected record breaks the knowledge base's rules: {found}"
+        )
     return c
 
 

@@ -201,7 +201,9 @@ def render_review(d: Domain, pages_url: str | None) -> str:
     ]
     if changed:
         out += ["| field kind | changed |", "|---|---:|"]
-        out += [f"| {k} | {n} |" for k, n in sorted(changed.items(), key=lambda kv: (-kv[1], kv[0]))]
+        out += [
+            f"| {k} | {n} |" for k, n in sorted(changed.items(), key=lambda kv: (-kv[1], kv[0]))
+        ]
         out.append("")
     if alone:
         out += ["| left alone because | records |", "|---|---:|"]

@@ -155,6 +155,10 @@ def _schema(data: dict[str, Any]) -> Iterator[str]:
     for key in ("first_seen", "last_confirmed"):
         if key in error and not (isinstance(error[key], str) and _DATE.match(error[key])):
             yield f"error.{key} must be a YYYY-MM-DD date"
+    for key in ("error", "environment", "verdict"):
+        if not isinstance(data[key], dict):
+            yield f"{key} must be an object"
+            return
     env = data["environment"]
     runtime = env.get("runtime")
     if not isinstance(runtime, dict) or not all(
@@ -179,6 +183,9 @@ def _schema(data: dict[str, Any]) -> Iterator[str]:
     if not isinstance(dead_ends, list) or not dead_ends:
         yield "dead_ends must hold at least one dead end"
         dead_ends = []
+    if not all(isinstance(item, dict) for item in dead_ends):
+        yield "every dead end must be an object"
+        dead_ends = [item for item in dead_ends if isinstance(item, dict)]
     for i, item in enumerate(dead_ends):
         for key in ("action", "why_fails"):
             if not isinstance(item.get(key), str) or not item.get(key):
@@ -192,6 +199,9 @@ def _schema(data: dict[str, Any]) -> Iterator[str]:
     if not isinstance(workarounds, list):
         yield "workarounds must be a list"
         workarounds = []
+    if not all(isinstance(item, dict) for item in workarounds):
+        yield "every workaround must be an object"
+        workarounds = [item for item in workarounds if isinstance(item, dict)]
     for i, item in enumerate(workarounds):
         if not isinstance(item.get("action"), str) or not item.get("action"):
             yield f"workarounds[{i}].action must be non-empty text"
@@ -204,12 +214,18 @@ def _schema(data: dict[str, Any]) -> Iterator[str]:
         sources = item.get("sources", [])
         if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
             yield f"sources of item {i} must be a list of text"
-    graph = data.get("transition_graph") or {}
+    graph = data.get("transition_graph")
+    if not isinstance(graph, dict):
+        yield "transition_graph must be an object"
+        graph = {}
     for key in ("leads_to", "preceded_by", "frequently_confused_with"):
         if not isinstance(graph.get(key), list):
             yield f"transition_graph.{key} must be a list"
             continue
         for j, edge in enumerate(graph[key]):
+            if not isinstance(edge, dict):
+                yield f"transition_graph.{key}[{j}] must be an object"
+                continue
             if not isinstance(edge.get("error_id"), str):
                 yield f"transition_graph.{key}[{j}].error_id must be text"
             if key == "frequently_confused_with":
@@ -217,7 +233,10 @@ def _schema(data: dict[str, Any]) -> Iterator[str]:
                     yield f"transition_graph.{key}[{j}].distinction must be text"
             elif not _is_rate(edge.get("probability")):
                 yield f"transition_graph.{key}[{j}].probability must be a number in [0, 1]"
-    meta = data.get("metadata") or {}
+    meta = data.get("metadata")
+    if not isinstance(meta, dict):
+        yield "metadata must be an object"
+        meta = {}
     for key in ("generated_by", "generation_date", "review_status"):
         if not isinstance(meta.get(key), str):
             yield f"metadata.{key} must be text"

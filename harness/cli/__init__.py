@@ -12,8 +12,8 @@ from rich.text import Text
 
 from harness.cli.bisect import BisectCommand
 from harness.cli.check import CheckCommand
-from harness.cli.corrections import CorrectionsCommand
 from harness.cli.command import Command
+from harness.cli.corrections import CorrectionsCommand
 from harness.cli.diff import DiffCommand
 from harness.cli.envs import EnvsCommand
 from harness.cli.explain import ExplainCommand

@@ -63,7 +63,9 @@ class CorrectionsCommand(Command):
         triages = find_triages(cfg.repros_dir)
         known = {t.path.parent.name for t in triages}
         if args.domain is not None and args.domain not in known:
-            raise InputError(f"--domain {args.domain!r}: the domains are {', '.join(sorted(known))}")
+            raise InputError(
+                f"--domain {args.domain!r}: the domains are {', '.join(sorted(known))}"
+            )
         store = Store(cfg.records_dir)
         table = load_latest(store, cache_dir(cfg.records_dir), update=not args.check)
         planned = plan_corrections(
@@ -71,14 +73,22 @@ class CorrectionsCommand(Command):
         )
         changed, alone = planned.counts()
         for d in planned.domains:
-            console.print(f"{d.name}: {len(d.corrected)} records corrected, {len(d.alone)} left alone")
+            console.print(
+                f"{d.name}: {len(d.corrected)} records corrected, {len(d.alone)} left alone"
+            )
         console.print(
             "fields changed: "
-            + (", ".join(f"{k} {n}" for k, n in sorted(changed.items(), key=lambda kv: -kv[1])) or "none")
+            + (
+                ", ".join(f"{k} {n}" for k, n in sorted(changed.items(), key=lambda kv: -kv[1]))
+                or "none"
+            )
         )
         console.print(
             "left alone: "
-            + (", ".join(f"{k} {n}" for k, n in sorted(alone.items(), key=lambda kv: -kv[1])) or "none")
+            + (
+                ", ".join(f"{k} {n}" for k, n in sorted(alone.items(), key=lambda kv: -kv[1]))
+                or "none"
+            )
         )
         differ, extra = stale(planned, out_dir)
         if args.domain is not None:

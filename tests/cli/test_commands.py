@@ -30,6 +30,7 @@ NAMES = (
     "bisect",
     "envs",
     "explain",
+    "corrections",
 )
 
 

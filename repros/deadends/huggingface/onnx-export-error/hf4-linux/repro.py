@@ -39,7 +39,9 @@ def bert(impl):
     """A one-layer BERT built from its config with attention ``impl``, in eval mode."""
     BertConfig, BertModel = from_transformers("BertConfig", "BertModel")
     if not hasattr(BertModel, "_from_config"):
-        raise Unsupported("this transformers has no attn_implementation (PreTrainedModel._from_config)")
+        raise Unsupported(
+            "this transformers has no attn_implementation (PreTrainedModel._from_config)"
+        )
     config = BertConfig(
         num_hidden_layers=1,
         hidden_size=16,
@@ -52,7 +54,9 @@ def bert(impl):
     try:
         model = BertModel._from_config(copy.deepcopy(config), attn_implementation=impl)
     except (ValueError, ImportError) as exc:  # a release without this attention for BERT
-        raise Unsupported("this transformers does not build BERT with %s attention: %s" % (impl, exc))
+        raise Unsupported(
+            "this transformers does not build BERT with %s attention: %s" % (impl, exc)
+        )
     return model.eval()
 
 
@@ -79,7 +83,9 @@ def onnx_module():
         import onnx
         from onnx.reference import ReferenceEvaluator  # noqa: F401
     except ImportError as exc:  # the harness installs it (entry.yaml requires)
-        raise Unsupported("onnx (with its reference evaluator, onnx>=1.13) does not import here: %s" % exc)
+        raise Unsupported(
+            "onnx (with its reference evaluator, onnx>=1.13) does not import here: %s" % exc
+        )
     return onnx
 
 
@@ -104,7 +110,10 @@ def export(model, opset, dynamic=True):
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         kwargs["dynamo"] = False  # the TorchScript exporter, the one of every release
     if dynamic:
-        kwargs["dynamic_axes"] = {"ids": {0: "batch", 1: "sequence"}, "hidden": {0: "batch", 1: "sequence"}}
+        kwargs["dynamic_axes"] = {
+            "ids": {0: "batch", 1: "sequence"},
+            "hidden": {0: "batch", 1: "sequence"},
+        }
     buffer = io.BytesIO()
     torch.onnx.export(
         Hidden(model),
@@ -130,7 +139,9 @@ def lowest_opset_export(model, dynamic=True):
             if "opset" not in str(exc):
                 raise
             refused.append("%d (%s)" % (opset, str(exc).split(" is not supported")[0][:100]))
-    raise RuntimeError("no opset up to %d exports the model: %s" % (max_opset(), "; ".join(refused)))
+    raise RuntimeError(
+        "no opset up to %d exports the model: %s" % (max_opset(), "; ".join(refused))
+    )
 
 
 def feed_ids(x):
@@ -168,7 +179,10 @@ def checked(data, model, feed=feed_ids) -> dict:
         }
         return checks
     opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
-    checks["onnx_model_valid"] = {"ok": True, "detail": "onnx's checker (full check) accepts the model (opset %d)" % opset}
+    checks["onnx_model_valid"] = {
+        "ok": True,
+        "detail": "onnx's checker (full check) accepts the model (opset %d)" % opset,
+    }
     dim = proto.graph.input[0].type.tensor_type.shape.dim[0]
     checks["batch_axis_dynamic"] = {
         "ok": bool(dim.dim_param),
@@ -193,7 +207,13 @@ def checked(data, model, feed=feed_ids) -> dict:
         checks[name] = {
             "ok": diff is not None and diff <= TOLERANCE,
             "detail": "batch of %d: ONNX output %s against torch's %s, largest difference %s (tolerance %g)"
-            % (batch, tuple(got.shape), tuple(want.shape), "n/a" if diff is None else "%.2g" % diff, TOLERANCE),
+            % (
+                batch,
+                tuple(got.shape),
+                tuple(want.shape),
+                "n/a" if diff is None else "%.2g" % diff,
+                TOLERANCE,
+            ),
         }
     return checks
 
@@ -229,7 +249,10 @@ def baseline_default_exporter(device, precision):
             opset_version=TUTORIAL_OPSET,
             input_names=["ids"],
             output_names=["hidden"],
-            dynamic_axes={"ids": {0: "batch", 1: "sequence"}, "hidden": {0: "batch", 1: "sequence"}},
+            dynamic_axes={
+                "ids": {0: "batch", 1: "sequence"},
+                "hidden": {0: "batch", 1: "sequence"},
+            },
         )
         try:  # the weights may be beside it (the dynamo exporter's external data)
             data = onnx.load(path).SerializeToString()
@@ -248,7 +271,9 @@ def opset_as_asked(data, asked):
     onnx = onnx_module()
     try:
         proto = onnx.load_from_string(data)
-        written = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
+        written = max(
+            (o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0
+        )
     except Exception as exc:  # noqa: BLE001 - onnx_model_valid already says what onnx said
         written, why = None, "%s: %s" % (type(exc).__name__, str(exc)[:100])
     return {
@@ -292,8 +317,16 @@ def workaround1_optimum_cli(device, precision):
     try:
         model.save_pretrained(os.path.join(folder, "model"))
         out = subprocess.run(
-            [cli, "export", "onnx", "--model", os.path.join(folder, "model"),
-             "--task", "feature-extraction", os.path.join(folder, "onnx")],
+            [
+                cli,
+                "export",
+                "onnx",
+                "--model",
+                os.path.join(folder, "model"),
+                "--task",
+                "feature-extraction",
+                os.path.join(folder, "onnx"),
+            ],
             capture_output=True,
             text=True,
             timeout=600,
@@ -301,7 +334,9 @@ def workaround1_optimum_cli(device, precision):
         written = os.path.join(folder, "onnx", "model.onnx")
         if out.returncode != 0:
             # optimum's own failure is the workaround's: its last words are the measurement
-            last = [line for line in out.stderr.splitlines() if line.strip()][-1:] or ["(no output)"]
+            last = [line for line in out.stderr.splitlines() if line.strip()][-1:] or [
+                "(no output)"
+            ]
             raise RuntimeError("optimum-cli export onnx exited %d: %s" % (out.returncode, last[0]))
         with open(written, "rb") as f:
             data = f.read()

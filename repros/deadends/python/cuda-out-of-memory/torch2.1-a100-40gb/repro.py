@@ -243,9 +243,7 @@ def deadend2_batch_one_large_model(device, precision):
 
 def control_quarter_batch(device, precision):
     fp32_only(precision)
-    return capped(
-        lambda budget: without(train_step("cuda", BATCH // 4), "samples_per_step")
-    )
+    return capped(lambda budget: without(train_step("cuda", BATCH // 4), "samples_per_step"))
 
 
 def deadend3_expandable_segments(device, precision):

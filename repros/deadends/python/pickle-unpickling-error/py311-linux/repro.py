@@ -168,7 +168,9 @@ def workaround2_safetensors_library(device, precision):
         try:
             import numpy  # noqa: F401
         except ImportError as exc:  # save_file converts through numpy; torch does not bring it
-            raise Unsupported("safetensors' save_file needs numpy, which this environment lacks: %s" % exc)
+            raise Unsupported(
+                "safetensors' save_file needs numpy, which this environment lacks: %s" % exc
+            )
         save_file(state, path)
 
     return loaded(safetensors_load, write=write, precision=precision)
