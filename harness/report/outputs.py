@@ -152,13 +152,18 @@ def _render_entry(
     i: int, a: EntryAggregate, entry: Entry | None, results: Path, smells: Sequence[Smell] = ()
 ) -> tuple[CachedEntry, list[tuple[Path, bytes]]]:
     stem = entry_slug(a.id)
+    correction = None
+    if entry is not None and entry.origin.get("record") and entry.origin.get("domain"):
+        correction = (str(entry.origin.get("id")), str(entry.origin["domain"]))
     pages = [
-        (results / "compat" / f"{stem}.md", render_entry(a, smells).encode("utf-8")),
+        (results / "compat" / f"{stem}.md", render_entry(a, smells, correction).encode("utf-8")),
         (results / "compat" / f"{stem}.png", render_png(a)),
     ]
     torch_only = [a.id] if entry is not None and not entry.uses_lightning else []
     share = CachedEntry(
-        html=html_part([a], i, torch_only=torch_only),
+        html=html_part(
+            [a], i, torch_only=torch_only, corrections={a.id: correction} if correction else None
+        ),
         json=entry_json(a).encode("utf-8"),
         cell_data=render_cell_data(a),
         answers=entry_answers(a, entry),

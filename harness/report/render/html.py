@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,11 +166,15 @@ def _verdict_counts(a: EntryAggregate) -> list[int]:
 
 
 def html_part(
-    entries: Sequence[EntryAggregate], first: int = 0, torch_only: Collection[str] = ()
+    entries: Sequence[EntryAggregate],
+    first: int = 0,
+    torch_only: Collection[str] = (),
+    corrections: Mapping[str, tuple[str, str]] | None = None,
 ) -> HtmlPart:
     """The part of ``entries``, the first of them at index ``first`` of all entries;
     ``torch_only``: the ids of the entries whose reproducers import no lightning (drawn
-    with one column per torch release)."""
+    with one column per torch release); ``corrections``: entry id -> (knowledge-base id,
+    domain) of the entries whose record `corrections` corrects or says why not."""
     row = environment().get_template("templates/contents_row.html")
     section = environment().get_template("templates/entry.html")
     contents: list[str] = []
@@ -181,7 +185,9 @@ def html_part(
         totals = [t + x for t, x in zip(totals, c, strict=True)]
         slug = entry_slug(a.id)
         contents.append(row.render(a=a, slug=slug, verdict_counts=c))
-        sections.append(section.render(_section(a, slug, cell_file_name(i), a.id in torch_only)))
+        context = _section(a, slug, cell_file_name(i), a.id in torch_only)
+        context["correction"] = (corrections or {}).get(a.id)
+        sections.append(section.render(context))
     return HtmlPart(
         entries=len(entries),
         runs=sum(a.n_runs for a in entries),

@@ -496,11 +496,26 @@ def smells_section(smells: Sequence[Smell]) -> list[str]:
     )
 
 
-def render_entry(agg: EntryAggregate, smells: Sequence[Smell] = ()) -> str:
-    """An entry's compatibility page (results/compat/<slug>.md), its sections in order."""
+def correction_line(kb_id: str, domain: str) -> str:
+    """Where a knowledge-base entry's correction is: its domain's review, which shows each
+    changed field or says why the record is left alone (`python -m harness corrections`)."""
+    return (
+        f"Correction for the knowledge base: [{md(kb_id)} in the {md(domain)} review]"
+        f"(../corrections/review/{domain}.md), written by `python -m harness corrections` "
+        "(the corrected record is under ../corrections/data/canons/ where the runs change it)."
+    )
+
+
+def render_entry(
+    agg: EntryAggregate, smells: Sequence[Smell] = (), correction: tuple[str, str] | None = None
+) -> str:
+    """An entry's compatibility page (results/compat/<slug>.md), its sections in order.
+    ``correction``: (kb id, domain) of an entry whose knowledge-base record is kept."""
     lines = [f"# {md(agg.title)}", ""]
     if agg.title != agg.id:
         lines += [f"Entry: {md(agg.id)}", ""]
+    if correction is not None:
+        lines += [correction_line(*correction), ""]
     if agg.signature_type:
         # the message as text; the pattern that matches it is in the entry's entry.yaml
         lines += [
