@@ -68,7 +68,7 @@ from harness.catalogue.msgsearch import message_regex
 from harness.outcomes import NOT_COUNTED, SHOWS, Outcome
 from harness.spec.entries import Entry
 
-__all__ = ["Change", "Correction", "Left", "correct", "outcome_lines"]
+__all__ = ["Change", "Correction", "Left", "correct", "markdown_suggestions", "outcome_lines"]
 
 _MOVED = (UNDERSTATED, OVERSTATED)
 _SHOW_GRADES = frozenset(g.value for g in SHOWS)
@@ -263,8 +263,14 @@ def _rates(c: Correction, agg: EntryAggregate, unmeasured: Mapping[str, str]) ->
             failing = Rate.of(n - v.ok.k, n)
             otherwise = not works and verdict.advice == FAILS_OTHERWISE
             measured = failing if otherwise and v.measured_kind else v.overall
-            claimed = float(item[rate_key])
-            moved = (
+            if item.get(rate_key) is None:  # a document that states no figure (Markdown)
+                c.left.append(
+                    Left(f"{where}.{rate_key}", f"no figure stated; measured {v.overall.text()}")
+                )
+                claimed = None
+            else:
+                claimed = float(item[rate_key])
+            moved = claimed is not None and (
                 not measured.contains(claimed)
                 if otherwise and v.measured_kind
                 else verdict.figure in _MOVED
@@ -272,13 +278,13 @@ def _rates(c: Correction, agg: EntryAggregate, unmeasured: Mapping[str, str]) ->
             if moved and measured.value is not None:
                 new = round(measured.value, 2)
                 why = (
-                    f"figure {verdict.figure}: the record's {pct(claimed)} lies outside "
+                    f"figure {verdict.figure}: the record's {pct(claimed or 0.0)} lies outside "
                     f"the measured 95% interval"
                 )
                 if otherwise:
                     why += "; it fails, not as documented, so its failures of every kind count"
                 c.set(f"{where}.{rate_key}", new, "rate", _evidence(agg, measured), why)
-            else:
+            elif claimed is not None:
                 c.left.append(Left(f"{where}.{rate_key}", f"{verdict.label}: {v.overall.text()}"))
             parts = []
             version_words = _version_condition(
@@ -453,22 +459,27 @@ def _signature(c: Correction, agg: EntryAggregate, entry: Entry) -> None:
     seen: list[str] = []
     if verdict.grade in _CORRECTED_GRADES:
         # torch's words for the documented situation: a message of that grade raised in most
-        # of one baseline's counted runs (a message a few runs raised is not the situation's)
-        chosen = [
-            (m.count / b.overall.n, m, b)
-            for b in baselines
-            for m in b.messages
-            if m.grade == verdict.grade and b.overall.n and m.count / b.overall.n >= 0.5
-        ]
+        # of the baselines' counted runs together (what one reading of several raises, or a
+        # few runs, is not the situation's)
+        total = sum(b.overall.n for b in baselines)
+        counts: dict[tuple[str, str], int] = {}
+        envs: dict[tuple[str, str], set[str]] = {}
+        for m in messages:
+            if m.grade == verdict.grade:
+                key = (m.type, m.message)
+                counts[key] = counts.get(key, 0) + m.count
+                envs.setdefault(key, set()).update(m.envs)
+        chosen = [(n, key) for key, n in counts.items() if total and n / total > 0.5]
         if chosen:
-            _, best, b = max(chosen, key=lambda x: (x[1].count, x[0], x[1].type, x[1].message))
+            count, key = max(chosen)
+            best = next(m for m in messages if (m.type, m.message) == key)
             new = _full(best)
             c.set(
                 "error.signature",
                 new,
                 "signature",
-                f"raised in {best.count}/{b.overall.n} counted runs of {b.name} "
-                f"({_span(_torch_of(agg, best.envs))}); grade {verdict.grade}",
+                f"raised in {count}/{total} counted baseline runs "
+                f"(torch {_span(_torch_of(agg, sorted(envs[key])))}); grade {verdict.grade}",
                 f"the documented message's grade is {verdict.grade}: torch's own words instead",
             )
             seen.append(new)
@@ -478,7 +489,7 @@ def _signature(c: Correction, agg: EntryAggregate, entry: Entry) -> None:
                 Left(
                     "error.signature",
                     f"{verdict.label}; no message of grade {verdict.grade} was raised in most "
-                    f"of a baseline's runs"
+                    f"of the baselines' counted runs"
                     + (f" (most often: {_full(most, 160)}, {most.count} runs)" if most else ""),
                 )
             )
@@ -766,3 +777,109 @@ def outcome_lines(c: Correction, agg: EntryAggregate) -> list[dict[str, Any]]:
                 offset += count
     lines.sort(key=lambda x: (x["timestamp"], x["notes"]))
     return lines
+
+
+# -- the Markdown entry (the seeds' format): the same rules, as a suggested block ------------------
+
+
+def _as_record(entry: Entry) -> dict[str, Any]:
+    """The facts of a Markdown entry in a record's shape, for the same rules to read."""
+    rates: dict[str, float | None] = {}
+    for v in entry.variants:
+        if v.claim_ref and (v.claim_ref not in rates or rates[v.claim_ref] is None):
+            rates[v.claim_ref] = v.claimed_rate
+
+    def items(word: str, key: str) -> list[dict[str, Any]]:
+        numbers = [int(r.split()[-1]) for r in rates if r.rsplit(" ", 1)[0] == word]
+        return [
+            {"action": f"{word} {i}", key: rates.get(f"{word} {i}")}
+            for i in range(1, max(numbers, default=0) + 1)
+        ]
+
+    message = str(entry.origin.get("message") or entry.title)
+    return {
+        "error": {"signature": message, "regex": ""},
+        "environment": {"runtime": {"name": "markdown", "version_range": ""}},
+        "verdict": {
+            "resolvable": "partial",
+            "fix_success_rate": entry.claims.fix_rate,
+            "confidence": 1.0,
+            "summary": "",
+        },
+        "workarounds": items("workaround", "success_rate"),
+        "dead_ends": items("dead end", "fail_rate"),
+        "metadata": {"evidence_count": 3},
+    }
+
+
+def _markdown_field(path: str) -> str | None:
+    m = re.fullmatch(r"(workarounds|dead_ends)\[(\d+)\]\.(\w+)", path)
+    if m:
+        what = "Workaround" if m.group(1) == "workarounds" else "Dead end"
+        i = int(m.group(2)) + 1
+        if m.group(3) == "condition":
+            return f"{what} {i}: when it holds"
+        return f"{what} {i} ({'% success' if what == 'Workaround' else '% fail'})"
+    return {"verdict.fix_success_rate": "Fix Rate", "error.signature": "Title (the error)"}.get(
+        path
+    )
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float):
+        return pct(value)
+    text = "–" if value in (None, "") else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_suggestions(entry: Entry, agg: EntryAggregate) -> str:
+    """What the runs would change in a Markdown entry's own fields (Fix Rate, each
+    workaround's and dead end's figure and condition, the title's error, the Version
+    Compatibility rows), by the rules `corrections` applies to a JSON record: the entry
+    document's ``suggested-corrections`` block. Nothing is applied to source.md."""
+    record = _as_record(entry)
+    c = Correction(entry.id, "", "", "", b"", copy.deepcopy(record))
+    _rates(c, agg, {})
+    if record["verdict"]["fix_success_rate"] is not None:
+        c.record["metadata"]["evidence_count"] = 3
+        c.record["verdict"]["last_updated"] = ""
+        _fix_rate(c, agg, "")
+    _signature(c, agg, entry)
+    rows = []
+    for ch in c.changes:
+        name = _markdown_field(ch.field)
+        if name is not None:
+            rows.append(
+                f"| {name} | {_shown(ch.old)} | {_shown(ch.new)} | {_shown(ch.evidence)} | "
+                f"{_shown(ch.rule)} |"
+            )
+    for v in agg.verdicts:
+        if v.claim.startswith("version table") and v.verdict == "contradicted":
+            rows.append(
+                f"| Version Compatibility: {_shown(v.subject)} | {_shown(v.claimed)} | "
+                f"{_shown(v.measured)} | n={v.n} | {_shown(v.why[:300])} |"
+            )
+    lines = [
+        "### Suggested corrections",
+        "",
+        "What the runs would change in the source document's own fields, by the rules "
+        "`python -m harness corrections` applies to a knowledge-base record "
+        "(docs/how-to/knowledge-base.md); suggested only, never applied to source.md.",
+        "",
+    ]
+    if rows:
+        lines += [
+            "| field | the document says | the runs say | evidence | rule |",
+            "|---|---|---|---|---|",
+            *rows,
+        ]
+    else:
+        lines.append("Nothing: no measured figure, condition or message differs from the document.")
+    left = [
+        f"- {name}: {_shown(item.why[:300])}"
+        for item in c.left
+        if (name := _markdown_field(item.field)) is not None
+    ]
+    if left:
+        lines += ["", "Left as the document says:", "", *left]
+    return "\n".join(lines) + "\n"

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.report.writeback import BLOCKS
+from harness.report.writeback import BLOCKS, OPTIONAL_BLOCKS
 from harness.spec.yaml_nodes import MAX_DEPTH
 
 __all__ = [
@@ -177,9 +177,12 @@ def _percent(text: str, path: str | Path, what: str, line: int | None = None) ->
     return round(value / 100, 4)
 
 
-def _markers() -> str:
+def _markers(fmt: str = "") -> str:
+    """The write-back blocks of a new document; a Markdown entry's (the seeds' format) also
+    its suggested corrections."""
+    names = (*BLOCKS, *(OPTIONAL_BLOCKS if fmt == "markdown" else ()))
     return "".join(
-        f"<!-- harness:{name}:begin -->\n<!-- harness:{name}:end -->\n" for name in BLOCKS
+        f"<!-- harness:{name}:begin -->\n<!-- harness:{name}:end -->\n" for name in names
     )
 
 

@@ -169,9 +169,20 @@ def _render_entry(
         answers=entry_answers(a, entry),
         verdicts=tuple(v.verdict for v in a.verdicts),
         pages=tuple((path.relative_to(results).as_posix(), sha256(blob)) for path, blob in pages),
-        documents=((str(entry.document), blocks_for(a)),) if entry is not None else (),
+        documents=((str(entry.document), _document_blocks(a, entry)),) if entry is not None else (),
     )
     return share, pages
+
+
+def _document_blocks(a: EntryAggregate, entry: Entry) -> dict[str, str]:
+    """The entry document's blocks; a Markdown entry's (the seeds' format) also its
+    suggested corrections, filled where the document carries that block."""
+    blocks = blocks_for(a)
+    if entry.origin.get("format") == "markdown":
+        from harness.catalogue.corrections import markdown_suggestions
+
+        blocks["suggested-corrections"] = markdown_suggestions(entry, a)
+    return blocks
 
 
 def _render(job: _Job) -> _Rendered:

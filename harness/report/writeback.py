@@ -32,6 +32,7 @@ from harness.report.render.markdown import (
 
 __all__ = [
     "BLOCKS",
+    "OPTIONAL_BLOCKS",
     "WritebackError",
     "WritebackResult",
     "blocks_for",
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 BLOCKS = ("measured-versions", "measured-rates", "verification")
+# filled where the document carries it: a Markdown entry's (the seeds' format) suggested
+# corrections to its own fields (harness/catalogue/corrections.py, markdown_suggestions)
+OPTIONAL_BLOCKS = ("suggested-corrections",)
 _MARKER = re.compile(r"<!--\s*harness:([A-Za-z0-9_-]+):(begin|end)\s*-->")
 
 
@@ -73,10 +77,9 @@ def fill(text: str, blocks: Mapping[str, str], path: str | os.PathLike[str] = "<
     for m in _MARKER.finditer(text):
         name, edge = m.group(1), m.group(2)
         line = text.count("\n", 0, m.start()) + 1
-        if name not in BLOCKS:
-            raise WritebackError(
-                path, line, f"unknown block {name!r}; known blocks: {', '.join(BLOCKS)}"
-            )
+        if name not in BLOCKS and name not in OPTIONAL_BLOCKS:
+            known = ", ".join((*BLOCKS, *OPTIONAL_BLOCKS))
+            raise WritebackError(path, line, f"unknown block {name!r}; known blocks: {known}")
         if edge == "begin":
             if open_name is not None:
                 raise WritebackError(

@@ -179,3 +179,48 @@ def test_missing_block_is_named(tmp_path):
     ):
         write_back(aggregate_entry(entry(doc), RECORDS), doc)
     assert doc.read_text(encoding="utf-8").count("harness") == 2  # untouched
+
+
+def test_the_optional_block_is_filled_where_a_document_carries_it_and_only_there():
+    required = "".join(
+        f"<!-- harness:{b}:begin -->\nold\n<!-- harness:{b}:end -->\n"
+        for b in ("measured-versions", "measured-rates", "verification")
+    )
+    blocks = {
+        "measured-versions": "v",
+        "measured-rates": "r",
+        "verification": "x",
+        "suggested-corrections": "suggested",
+    }
+    assert "suggested" not in fill(required, blocks)  # not carried: nothing added
+    carried = required + (
+        "<!-- harness:suggested-corrections:begin -->\nold\n"
+        "<!-- harness:suggested-corrections:end -->\n"
+    )
+    filled = fill(carried, blocks)
+    assert "suggested" in filled and "old" not in filled
+    # carried but not given (a JSON record's entry): left as it is
+    del blocks["suggested-corrections"]
+    assert fill(carried, blocks).count("old") == 1
+
+
+def test_a_markdown_entrys_document_suggests_the_corrections_of_its_own_fields():
+    from harness.aggregate import aggregate_table
+    from harness.catalogue.corrections import markdown_suggestions
+    from harness.spec.entries import load_entries
+    from harness.store.columnar import load_latest
+    from harness.store.jsonl import Store
+    from tests.paths import committed_tree
+
+    tree = committed_tree()
+    entry = next(
+        e for e in load_entries(tree / "repros") if e.id == "pytorch/grad-scale-unscale-error"
+    )
+    table = load_latest(Store(tree / "results" / "records"), None, update=False)
+    (agg,) = aggregate_table(table, [entry], ids=[entry.id])
+    block = markdown_suggestions(entry, agg)
+    # the document carries the block, filled from the committed records (report --check
+    # holds it there); the seed's figures it cannot measure are named with why
+    assert block.strip() in entry.document.read_text(encoding="utf-8")
+    assert "Fix Rate: not measurable" in block
+    assert "| field | the document says | the runs say |" in block or "Nothing:" in block
