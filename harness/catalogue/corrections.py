@@ -68,7 +68,15 @@ from harness.catalogue.msgsearch import message_regex
 from harness.outcomes import NOT_COUNTED, SHOWS, Outcome
 from harness.spec.entries import Entry
 
-__all__ = ["Change", "Correction", "Left", "correct", "markdown_suggestions", "outcome_lines"]
+__all__ = [
+    "Change",
+    "Correction",
+    "Left",
+    "correct",
+    "markdown_suggestions",
+    "outcome_lines",
+    "record_signatures",
+]
 
 _MOVED = (UNDERSTATED, OVERSTATED)
 _SHOW_GRADES = frozenset(g.value for g in SHOWS)
@@ -571,10 +579,21 @@ def _version_range(c: Correction, agg: EntryAggregate) -> None:
     )
 
 
+def record_signatures(entry: Entry) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """A kept record's id and the (type, message pattern) pairs that read as its documented
+    error: its signature, and torch's own wording where entry.yaml gives one (``reworded``)."""
+    pairs = [(entry.signature.type, entry.signature.message)]
+    if entry.reworded is not None:
+        pairs.append((entry.reworded.type or entry.signature.type, entry.reworded.message))
+    return str(entry.origin.get("id")), tuple(pairs)
+
+
 def _leads_to(
-    c: Correction, agg: EntryAggregate, others: Mapping[str, tuple[str, str, str]]
+    c: Correction,
+    agg: EntryAggregate,
+    others: Mapping[str, tuple[str, tuple[tuple[str, str], ...]]],
 ) -> None:
-    """``others``: entry id -> (kb id, signature type, signature message regex)."""
+    """``others``: entry id -> ``record_signatures`` of each kept record."""
     graph = c.record.setdefault("transition_graph", {})
     edges = graph.setdefault("leads_to", [])
     present = {e.get("error_id") for e in edges}
@@ -583,15 +602,10 @@ def _leads_to(
             continue
         for f in v.failures:
             exc_type, _, message = f.text.partition(": ")
-            for eid, (kb_id, sig_type, sig_message) in sorted(others.items()):
+            for eid, (kb_id, pairs) in sorted(others.items()):
                 if eid == c.entry_id or kb_id in present or kb_id == c.kb_id:
                     continue
-                if exc_type.split(".")[-1] != sig_type.split(".")[-1]:
-                    continue
-                try:
-                    if not re.search(sig_message, message):
-                        continue
-                except re.error:
+                if not any(_reads_as(exc_type, message, t, p) for t, p in pairs):
                     continue
                 probability = round(f.count / v.overall.n, 2)
                 edge = {
@@ -611,6 +625,15 @@ def _leads_to(
                         "a workaround's runs raised another record's documented error",
                     )
                 )
+
+
+def _reads_as(exc_type: str, message: str, sig_type: str, pattern: str) -> bool:
+    if exc_type.split(".")[-1] != sig_type.split(".")[-1]:
+        return False
+    try:
+        return re.search(pattern, message) is not None
+    except re.error:
+        return False
 
 
 def _last_confirmed(agg: EntryAggregate) -> str:
@@ -640,7 +663,7 @@ def correct(
     agg: EntryAggregate,
     original: bytes,
     *,
-    others: Mapping[str, tuple[str, str, str]] = {},
+    others: Mapping[str, tuple[str, tuple[tuple[str, str], ...]]] = {},
     unmeasured: Mapping[str, str] = {},
     page: str = "",
     page_url: str | None = None,

@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.aggregate import EntryAggregate, aggregate_table
-from harness.catalogue.corrections import TOOL, Correction, correct, outcome_lines
+from harness.catalogue.corrections import (
+    TOOL,
+    Correction,
+    correct,
+    outcome_lines,
+    record_signatures,
+)
 from harness.report.render import entry_slug
 from harness.spec.entries import Entry
 from harness.spec.triage import Triage
@@ -88,11 +94,7 @@ def plan_corrections(
     known_ids = {str(e.origin.get("id")) for e in kept} | {
         row.kb_id for t in triages for row in t.entries
     }
-    others = {
-        e.id: (str(e.origin.get("id")), e.signature.type, e.signature.message)
-        for e in kept
-        if e.origin.get("format") == "deadends-json"
-    }
+    others = {e.id: record_signatures(e) for e in kept if e.origin.get("format") == "deadends-json"}
     rows = {t.entry_id(row): (t, row) for t in triages for row in t.entries}
     wanted = [
         e

@@ -228,3 +228,35 @@ def test_a_changed_rate_keeps_the_files_number_style_and_the_other_lines() -> No
     assert '"a": 0.90,' in written and '"f": [\n      1\n    ]' in written
     with pytest.raises(ValueError, match="two-space"):
         dumps_like(b'{"a": 1, "b": 2}', {"a": 2, "b": 2})
+
+
+def test_a_workaround_that_raises_another_records_error_leads_to_it() -> None:
+    import dataclasses
+
+    from harness.aggregate import Failure, aggregate_table
+    from harness.catalogue.corrections import correct, record_signatures
+    from harness.store.columnar import load_latest
+    from harness.store.jsonl import Store
+
+    tree = committed_tree()
+    entries = load_entries(tree / "repros")
+    by_id = {e.id: e for e in entries}
+    entry = by_id["deadends/pytorch/broadcast-shape-mismatch/pt2-linux"]
+    other = by_id["deadends/pytorch/embedding-index-error/pt2-linux"]
+    table = load_latest(Store(tree / "results" / "records"), None, update=False)
+    (agg,) = aggregate_table(table, entries, ids=[entry.id])
+    w = next(v for v in agg.variants if v.kind == "workaround" and v.overall.n)
+    raised = Failure("other_error", "IndexError: index out of range in self", 3)
+    variants = tuple(
+        dataclasses.replace(v, failures=(raised,)) if v.name == w.name else v for v in agg.variants
+    )
+    others = {other.id: record_signatures(other)}
+    original = (entry.dir / "kb-record.json").read_bytes()
+    plain = correct(entry, agg, original, others=others)
+    assert not plain.record["transition_graph"]["leads_to"]  # as measured: no edge
+    c = correct(entry, dataclasses.replace(agg, variants=variants), original, others=others)
+    (edge,) = c.record["transition_graph"]["leads_to"]
+    assert edge["error_id"] == other.origin["id"]
+    assert edge["probability"] == round(3 / w.overall.n, 2)
+    assert any(ch.kind == "leads to" for ch in c.changes)
+    assert problems(c.record) == []
