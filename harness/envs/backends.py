@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -228,12 +229,17 @@ class NotAPython(Exception):
     what it did instead."""
 
 
-# one start answers both: the version, and the installation a venv's python or a shim runs
+# one start answers both: the version, and the installation a venv's python or a shim runs.
+# It also answers a challenge (the SHA-256 of a fresh nonce, given as its argument): a
+# program that only prints the expected lines (a script faking the probe) cannot, so its
+# made-up version never names an environment
 IDENTIFY = (
-    "import os, sys; sys.stdout.write('HARNESS-PYTHON %d.%d.%d\\n' % sys.version_info[:3]); "
+    "import hashlib, os, sys; sys.stdout.write('HARNESS-PYTHON %d.%d.%d %s\\n' % "
+    "(sys.version_info[:3] + (hashlib.sha256(sys.argv[1].encode()).hexdigest()[:16],))); "
     "sys.stdout.write('HARNESS-BASE %s\\n' % "
     "os.path.realpath(getattr(sys, '_base_executable', None) or sys.executable))"
 )
+_VERSION = re.compile(r"[23]\.\d{1,3}\.\d{1,3}")
 
 
 def identify_python(exe: str | Path, timeout: float = IDENTIFY_TIMEOUT_S) -> str:
@@ -253,16 +259,24 @@ def base_interpreter(exe: str | Path, timeout: float = IDENTIFY_TIMEOUT_S) -> Pa
 
 
 def _identify(exe: str | Path, timeout: float) -> tuple[str, Path]:
+    nonce = secrets.token_hex(8)
     try:
-        out = run_bounded([str(exe), "-c", IDENTIFY], timeout, limit=64 * 1024)
+        out = run_bounded([str(exe), "-c", IDENTIFY, nonce], timeout, limit=64 * 1024)
     except OSError as exc:
         raise NotAPython(f"it does not run: {exc.strerror or exc}") from None
     said = dict(
         line.split(" ", 1) for line in out.stdout.splitlines() if line.startswith("HARNESS-")
     )
     if "HARNESS-PYTHON" in said:
-        base = said.get("HARNESS-BASE", "").strip()
-        return said["HARNESS-PYTHON"].strip(), Path(base) if base else Path(exe)
+        version, _, check = said["HARNESS-PYTHON"].strip().partition(" ")
+        if check != hashlib.sha256(nonce.encode()).hexdigest()[:16]:
+            _refuse(
+                "it answered without running the harness's code (the check value is wrong)", out
+            )
+        if not _VERSION.fullmatch(version):
+            _refuse(f"it said it is Python {version[:40]!r}, which is no Python version", out)
+        base = Path(said.get("HARNESS-BASE", "").strip())
+        return version, base if base.is_absolute() and base.is_file() else Path(exe)
     if out.returncode is None:
         _refuse(f"it did not answer within {timeout:g} s", out)
     _refuse(f"it exited with status {out.returncode} without saying its version", out)
@@ -464,10 +478,36 @@ def run_probe(
         raise EnvFailed(f"health check timed out after {timeout:.0f} s importing {names}")
     for line in out.stdout.splitlines():
         if line.startswith("HARNESS-PROBE "):
-            data = json.loads(line[len("HARNESS-PROBE ") :])
-            seen = {str(k): str(v) for k, v in data["versions"].items()}
-            return ProbeResult(seen, {str(k): str(v) for k, v in data["missing"].items()})
+            return _probe_answer(line[len("HARNESS-PROBE ") :])
     raise EnvFailed(f"health check failed: {names} do not import:\n{_tail(out.stderr)}")
+
+
+def _probe_answer(text: str) -> ProbeResult:
+    """The probe's answer, checked before use: {"versions": {name: scalar}, "missing":
+    {name: text}}; anything else is the environment's failure, named with what it said."""
+    shown = repr(text[:200]) + (
+        f" (its first 200 characters, of {len(text)})" if len(text) > 200 else ""
+    )
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise EnvFailed(f"health check answered no JSON ({exc}): {shown}") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(k), dict) for k in ("versions", "missing")
+    ):
+        raise EnvFailed(f"health check answered no {{versions, missing}} object: {shown}")
+    for part in ("versions", "missing"):
+        for key, value in data[part].items():
+            if (
+                len(key) > 200
+                or not isinstance(value, (str, int, float, bool))
+                or (isinstance(value, str) and len(value) > 20_000)
+            ):
+                raise EnvFailed(
+                    f"health check answered {part}.{key[:80]!r} = {value!r:.80}: {shown}"
+                )
+    seen = {str(k): str(v) for k, v in data["versions"].items()}
+    return ProbeResult(seen, {str(k): str(v) for k, v in data["missing"].items()})
 
 
 def probe(
@@ -652,6 +692,14 @@ class Found:
     refusal: str = ""
 
 
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except (InvalidVersion, ValueError):
+        return False
+    return len(text) <= 64
+
+
 def _public(version: str) -> str:
     """ "2.4.1+cu121" -> "2.4.1": the id names the release; the record keeps the build."""
     try:
@@ -706,7 +754,7 @@ class ExistingBackend:
         started = time.monotonic()
         roles = self.roles()
         try:
-            identify_python(python)
+            version = identify_python(python)  # checked: it ran the harness's code
         except NotAPython as exc:
             nothing = Environment(python="0", torch=MISSING, lightning=MISSING)
             return Found(nothing, {}, str(exc), time.monotonic() - started, refusal=str(exc))
@@ -717,10 +765,17 @@ class ExistingBackend:
             missing = {"python": str(exc)}
         else:
             seen, missing = result.seen, result.missing
-        version = seen.get("python") or _python_version(python) or "unknown"
+        if seen.get("python", version) != version:  # the probe is not the interpreter asked
+            missing["python"] = (
+                f"its health check says Python {seen['python'][:40]!r}, not {version}"
+            )
+            seen = {}
         names = {"torch": "0", "lightning": "0"}  # axes without a stand-in (tests only)
         for axis, modules in roles:
             loaded = next((seen[m] for m in modules if m in seen), None)
+            if loaded is not None and not _is_version(loaded):
+                missing["/".join(modules)] = f"it says its version is {loaded[:80]!r}"
+                loaded = None
             names[axis] = _public(loaded) if loaded else MISSING
         env = Environment(
             python=".".join(version.split(".")[:2]),
