@@ -83,7 +83,7 @@ def test_a_probe_answer_that_fails_its_checks_is_env_failed_under_the_true_pytho
     assert "Traceback" not in text, text[-3000:]
     records = project.records()
     assert records, text[-3000:]
-    true_python = "py%d.%d-" % sys.version_info[:2]
+    true_python = f"py{sys.version_info[0]}.{sys.version_info[1]}-"
     for r in records:
         assert r["outcome"] == "env_failed"
         assert str(r["env"]).startswith(true_python + "torchnone-lightning"), r["env"]
