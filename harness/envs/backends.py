@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from harness.atomic import write_atomically
@@ -88,6 +89,10 @@ class BuiltEnv:
     isolated: bool = True
     # what the health check imports (lists of alternatives): what a warm worker preloads
     imports: tuple[tuple[str, ...], ...] = (("torch",), ("lightning", "pytorch_lightning"))
+    # a derived environment (a variant's requires:): every distribution it holds that its
+    # row's environment does not hold at that version, read from the environment itself
+    # (importlib.metadata); None where nothing is derived or the backend cannot tell
+    beyond_row: dict[str, str] | None = None
 
     def versions(self) -> dict[str, str]:
         """The probe's versions, without its facts (those go to provenance and prechecks)."""
@@ -602,6 +607,9 @@ class UvBackend:
                 except EnvFailed:
                     seen = None  # unhealthy: rebuilt below
                 if seen is not None:
+                    beyond = meta.get("beyond_row")
+                    if env.requires and not isinstance(beyond, dict):  # a marker of before
+                        beyond = self._beyond_row(env, python, prober)
                     return BuiltEnv(
                         env,
                         path,
@@ -611,6 +619,7 @@ class UvBackend:
                         True,
                         time.monotonic() - started,
                         imports=spec.imports,
+                        beyond_row=beyond if env.requires else None,
                     )
         # no marker, another fingerprint, or unhealthy: never reuse, build afresh
         shutil.rmtree(path, ignore_errors=True)
@@ -649,6 +658,7 @@ class UvBackend:
             if "==" in line:
                 name, _, version = line.partition("==")
                 versions[name.strip().lower()] = version.strip()
+        beyond = self._beyond_row(env, python, prober) if env.requires else None
         meta = {
             "fingerprint": fp,
             "env": spec.name,
@@ -657,6 +667,8 @@ class UvBackend:
             "installed": versions,
             "probe": seen,
         }
+        if beyond is not None:
+            meta["beyond_row"] = beyond
         # the marker is written last: its presence means the build completed
         write_atomically(path / MARKER, json.dumps(meta, indent=1, sort_keys=True).encode())
         return BuiltEnv(
@@ -668,7 +680,25 @@ class UvBackend:
             False,
             time.monotonic() - started,
             imports=spec.imports,
+            beyond_row=beyond,
         )
+
+    def _beyond_row(self, env: Environment, python: Path, prober: Prober | None) -> dict[str, str]:
+        """Every distribution the derived environment at ``python`` holds (importlib.metadata,
+        whatever installed it: a dependency of a requirement, a wheel a name pointed at) that
+        the row's environment lacks or holds at another version. The row's is reused, or
+        built when this run has not built it; where it cannot be, all the derived one holds."""
+        try:
+            dists = installed_report(python)["dists"]
+            held = {canonicalize_name(d["name"]): str(d["version"]) for d in dists.values()}
+        except (ValueError, OSError, KeyError, TypeError) as exc:
+            raise EnvFailed(f"{python} did not list its distributions: {exc}") from exc
+        try:
+            row = self.ensure(env.base, prober).installed
+        except EnvFailed:
+            row = {}
+        row = {canonicalize_name(k): v for k, v in row.items()}
+        return {name: held[name] for name in sorted(held) if row.get(name) != held[name]}
 
 
 # --- existing interpreters: nothing installed, everything probed ----------------------------
