@@ -242,7 +242,8 @@ def bounded_search(pattern: str, text: str, seconds: float = MATCH_SECONDS) -> b
     except _TooLong:
         return None
     finally:
-        signal.signal(signal.SIGALRM, previous)
+        # None: a handler not set from Python; the default is what was there
+        signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
         if outer > 0:
             left = max(outer - (time.monotonic() - start), 1e-6)
             signal.setitimer(signal.ITIMER_REAL, left, interval)

@@ -295,13 +295,6 @@ def _refuse(what: str, out: Bounded) -> NoReturn:
     raise NotAPython(what)
 
 
-def _python_version(exe: str | Path) -> str | None:
-    try:
-        return _minor(identify_python(exe))
-    except NotAPython:
-        return None
-
-
 def _minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
