@@ -29,6 +29,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.report.writeback import BLOCKS, OPTIONAL_BLOCKS
+from harness.spec.backtracking import backtracking_problem
 from harness.spec.yaml_nodes import MAX_DEPTH
 
 __all__ = [
@@ -508,6 +509,9 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
         raise DocumentError(
             path, f"'error.regex' is not a valid regular expression: {exc}"
         ) from exc
+    problem = backtracking_problem(regex)
+    if problem is not None:  # the loader would refuse it: named here, in the record's words
+        raise DocumentError(path, f"'error.regex' may backtrack catastrophically: {problem}")
     exc_type, message, named = split_type(signature)
     runtime = _get(data, "environment.runtime.name", path, str)
     version_range = _get(data, "environment.runtime.version_range", path, str)

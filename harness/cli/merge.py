@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from harness.cli.command import Command
-from harness.errors import InputError
+from harness.errors import HarnessError, InputError
 
 __all__ = ["MergeCommand"]
 
@@ -24,13 +24,20 @@ class MergeCommand(Command):
 
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
-        from harness.store.jsonl import Store
+        from harness.store.jsonl import Store, StoreError
 
         missing = [s for s in args.sources if not Path(s).exists()]
         if missing:  # (one line names them all)
             raise InputError(f"merge: {', '.join(missing)}: no such file or folder")
         store = Store(repo / "results" / "records")
-        result = store.merge(args.sources)
+        try:
+            result = store.merge(args.sources)
+        except StoreError as exc:  # a read-only or full store: named, as run names it
+            raise HarnessError(
+                None,
+                None,
+                f"{exc} (merge again once it can be written: what is stored is skipped)",
+            ) from exc
         for w in (*result.warnings, *store.quarantine(result.refused)):
             console.print(f"[yellow]warning:[/] {escape(w)}")
         console.print(

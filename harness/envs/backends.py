@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from harness.atomic import write_atomically
@@ -87,6 +89,10 @@ class BuiltEnv:
     isolated: bool = True
     # what the health check imports (lists of alternatives): what a warm worker preloads
     imports: tuple[tuple[str, ...], ...] = (("torch",), ("lightning", "pytorch_lightning"))
+    # a derived environment (a variant's requires:): every distribution it holds that its
+    # row's environment does not hold at that version, read from the environment itself
+    # (importlib.metadata); None where nothing is derived or the backend cannot tell
+    beyond_row: dict[str, str] | None = None
 
     def versions(self) -> dict[str, str]:
         """The probe's versions, without its facts (those go to provenance and prechecks)."""
@@ -228,12 +234,17 @@ class NotAPython(Exception):
     what it did instead."""
 
 
-# one start answers both: the version, and the installation a venv's python or a shim runs
+# one start answers both: the version, and the installation a venv's python or a shim runs.
+# It also answers a challenge (the SHA-256 of a fresh nonce, given as its argument): a
+# program that only prints the expected lines (a script faking the probe) cannot, so its
+# made-up version never names an environment
 IDENTIFY = (
-    "import os, sys; sys.stdout.write('HARNESS-PYTHON %d.%d.%d\\n' % sys.version_info[:3]); "
+    "import hashlib, os, sys; sys.stdout.write('HARNESS-PYTHON %d.%d.%d %s\\n' % "
+    "(sys.version_info[:3] + (hashlib.sha256(sys.argv[1].encode()).hexdigest()[:16],))); "
     "sys.stdout.write('HARNESS-BASE %s\\n' % "
     "os.path.realpath(getattr(sys, '_base_executable', None) or sys.executable))"
 )
+_VERSION = re.compile(r"[23]\.\d{1,3}\.\d{1,3}")
 
 
 def identify_python(exe: str | Path, timeout: float = IDENTIFY_TIMEOUT_S) -> str:
@@ -253,16 +264,24 @@ def base_interpreter(exe: str | Path, timeout: float = IDENTIFY_TIMEOUT_S) -> Pa
 
 
 def _identify(exe: str | Path, timeout: float) -> tuple[str, Path]:
+    nonce = secrets.token_hex(8)
     try:
-        out = run_bounded([str(exe), "-c", IDENTIFY], timeout, limit=64 * 1024)
+        out = run_bounded([str(exe), "-c", IDENTIFY, nonce], timeout, limit=64 * 1024)
     except OSError as exc:
         raise NotAPython(f"it does not run: {exc.strerror or exc}") from None
     said = dict(
         line.split(" ", 1) for line in out.stdout.splitlines() if line.startswith("HARNESS-")
     )
     if "HARNESS-PYTHON" in said:
-        base = said.get("HARNESS-BASE", "").strip()
-        return said["HARNESS-PYTHON"].strip(), Path(base) if base else Path(exe)
+        version, _, check = said["HARNESS-PYTHON"].strip().partition(" ")
+        if check != hashlib.sha256(nonce.encode()).hexdigest()[:16]:
+            _refuse(
+                "it answered without running the harness's code (the check value is wrong)", out
+            )
+        if not _VERSION.fullmatch(version):
+            _refuse(f"it said it is Python {version[:40]!r}, which is no Python version", out)
+        base = Path(said.get("HARNESS-BASE", "").strip())
+        return version, base if base.is_absolute() and base.is_file() else Path(exe)
     if out.returncode is None:
         _refuse(f"it did not answer within {timeout:g} s", out)
     _refuse(f"it exited with status {out.returncode} without saying its version", out)
@@ -274,13 +293,6 @@ def _refuse(what: str, out: Bounded) -> NoReturn:
         more = f", of {out.printed} bytes" if out.printed > len(shown) else ""
         what += f"; it printed {shown!r} (its first {len(shown)} characters{more})"
     raise NotAPython(what)
-
-
-def _python_version(exe: str | Path) -> str | None:
-    try:
-        return _minor(identify_python(exe))
-    except NotAPython:
-        return None
 
 
 def _minor(version: str) -> str:
@@ -464,10 +476,36 @@ def run_probe(
         raise EnvFailed(f"health check timed out after {timeout:.0f} s importing {names}")
     for line in out.stdout.splitlines():
         if line.startswith("HARNESS-PROBE "):
-            data = json.loads(line[len("HARNESS-PROBE ") :])
-            seen = {str(k): str(v) for k, v in data["versions"].items()}
-            return ProbeResult(seen, {str(k): str(v) for k, v in data["missing"].items()})
+            return _probe_answer(line[len("HARNESS-PROBE ") :])
     raise EnvFailed(f"health check failed: {names} do not import:\n{_tail(out.stderr)}")
+
+
+def _probe_answer(text: str) -> ProbeResult:
+    """The probe's answer, checked before use: {"versions": {name: scalar}, "missing":
+    {name: text}}; anything else is the environment's failure, named with what it said."""
+    shown = repr(text[:200]) + (
+        f" (its first 200 characters, of {len(text)})" if len(text) > 200 else ""
+    )
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise EnvFailed(f"health check answered no JSON ({exc}): {shown}") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(k), dict) for k in ("versions", "missing")
+    ):
+        raise EnvFailed(f"health check answered no {{versions, missing}} object: {shown}")
+    for part in ("versions", "missing"):
+        for key, value in data[part].items():
+            if (
+                len(key) > 200
+                or not isinstance(value, (str, int, float, bool))
+                or (isinstance(value, str) and len(value) > 20_000)
+            ):
+                raise EnvFailed(
+                    f"health check answered {part}.{key[:80]!r} = {value!r:.80}: {shown}"
+                )
+    seen = {str(k): str(v) for k, v in data["versions"].items()}
+    return ProbeResult(seen, {str(k): str(v) for k, v in data["missing"].items()})
 
 
 def probe(
@@ -562,6 +600,9 @@ class UvBackend:
                 except EnvFailed:
                     seen = None  # unhealthy: rebuilt below
                 if seen is not None:
+                    beyond = meta.get("beyond_row")
+                    if env.requires and not isinstance(beyond, dict):  # a marker of before
+                        beyond = self._beyond_row(env, python, prober)
                     return BuiltEnv(
                         env,
                         path,
@@ -571,6 +612,7 @@ class UvBackend:
                         True,
                         time.monotonic() - started,
                         imports=spec.imports,
+                        beyond_row=beyond if env.requires else None,
                     )
         # no marker, another fingerprint, or unhealthy: never reuse, build afresh
         shutil.rmtree(path, ignore_errors=True)
@@ -609,6 +651,7 @@ class UvBackend:
             if "==" in line:
                 name, _, version = line.partition("==")
                 versions[name.strip().lower()] = version.strip()
+        beyond = self._beyond_row(env, python, prober) if env.requires else None
         meta = {
             "fingerprint": fp,
             "env": spec.name,
@@ -617,6 +660,8 @@ class UvBackend:
             "installed": versions,
             "probe": seen,
         }
+        if beyond is not None:
+            meta["beyond_row"] = beyond
         # the marker is written last: its presence means the build completed
         write_atomically(path / MARKER, json.dumps(meta, indent=1, sort_keys=True).encode())
         return BuiltEnv(
@@ -628,7 +673,25 @@ class UvBackend:
             False,
             time.monotonic() - started,
             imports=spec.imports,
+            beyond_row=beyond,
         )
+
+    def _beyond_row(self, env: Environment, python: Path, prober: Prober | None) -> dict[str, str]:
+        """Every distribution the derived environment at ``python`` holds (importlib.metadata,
+        whatever installed it: a dependency of a requirement, a wheel a name pointed at) that
+        the row's environment lacks or holds at another version. The row's is reused, or
+        built when this run has not built it; where it cannot be, all the derived one holds."""
+        try:
+            dists = installed_report(python)["dists"]
+            held = {canonicalize_name(d["name"]): str(d["version"]) for d in dists.values()}
+        except (ValueError, OSError, KeyError, TypeError) as exc:
+            raise EnvFailed(f"{python} did not list its distributions: {exc}") from exc
+        try:
+            row = self.ensure(env.base, prober).installed
+        except EnvFailed:
+            row = {}
+        row = {canonicalize_name(k): v for k, v in row.items()}
+        return {name: held[name] for name in sorted(held) if row.get(name) != held[name]}
 
 
 # --- existing interpreters: nothing installed, everything probed ----------------------------
@@ -650,6 +713,14 @@ class Found:
     seconds: float
     # not a Python at all (identify_python): the run is refused, nothing is stored
     refusal: str = ""
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except (InvalidVersion, ValueError):
+        return False
+    return len(text) <= 64
 
 
 def _public(version: str) -> str:
@@ -706,7 +777,7 @@ class ExistingBackend:
         started = time.monotonic()
         roles = self.roles()
         try:
-            identify_python(python)
+            version = identify_python(python)  # checked: it ran the harness's code
         except NotAPython as exc:
             nothing = Environment(python="0", torch=MISSING, lightning=MISSING)
             return Found(nothing, {}, str(exc), time.monotonic() - started, refusal=str(exc))
@@ -717,10 +788,17 @@ class ExistingBackend:
             missing = {"python": str(exc)}
         else:
             seen, missing = result.seen, result.missing
-        version = seen.get("python") or _python_version(python) or "unknown"
+        if seen.get("python", version) != version:  # the probe is not the interpreter asked
+            missing["python"] = (
+                f"its health check says Python {seen['python'][:40]!r}, not {version}"
+            )
+            seen = {}
         names = {"torch": "0", "lightning": "0"}  # axes without a stand-in (tests only)
         for axis, modules in roles:
             loaded = next((seen[m] for m in modules if m in seen), None)
+            if loaded is not None and not _is_version(loaded):
+                missing["/".join(modules)] = f"it says its version is {loaded[:80]!r}"
+                loaded = None
             names[axis] = _public(loaded) if loaded else MISSING
         env = Environment(
             python=".".join(version.split(".")[:2]),

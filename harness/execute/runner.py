@@ -112,11 +112,25 @@ def _base(job: Job) -> dict[str, Any]:
     }
 
 
+# at most this many distributions a derived environment holds beyond its row's are listed
+# (the record holds MAX_ITEMS pairs, the probe's versions among them); the rest are counted
+MAX_BEYOND_ROW = 150
+
+
 def versions_of(built: BuiltEnv) -> dict[str, str]:
     """The versions a record carries: those the health check imported, and, in a derived
-    environment, what was really installed of each package its requirements name."""
+    environment, every distribution it really holds beyond its row's (read from the
+    environment, not from the request: a requirement's dependencies, whatever a name
+    installed); where the backend cannot tell that, what was installed of each package
+    its requirements name."""
     found = built.versions()
     seen = {canonicalize_name(k) for k in found}  # the probe names modules: pytorch_lightning
+    if built.beyond_row is not None:
+        beyond = [(k, v) for k, v in built.beyond_row.items() if k not in seen]
+        found.update(beyond[:MAX_BEYOND_ROW])
+        if len(beyond) > MAX_BEYOND_ROW:
+            found["distributions-not-listed"] = str(len(beyond) - MAX_BEYOND_ROW)
+        return found
     for requirement in built.env.requires:
         name = canonicalize_name(Requirement(requirement).name)
         if name in built.installed and name not in seen:

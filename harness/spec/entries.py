@@ -42,6 +42,7 @@ from harness.domain import (
 )
 from harness.errors import HarnessError
 from harness.outcomes import Outcome
+from harness.spec.backtracking import backtracking_problem
 from harness.spec.declared import DeclaredError, read_declared
 from harness.spec.yaml_values import Lines, YamlReader, check_keys, compose_file, plain
 
@@ -349,6 +350,15 @@ def _pattern(data: Any, path: Path, what: str) -> None:
             data.key_lines["message"],
             f"{what}.message is not a valid regular expression: {exc}",
         ) from exc
+    problem = backtracking_problem(str(data["message"]))
+    if problem is not None:
+        raise EntryError(
+            path,
+            data.key_lines["message"],
+            f"{what}.message may backtrack catastrophically (time exponential in the text "
+            f"matched, in Python and in the page): {problem}; make each repeated part match "
+            "one way only, e.g. (a+)+ as a+, (a|ab)* as (ab?)*",
+        )
 
 
 def _reworded(data: Any, path: Path, signature: Signature) -> Reworded | None:

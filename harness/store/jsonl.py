@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.envs.provenance import default_machine_name, machine_id
+from harness.envs.provenance import MACHINE_ID_FILE, default_machine_name, machine_id
 from harness.outcomes import Outcome
 from harness.store.records import SCHEMA, MachineKey, Record, RecordKey
 from harness.store.validate import RecordRefused, safe_text, validate_record
@@ -531,7 +531,7 @@ class Store:
 
     @functools.cached_property
     def name(self) -> str:
-        return machine_name(self._given or default_machine_name(self.root))
+        return machine_name(self._given or self._writing(default_machine_name, self.root))
 
     @functools.cached_property
     def path(self) -> Path:
@@ -539,7 +539,18 @@ class Store:
 
     @functools.cached_property
     def machine(self) -> MachineKey:
-        return MachineKey(self.name, machine_id(self.root))
+        return MachineKey(self.name, self._writing(machine_id, self.root))
+
+    def _writing(self, make: Callable[[Path], str], folder: Path) -> str:
+        """The machine's id, made in the records folder on first use: a folder that cannot
+        take it (read-only, full) is the store's error, named, as a record's append is."""
+        try:
+            return make(folder)
+        except OSError as exc:
+            raise StoreError(
+                f"{folder}: cannot write this machine's id ({MACHINE_ID_FILE}): "
+                f"{exc.strerror or exc}; make the folder writable and run again"
+            ) from exc
 
     def files(self) -> list[Path]:
         """The record files: the regular ``*.jsonl`` files of the folder."""
@@ -607,9 +618,9 @@ class Store:
         self._append_lines([_line(record)], self.path)
 
     def _append_lines(self, lines: list[str], path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         data = "".join(lines).encode("utf-8")
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             # never through a link: a record file that points outside the store is refused
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
@@ -651,9 +662,16 @@ class Store:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        """The whole store, exclusively: two merges into one store run one after the other."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / ".merge.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        """The whole store, exclusively: two merges into one store run one after the other.
+        A folder that cannot hold the lock (read-only) is the store's error: nothing merged."""
+        lock = self.root / ".merge.lock"
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise StoreError(
+                f"{lock}: cannot take the store's lock: {exc.strerror or exc}; nothing was merged"
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

@@ -373,3 +373,29 @@ def test_a_pasted_error_the_entry_does_not_document_is_said_so_first() -> None:
     assert (
         "Workarounds for the entry's error (RuntimeError: Error(s) in loading state_dict)" in text
     )
+
+
+@pytest.mark.timeout(120)  # on main the first search below ran on past it
+def test_each_signature_search_is_bounded_in_size_and_time() -> None:
+    """A signature the loader accepts may still backtrack polynomially (``a.*a.*a.*b``: n⁴ on
+    a paste without ``b``); a pattern from a record was never checked by the loader at all.
+    Each search stops after its time bound and counts as no match; a paste is searched
+    in its first MATCH_CHARS only."""
+    import signal
+
+    from harness.catalogue import explain as ex
+    from harness.spec.entries import Signature
+
+    before = signal.getitimer(signal.ITIMER_REAL)[0]
+    polynomial = Signature(type="RuntimeError", message="a.*a.*a.*a.*b")
+    paste = ex.Raised("RuntimeError", "a" * 100_000)
+    assert ex.bounded_search(polynomial.message, paste.message, seconds=0.2) is None
+    assert not ex._signature_hits(polynomial, paste)
+    exponential = Signature(type="RuntimeError", message="(a+)+$")
+    assert not ex._signature_hits(exponential, ex.Raised("RuntimeError", "a" * 60 + "!"))
+    assert ex._signature_hits(Signature("RuntimeError", "a.*b"), ex.Raised("RuntimeError", "aab"))
+    # past MATCH_CHARS nothing is searched
+    far = ex.Raised("RuntimeError", "x" * ex.MATCH_CHARS + "boom")
+    assert not ex._signature_hits(Signature("RuntimeError", "boom"), far)
+    # a timer set before (pytest-timeout's) is set again
+    assert (signal.getitimer(signal.ITIMER_REAL)[0] > 0) == (before > 0)

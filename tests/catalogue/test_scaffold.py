@@ -187,6 +187,7 @@ SEED_SCRAPED = (CLIP / "source.md").read_text()
         ("{not json", "not valid JSON"),
         (_record(verdict__fix_success_rate=None), "no 'verdict.fix_success_rate' field"),
         (_record(error__regex="(unclosed"), "'error.regex' is not a valid regular expression"),
+        (_record(error__regex="(a|ab)*c"), "'error.regex' may backtrack catastrophically"),
         (_record(workarounds=[{"action": "x", "success_rate": 1.5}]), "must be a fraction"),
         (_record(id="Bad Id"), "is not '<domain>/<slug>/<env>'"),
         ("Some page\nwithout a format\n", "unknown document format"),

@@ -415,3 +415,24 @@ def test_screenshots_of_the_committed_page(tmp_path):
     }
     for name, (script, height) in shots.items():
         screenshot(tmp_path, COMMITTED, ARTIFACTS / f"{name}.png", script, height)
+
+
+def test_the_box_never_runs_a_pattern_that_may_backtrack_catastrophically(tmp_path):
+    """Issue 36: the paste box ran every signature as a RegExp, which a browser cannot
+    interrupt: `(x+x+)+y` against a pasted run of x froze the tab. The page gets only
+    patterns the loader's check passes ("" for others) and skips an empty one, so the box
+    answers at once, and the entry is not said to match by that signature."""
+    from harness.spec.entries import Signature
+
+    risky = dataclasses.replace(
+        entry(tmp_path), signature=Signature(type="RuntimeError", message="(x+x+)+y")
+    )
+    render_all(records(), [risky], tmp_path / "results")
+    page = tmp_path / "results" / "index.html"
+    paste = "RuntimeError: " + "x" * 64
+    script = (
+        f"window.harnessExplain({json.dumps(paste)}, '2.5.1', '', function(x){{"
+        "done(x.answers.map(function(a){ return [a.entry, a.how]; }));});"
+    )
+    answers = run_script(tmp_path, page, script)
+    assert ["pytorch/hostile", "documented"] not in answers, answers

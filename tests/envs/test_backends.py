@@ -383,3 +383,60 @@ def test_a_probe_is_bounded_in_time_and_output(tmp_path: Path) -> None:
         identify_python(_script(tmp_path, "head -c 300 /dev/zero | tr '\\0' x\n"))
     with pytest.raises(NotAPython, match="did not answer within 0.5 s"):
         identify_python(_script(tmp_path, "sleep 3600\n"), timeout=0.5)
+
+
+def _wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> None:
+    """A pure-Python wheel made here, with its Requires-Dist."""
+    import base64
+    import hashlib
+    import zipfile
+
+    module = name.replace("-", "_")
+    dist = f"{module}-{version}"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    files = {
+        f"{module}.py": "VALUE = 1\n",
+        f"{dist}.dist-info/METADATA": metadata,
+        f"{dist}.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    lines = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        lines.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    lines.append(f"{dist}.dist-info/RECORD,,")
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(folder / f"{dist}-py3-none-any.whl", "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+        archive.writestr(f"{dist}.dist-info/RECORD", "\n".join(lines) + "\n")
+
+
+def test_a_derived_environment_lists_every_distribution_it_holds_beyond_its_rows(
+    tmp_path: Path,
+) -> None:
+    """Issue 36: a variant's requires: builds a derived environment, and its records listed
+    only the packages the requirements name, read from the request: a dependency the
+    requirement pulled in (or a package a name installed under another name) went
+    unlisted. The record now lists what the environment holds beyond its row's."""
+    from harness.execute.runner import versions_of
+
+    wheels = tmp_path / "wheels"
+    _wheel(wheels, "harness-advice-top", "1.0", ("harness-advice-dep>=2",))
+    _wheel(wheels, "harness-advice-dep", "2.0")
+    backend = UvBackend(tmp_path / "envs", standin="six=={torch}")
+    row = Environment(python=PY, torch="1.16.0", lightning="0", find_links=(str(wheels),))
+    derived = row.with_requires(("harness-advice-top==1.0",), lightning=False)
+    assert derived != row
+    built = backend.ensure(derived)
+    versions = versions_of(built)
+    assert versions["six"] == "1.16.0"  # the row's, as the probe imported it
+    assert versions["harness-advice-top"] == "1.0"  # what was asked
+    assert versions["harness-advice-dep"] == "2.0"  # what it pulled in: not asked for
+    row_built = backend.ensure(row)
+    assert not set(row_built.installed) & {"harness-advice-top", "harness-advice-dep"}
+    # reused: the same answer, from the environment's marker
+    again = backend.ensure(derived)
+    assert again.reused and versions_of(again) == versions

@@ -128,3 +128,15 @@ def test_the_rates_of_a_set_of_environments_are_the_sums_of_theirs(
                 continue
             want = (h.overall.k, h.overall.n, h.anywhere.k, h.anywhere.n, h.ok.k)
             assert sums == want, (chosen, v.name)
+
+
+def test_a_pattern_that_may_backtrack_catastrophically_never_reaches_the_page(tmp_path):
+    """The page's script cannot interrupt a RegExp: it gets only patterns the loader's check
+    passes. One from records alone (no entry folder, so never loaded) is left out as "", and
+    the box matches that entry by its runs' messages; answer.js skips an empty pattern."""
+    a = aggregate(records(), [entry(tmp_path)]).entries[0]
+    risky = dataclasses.replace(a, signature_message="boom: (a+)+$")
+    part = json.loads(entry_answers(risky, None))
+    assert part["signature"][:2] == ["RuntimeError", ""]
+    safe = json.loads(entry_answers(dataclasses.replace(a, signature_message="boom: a+$"), None))
+    assert safe["signature"][1] == "boom: a+$"

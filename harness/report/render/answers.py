@@ -29,6 +29,7 @@ from harness.domain import pattern_text
 from harness.report.render import STATUSES, entry_slug
 from harness.report.render.columns import public_version
 from harness.report.render.html import ANSWERS_FILE, script_json
+from harness.spec.backtracking import backtracking_problem
 from harness.spec.entries import Entry
 
 __all__ = ["ANSWERS_FILE", "MESSAGE_CHARS", "answers_file", "entry_answers", "js_pattern"]
@@ -50,7 +51,10 @@ def js_pattern(pattern: str) -> str:
 
 
 def _signature(type_: str, pattern: str) -> list[str]:
-    return [type_, js_pattern(pattern), f"{type_}: {pattern_text(pattern)}"]
+    """[type, the pattern for the page ("" where it may backtrack catastrophically: one the
+    loader never checked, from records alone; the page then matches by messages), words]."""
+    safe = backtracking_problem(pattern) is None
+    return [type_, js_pattern(pattern) if safe else "", f"{type_}: {pattern_text(pattern)}"]
 
 
 def _messages(a: EntryAggregate, env_index: dict[str, int]) -> list[list[Any]]:

@@ -59,6 +59,7 @@
     return outLines.join("\n").trim();
   }
   function parseError(text){
+    text = text.slice(-PASTE_CHARS);  // explain reads the last 32 KiB too (a traceback's end)
     var cleaned = stripTerminal(text).replace(/\r\n/g, "\n").replace(/\r/g, "\n");
     var lines = cleaned.split("\n"), found = [], i = 0, m;
     while (i < lines.length) {
@@ -121,12 +122,15 @@
     return a.length + b.length ? 2 * matches / (a.length + b.length) : 1;
   }
   function similarity(a, b){ a = a.toLowerCase().slice(0, 400); b = b.toLowerCase().slice(0, 400); return a && b ? ratio(a, b) : 0; }
-  var patterns = {};
+  // each pattern compiled once; only those the harness checked ("" where one may backtrack
+  // catastrophically, spec/backtracking.py), searched in a message's first MATCH_CHARS
+  // (explain's bound: a browser cannot interrupt a RegExp, so the size bounds the rest)
+  var patterns = {}, MATCH_CHARS = 32 * 1024, PASTE_CHARS = 32 * 1024;
   function hits(sig, r){
     if (!sameType(r.type, sig[0])) return false;
     var re = patterns[sig[1]];
-    if (re === undefined) { try { re = new RegExp(sig[1], "s"); } catch (e) { re = null; } patterns[sig[1]] = re; }
-    return re !== null && re.test(r.message);
+    if (re === undefined) { try { re = sig[1] ? new RegExp(sig[1], "s") : null; } catch (e) { re = null; } patterns[sig[1]] = re; }
+    return re !== null && re.test(r.message.slice(0, MATCH_CHARS));
   }
   function seenHits(r, type, message){
     if (!sameType(r.type, type)) return false;
