@@ -79,6 +79,9 @@ class Plan:
     # release they run in (see ``one_per_torch``)
     lightning_free: tuple[str, ...] = ()
     lightning_free_envs: tuple[str, ...] = ()
+    # the jobs a profile that builds only its rows (matrix.yaml ``derived: false``) leaves
+    # out: each needs an environment of its own (``requires:``)
+    left_out: tuple[NotApplicable, ...] = ()
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -194,6 +197,7 @@ def make_plan(
     with_cells = {c.env.id for c in expansion.cells if _match(c.id, cell_filter)}
     chosen = {e.id for e in one_per_torch(e for e in envs if e.id in with_cells)}
     lightning_free = tuple(e.id for e in entries if not e.uses_lightning)
+    left_out: list[NotApplicable] = []
     for env in envs:
         for cell in expansion.cells:
             if cell.env != env or not _match(cell.id, cell_filter):
@@ -208,8 +212,21 @@ def make_plan(
                     if why:
                         skipped.append(NotApplicable(entry.id, variant.name, cell.id, why))
                         continue
+                    first = Job(entry, variant, cell, 0)
+                    if not expansion.derived and first.env != cell.env:
+                        left_out.append(
+                            NotApplicable(
+                                entry.id,
+                                variant.name,
+                                cell.id,
+                                f"needs an environment of its own (requires: "
+                                f"{', '.join(first.requested)}); profile "
+                                f"{expansion.profile!r} builds only its rows",
+                            )
+                        )
+                        continue
                     for trial in range(expansion.trials):
-                        jobs.append(Job(entry, variant, cell, trial))
+                        jobs.append(first if trial == 0 else Job(entry, variant, cell, trial))
     if n > 1:
         if len({j.cell.env.id for j in jobs}) >= n:
             jobs = list(balance(jobs, n)[k - 1].jobs)
@@ -220,6 +237,7 @@ def make_plan(
         tuple(skipped),
         lightning_free,
         tuple(e for e in (env.id for env in envs) if e in chosen) if lightning_free else (),
+        tuple(left_out),
     )
 
 

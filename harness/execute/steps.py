@@ -152,6 +152,8 @@ def plan_jobs(state: RunState) -> RunState | int:
             )
             if unmatched:
                 raise InputError(unmatched)
+        if not cfg.list_only:
+            _say_left_out(state)
         return state
     if not any(filters.values()):
         if cfg.shard != (1, 1):  # a shard of a profile with fewer jobs than shards
@@ -175,7 +177,7 @@ def plan_jobs(state: RunState) -> RunState | int:
         state.entries,
         **{f"{k}_filter": v for k, v in filters.items()},
         other_profiles=_other_profiles(state),
-        not_applicable=state.plan.not_applicable,
+        not_applicable=(*state.plan.not_applicable, *state.plan.left_out),
     )
     raise InputError(f"no job selected: {why}")
 
@@ -209,7 +211,22 @@ def list_or_continue(state: RunState) -> RunState | int:
             "(the variant is not defined for that device/precision)",
             markup=False,
         )
+    _say_left_out(state)
     return 0
+
+
+def _say_left_out(state: RunState) -> None:
+    """The jobs a profile that builds only its rows left out, in one line."""
+    assert state.plan is not None and state.expansion is not None
+    left = state.plan.left_out
+    if left:
+        variants = len({(x.entry, x.variant) for x in left})
+        state.console.print(
+            f"{len(left)} (variant, cell) pairs of {variants} variants left out: they need "
+            f"environments of their own (requires:), which profile "
+            f"{state.expansion.profile!r} does not build; `--profile cpu` runs them",
+            markup=False,
+        )
 
 
 def drop_done(state: RunState) -> RunState | int:

@@ -337,6 +337,7 @@ class Expansion:
     cells: tuple[Cell, ...]  # sorted
     excluded: tuple[Excluded, ...]  # sorted by cell
     trials: int
+    derived: bool = True  # the profile's ``derived``: whether it builds derived environments
 
     @property
     def environments(self) -> tuple[Environment, ...]:
@@ -408,6 +409,9 @@ class Profile:
         default_factory=lambda: MappingProxyType({}), hash=False
     )
     trials: int | None = None  # overrides the matrix default when set
+    # False: the profile builds only its rows; a variant whose ``requires:`` needs an
+    # environment of its own (version advice, its packages) is left out of its plan
+    derived: bool = True
     line: int | None = field(default=None, compare=False)
 
     def selects(self, cell: Cell) -> bool:
@@ -480,7 +484,7 @@ class Matrix:
             else:
                 excluded.append(Excluded(cell, rule.reason, self.where(rule)))
         trials = self.trials if chosen.trials is None else chosen.trials
-        return Expansion(name, tuple(cells), tuple(excluded), trials)
+        return Expansion(name, tuple(cells), tuple(excluded), trials, chosen.derived)
 
     def expand_for(self, env: Environment, profile: str | None = None) -> Expansion:
         """A profile's cells in one environment that is not a row (``run --python``).
@@ -506,7 +510,7 @@ class Matrix:
                 cells.append(cell)
             else:
                 excluded.append(Excluded(cell, rule.reason, self.where(rule)))
-        return Expansion(full.profile, tuple(cells), tuple(excluded), full.trials)
+        return Expansion(full.profile, tuple(cells), tuple(excluded), full.trials, full.derived)
 
 
 def describe(expansion: Expansion) -> list[str]:
@@ -556,7 +560,7 @@ _DEFAULTS_KEYS = ("trials", "timeout_s", "memory_limit_mb")
 _ROW_KEYS = ("torch", "python", "lightning", "pins", "find_links", "why", "interpreter")
 _ROW_REQUIRED = ("torch", "python", "lightning")
 _RULE_KEYS = (*AXES, "reason")
-_PROFILE_KEYS = ("description", *AXES, "trials")
+_PROFILE_KEYS = ("description", *AXES, "trials", "derived")
 
 
 def load_matrix(path: str | os.PathLike[str]) -> Matrix:
@@ -789,6 +793,12 @@ def _profiles(read: YamlReader, node: yaml.Node, matrix: Matrix) -> dict[str, Pr
             if "trials" in keys
             else None
         )
+        derived = True
+        if "derived" in keys:
+            node_ = keys["derived"]
+            if not isinstance(node_, yaml.ScalarNode) or node_.value not in ("true", "false"):
+                read.fail(node_, f"{what} derived must be true or false")
+            derived = node_.value == "true"
         selections: dict[str, tuple[str, ...]] = {}
         for axis in AXES:
             if axis not in keys:
@@ -807,6 +817,7 @@ def _profiles(read: YamlReader, node: yaml.Node, matrix: Matrix) -> dict[str, Pr
             description=description,
             selections=MappingProxyType(selections),
             trials=trials,
+            derived=derived,
             line=line_of(key_node),
         )
     return profiles

@@ -235,3 +235,35 @@ def test_advice_the_cell_satisfies_runs_in_the_cell_and_the_rest_share_environme
     assert all(not e.torch and e.requires == ("torch<2",) for e in derived)
     assert len(derived) < len({j.cell.env for j in new})
     assert len({e.id for e in derived}) == len(derived)
+
+
+def test_the_default_profile_builds_only_its_rows_and_says_what_it_leaves_out() -> None:
+    """Issue 35: a newcomer's first run built 17 derived environments; the smoke profile
+    (derived: false) now runs in its rows only and names the jobs that need their own."""
+    matrix = load_matrix(REPO / "matrix.yaml")
+    entries = load_entries(REPO / "repros")
+    smoke = make_plan(matrix.expand("smoke"), entries)
+    assert smoke.jobs and all(job.env == job.cell.env for job in smoke.jobs)
+    assert smoke.left_out
+    by_id = {e.id: e for e in entries}
+    for left in smoke.left_out:
+        entry = by_id[left.entry]
+        variant = next(v for v in entry.variants if v.name == left.variant)
+        assert entry.requirements_for(variant), left
+        assert "needs an environment of its own" in left.reason
+    # a profile that builds derived environments runs the same variants there
+    cpu = make_plan(matrix.expand("cpu"), entries, env_filter=["py3.11-torch2.13.0-*"])
+    assert any(job.env != job.cell.env for job in cpu.jobs)
+    assert not cpu.left_out
+
+
+@pytest.mark.parametrize("value", ["maybe", "[true]"])
+def test_a_profiles_derived_is_true_or_false(tmp_path, value: str) -> None:
+    from harness.spec.matrix import MatrixError
+
+    text = (REPO / "matrix.yaml").read_text(encoding="utf-8")
+    text = text.replace("    derived: false", f"    derived: {value}", 1)
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(MatrixError, match="derived must be true or false"):
+        load_matrix(path)
