@@ -16,6 +16,7 @@ the report's. How an error is recognised, best first:
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import re
@@ -268,6 +269,11 @@ class Match:
     score: float = 1.0  # 1 where a signature or a seen message matched; else the similarity
     runs: int = 0  # SEEN: how many runs raised it
     envs: tuple[str, ...] = ()  # SEEN: where
+    # SEEN, RELATED: the torch releases of ``envs`` ("2.6.0–2.13.0"); the variants of the
+    # same claim read otherwise, and what their runs show over every measured version:
+    # (name, description, verdict label) (what the entry measured against that step)
+    releases: str = ""
+    readings: tuple[tuple[str, str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -279,6 +285,8 @@ class Match:
             "score": round(self.score, 3),
             "runs": self.runs,
             "envs": list(self.envs),
+            "releases": self.releases,
+            "readings": [list(r) for r in self.readings],
         }
 
 
@@ -307,7 +315,7 @@ def _entry_match(
         for v in entry.variants if entry is not None else ():
             if v.signature is not None and _signature_hits(v.signature, r):
                 what = f"{v.signature.type}: {pattern_text(v.signature.message)}"
-                return Match(agg.id, RELATED, what, r, variant=v.name)
+                return _where_raised(entry, agg, Match(agg.id, RELATED, what, r, variant=v.name))
     for r in raised:
         best: Match | None = None
         for v in agg.variants:
@@ -325,8 +333,59 @@ def _entry_match(
                         envs=m.envs,
                     )
         if best is not None:
-            return best
+            return dataclasses.replace(
+                best, releases=_releases(agg, best.envs), readings=_other_readings(agg, best)
+            )
     return None
+
+
+def _where_raised(entry: Entry | None, agg: EntryAggregate, m: Match) -> Match:
+    """A variant's declared error matched: where its runs raised the pasted error (its
+    messages that read as it), and what worked there."""
+    runs, envs = 0, set()
+    declared = {v.name: v.signature for v in entry.variants} if entry is not None else {}
+    signature = declared.get(m.variant)
+    for v in agg.variants:
+        if v.name != m.variant or signature is None:
+            continue
+        for seen in v.messages:
+            if _signature_hits(signature, Raised(seen.type, seen.message)):
+                runs += seen.count
+                envs.update(seen.envs)
+    if not runs:
+        return m
+    order = {e.id: i for i, e in enumerate(agg.envs)}
+    where = tuple(sorted(envs, key=lambda e: order.get(e, len(order))))
+    m = dataclasses.replace(m, runs=runs, envs=where, releases=_releases(agg, where))
+    return dataclasses.replace(m, readings=_other_readings(agg, m))
+
+
+def _releases(agg: EntryAggregate, envs: Sequence[str]) -> str:
+    """The torch releases of ``envs``, as a span: "2.6.0–2.13.0" (or one release)."""
+    torch_of = {e.id: e.torch.split("+")[0] for e in agg.envs}
+    found = sorted({torch_of[e] for e in envs if e in torch_of}, key=_release_key)
+    if not found:
+        return ""
+    return found[0] if len(found) == 1 else f"{found[0]}–{found[-1]}"
+
+
+def _release_key(text: str) -> tuple[int, ...]:
+    return _release(text) or (0,)
+
+
+def _other_readings(agg: EntryAggregate, m: Match) -> tuple[tuple[str, str, str], ...]:
+    """The variants of the same claim as the one that raised the pasted error (the step read
+    otherwise), with their verdict over every measured version: what the entry measured
+    against that step. Other workarounds are not offered: they answer the entry's error."""
+    raised_by = next((v for v in agg.variants if v.name == m.variant), None)
+    if raised_by is None or not raised_by.claim_ref:
+        return ()
+    labels = {v.subject: v.label for v in agg.verdicts if v.subject}
+    return tuple(
+        (v.name, v.description, labels.get(v.name, ""))
+        for v in agg.variants
+        if v.claim_ref == raised_by.claim_ref and v.name != m.variant
+    )
 
 
 def _guess(entry: Entry | None, agg: EntryAggregate, raised: Raised) -> Match:

@@ -203,8 +203,15 @@ def _answer(a: EntryAnswer, console: Console) -> None:
         console.print(
             f"[bold yellow]{said}:[/] variant {escape(m.variant)} of this entry raised it"
             + (f" in {m.runs} runs" if m.runs else "")
+            + (f", on torch {escape(m.releases)}" if m.releases else "")
             + "; the advice below is for the entry's own error, not for yours"
         )
+        for name, description, label in m.readings:
+            console.print(
+                f"  the same step read otherwise, {escape(name)} ({escape(description[:160])}): "
+                f"{escape(label) or 'not judged'} over every measured version",
+                style="dim",
+            )
     console.print(f"[bold]matched by[/] {how}: {escape(m.what[:300])}")
     if a.message is not None:
         what = "it" if m.how == DOCUMENTED else f"the documented message ({escape(a.signature)})"

@@ -373,6 +373,10 @@ def test_a_pasted_error_the_entry_does_not_document_is_said_so_first() -> None:
     assert (
         "Workarounds for the entry's error (RuntimeError: Error(s) in loading state_dict)" in text
     )
+    # where the runs raised it (releases, counts) and what ran without it there
+    said = first.split("raised it", 1)[1]
+    assert " runs, on torch 2.6" in said.split(";", 1)[0], first
+    assert "the same step read otherwise, deadend2-pickle-model-weights-only-false" in first
 
 
 @pytest.mark.timeout(120)  # on main the first search below ran on past it
