@@ -53,6 +53,7 @@ __all__ = [
     "make_snapshot",
     "night_of",
     "regressions",
+    "states_script",
     "summary_markdown",
 ]
 
@@ -290,6 +291,24 @@ def make_snapshot(
         },
         "claims": {entry: dict(by_name) for entry, by_name in sorted(claims.items())},
     }
+
+
+def states_script(records: Sequence[Record], night: str) -> str:
+    """``results/nightly/states.js`` for the page's cell details: every cell's state as of
+    ``night``, ``{entry: {variant: {cell: [state, since, runs, failures]}}}``, and under the
+    key "" the night."""
+    out: dict[str, Any] = {"": night}
+    for (entry, variant, cell), history in sorted(histories(records).items()):
+        state = cell_state(history.upto(night))
+        if state is not None:
+            out.setdefault(entry, {}).setdefault(variant, {})[cell] = [
+                state.state,
+                state.since,
+                state.runs,
+                state.failures,
+            ]
+    body = json.dumps(out, separators=(",", ":"), sort_keys=True).replace("</", "<\\/")
+    return f"harnessStates({body});\n"
 
 
 def _version_key(text: str) -> tuple[int, ...]:

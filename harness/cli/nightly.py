@@ -61,6 +61,7 @@ class NightlyCommand(Command):
             dumps,
             make_snapshot,
             night_of,
+            states_script,
             summary_markdown,
         )
         from harness.ci.regression_issues import report_regressions
@@ -81,6 +82,8 @@ class NightlyCommand(Command):
         snapshot = make_snapshot(records, night, claims, previous)
         target = folder / f"{night}.json"
         write_atomically(target, dumps(snapshot).encode("utf-8"))
+        states = states_script([r for r in records if night_of(r) <= night], night)
+        write_atomically(folder / "states.js", states.encode("utf-8"))
         summary = summary_markdown(snapshot)
         console.print(summary, markup=False, highlight=False)
         console.print(f"wrote {target.relative_to(repo)}", markup=False, highlight=False)

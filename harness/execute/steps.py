@@ -636,6 +636,9 @@ def render_reports(
             raise InputError(f"--since: {exc}") from exc
         now = Side("now", tuple(as_reported(loaded.records(), entries)))
         prelude = html_changes(diff_records(old, now), since)
+    from harness.report.lead import html_lead, latest_snapshot
+
+    prelude = html_lead(latest_snapshot(cfg.results_dir)) + prelude
     try:
         summary = render_all(
             loaded,

@@ -18,6 +18,7 @@ from harness.ci.nightly import (
     histories,
     make_snapshot,
     regressions,
+    states_script,
     summary_markdown,
 )
 from harness.ci.regression_issues import report_regressions
@@ -254,3 +255,16 @@ def test_an_open_issue_of_the_entry_gets_a_comment() -> None:
     assert said == ["commented on issue #7: nightly regression: e/x"]
     report_regressions(second, dry_run=True, say=said.append, gh=gh)
     assert len(calls) == 2  # a dry run runs nothing
+
+
+def test_the_states_file_gives_each_cell_its_state_for_the_page() -> None:
+    text = states_script([*NIGHT_1, *NIGHT_2], NIGHT2)
+    assert text.startswith("harnessStates(") and text.endswith(");\n")
+    data = json.loads(text[len("harnessStates(") : -3])
+    assert data[""] == NIGHT2
+    assert data["e/x"]["control"][CELL] == ["broken", NIGHT2, 6, 3]
+    assert data["e/x"]["workaround1"][CELL] == ["holds", NIGHT2, 6, 3]
+    assert data["e/x"]["baseline"][CELL][0] == "flaky"
+    # as of night 1, nothing had broken yet
+    first = json.loads(states_script(NIGHT_1, NIGHT1)[len("harnessStates(") : -3])
+    assert first["e/x"]["control"][CELL] == ["holds", NIGHT1, 3, 0]
