@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.outcomes import Outcome
+from harness.outcomes import holds_as_documented
 from harness.store.jsonl import latest
 from harness.store.records import Record
 
@@ -65,8 +65,6 @@ STATES = ("holds", "broken", "flaky", "failing")
 # the order of a snapshot's changes: what a maintainer reads first
 CHANGE_ORDER = ("new_failures", "fixes", "flaky", "other")
 
-_NOT_MEASURED = {Outcome.UNSUPPORTED, Outcome.SKIPPED, Outcome.ENV_FAILED}
-
 CellId = tuple[str, str, str]  # entry, variant, cell
 
 
@@ -76,13 +74,7 @@ def night_of(record: Record) -> str:
 
 def as_documented(record: Record) -> bool | None:
     """Whether the run holds what its variant stands for; None: it measured nothing."""
-    if record.outcome in _NOT_MEASURED:
-        return None
-    if record.kind == "baseline":
-        return record.outcome is Outcome.REPRODUCED
-    if record.kind == "dead_end":
-        return record.outcome is not Outcome.OK
-    return record.outcome is Outcome.OK  # workaround, control
+    return holds_as_documented(record.kind, record.outcome)
 
 
 @dataclass(frozen=True)
@@ -231,6 +223,7 @@ def make_snapshot(
     night: str,
     claims: Mapping[str, Mapping[str, str]],
     previous: Mapping[str, Any] | None = None,
+    settled: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The snapshot of ``night`` from every stored record (all nights: the history), the
     claims' verdicts now, and the previous snapshot (for the claims it held)."""
@@ -282,6 +275,13 @@ def make_snapshot(
             name: sorted(new[name] - old[name], key=_version_key) for name in ("torch", "lightning")
         },
         "claims_changed": changed_claims,
+        # run --settle's results of the night (results/settled/<night>-<machine>.json)
+        "settled_by_extra_trials": [
+            {**c, "machine": doc.get("machine", "")}
+            for doc in settled
+            for c in doc.get("claims_settled", [])
+        ],
+        "extra_trials": sum(int(doc.get("extra_runs", 0)) for doc in settled),
         "states": {s: states[s] for s in STATES},
         "rules": {
             "flaky": f"failures between {FLAKY_LOW:.0%} and {FLAKY_HIGH:.0%} over at least "
@@ -367,6 +367,16 @@ def summary_markdown(snapshot: Mapping[str, Any], limit: int = 50) -> str:
     lines += [
         f"- `{c['entry']}` {c['claim']}: {c['before']} -> {c['now']}"
         for c in s["claims_changed"][:limit]
+    ]
+    lines.append("")
+    settled = s.get("settled_by_extra_trials", [])
+    lines.append(
+        f"**Claims settled by extra trials: {len(settled)}** "
+        f"({s.get('extra_trials', 0)} extra runs in all)"
+    )
+    lines += [
+        f"- `{c['entry']}` {c['claim']}: {c['before']} -> {c['after']} ({c['extra_runs']} extra runs)"
+        for c in settled[:limit]
     ]
     lines.append("")
     states = ", ".join(f"{k} {v}" for k, v in s["states"].items())

@@ -79,7 +79,11 @@ class NightlyCommand(Command):
         folder.mkdir(parents=True, exist_ok=True)
         earlier = sorted(p for p in folder.glob("*.json") if p.stem < night)
         previous = json.loads(earlier[-1].read_text()) if earlier else None
-        snapshot = make_snapshot(records, night, claims, previous)
+        settled = [
+            json.loads(p.read_text())
+            for p in sorted((repo / "results" / "settled").glob(f"{night}-*.json"))
+        ]
+        snapshot = make_snapshot(records, night, claims, previous, settled)
         target = folder / f"{night}.json"
         write_atomically(target, dumps(snapshot).encode("utf-8"))
         states = states_script([r for r in records if night_of(r) <= night], night)

@@ -89,8 +89,20 @@ def test_two_nights_make_a_snapshot_with_regressions_first(tmp_path: Path) -> No
     assert all(not v for v in first["changes"].values())
     assert first["new_releases"] == {"torch": ["2.14.1"], "lightning": ["2.6.6"]}
 
-    second = make_snapshot([*NIGHT_1, *NIGHT_2], NIGHT2, CLAIMS_2, previous=first)
+    settle = {
+        "machine": "ci-cpu-1",
+        "extra_runs": 3,
+        "claims_settled": [
+            {"entry": "e/x", "claim": "fix rate", "subject": "workaround1",
+             "before": "inconclusive (n=3)", "after": "holds", "extra_runs": 3}
+        ],
+    }  # fmt: skip
+    second = make_snapshot([*NIGHT_1, *NIGHT_2], NIGHT2, CLAIMS_2, first, [settle])
     assert second["schema"] == SNAPSHOT_SCHEMA
+    assert second["settled_by_extra_trials"] == [
+        {**settle["claims_settled"][0], "machine": "ci-cpu-1"}
+    ]
+    assert second["extra_trials"] == 3
     assert (second["night"], second["previous_night"]) == (NIGHT2, NIGHT1)
     assert second["records"] == {"counted": 15, "machines": ["ci-cpu-1"], "cells": 5}
     changes = second["changes"]
@@ -127,6 +139,7 @@ def test_two_nights_make_a_snapshot_with_regressions_first(tmp_path: Path) -> No
     assert summary.index("Fixes: 1") < summary.index("Flaky: 1")
     assert "`e/x` :: `control` @ `py3.11-torch2.14.1-lightning2.6.6-cpu-fp32`" in summary
     assert "torch 2.15.0" in summary
+    assert "Claims settled by extra trials: 1** (3 extra runs in all)" in summary
 
 
 def _history(*nights: tuple[str, list[Outcome]], kind: str = "workaround"):
