@@ -13,7 +13,8 @@ from typing import Any
 __all__ = ["html_lead", "latest_snapshot", "markdown_lead"]
 
 _NAME = re.compile(r"\d{4}-\d{2}-\d{2}\.json")
-_LISTED = 20  # regressions named on the page and in the README; the snapshot has them all
+_LISTED = 20  # regressions named on the page; the snapshot has them all
+_IN_README = 3
 
 
 def latest_snapshot(results: Path) -> dict[str, Any] | None:
@@ -43,14 +44,16 @@ def markdown_lead(s: Mapping[str, Any] | None, link: str) -> str:
     if s is None:
         return ""
     regressions = s["changes"]["new_failures"]
-    lines = [
-        f"**Latest night, {s['night']}** ([snapshot]({link})): "
-        f"{len(regressions)} regression(s); {_counts(s)}.",
-    ]
-    lines += [f"- `{_line(c)}`" for c in regressions[:_LISTED]]
-    if len(regressions) > _LISTED:
-        lines.append(f"- ... and {len(regressions) - _LISTED} more in the snapshot")
-    return "\n".join(lines) + "\n\n"
+    # one paragraph: the README stays a short front door; the page and the snapshot list all
+    named = "; ".join(f"`{_line(c)}`" for c in regressions[:_IN_README])
+    more = len(regressions) - _IN_README
+    if more > 0:
+        named += f"; and {more} more"
+    return (
+        f"**Latest night, {s['night']}** ([snapshot]({link})): {len(regressions)} regression(s)"
+        + (f": {named}" if named else "")
+        + f". {_counts(s)[0].upper()}{_counts(s)[1:]}.\n\n"
+    )
 
 
 def html_lead(s: Mapping[str, Any] | None) -> str:

@@ -33,4 +33,7 @@ def test_the_newest_snapshot_leads_the_page_and_the_readme(tmp_path: Path) -> No
         "**Latest night, 2026-12-02** ([snapshot](results/nightly/2026-12-02.json)): "
         "1 regression(s)"
     )
-    assert "- `e/x :: control @" in readme
+    assert (
+        ": `e/x :: control @ py3.11-torch2.14.1-lightning2.6.6-cpu-fp32: ok (2026-12-01)" in readme
+    )
+    assert readme.count("\n") == 2  # one paragraph
