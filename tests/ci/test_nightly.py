@@ -15,6 +15,7 @@ from harness.ci.nightly import (
     SNAPSHOT_SCHEMA,
     as_documented,
     cell_state,
+    dumps,
     histories,
     make_snapshot,
     regressions,
@@ -24,7 +25,7 @@ from harness.ci.nightly import (
 from harness.ci.regression_issues import report_regressions
 from harness.outcomes import Outcome
 from harness.store.records import Record
-from tests.paths import REPO
+from tests.paths import REPO, RESOURCES
 
 CELL = "py3.11-torch2.14.1-lightning2.6.6-cpu-fp32"
 
@@ -281,3 +282,12 @@ def test_the_states_file_gives_each_cell_its_state_for_the_page() -> None:
     # as of night 1, nothing had broken yet
     first = json.loads(states_script(NIGHT_1, NIGHT1)[len("harnessStates(") : -3])
     assert first["e/x"]["control"][CELL] == ["holds", NIGHT1, 3, 0]
+
+
+def test_the_two_nights_snapshot_is_the_committed_one() -> None:
+    # the snapshot the two simulated nights produce, as a reader sees it; after a deliberate
+    # change to the format: regenerate it with harness.ci.nightly.dumps and bump the schema
+    first = make_snapshot(NIGHT_1, NIGHT1, CLAIMS_1)
+    second = make_snapshot([*NIGHT_1, *NIGHT_2], NIGHT2, CLAIMS_2, first)
+    committed = RESOURCES / "nightly" / "two-nights-2026-12-02.json"
+    assert dumps(second) == committed.read_text()
