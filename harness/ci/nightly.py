@@ -83,6 +83,9 @@ class NightRuns:
     held: int
     failed: int
     outcomes: tuple[str, ...]  # the outcome kinds of the night, sorted
+    # the harness revisions that ran them: a change across another revision may be the
+    # reproducer's, not the release's
+    revisions: tuple[str, ...] = ()
 
     @property
     def runs(self) -> int:
@@ -153,6 +156,9 @@ def histories(records: Iterable[Record]) -> dict[CellId, CellHistory]:
                     held=judged.count(True),
                     failed=judged.count(False),
                     outcomes=tuple(sorted({r.outcome.value for r in nights[night]})),
+                    revisions=tuple(
+                        sorted({r.provenance.get("git_rev", "") for r in nights[night]} - {""})
+                    ),
                 )
             )
         out[cid] = CellHistory(*cid[:2], kinds[cid], cid[2], tuple(made))
@@ -247,8 +253,14 @@ def make_snapshot(
                 "variant": cid[1],
                 "kind": history.kind,
                 "cell": cid[2],
-                "before": {"night": was.night, "outcomes": list(was.outcomes)},
+                "before": {
+                    "night": was.night,
+                    "outcomes": list(was.outcomes),
+                    "revisions": list(was.revisions),
+                },
                 "now": list(now.outcomes),
+                "revisions": list(now.revisions),
+                "same_revision": was.revisions == now.revisions,
                 "state": state.as_dict() if state else None,
             }
         )
@@ -352,7 +364,9 @@ def summary_markdown(snapshot: Mapping[str, Any], limit: int = 50) -> str:
     }
     for key in CHANGE_ORDER:
         changes = s["changes"][key]
-        lines.append(f"**{titles[key]}: {len(changes)}**")
+        crossed = sum(1 for c in changes if not c.get("same_revision", True))
+        across = f" ({crossed} across another harness revision)" if crossed else ""
+        lines.append(f"**{titles[key]}: {len(changes)}**{across}")
         lines += [f"- {_change_line(c)}" for c in changes[:limit]]
         if len(changes) > limit:
             lines.append(

@@ -110,7 +110,7 @@ def test_two_nights_make_a_snapshot_with_regressions_first(tmp_path: Path) -> No
     assert list(changes) == ["new_failures", "fixes", "flaky", "other"]
     assert [c["variant"] for c in changes["new_failures"]] == ["control"]
     broke = changes["new_failures"][0]
-    assert broke["before"] == {"night": NIGHT1, "outcomes": ["ok"]}
+    assert broke["before"] == {"night": NIGHT1, "outcomes": ["ok"], "revisions": []}
     assert broke["now"] == ["other_error"]
     assert broke["state"] == {"state": "broken", "since": NIGHT2, "runs": 6, "failures": 3}
     assert [c["variant"] for c in changes["fixes"]] == ["workaround1"]
@@ -291,3 +291,16 @@ def test_the_two_nights_snapshot_is_the_committed_one() -> None:
     second = make_snapshot([*NIGHT_1, *NIGHT_2], NIGHT2, CLAIMS_2, first)
     committed = RESOURCES / "nightly" / "two-nights-2026-12-02.json"
     assert dumps(second) == committed.read_text()
+
+
+def test_a_change_across_another_harness_revision_is_said() -> None:
+    def at(records: list[Record], rev: str) -> list[Record]:
+        return [dataclasses.replace(r, provenance={"git_rev": rev}) for r in records]
+
+    snap = make_snapshot([*at(NIGHT_1, "aaaaaaaaaaaa"), *at(NIGHT_2, "bbbbbbbbbbbb")], NIGHT2, {})
+    broke = snap["changes"]["new_failures"][0]
+    assert broke["before"]["revisions"] == ["aaaaaaaaaaaa"]
+    assert broke["revisions"] == ["bbbbbbbbbbbb"] and broke["same_revision"] is False
+    assert "Regressions (new failures): 1** (1 across another harness revision)" in (
+        summary_markdown(snap)
+    )
