@@ -34,6 +34,16 @@ def _counts(s: Mapping[str, Any]) -> str:
     )
 
 
+def _regressions(s: Mapping[str, Any]) -> str:
+    found = s["changes"]["new_failures"]
+    crossed = sum(1 for c in found if not c.get("same_revision", True))
+    said = f"{len(found)} regression(s)"
+    if crossed:
+        # another harness revision ran the night before: the reproducer may have changed
+        said += f" ({crossed} across another harness revision)"
+    return said
+
+
 def _line(c: Mapping[str, Any]) -> str:
     was = ", ".join(c["before"]["outcomes"])
     return f"{c['entry']} :: {c['variant']} @ {c['cell']}: {was} ({c['before']['night']}) -> {', '.join(c['now'])}"
@@ -50,7 +60,7 @@ def markdown_lead(s: Mapping[str, Any] | None, link: str) -> str:
     if more > 0:
         named += f"; and {more} more"
     return (
-        f"**Latest night, {s['night']}** ([snapshot]({link})): {len(regressions)} regression(s)"
+        f"**Latest night, {s['night']}** ([snapshot]({link})): {_regressions(s)}"
         + (f": {named}" if named else "")
         + f". {_counts(s)[0].upper()}{_counts(s)[1:]}.\n\n"
     )
@@ -63,8 +73,7 @@ def html_lead(s: Mapping[str, Any] | None) -> str:
     e = html.escape
     regressions = s["changes"]["new_failures"]
     out = [
-        f'<section id="nightly"><h2>Latest night, {e(s["night"])}: '
-        f"{len(regressions)} regression(s)</h2>",
+        f'<section id="nightly"><h2>Latest night, {e(s["night"])}: {e(_regressions(s))}</h2>',
         f'<p>{e(_counts(s))} (<a href="nightly/{e(s["night"])}.json">snapshot</a>).</p>',
     ]
     if regressions:

@@ -27,6 +27,10 @@ def test_the_newest_snapshot_leads_the_page_and_the_readme(tmp_path: Path) -> No
     assert page.startswith('<section id="nightly"><h2>Latest night, 2026-12-02: 1 regression(s)')
     assert "e/x :: control @ py3.11-torch2.14.1-lightning2.6.6-cpu-fp32: ok (2026-12-01)" in page
     assert "1 fixed, 1 flaky" in page and "torch 2.15.0" in page
+    crossed = {**second, "changes": {**second["changes"], "new_failures": [
+        {**c, "same_revision": False} for c in second["changes"]["new_failures"]
+    ]}}  # fmt: skip
+    assert ": 1 regression(s) (1 across another harness revision)</h2>" in html_lead(crossed)
 
     readme = markdown_lead(second, "results/nightly/2026-12-02.json")
     assert readme.startswith(
