@@ -90,10 +90,14 @@ def test_the_nightly_matrix_is_generated_by_the_plan_job() -> None:
         assert uploads[0]["with"]["path"] == "results/records/${{ matrix.machine }}.jsonl"
     report = "\n".join(step.get("run", "") for step in jobs["report"]["steps"])
     assert report.index("harness diff HEAD incoming") < report.index("harness merge incoming")
-    assert "nox -s report -- --since HEAD" in report
+    assert 'nox -s report -- --since "$SHA"' in report  # the commit the shards ran
     # the night: its snapshot and summary after the merge, one issue per regressed entry
     nightly = 'python -m harness nightly --summary "$GITHUB_STEP_SUMMARY" --issues gh'
     assert report.index("harness merge incoming") < report.index(nightly)
+    settle = "python -m harness run --profile cpu --settle 900 --settle-only --machine ci-settle"
+    assert report.index("harness merge incoming") < report.index(settle) < report.index(nightly)
+    # the extra trials' records name a commit that is pushed: the merge is committed first
+    assert report.index("git commit") < report.index(settle)
     assert jobs["report"]["permissions"] == {"contents": "write", "issues": "write"}
 
 
