@@ -17,6 +17,7 @@ when the default profile built 19 environments (2 rows and 17 derived from ``req
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -33,10 +34,8 @@ def _size(folder: Path) -> int:
     total = 0
     for root, _, files in os.walk(folder):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += (Path(root) / name).lstat().st_size
-            except OSError:
-                pass
     return total
 
 
@@ -67,7 +66,11 @@ def main() -> int:
             text=True,
         )
         wall = time.monotonic() - start
-        envs = sorted(p.name for p in (clone / ".envs").iterdir()) if (clone / ".envs").is_dir() else []
+        envs = (
+            sorted(p.name for p in (clone / ".envs").iterdir())
+            if (clone / ".envs").is_dir()
+            else []
+        )
         records = clone / "results" / "records" / "bench-first-run.jsonl"
         n_records = len(records.read_text(encoding="utf-8").splitlines()) if records.exists() else 0
         tail = (done.stdout + done.stderr).strip().splitlines()[-6:]

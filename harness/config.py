@@ -71,6 +71,10 @@ class Config:
     order: str = "plan"  # "plan" | "value"
     budget_s: float | None = None
     cuda_start_s: float | None = None  # None: budget.CUDA_START_S
+    # run --settle S (harness/execute/settle.py): extra trials for flaky cells and open
+    # claims after the plan's jobs, for at most S seconds (and what is left of --budget)
+    settle_s: float | None = None
+    settle_only: bool = False  # run --settle-only: no plan job, only the extra trials
 
     @property
     def matrix_path(self) -> Path:

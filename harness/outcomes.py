@@ -14,6 +14,7 @@ __all__ = [
     "Grade",
     "Outcome",
     "grade",
+    "holds_as_documented",
     "signature_named",
     "type_named",
     "variable_parts",
@@ -41,6 +42,19 @@ class Outcome(str, enum.Enum):
 
 # Never a success nor a failure: they say the cell could not be measured, and why.
 NOT_COUNTED = frozenset({Outcome.UNSUPPORTED, Outcome.SKIPPED, Outcome.ENV_FAILED})
+
+
+def holds_as_documented(kind: str, outcome: Outcome) -> bool | None:
+    """Whether a run holds what its variant stands for (the nightly's cell states, the extra
+    trials of flaky cells): a baseline reproduces the documented error, a workaround or a
+    control ends ``ok``, a dead end does not end ``ok``; None: it measured nothing."""
+    if outcome in NOT_COUNTED:
+        return None
+    if kind == "baseline":
+        return outcome is Outcome.REPRODUCED
+    if kind == "dead_end":
+        return outcome is not Outcome.OK
+    return outcome is Outcome.OK  # workaround, control
 
 
 def signature_named(exc_type: str, exc_message: str, sig_type: str, sig_message: str) -> bool:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.errors import InputError
 from harness.execute.plan import Job, Shard, balance
 from harness.execute.steps import RunState, Step, load_inputs, plan_jobs
 from harness.outcomes import Outcome
@@ -29,6 +30,7 @@ from harness.store.jsonl import Store, latest
 from harness.store.records import Record
 
 __all__ = [
+    "GITHUB_MATRIX_LIMIT",
     "PLAN_STEPS",
     "FanOut",
     "describe_fan_out",
@@ -38,6 +40,9 @@ __all__ = [
     "job_cost",
     "show_fan_out",
 ]
+
+# GitHub Actions runs at most 256 jobs from one matrix
+GITHUB_MATRIX_LIMIT = 256
 
 # records whose duration says nothing about the job's (nothing ran, or it ran out of time
 # under another limit)
@@ -130,6 +135,11 @@ def show_fan_out(state: RunState) -> int:
     """The last step of ``plan``: the split, for a reader or (``--github``) as a job matrix."""
     cfg = state.config
     assert state.plan is not None and state.expansion is not None
+    if cfg.github and cfg.fan_out_shards > GITHUB_MATRIX_LIMIT:
+        raise InputError(
+            f"--shards {cfg.fan_out_shards}: a GitHub Actions matrix runs at most "
+            f"{GITHUB_MATRIX_LIMIT} jobs"
+        )
     # every machine's newest records: what the jobs took where they last ran
     stored = latest(Store(cfg.records_dir).load().records)
     plan = fan_out(

@@ -22,6 +22,7 @@ from harness.cli.listing import ListCommand
 from harness.cli.merge import MergeCommand
 from harness.cli.msgsearch import MsgSearchCommand
 from harness.cli.new import NewCommand
+from harness.cli.nightly import NightlyCommand
 from harness.cli.plan import PlanCommand
 from harness.cli.report import ReportCommand
 from harness.cli.run import RunCommand
@@ -42,6 +43,7 @@ COMMANDS: tuple[type[Command], ...] = (
     PlanCommand,
     ReportCommand,
     DiffCommand,
+    NightlyCommand,
     ToxIniCommand,
     MsgSearchCommand,
     MergeCommand,

@@ -12,6 +12,7 @@ from harness.cli.command import Command
 from harness.cli.options import machine_name, ranged
 from harness.cli.run import add_budget, budget_config
 from harness.cli.selection import add_selection, run_pipeline, selection_config
+from harness.errors import InputError
 
 __all__ = ["PlanCommand"]
 
@@ -40,6 +41,17 @@ class PlanCommand(Command):
             default=None,
             help="machine names are PREFIX-1..N (default: ci-<profile>)",
         )
+        parser.add_argument(
+            "--new-releases",
+            action="store_true",
+            help="ask the package index (through uv) for torch and lightning releases newer "
+            "than matrix.yaml's and show the rows its rules would add; changes nothing",
+        )
+        parser.add_argument(
+            "--write",
+            action="store_true",
+            help="--new-releases: add those rows to matrix.yaml (what the nightly does)",
+        )
         add_budget(parser, order=False)
         parser.add_argument(
             "-j",
@@ -65,6 +77,10 @@ class PlanCommand(Command):
         from harness.ci.fanout import PLAN_STEPS
         from harness.execute.steps import BUDGET_PLAN_STEPS
 
+        if args.new_releases:
+            return _new_releases(args, repo, console)
+        if args.write:
+            raise InputError("--write adds the rows --new-releases finds: give both")
         cfg = selection_config(args, repo, list_only=False)
         if args.budget is not None:
             budget_config(cfg, args)
@@ -76,3 +92,19 @@ class PlanCommand(Command):
         cfg.machine_prefix = args.machine_prefix
         cfg.github = args.github
         return run_pipeline(cfg, console, PLAN_STEPS)
+
+
+def _new_releases(args: argparse.Namespace, repo: Path, console: Console) -> int:
+    from harness.ci.releases import UvIndex, add_rows, describe_new_releases, find_new_releases
+    from harness.spec.matrix import load_matrix
+
+    path = repo / args.matrix
+    matrix = load_matrix(path)
+    found = find_new_releases(matrix, UvIndex())
+    for line in describe_new_releases(found):
+        console.print(line, markup=False, highlight=False)
+    if args.write:
+        added = add_rows(path, matrix, found.rows)
+        said = ", ".join(f"torch {t}" for t in added) or "nothing"
+        console.print(f"added to {path.name}: {said}", markup=False, highlight=False)
+    return 0

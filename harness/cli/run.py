@@ -11,6 +11,7 @@ from harness.cli.command import Command
 from harness.cli.options import machine_name, ranged
 from harness.cli.selection import add_selection, run_pipeline, selection_config
 from harness.config import Config
+from harness.errors import InputError
 
 __all__ = ["RunCommand", "add_budget", "budget_config"]
 
@@ -72,6 +73,20 @@ class RunCommand(Command):
         )
 
         add_budget(parser)
+        parser.add_argument(
+            "--settle",
+            type=ranged("budget_s", float),
+            default=None,
+            metavar="SECONDS",
+            help="after the plan's jobs, extra trials for flaky cells and for claims whose "
+            "interval straddles the decision, until decided or SECONDS (and --budget) end",
+        )
+        parser.add_argument(
+            "--settle-only",
+            action="store_true",
+            help="with --settle: run none of the plan's jobs, only the extra trials the "
+            "stored records (every machine's) leave open, e.g. after a merge",
+        )
 
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
@@ -87,6 +102,10 @@ class RunCommand(Command):
         if args.jobs is not None:
             cfg.jobs = args.jobs
         budget_config(cfg, args)
+        cfg.settle_s = args.settle
+        if args.settle_only and args.settle is None:
+            raise InputError("--settle-only needs --settle SECONDS")
+        cfg.settle_only = args.settle_only
         return run_pipeline(cfg, console)
 
 

@@ -1,2 +1,2 @@
-"""The run: steps, jobs and shards, scheduler, environment preparer, progress, runner, warm
-worker and process groups. May import spec/, envs/, store/, the top level (report/ at the end)."""
+"""The run: steps, jobs and shards, scheduler, preparer, progress, runner, warm worker and
+process groups. May import spec/, envs/, store/, the top level (aggregate/, report/ at the end)."""

@@ -14,7 +14,8 @@ import dataclasses
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from harness.atomic import write_atomically
 from harness.config import Config
 from harness.envs.backends import (
     STANDIN_VAR,
@@ -71,6 +73,7 @@ class RunState:
         default_factory=lambda: ExistingBackend(os.environ.get(STANDIN_VAR))
     )
     groups: ProcessGroups = field(default_factory=ProcessGroups)
+    started: float = field(default_factory=time.monotonic)  # for --budget after the plan (settle)
 
 
 Step = Callable[[RunState], "RunState | int"]
@@ -246,6 +249,8 @@ def drop_done(state: RunState) -> RunState | int:
         )
     else:
         state.todo = list(state.plan.jobs)
+    if state.config.settle_only:  # run --settle-only: the extra trials alone
+        state.todo = []
     return state
 
 
@@ -653,6 +658,9 @@ def render_reports(
             raise InputError(f"--since: {exc}") from exc
         now = Side("now", tuple(as_reported(loaded.records(), entries)))
         prelude = html_changes(diff_records(old, now), since)
+    from harness.report.lead import html_lead, latest_snapshot
+
+    prelude = html_lead(latest_snapshot(cfg.results_dir)) + prelude
     try:
         summary = render_all(
             loaded,
@@ -685,6 +693,142 @@ def render_reports(
     return 0
 
 
+def settle_open(state: RunState) -> RunState | int:
+    """run --settle S: extra trials, a round at a time, for the run's flaky cells and the
+    claims whose interval straddles the decision (harness/execute/settle.py), until they are
+    decided or the seconds (and what is left of --budget) end. Without --settle: nothing."""
+    cfg = state.config
+    if cfg.settle_s is None:
+        return state
+    assert state.plan is not None and state.store is not None
+    from harness.aggregate.cells import aggregate_entry, reread
+    from harness.execute.settle import Question, flaky_cells, is_open, next_round, settled_json
+    from harness.store.jsonl import latest
+
+    began = time.monotonic()
+    entries = {e.id: e for e in state.entries}
+    planned: dict[tuple[str, str, str], Job] = {}
+    for job in state.plan.jobs:
+        planned.setdefault((job.entry.id, job.variant.name, job.cell.id), job)
+    wanted = {cid[0] for cid in planned}
+    me = state.store.machine
+
+    def stored() -> list[Record]:
+        rs = [r for r in latest(Store(cfg.records_dir).load().records) if r.entry in wanted]
+        out: list[Record] = []
+        for eid in wanted:
+            mine = [r for r in rs if r.entry == eid]
+            out += reread(mine, entries[eid]) if eid in entries else mine
+        return out
+
+    def verdicts(records: Sequence[Record]) -> dict[tuple[str, str, str], Any]:
+        found = {}
+        for eid in sorted(wanted):
+            agg = aggregate_entry(entries.get(eid), [r for r in records if r.entry == eid])
+            for v in agg.verdicts:
+                found[(eid, v.claim, v.subject)] = v
+        return found
+
+    records = stored()
+    variants = {(cid[0], cid[1]) for cid in planned}
+    questions = [
+        Question(eid, claim, subject, v.label)
+        for (eid, claim, subject), v in verdicts(records).items()
+        if is_open(v) and (eid, subject) in variants
+    ]
+    flaky_before = flaky_cells(records, planned)
+    state.console.print(
+        f"settle: {len(flaky_before)} flaky cell(s), {len(questions)} open claim(s); "
+        f"at most {cfg.settle_s:g} s of extra trials",
+        markup=False,
+    )
+    extra: collections.Counter[tuple[str, str, str]] = collections.Counter()
+    settled: list[dict[str, Any]] = []
+    rounds, ended = 0, "nothing left open"
+    estimate = estimate_from(
+        Store(cfg.records_dir).load().records,
+        cuda_start_s=CUDA_START_S if cfg.cuda_start_s is None else cfg.cuda_start_s,
+    )
+    while True:
+        jobs, why = next_round(planned, records, questions, lambda r: r.machine_key == me)
+        if not jobs:
+            break
+        left = cfg.settle_s - (time.monotonic() - began)
+        if cfg.budget_s is not None:
+            left = min(left, cfg.budget_s - (time.monotonic() - state.started))
+        chosen = fit(jobs, estimate, slots=max(1, cfg.jobs), budget_s=max(0.0, left)).chosen
+        if not chosen:
+            ended = "the budget ended"
+            break
+        state.todo = list(chosen)
+        result = run_matrix(state)
+        if isinstance(result, int):
+            return result
+        rounds += 1
+        for job in chosen:
+            extra[(job.entry.id, job.variant.name, job.cell.id)] += 1
+        records = stored()
+        now = verdicts(records)
+        still = []
+        for q in questions:
+            v = now.get((q.entry, q.claim, q.subject))
+            if v is not None and is_open(v):
+                still.append(q)
+                continue
+            runs = sum(n for cid, n in extra.items() if cid[0] == q.entry and cid[1] == q.subject)
+            settled.append(
+                {
+                    "entry": q.entry,
+                    "claim": q.claim,
+                    "subject": q.subject,
+                    "before": q.label,
+                    "after": v.label if v else "",
+                    "extra_runs": runs,
+                }  # fmt: skip
+            )
+        questions = still
+        if len(chosen) < len(jobs):
+            ended = "the budget ended"
+            break
+    flaky_after = set(flaky_cells(records, planned))
+    result_doc = {
+        "machine": me.name,
+        "settle_s": cfg.settle_s,
+        "spent_s": round(time.monotonic() - began, 1),
+        "rounds": rounds,
+        "ended": ended,
+        "claims_settled": settled,
+        "claims_open": [dataclasses.asdict(q) for q in questions],
+        "flaky_cells": [
+            {
+                "entry": c[0],
+                "variant": c[1],
+                "cell": c[2],
+                "extra_runs": extra[c],
+                "decided": c not in flaky_after,
+            }  # fmt: skip
+            for c in flaky_before
+        ],
+        "extra_runs": sum(extra.values()),
+    }
+    night = time.strftime("%Y-%m-%d", time.gmtime())
+    folder = cfg.results_dir / "settled"
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomically(folder / f"{night}-{me.name}.json", settled_json(result_doc).encode("utf-8"))
+    for s in settled:
+        state.console.print(
+            f"settled by extra trials: {s['entry']} {s['claim']}: {s['before']} -> "
+            f"{s['after']} ({s['extra_runs']} extra runs)",
+            markup=False,
+        )
+    for q in questions:
+        state.console.print(f"still open: {q.entry} {q.claim}: {q.label}", markup=False)
+    state.console.print(
+        f"settle: {sum(extra.values())} extra runs in {rounds} round(s); {ended}", markup=False
+    )
+    return state
+
+
 STEPS: tuple[Step, ...] = (
     load_inputs,
     plan_jobs,
@@ -692,6 +836,7 @@ STEPS: tuple[Step, ...] = (
     drop_done,
     order_jobs,
     run_matrix,
+    settle_open,
     render,
 )
 # plan --budget: the run's plan, nothing run

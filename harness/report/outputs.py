@@ -54,6 +54,7 @@ from harness.report.cache import (
     sha256,
 )
 from harness.report.findings import fill_findings, render_findings
+from harness.report.lead import latest_snapshot, markdown_lead
 from harness.report.render import entry_slug
 from harness.report.render.answers import ANSWERS_FILE, answers_file, entry_answers
 from harness.report.render.html import (
@@ -366,7 +367,13 @@ def _findings(
         Path(os.path.relpath(results / "domains" / f"{s.name}.md", readme.parent)).as_posix()
         for s in summaries
     ]
-    new = fill_findings(text, render_findings(compat, summaries, pages), readme)
+    snapshot = latest_snapshot(results)
+    link = ""
+    if snapshot is not None:
+        where = results / "nightly" / f"{snapshot['night']}.json"
+        link = Path(os.path.relpath(where, readme.parent)).as_posix()
+    block = markdown_lead(snapshot, link) + render_findings(compat, summaries, pages)
+    new = fill_findings(text, block, readme)
     if new is None:
         return []
     changed = new != text

@@ -214,6 +214,9 @@ def test_report_since_a_revision_opens_the_page_with_what_changed(tmp_path: Path
     assert out.returncode == 0, out.stdout + out.stderr
     page = (tmp_path / "results" / "index.html").read_text()
     main = page.split("<main>", 1)[1]
+    # the latest night's regressions lead (the committed results/nightly), then what changed
+    assert main.startswith('<section id="nightly"><h2>Latest night, ')
+    main = main.split("</section>", 1)[1]
     assert main.startswith('<section id="changed-since"><h2>Changed since HEAD</h2>')
     assert f"{d['entry']} :: {d['variant']} @ {d['cell']}" in main.split("</section>")[0]
     assert harness("report", "--since", "nope", cwd=tmp_path).returncode == 2

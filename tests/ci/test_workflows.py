@@ -90,12 +90,58 @@ def test_the_nightly_matrix_is_generated_by_the_plan_job() -> None:
         assert uploads[0]["with"]["path"] == "results/records/${{ matrix.machine }}.jsonl"
     report = "\n".join(step.get("run", "") for step in jobs["report"]["steps"])
     assert report.index("harness diff HEAD incoming") < report.index("harness merge incoming")
-    assert "nox -s report -- --since HEAD" in report
+    assert 'nox -s report -- --since "$SHA"' in report  # the commit the shards ran
+    # the night: its snapshot and summary after the merge, one issue per regressed entry
+    nightly = 'python -m harness nightly --summary "$GITHUB_STEP_SUMMARY" --issues gh'
+    assert report.index("harness merge incoming") < report.index(nightly)
+    settle = "python -m harness run --profile cpu --settle 900 --settle-only --machine ci-settle"
+    assert report.index("harness merge incoming") < report.index(settle) < report.index(nightly)
+    # the extra trials' records name a commit that is pushed: the merge is committed first
+    assert report.index("git commit") < report.index(settle)
+    assert jobs["report"]["permissions"] == {"contents": "write", "issues": "write"}
+
+
+def test_the_nightly_adds_new_releases_first_and_every_job_runs_that_commit() -> None:
+    jobs = _nightly()["jobs"]
+    plan_run = "\n".join(step.get("run", "") for step in jobs["plan"]["steps"])
+    assert plan_run.index("harness plan --new-releases --write") < plan_run.index("--github")
+    assert "git commit" in plan_run and "matrix.yaml tox.ini" in plan_run
+    assert jobs["plan"]["outputs"]["sha"] == "${{ steps.rows.outputs.sha }}"
+    for name in ("cpu", "gpu", "report"):
+        checkout = next(
+            s for s in jobs[name]["steps"] if str(s.get("uses", "")).startswith("actions/checkout@")
+        )
+        assert checkout["with"]["ref"] == "${{ needs.plan.outputs.sha }}", name
+    assert jobs["gpu"]["runs-on"] == ["self-hosted", "gpu"]
+    # one environment per CPU shard, within GitHub's matrix limit
+    assert "--profile cpu --shards 256" in plan_run
+
+
+def test_plan_refuses_more_shards_than_a_github_matrix_runs() -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "plan",
+            "--github",
+            "--profile",
+            "cpu",
+            "--shards",
+            "257",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        check=False,
+    )
+    assert out.returncode == 2 and "at most 256 jobs" in out.stdout
 
 
 def test_the_plan_commands_of_the_nightly_give_a_matrix_its_jobs_can_use() -> None:
     text = NIGHTLY.read_text()
-    used = set(re.findall(r"matrix\.(\w+)", text))
+    used = set(re.findall(r"\bmatrix\.(\w+) }}", text))  # ${{ matrix.X }}, not matrix.yaml
     commands = re.findall(r"\$\((python -m harness plan --github[^)]*)\)", text)
     assert len(commands) == 2
     matrix = load_matrix(REPO / "matrix.yaml")

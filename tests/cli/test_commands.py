@@ -21,6 +21,7 @@ NAMES = (
     "plan",
     "report",
     "diff",
+    "nightly",
     "tox-ini",
     "msgsearch",
     "merge",

@@ -189,11 +189,11 @@ def test_rule_patterns_are_versions_specifiers_or_names() -> None:
     ("profile", "cells", "environments", "excluded", "trials"),
     [
         ("smoke", 6, 2, 0, 1),
-        ("cpu", 171, 57, 12, 3),
+        ("cpu", 177, 59, 12, 3),
         ("lightning-sweep", 27, 9, 0, 3),
-        ("torch-sweep", 39, 13, 0, 3),
-        ("gpu-nightly", 171, 57, 12, 3),
-        ("full", 342, 57, 24, 1),
+        ("torch-sweep", 45, 15, 0, 3),
+        ("gpu-nightly", 177, 59, 12, 3),
+        ("full", 354, 59, 24, 1),
     ],
 )
 def test_real_profiles_expand(
@@ -237,10 +237,10 @@ def test_real_full_crosses_torch_with_every_lightning_line_that_fits(real: Matri
     envs = real.expand("full").environments
     torches = sorted({env.torch for env in envs}, key=Version)
     assert torches == sorted({row.torch for row in real.rows}, key=Version)
-    assert torches[0] == "1.10.2" and torches[-1] == "2.13.0"
-    # no hole between 1.10 and the newest: every minor line 1.10..1.13 and 2.0..2.13
+    assert torches[0] == "1.10.2" and torches[-1] == "2.15.0"
+    # no hole between 1.10 and the newest: every minor line 1.10..1.13 and 2.0..2.15
     minors = [tuple(Version(t).release[:2]) for t in torches]
-    assert minors == [(1, m) for m in range(10, 14)] + [(2, m) for m in range(14)]
+    assert minors == [(1, m) for m in range(10, 14)] + [(2, m) for m in range(16)]
     by_torch: dict[str, list[str]] = {}
     for env in envs:
         by_torch.setdefault(env.torch, []).append(env.lightning)
@@ -308,10 +308,10 @@ def test_expansion_is_deterministic_and_sorted(real: Matrix) -> None:
 
 def test_describe_lists_environments_cells_and_exclusions(real: Matrix) -> None:
     lines = describe(real.expand("full"))
-    assert lines[0].startswith("profile full: 342 cells in 57 environments")
+    assert lines[0].startswith("profile full: 354 cells in 59 environments")
     assert "py3.11-torch2.13.0-lightning2.6.6" in lines
     assert "  find-links: /opt/wheels" in lines
-    assert lines.count("  cells: cpu-fp32 cpu-fp16 cpu-bf16 cuda-fp32 cuda-fp16 cuda-bf16") == 57
+    assert lines.count("  cells: cpu-fp32 cpu-fp16 cpu-bf16 cuda-fp32 cuda-fp16 cuda-bf16") == 59
     assert "excluded:" in lines
     excluded = lines[lines.index("excluded:") + 1 :]
     assert len(excluded) == 24

@@ -474,6 +474,7 @@ def render_cell_data(a: EntryAggregate) -> str:
     exception_rows = [[0, 0, 0], *np.reshape(local(exception_texts), (-1, 3)).tolist()]
     data = {
         "shape": [len(a.slices), len(a.variants), len(env_ids)],
+        "envs": env_ids,  # a cell's id is its environment's and its slice's
         "cells": {"status": statuses, "trials": counts},
         "trials": columns,
         "exceptions": exception_rows,

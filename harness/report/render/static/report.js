@@ -5,6 +5,9 @@
   var panel = document.getElementById("detail");
   var pinned = null, current = null;
   function el(tag, text){ var e = document.createElement(tag); if (text !== undefined) e.textContent = text; return e; }
+  // cells' states across nights (results/nightly/states.js, written by `harness nightly`)
+  var states = null, STATES = "nightly/states.js";
+  window.harnessStates = function(data){ states = data; if (current) show(current); };
   window.harnessCells = function(slug, data){ loaded[slug] = data; if (current && slugOf(current) === slug) show(current); };
   function slugOf(td){ return td.closest("section.entry").getAttribute("data-slug"); }
   function load(src){
@@ -65,6 +68,11 @@
       var list = el("dl");
       panel.appendChild(list);
       item(list, "Cell", O[status] + " (" + count + " trial" + (count === 1 ? "" : "s") + ")");
+      if (!states && !failed[STATES]) load(STATES);
+      var across = states && states[table.getAttribute("data-entry")];
+      across = across && across[row.children[0].textContent];
+      across = across && across[data.envs[parseInt(e, 10)] + "-" + table.getAttribute("data-slice")];
+      if (across) item(list, "Across nights", across[0] + " since " + across[1] + " (" + across[3] + " of " + across[2] + " runs failed; nightly " + states[""] + ")");
       for (var n = data.first[c]; n < data.first[c] + count; n++) {
         var x = X[T.exception[n]];
         list.appendChild(el("h4", "Trial " + T.trial[n]));

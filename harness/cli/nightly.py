@@ -1,0 +1,103 @@
+"""`python -m harness nightly`: the night's snapshot (results/nightly/<night>.json), its job
+summary, and one GitHub issue per regressed entry."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.cli.command import Command
+from harness.errors import InputError
+
+__all__ = ["NightlyCommand"]
+
+SNAPSHOTS = "results/nightly"
+
+
+def _night(text: str) -> str:
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        raise argparse.ArgumentTypeError(f"a night is a date, YYYY-MM-DD: {text!r}")
+    return text
+
+
+class NightlyCommand(Command):
+    name = "nightly"
+    help = (
+        "write the night's snapshot (results/nightly/<night>.json): records counted, changed "
+        "cells (regressions first), new releases, changed claims, cell states"
+    )
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--night",
+            type=_night,
+            default=None,
+            help="the night (UTC date the records started; default: the newest in the store)",
+        )
+        parser.add_argument(
+            "--summary",
+            default=None,
+            metavar="FILE",
+            help="append the summary as Markdown to FILE (e.g. $GITHUB_STEP_SUMMARY)",
+        )
+        parser.add_argument(
+            "--issues",
+            choices=("off", "dry-run", "gh"),
+            default="off",
+            help="one GitHub issue per regressed entry, through gh (dry-run: say, run nothing)",
+        )
+
+    @staticmethod
+    def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
+        from harness.atomic import write_atomically
+        from harness.ci.diff import as_reported
+        from harness.ci.nightly import (
+            claim_verdicts,
+            dumps,
+            make_snapshot,
+            night_of,
+            states_script,
+            summary_markdown,
+        )
+        from harness.ci.regression_issues import report_regressions
+        from harness.spec.entries import load_entries
+        from harness.store.jsonl import Store
+
+        loaded = Store(repo / "results" / "records").load()
+        records = as_reported(loaded.records, load_entries(repo / "repros"))
+        if not records:
+            raise InputError("results/records holds no records: no night to snapshot")
+        night = args.night or max(night_of(r) for r in records)
+        compat = repo / "results" / "compat.json"
+        claims = claim_verdicts(json.loads(compat.read_text())) if compat.is_file() else {}
+        folder = repo / SNAPSHOTS
+        folder.mkdir(parents=True, exist_ok=True)
+        earlier = sorted(p for p in folder.glob("*.json") if p.stem < night)
+        previous = json.loads(earlier[-1].read_text()) if earlier else None
+        settled = [
+            json.loads(p.read_text())
+            for p in sorted((repo / "results" / "settled").glob(f"{night}-*.json"))
+        ]
+        snapshot = make_snapshot(records, night, claims, previous, settled)
+        target = folder / f"{night}.json"
+        write_atomically(target, dumps(snapshot).encode("utf-8"))
+        states = states_script([r for r in records if night_of(r) <= night], night)
+        write_atomically(folder / "states.js", states.encode("utf-8"))
+        summary = summary_markdown(snapshot)
+        console.print(summary, markup=False, highlight=False)
+        console.print(f"wrote {target.relative_to(repo)}", markup=False, highlight=False)
+        if args.summary:
+            with open(args.summary, "a", encoding="utf-8") as f:
+                f.write(summary)
+        if args.issues != "off":
+
+            def say(line: str) -> None:
+                console.print(line, markup=False, highlight=False)
+
+            report_regressions(snapshot, dry_run=args.issues == "dry-run", say=say)
+        return 0

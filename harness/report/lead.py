@@ -1,0 +1,84 @@
+"""The latest night's regressions, first on the page and in the README: read from the
+newest snapshot under results/nightly/ (written by ``python -m harness nightly``)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["html_lead", "latest_snapshot", "markdown_lead"]
+
+_NAME = re.compile(r"\d{4}-\d{2}-\d{2}\.json")
+_LISTED = 20  # regressions named on the page; the snapshot has them all
+_IN_README = 3
+
+
+def latest_snapshot(results: Path) -> dict[str, Any] | None:
+    found = sorted(p for p in (results / "nightly").glob("*.json") if _NAME.fullmatch(p.name))
+    return json.loads(found[-1].read_text(encoding="utf-8")) if found else None
+
+
+def _counts(s: Mapping[str, Any]) -> str:
+    c = s["changes"]
+    new = s["new_releases"]
+    releases = [f"torch {v}" for v in new["torch"]] + [f"lightning {v}" for v in new["lightning"]]
+    return (
+        f"{len(c['fixes'])} fixed, {len(c['flaky'])} flaky, {len(c['other'])} other changes; "
+        f"new releases measured: {', '.join(releases) or 'none'}; "
+        f"{len(s['claims_changed'])} claims changed verdict; "
+        f"{s['records']['counted']:,} records"
+    )
+
+
+def _regressions(s: Mapping[str, Any]) -> str:
+    found = s["changes"]["new_failures"]
+    crossed = sum(1 for c in found if not c.get("same_revision", True))
+    said = f"{len(found)} regression(s)"
+    if crossed:
+        # another harness revision ran the night before: the reproducer may have changed
+        said += f" ({crossed} across another harness revision)"
+    return said
+
+
+def _line(c: Mapping[str, Any]) -> str:
+    was = ", ".join(c["before"]["outcomes"])
+    return f"{c['entry']} :: {c['variant']} @ {c['cell']}: {was} ({c['before']['night']}) -> {', '.join(c['now'])}"
+
+
+def markdown_lead(s: Mapping[str, Any] | None, link: str) -> str:
+    """The README's first lines of findings: ``link`` is the snapshot's path from the README."""
+    if s is None:
+        return ""
+    regressions = s["changes"]["new_failures"]
+    # one paragraph: the README stays a short front door; the page and the snapshot list all
+    named = "; ".join(f"`{_line(c)}`" for c in regressions[:_IN_README])
+    more = len(regressions) - _IN_README
+    if more > 0:
+        named += f"; and {more} more"
+    return (
+        f"**Latest night, {s['night']}** ([snapshot]({link})): {_regressions(s)}"
+        + (f": {named}" if named else "")
+        + f". {_counts(s)[0].upper()}{_counts(s)[1:]}.\n\n"
+    )
+
+
+def html_lead(s: Mapping[str, Any] | None) -> str:
+    """A self-contained <section> put first on the page."""
+    if s is None:
+        return ""
+    e = html.escape
+    regressions = s["changes"]["new_failures"]
+    out = [
+        f'<section id="nightly"><h2>Latest night, {e(s["night"])}: {e(_regressions(s))}</h2>',
+        f'<p>{e(_counts(s))} (<a href="nightly/{e(s["night"])}.json">snapshot</a>).</p>',
+    ]
+    if regressions:
+        out.append("<ul>")
+        out += [f"<li><code>{e(_line(c))}</code></li>" for c in regressions[:_LISTED]]
+        out.append("</ul>")
+    out.append("</section>")
+    return "".join(out)
