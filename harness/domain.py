@@ -18,6 +18,7 @@ __all__ = [
     "CLAIM_PACKAGES",
     "DEVICES",
     "FIXED_STATUSES",
+    "GPU_USES",
     "KINDS",
     "NEEDS",
     "NOT_COUNTED",
@@ -56,6 +57,11 @@ SMELLS_OF_ENTRY = ("never-fails",)
 # (harness/envs/capabilities.py): torch.compile with its default backend (inductor), and
 # TorchDynamo's capture alone (backend="eager"); both refuse a Python torch does not support
 NEEDS = ("torch.compile", "dynamo")
+# what a variant takes of the GPU on a cuda cell (entry.yaml ``gpu``): ``shared`` (the
+# default) runs beside the other CUDA jobs; ``exclusive`` runs alone on the device (it fills
+# the card or sizes itself from free memory, times kernels, or measures memory), while jobs
+# of CPU cells go on (harness/execute/scheduler.py)
+GPU_USES = ("shared", "exclusive")
 
 # version-table statuses of an entry: the error occurs / does not occur in that range
 PRESENT_STATUSES = frozenset({"active", "affected", "present"})

@@ -359,13 +359,20 @@ class _MatrixRun:
         )
         self.machine = machine_provenance(cfg.repo)
         self.isolation = _isolation_of(cfg)
-        self.sched: Scheduler[Environment, Job] = Scheduler(state.todo, max(1, cfg.jobs))
+        self.sched: Scheduler[Environment, Job] = Scheduler(
+            state.todo, max(1, cfg.jobs), device_use=self.device_use
+        )
         self.envs = Preparer(backend, self.isolation, state.groups, self.machine)
         self.show = RunProgress(state.console, self.sched)
         self.pool = ThreadPoolExecutor(max_workers=self.sched.slots)
         self.pending: dict[Future[Any], Prepare[Environment] | Run[Environment, Job]] = {}
         self.refusals_told: set[str] = set()
         self.skips: dict[RecordKey, str] = {}  # jobs the child checks, then skips: why
+
+    def device_use(self, job: Job) -> str:
+        """The scheduler's device tokens: what the job takes of the GPU (shared, exclusive);
+        none for a CUDA cell the child only checks before it records ``skipped`` (no CUDA)."""
+        return "none" if job.key in self.skips else job.device_use
 
     def start_work(self) -> None:
         """Fill the free slots with what the scheduler says comes next."""
