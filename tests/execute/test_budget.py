@@ -112,8 +112,15 @@ def test_value_order_baselines_then_one_trial_then_the_other_trials(box) -> None
     # the other trials: trial 1 of every job before any trial 2
     trials = [j.trial for j in ordered if phase_of(j) == 2]
     assert trials == sorted(trials) and set(trials) == {1, 2}
-    # within a phase, the plan's order; and the order is a function of the jobs alone
-    assert [j.id for j in ordered if phase_of(j) == 0] == [j.id for j in jobs if phase_of(j) == 0]
+    # within a phase, the plan's order, the jobs alone on the GPU (gpu: exclusive) last; and
+    # the order is a function of the jobs alone
+    first = [j for j in ordered if phase_of(j) == 0]
+    alone = [j.device_use == "exclusive" for j in first]
+    assert any(alone) and alone == sorted(alone)
+    for exclusive in (False, True):
+        assert [j.id for j in first if (j.device_use == "exclusive") == exclusive] == [
+            j.id for j in jobs if phase_of(j) == 0 and (j.device_use == "exclusive") == exclusive
+        ]
     assert [j.id for j in by_value(jobs)] == [j.id for j in ordered]
 
 
