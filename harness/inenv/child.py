@@ -816,6 +816,10 @@ def _probe_versions(wanted):
     # torch.compile's inductor imports setuptools (torch.utils.cpp_extension) to build its
     # kernels: found without importing it, "" where it is not installed
     fact("setuptools", _setuptools_version)
+    # Triton, found without importing it ("" where it is not installed), and the CUDA runtime
+    # library that importing torch mapped ("" none: linked statically, or a CPU build)
+    fact("triton", lambda: "yes" if importlib.util.find_spec("triton") is not None else "")
+    fact("cuda_runtime", _mapped_cudart)
     fact("cuda_available", lambda: str(torch.cuda.is_available()))
     # the architectures this build has kernels for; readable without a GPU
     flags = getattr(torch._C, "_cuda_getArchFlags", None)
@@ -835,6 +839,15 @@ def _probe_versions(wanted):
         if driver is not None:
             fact("cuda_driver_api", lambda: "%d.%d" % divmod(driver() // 10, 100))
     return v
+
+
+def _mapped_cudart():
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({ln.split()[-1] for ln in f if "libcudart" in ln and "/" in ln})
+    except OSError:
+        return None  # not Linux: not looked
+    return paths[0] if paths else ""
 
 
 def _setuptools_version():

@@ -30,6 +30,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from harness.domain import (
+    COMPILE_NEEDS,
     DEVICES,
     FIXED_STATUSES,
     GPU_USES,
@@ -491,6 +492,15 @@ def _variant(data: Any, path: Path, line: int, gpu: str = "shared") -> Variant:
     if "fails_as" in data:
         fails_as = _fails_as(data["fails_as"], path, data.key_lines["fails_as"], kind)
     devices = _axis(data, "devices", DEVICES, path)
+    needs = _needs(data, path)
+    on_device = [n for n in needs if n not in COMPILE_NEEDS]
+    if on_device and "cuda" not in devices:
+        raise EntryError(
+            path,
+            data.key_lines["needs"],
+            f"needs {on_device} are needs of a cuda cell; variant {name!r} runs on "
+            f"{list(devices)} only",
+        )
     if "gpu" in data:
         gpu = _gpu(data, path)
         if "cuda" not in devices:
@@ -516,7 +526,7 @@ def _variant(data: Any, path: Path, line: int, gpu: str = "shared") -> Variant:
         line=data.line,
         requires=_requires(data, path),
         baselines=_baselines(data, path, kind),
-        needs=_needs(data, path),
+        needs=needs,
         gpu=gpu,
         rewritten=_rewritten(data, path),
         smells=_variant_smells(data, path),

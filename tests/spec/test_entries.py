@@ -633,3 +633,15 @@ def test_a_bad_gpu_names_file_line_and_problem(
     with pytest.raises(EntryError) as info:
         load_entry(d, tmp_path)
     assert f"entry.yaml:{line}:" in str(info.value) and message in str(info.value)
+
+
+def test_a_device_need_on_a_variant_that_never_runs_on_cuda_names_the_line(
+    tmp_path: Path,
+) -> None:
+    text = GOOD.replace(
+        'description: "raises"}', 'description: "raises", devices: [cpu], needs: [two-gpus]}'
+    )
+    with pytest.raises(EntryError) as info:
+        load_entry(make(tmp_path, text), tmp_path)
+    assert "entry.yaml:4:" in str(info.value)
+    assert "needs ['two-gpus'] are needs of a cuda cell" in str(info.value)
