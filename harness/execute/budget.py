@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from harness.execute.plan import Job
+from harness.execute.runner import CUDA_START_KEY
 from harness.outcomes import Outcome
 from harness.spec.entries import Entry
 from harness.store.records import Record
@@ -109,6 +110,10 @@ class Estimate:
     process_start_s: float = PROCESS_START_S
     # CPU records by the requirements they ran with (a derived environment's)
     by_requires: dict[frozenset[str], float] = field(default_factory=dict)
+    # where cuda_start_s came from: "given" (--cuda-start-s), "measured" (the median of the
+    # CUDA starts GPU records measured), "default" (CUDA_START_S)
+    cuda_start_from: str = "default"
+    cuda_starts: int = 0  # the measured starts it is the median of
 
     def source(self, job: Job) -> tuple[float, str]:
         """(seconds, "cuda" | "variant" | "entry" | "requires" | "default" | "decided"); all
@@ -135,42 +140,65 @@ class Estimate:
         return seconds + (self.cuda_start_s if job.cell.device == "cuda" else 0.0)
 
 
+def _measured_start(record: Record) -> float | None:
+    """The CUDA context start a child measured (harness/execute/runner.py), or None."""
+    try:
+        seconds = float(record.provenance.get(CUDA_START_KEY, ""))
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < 600 else None
+
+
 def estimate_from(
     records: Iterable[Record],
     *,
-    cuda_start_s: float = CUDA_START_S,
+    cuda_start_s: float | None = None,
     default_s: float = DEFAULT_S,
     existing: bool = False,
     met: Iterable[tuple[str, ...]] = (),
 ) -> Estimate:
     """The medians of the stored records that ran (every machine's, every environment's): CPU
-    records per entry and variant and per entry, CUDA records per entry and variant."""
+    records per entry and variant and per entry, CUDA records per entry and variant; and the
+    CUDA start per child: ``cuda_start_s`` where given, else the median of the starts the
+    GPU records measured, else CUDA_START_S."""
     by_variant: dict[tuple[str, str], list[float]] = {}
     by_entry: dict[str, list[float]] = {}
     on_cuda: dict[tuple[str, str], list[float]] = {}
     by_requires: dict[frozenset[str], list[float]] = {}
+    starts: list[float] = []
     for r in records:
         if r.outcome.value in _NOT_TIMED or r.duration_s is None or not r.duration_s > 0:
             continue
         # a CUDA record of a machine without a GPU timed only the child's checks
         if r.device == "cuda" and r.provenance.get("gpu", "none") not in ("", "none"):
             on_cuda.setdefault((r.entry, r.variant), []).append(r.duration_s)
+            start = _measured_start(r)
+            if start is not None:
+                starts.append(start)
         if r.device != "cpu":
             continue
         by_variant.setdefault((r.entry, r.variant), []).append(r.duration_s)
         by_entry.setdefault(r.entry, []).append(r.duration_s)
         if r.requires:
             by_requires.setdefault(frozenset(r.requires.values()), []).append(r.duration_s)
+    if cuda_start_s is not None:
+        start_s, start_from = cuda_start_s, "given"
+    elif starts:
+        start_s, start_from = statistics.median(starts), "measured"
+    else:
+        start_s, start_from = CUDA_START_S, "default"
     return Estimate(
         {k: statistics.median(v) for k, v in by_variant.items()},
         {k: statistics.median(v) for k, v in by_entry.items()},
         default_s,
-        cuda_start_s,
+        start_s,
         existing,
         frozenset(met),
         {k: statistics.median(v) for k, v in on_cuda.items()},
         PROCESS_START_S,
         {k: statistics.median(v) for k, v in by_requires.items()},
+        start_from,
+        len(starts),
     )
 
 
@@ -296,7 +324,13 @@ def describe_fit(plan: Fit, stored: int = 0, examples: int = 3) -> list[str]:
         )
         + f"; + {est.process_start_s:g} s for a fresh interpreter (isolation: process) not "
         "timed by its own records"
-        + f"; + {est.cuda_start_s:g} s CUDA start per child on a cuda cell (CPU-timed); "
+        + f"; + {est.cuda_start_s:.3g} s CUDA start per child on a cuda cell (CPU-timed; "
+        + {
+            "given": "as given",
+            "measured": f"the median of {est.cuda_starts} starts the GPU records measured",
+            "default": "a stated guess: no GPU record measured one yet",
+        }[est.cuda_start_from]
+        + "); "
         f"+ {plan.startup_s:g} s start (harness, interpreter, warm worker)",
     ]
     total = sum(est(j) for j in plan.jobs)
