@@ -337,6 +337,7 @@ class Expansion:
     cells: tuple[Cell, ...]  # sorted
     excluded: tuple[Excluded, ...]  # sorted by cell
     trials: int
+    timeout_s: float | None = None  # the profile's limit per run; None: the matrix default
 
     @property
     def environments(self) -> tuple[Environment, ...]:
@@ -408,6 +409,7 @@ class Profile:
         default_factory=lambda: MappingProxyType({}), hash=False
     )
     trials: int | None = None  # overrides the matrix default when set
+    timeout_s: float | None = None  # the limit per run: overrides the matrix default when set
     line: int | None = field(default=None, compare=False)
 
     def selects(self, cell: Cell) -> bool:
@@ -480,7 +482,7 @@ class Matrix:
             else:
                 excluded.append(Excluded(cell, rule.reason, self.where(rule)))
         trials = self.trials if chosen.trials is None else chosen.trials
-        return Expansion(name, tuple(cells), tuple(excluded), trials)
+        return Expansion(name, tuple(cells), tuple(excluded), trials, chosen.timeout_s)
 
     def expand_for(self, env: Environment, profile: str | None = None) -> Expansion:
         """A profile's cells in one environment that is not a row (``run --python``).
@@ -506,7 +508,7 @@ class Matrix:
                 cells.append(cell)
             else:
                 excluded.append(Excluded(cell, rule.reason, self.where(rule)))
-        return Expansion(full.profile, tuple(cells), tuple(excluded), full.trials)
+        return Expansion(full.profile, tuple(cells), tuple(excluded), full.trials, full.timeout_s)
 
 
 def describe(expansion: Expansion) -> list[str]:
@@ -556,7 +558,7 @@ _DEFAULTS_KEYS = ("trials", "timeout_s", "memory_limit_mb")
 _ROW_KEYS = ("torch", "python", "lightning", "pins", "find_links", "why", "interpreter")
 _ROW_REQUIRED = ("torch", "python", "lightning")
 _RULE_KEYS = (*AXES, "reason")
-_PROFILE_KEYS = ("description", *AXES, "trials")
+_PROFILE_KEYS = ("description", *AXES, "trials", "timeout_s")
 
 
 def load_matrix(path: str | os.PathLike[str]) -> Matrix:
@@ -789,6 +791,11 @@ def _profiles(read: YamlReader, node: yaml.Node, matrix: Matrix) -> dict[str, Pr
             if "trials" in keys
             else None
         )
+        timeout_s = (
+            float(read.ranged(keys["timeout_s"], f"{what} timeout_s", "timeout_s"))
+            if "timeout_s" in keys
+            else None
+        )
         selections: dict[str, tuple[str, ...]] = {}
         for axis in AXES:
             if axis not in keys:
@@ -807,6 +814,7 @@ def _profiles(read: YamlReader, node: yaml.Node, matrix: Matrix) -> dict[str, Pr
             description=description,
             selections=MappingProxyType(selections),
             trials=trials,
+            timeout_s=timeout_s,
             line=line_of(key_node),
         )
     return profiles
