@@ -305,6 +305,12 @@ def run_matrix(state: RunState) -> RunState | int:
     goes on). A job the harness failed on has no record: the rest runs, then 1."""
     assert state.store is not None
     run = _MatrixRun(state)
+    cfg = state.config
+    state.console.print(
+        f"limits per job: {cfg.timeout_s:g} s, host memory {cfg.memory_limit_mb} MiB "
+        f"({run.bound.how})",
+        markup=False,
+    )
     with _term_as_interrupt():
         try:
             with run.show:
