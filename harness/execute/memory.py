@@ -180,9 +180,16 @@ class CgroupBound(Bound):
         with self._lock:
             self._count += 1
             group = self.parent / f"job-{os.getpid()}-{self._count}"
-        group.mkdir()
         try:
+            group.mkdir()
             (group / "memory.max").write_text(str(self.limit_mb * MIB))
+        except OSError:  # the group could not be made here after all: the watchdog bounds it
+            with contextlib.suppress(OSError):
+                group.rmdir()
+            with RssWatchdog(self.limit_mb).watch(pgid) as watched:
+                yield watched
+            return
+        try:
             with contextlib.suppress(OSError):  # no swap accounting: nothing to bound
                 (group / "memory.swap.max").write_text("0")
             for pid in _group_members(pgid):

@@ -399,21 +399,21 @@ def run_isolated(
             )
             if groups is not None:
                 groups.add(proc.pid)
-            watch = (bound or Bound(0)).watch(proc.pid)
-            try:
-                with watch as held:
+            # the bound holds the job until every process of its group has ended
+            with (bound or Bound(0)).watch(proc.pid) as held:
+                try:
                     proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _end_group(proc)
-            except BaseException:
-                _end_group(proc)  # Ctrl-C or any error here: never leave the child behind
-                raise
-            finally:
-                if groups is not None:
-                    groups.discard(proc.pid)
-            # a child that exited may have left a group behind (a forked grandchild)
-            signal_group(proc.pid, signal.SIGKILL)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    _end_group(proc)
+                except BaseException:
+                    _end_group(proc)  # Ctrl-C or any error here: never leave the child behind
+                    raise
+                finally:
+                    if groups is not None:
+                        groups.discard(proc.pid)
+                # a child that exited may have left a group behind (a forked grandchild)
+                signal_group(proc.pid, signal.SIGKILL)
         duration = time.monotonic() - started
         result, problem = None, ""
         if result_path.is_file() and not timed_out:

@@ -273,6 +273,7 @@ class WarmWorker:
             try:
                 with (bound or Bound(0)).watch(pid) as held:
                     child = self._wait_child(work, events, pid, started, deadline, label)
+                    signal_group(pid, signal.SIGKILL)  # none of its group outlives the bound
                 if held.exceeded:
                     child = dataclasses.replace(child, memory_exceeded=held.exceeded)
             finally:

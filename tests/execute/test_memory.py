@@ -133,3 +133,18 @@ def test_a_job_s_cgroup_gets_its_bound_and_is_removed(tmp_path: Path) -> None:
         f"out of host memory: its processes passed the job's bound of {BOUND_MB} MiB"
     )
     assert "cgroup v2 memory.max" in w.exceeded
+
+
+def test_a_group_that_cannot_be_made_falls_back_to_the_watchdog(tmp_path: Path) -> None:
+    """A parent that refuses a new group (here a file, not a folder) still bounds the job."""
+    (tmp_path / "not-a-folder").write_text("")
+    bound = CgroupBound(BOUND_MB, tmp_path / "not-a-folder")
+    script = textwrap.dedent(
+        """
+        h = []
+        while True:
+            h.append(bytearray(32 * 2**20))
+        """
+    )
+    child = run_isolated([sys.executable, "-c", script], {}, 120, bound=bound)
+    assert "RSS watchdog ended its process group" in child.memory_exceeded
