@@ -16,8 +16,10 @@ from harness.outcomes import NOT_COUNTED, Outcome
 
 __all__ = [
     "CLAIM_PACKAGES",
+    "COMPILE_NEEDS",
     "DEVICES",
     "FIXED_STATUSES",
+    "GPU_USES",
     "KINDS",
     "NEEDS",
     "NOT_COUNTED",
@@ -54,8 +56,16 @@ SMELLS = (
 SMELLS_OF_ENTRY = ("never-fails",)
 # what a variant may need beyond its cell (entry.yaml ``needs``), decided before it runs
 # (harness/envs/capabilities.py): torch.compile with its default backend (inductor), and
-# TorchDynamo's capture alone (backend="eager"); both refuse a Python torch does not support
-NEEDS = ("torch.compile", "dynamo")
+# TorchDynamo's capture alone (backend="eager"), both refusing a Python torch does not
+# support; on a cuda cell, two CUDA devices (two-gpus), Triton installed (triton), the CUDA
+# runtime library torch loaded, for ctypes calls (cuda-runtime)
+NEEDS = ("torch.compile", "dynamo", "two-gpus", "triton", "cuda-runtime")
+COMPILE_NEEDS = ("torch.compile", "dynamo")
+# what a variant takes of the GPU on a cuda cell (entry.yaml ``gpu``): ``shared`` (the
+# default) runs beside the other CUDA jobs; ``exclusive`` runs alone on the device (it fills
+# the card or sizes itself from free memory, times kernels, or measures memory), while jobs
+# of CPU cells go on (harness/execute/scheduler.py)
+GPU_USES = ("shared", "exclusive")
 
 # version-table statuses of an entry: the error occurs / does not occur in that range
 PRESENT_STATUSES = frozenset({"active", "affected", "present"})

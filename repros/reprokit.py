@@ -43,6 +43,7 @@ __all__ = [
     "describe_plugin",
     "finite",
     "from_transformers",
+    "host_memory_mb",
     "import_lightning",
     "lightning_submodule",
     "load",
@@ -55,6 +56,7 @@ __all__ = [
     "on_capped_card",
     "report",
     "require_plugin_precision",
+    "time_left",
     "with_lightning_precision",
 ]
 
@@ -246,6 +248,39 @@ def from_transformers(*names):
         raise Unsupported("transformers does not import here: %s" % str(exc).splitlines()[-1])
     transformers.logging.set_verbosity_error()
     return classes
+
+
+# -- the job's limits: its deadline and its host memory -----------------------------------
+# The harness ends a job at its deadline and bounds the host memory it holds; it says both in
+# the job's environment (harness/inenv/child.py). A wait of the reproducer derived from the
+# deadline ends first, so that a stuck child is named by the reproducer, not cut by the
+# harness. Run by hand, neither is set: the defaults hold.
+
+
+def time_left(default_s=300.0, margin_s=15.0, at_least_s=1.0):
+    """Seconds a wait of the reproducer may take: what is left of the job's deadline less
+    ``margin_s`` (to name what was stuck and write the result), at least ``at_least_s``;
+    ``default_s`` where no deadline is set (run by hand), and never more than it."""
+    import time
+
+    deadline = os.environ.get("HARNESS_JOB_DEADLINE")
+    if not deadline:
+        return default_s
+    try:
+        left = float(deadline) - time.time() - margin_s
+    except ValueError:
+        return default_s
+    return max(at_least_s, min(default_s, left))
+
+
+def host_memory_mb(default=None):
+    """The host memory (MiB) the job's processes may hold, beyond which the harness ends them;
+    ``default`` where none is set (run by hand)."""
+    value = os.environ.get("HARNESS_MEMORY_LIMIT_MB")
+    try:
+        return int(value) if value else default
+    except ValueError:
+        return default
 
 
 # -- a small card: the GPU allocator's out of memory on any GPU ----------------------------

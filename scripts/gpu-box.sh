@@ -20,8 +20,11 @@
 # then runs everything. Without the folder those variants are `unsupported`, naming what
 # is missing. Bounded: GPU_BOX_BUDGET_S (default 600) is the whole call's wall time: the
 # harness plans for it less GPU_BOX_MARGIN_S (default 30: the summary, a job that overruns
-# its estimate) and is stopped at it less 10 s in any case; each run stops after
-# GPU_BOX_RUN_TIMEOUT_S (default 120).
+# its estimate) and is stopped at it less 10 s in any case; each run stops at the profile's
+# timeout_s in matrix.yaml (gpu-nightly: 120 s; the reproducers' own waits end before it,
+# reprokit.time_left), or after GPU_BOX_RUN_TIMEOUT_S where that is set. Each job's host
+# memory is bounded by matrix.yaml's memory_limit_mb (cgroup v2 where the box lets the harness
+# make groups, else a watchdog): 8 jobs never take the box.
 # Settings (environment): PYTHON (default python3), GPU_BOX_WHEELS (default .gpu-box/wheels),
 # GPU_BOX_MACHINE (default gpu-<host>),
 # GPU_BOX_ENTRIES (entry globs, default every entry), GPU_BOX_JOBS (default 8),
@@ -78,7 +81,6 @@ fi
 
 BUDGET=${GPU_BOX_BUDGET_S:-600}
 MARGIN=${GPU_BOX_MARGIN_S:-30}
-RUN_TIMEOUT=${GPU_BOX_RUN_TIMEOUT_S:-120}
 MACHINE=${GPU_BOX_MACHINE:-gpu-$(hostname -s)}
 ENTRIES=${GPU_BOX_ENTRIES:-}
 JOBS=${GPU_BOX_JOBS:-8}
@@ -88,6 +90,8 @@ OUTDIR=${1:-}
 PLANNED=$(( BUDGET > MARGIN + 10 ? BUDGET - MARGIN : 10 ))
 HARD=$(( BUDGET > 20 ? BUDGET - 10 : BUDGET ))
 budget_args=(--budget "$PLANNED" -j "$JOBS")
+timeout_args=()  # the limit per run: matrix.yaml's (the profile's timeout_s) unless set here
+if [ -n "${GPU_BOX_RUN_TIMEOUT_S:-}" ]; then timeout_args=(--timeout "$GPU_BOX_RUN_TIMEOUT_S"); fi
 if [ -n "${GPU_BOX_CUDA_START_S:-}" ]; then budget_args+=(--cuda-start-s "$GPU_BOX_CUDA_START_S"); fi
 
 echo "== gpu-box $(date -u +%FT%TZ): machine $MACHINE, profile $PROFILE, budget ${BUDGET} s, $PY"
@@ -105,7 +109,7 @@ log=$(mktemp)
 # the harness stops like Ctrl-C on SIGTERM: running children ended, every finished record kept
 timeout -k 5 "$HARD" "$PY" -m harness run --python "$PY" --profile "$PROFILE" \
   "${entry_args[@]}" --machine "$MACHINE" --no-report --resume "${budget_args[@]}" \
-  --timeout "$RUN_TIMEOUT" 2>&1 | tee "$log"
+  "${timeout_args[@]}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 echo "== harness exit status $status after $(( $(date +%s) - started )) s"
 case $status in

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.aggregate.smells import Smell, find_smells, stale_explanations
+from harness.catalogue.gpu_use import gpu_use_problems
 from harness.catalogue.scaffold import PLACEHOLDER, split_type
 from harness.domain import pattern_text
 from harness.outcomes import SHOWS, Grade, grade, type_named
@@ -297,6 +298,7 @@ def check_entry(
     yaml_path = entry_dir / "entry.yaml"
     result.errors += signature_problems(entry, yaml_path)
     result.errors += claim_problems(entry, yaml_path)
+    result.errors += gpu_use_problems(entry, yaml_path, repros_dir / "reprokit.py")
     try:
         fill(entry.document.read_text(encoding="utf-8"), dict.fromkeys(BLOCKS, ""), entry.document)
     except WritebackError as exc:

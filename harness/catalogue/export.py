@@ -26,7 +26,7 @@ from harness.errors import InputError
 from harness.spec.declared import parse_source, read_declared
 from harness.spec.entries import Entry, Variant
 
-__all__ = ["ExportError", "export_script"]
+__all__ = ["ExportError", "export_script", "reached"]
 
 KIT = "reprokit"
 # the names the script's __main__ block calls, besides the variant's function
@@ -269,6 +269,17 @@ def _main_block(function: str, entry: Entry, v: Variant, precision: str, first: 
         f"choices={json.dumps(list(v.precisions))})\n"
         f"    sys.exit(report({function}, **vars(parser.parse_args())))"
     )
+
+
+def reached(entry: Entry, variant: str, kit_path: Path) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """The top-level statements of repro.py, and of reprokit.py, that ``variant``'s function
+    reaches (what its exported script holds, its ``__main__`` block aside); repro.py's alone
+    where there is no reprokit.py (a folder of entries without it)."""
+    function = read_declared(entry.repro).functions[variant]
+    repro = _Module.read(entry.repro)
+    kit = _Module.read(kit_path) if kit_path.is_file() else _Module([], [])
+    in_repro, in_kit = _closure(repro, kit, {function})
+    return [repro.body[i] for i in sorted(in_repro)], [kit.body[i] for i in sorted(in_kit)]
 
 
 def export_script(entry: Entry, variant: str, kit_path: Path) -> str:

@@ -445,6 +445,8 @@ PROBE_FACTS = frozenset(
         "cuda_driver_api",
         "torch_hip",
         "setuptools",
+        "triton",
+        "cuda_runtime",
     }
 )
 

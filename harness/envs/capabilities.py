@@ -15,7 +15,10 @@ A variant that needs more than its cell names (entry.yaml ``needs``: ``torch.com
 ``dynamo`` for its graph capture with another backend) is `unsupported` where this torch
 cannot compile on this Python (torch refuses in ``check_if_dynamo_supported``), and
 `env_failed` where the environment lacks what the compiler imports (setuptools): errors of
-the environment, never counted as the reproducer's.
+the environment, never counted as the reproducer's. On a cuda cell, a variant that needs
+``two-gpus`` is `unsupported` where torch sees one device, ``triton`` where Triton is not
+installed, ``cuda-runtime`` where torch loaded no libcudart that ctypes can call (linked
+statically); on a machine without CUDA the cell is skipped first.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from harness.domain import NEEDS
+from harness.domain import COMPILE_NEEDS, NEEDS
 from harness.outcomes import Outcome
 
 __all__ = [
@@ -181,6 +184,9 @@ class RuntimeFacts:
     python: tuple[int, int] | None
     torch: Version | None  # the release (2.0.1), local part (+cu117) dropped
     setuptools: bool | None  # installed; None: the probe did not look (an older probe)
+    device_count: int | None = None  # torch.cuda.device_count() where CUDA is available
+    triton: bool | None = None  # installed (found, not imported)
+    cuda_runtime: str | None = None  # the libcudart torch mapped; "" none; None: not looked
 
     @classmethod
     def from_probe(cls, probe: Mapping[str, str]) -> RuntimeFacts:
@@ -194,7 +200,16 @@ class RuntimeFacts:
         except InvalidVersion:
             torch = None
         found = probe.get("setuptools")
-        return cls(python, torch, None if found is None else found != "")
+        count = probe.get("device_count", "")
+        triton = probe.get("triton")
+        return cls(
+            python,
+            torch,
+            None if found is None else found != "",
+            int(count) if count.isdigit() else None,
+            None if triton is None else triton != "",
+            probe.get("cuda_runtime"),
+        )
 
 
 def compile_python_limit(torch: Version) -> tuple[int, int] | None:
@@ -206,9 +221,18 @@ def compile_python_limit(torch: Version) -> tuple[int, int] | None:
     return limit
 
 
-def needs_check(needs: Collection[str], facts: RuntimeFacts) -> Decision | None:
-    """The outcome a variant that needs ``needs`` gets here without running, or None."""
+def needs_check(
+    needs: Collection[str], facts: RuntimeFacts, device: str | None = None
+) -> Decision | None:
+    """The outcome a variant that needs ``needs`` gets here without running, or None; the
+    device's needs are decided on a cuda ``device`` only."""
     if not needs or facts.torch is None:
+        return None
+    if device == "cuda":
+        found = _device_needs(needs, facts)
+        if found is not None:
+            return found
+    if not set(needs) & set(COMPILE_NEEDS):
         return None
     torch = facts.torch
     limit = compile_python_limit(torch)
@@ -232,11 +256,32 @@ def needs_check(needs: Collection[str], facts: RuntimeFacts) -> Decision | None:
     return None
 
 
+def _device_needs(needs: Collection[str], facts: RuntimeFacts) -> Decision | None:
+    """What a cuda cell lacks of the variant's device needs (each decided only where the
+    probe looked)."""
+    if "two-gpus" in needs and facts.device_count is not None and facts.device_count < 2:
+        return Outcome.UNSUPPORTED, (
+            f"the variant needs two CUDA devices (needs: two-gpus); torch sees "
+            f"{facts.device_count} here (torch.cuda.device_count())"
+        )
+    if "triton" in needs and facts.triton is False:
+        return Outcome.UNSUPPORTED, (
+            "the variant's kernel is a Triton kernel (needs: triton), and Triton is not "
+            "installed here"
+        )
+    if "cuda-runtime" in needs and facts.cuda_runtime == "":
+        return Outcome.UNSUPPORTED, (
+            "the variant calls the CUDA runtime torch loaded (needs: cuda-runtime), and torch "
+            "mapped no libcudart here (linked statically?)"
+        )
+    return None
+
+
 def before_run(
     device: str, precision: str, needs: Collection[str], probe: Mapping[str, str]
 ) -> Decision | None:
     """The outcome a job gets without running, from its environment's probe: its cell's
     (``precheck``), then its variant's needs (``needs_check``); None: it runs."""
     return precheck(device, precision, CudaFacts.from_probe(probe)) or needs_check(
-        needs, RuntimeFacts.from_probe(probe)
+        needs, RuntimeFacts.from_probe(probe), device
     )

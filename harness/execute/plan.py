@@ -55,6 +55,12 @@ class Job:
         return self.cell.env.with_requires(self.requested, lightning=self.entry.uses_lightning)
 
     @property
+    def device_use(self) -> str:
+        """What it takes of the GPU: "none" on a CPU cell, else its variant's ``gpu``
+        ("shared" or "exclusive"; the scheduler's device tokens)."""
+        return "none" if self.cell.device != "cuda" else self.variant.gpu
+
+    @property
     def key(self) -> RecordKey:
         return RecordKey(self.entry.id, self.variant.name, self.cell.id, self.trial)
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.execute.memory import Bound
+
 __all__ = [
     "TOKEN_VAR",
     "ChildResult",
@@ -69,6 +71,8 @@ class ChildResult:
     # "pid (name)" of each daemon the run left that was found and ended after its process
     # died (those it ended itself are in its result's warnings)
     strays: tuple[str, ...] = ()
+    # why its processes were ended for the host memory they held (harness/execute/memory.py)
+    memory_exceeded: str = ""
 
 
 def tail_of(path: Path, limit: int = TAIL_BYTES) -> str:
@@ -361,8 +365,10 @@ def run_isolated(
     groups: ProcessGroups | None = None,
     cwd: str | None = None,
     env: dict[str, str] | None = None,
+    bound: Bound | None = None,
 ) -> ChildResult:
-    """Run ``argv + [job.json, result.json]`` in a new session and collect what it left.
+    """Run ``argv + [job.json, result.json]`` in a new session and collect what it left;
+    ``bound`` holds its host memory (harness/execute/memory.py).
     Raises DiskFull when the run folder's disk is full before the child starts, or when
     the child left no usable result and the disk is full after it."""
     become_subreaper()
@@ -393,19 +399,21 @@ def run_isolated(
             )
             if groups is not None:
                 groups.add(proc.pid)
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _end_group(proc)
-            except BaseException:
-                _end_group(proc)  # Ctrl-C or any error here: never leave the child behind
-                raise
-            finally:
-                if groups is not None:
-                    groups.discard(proc.pid)
-            # a child that exited may have left a group behind (a forked grandchild)
-            signal_group(proc.pid, signal.SIGKILL)
+            # the bound holds the job until every process of its group has ended
+            with (bound or Bound(0)).watch(proc.pid) as held:
+                try:
+                    proc.wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    _end_group(proc)
+                except BaseException:
+                    _end_group(proc)  # Ctrl-C or any error here: never leave the child behind
+                    raise
+                finally:
+                    if groups is not None:
+                        groups.discard(proc.pid)
+                # a child that exited may have left a group behind (a forked grandchild)
+                signal_group(proc.pid, signal.SIGKILL)
         duration = time.monotonic() - started
         result, problem = None, ""
         if result_path.is_file() and not timed_out:
@@ -428,4 +436,5 @@ def run_isolated(
             stderr_tail=tail_of(err_path),
             result_problem=problem,
             strays=tuple(strays),
+            memory_exceeded=held.exceeded,
         )

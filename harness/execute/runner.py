@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal as signals
+import time
 from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from harness.envs.backends import CHILD, BuiltEnv
+from harness.execute.memory import Bound
 from harness.execute.plan import Job
 from harness.execute.proc import ChildResult, ProcessGroups, run_isolated, strays_text
 from harness.execute.warm import Refused, WarmWorker
@@ -29,6 +31,7 @@ __all__ = [
 ]
 
 CHILD_PROTOCOL = 2
+CUDA_START_KEY = "cuda_start_s"  # in a record's provenance: the child's CUDA context start
 OOM_MARKERS = (
     "MemoryError",
     "std::bad_alloc",
@@ -42,11 +45,16 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def job_file(job: Job, memory_limit_mb: int, skip: str | None = None) -> dict[str, Any]:
+def job_file(
+    job: Job, memory_limit_mb: int, skip: str | None = None, deadline: float | None = None
+) -> dict[str, Any]:
     """The child's job; ``skip``: the cell cannot run here (no CUDA), and the child only
-    imports the reproducer and checks the variant before recording ``skipped`` with it."""
+    imports the reproducer and checks the variant before recording ``skipped`` with it;
+    ``deadline``: when the harness ends it (epoch seconds), which the reproducer may read."""
     v = job.variant
-    extra = {"skip": skip} if skip else {}
+    extra: dict[str, Any] = {"skip": skip} if skip else {}
+    if deadline is not None:
+        extra["deadline"] = round(deadline, 3)
     return {
         **extra,
         "protocol": CHILD_PROTOCOL,
@@ -63,6 +71,8 @@ def job_file(job: Job, memory_limit_mb: int, skip: str | None = None) -> dict[st
 
 def fallback(child: ChildResult, timeout_s: float) -> tuple[Outcome, str]:
     """Classify a child that left no result, from how it ended. Pure."""
+    if child.memory_exceeded:  # ended by the harness for the host memory it held
+        return Outcome.CRASHED, child.memory_exceeded
     if child.worker_failure:  # the warm worker that held the job died or hung
         if child.timed_out:
             return Outcome.TIMEOUT, (
@@ -183,6 +193,10 @@ def record_of(
     }
     res = child.result
     said = strays_text(child.strays) if child.strays else ""
+    started_cuda = res.get("cuda_start_s") if res is not None else None
+    if isinstance(started_cuda, (int, float)) and not isinstance(started_cuda, bool):
+        # the CUDA context start this child measured: the next plan's estimate (budget.py)
+        common["provenance"] = {**provenance, CUDA_START_KEY: f"{float(started_cuda):.3f}"}
     if res is not None:
         fields = _from_result(res, env_versions)
         checks = fields["checks"]
@@ -213,6 +227,7 @@ def run_job(
     groups: ProcessGroups | None = None,
     worker: WarmWorker | None = None,
     skip: str | None = None,
+    bound: Bound | None = None,
 ) -> Record:
     """Run one job: forked from ``worker`` (isolation "fork") unless the variant asks for
     a fresh interpreter or the worker refuses to fork, else in a fresh interpreter.
@@ -220,12 +235,12 @@ def run_job(
     the variant, then records ``skipped`` (in the worker even for a variant that asks for
     a fresh interpreter: nothing of it runs)."""
     started_at = now()
-    payload = job_file(job, memory_limit_mb, skip)
+    payload = job_file(job, memory_limit_mb, skip, deadline=time.time() + timeout_s)
     child: ChildResult | None = None
     isolation = "process"
     fresh = job.variant.isolation == "process" and not skip
     if worker is not None and not fresh and worker.refusal is None:
-        ran = worker.run(payload, timeout_s, job.id)
+        ran = worker.run(payload, timeout_s, job.id, bound)
         if isinstance(ran, Refused):
             started_at = now()
         else:
@@ -236,6 +251,7 @@ def run_job(
             payload,
             timeout_s,
             groups=groups,
+            bound=bound,
         )
     return record_of(job, child, timeout_s, provenance, started_at, versions_of(built), isolation)
 

@@ -6,6 +6,13 @@ or reused, health-checked, its warm worker started) ahead of its jobs, up to one
 once and with a bounded number open; a prepared environment's jobs go out in order. The
 scheduler also counts what was stored (by outcome), what failed and what was left without a
 record, which is what a run reports and what ``--resume`` runs again.
+
+The GPU is a pool of tokens, one per slot (``Device``): a job of a cuda cell that shares the
+device (``shared``) holds one, a job that must run alone on it (``exclusive``: it fills the
+card, sizes itself from free memory, times kernels or measures memory) holds all of them, a
+job of a CPU cell (``none``) holds none. A CUDA job that cannot take its tokens waits, and
+the CUDA jobs after it wait behind it (first come, first served: an exclusive job is never
+starved by the shared ones after it), while CPU jobs go on in the free slots.
 """
 
 from __future__ import annotations
@@ -15,13 +22,44 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-__all__ = ["FAILED", "LOOKAHEAD", "Prepare", "Run", "Scheduler"]
+__all__ = ["DEVICE_USES", "FAILED", "LOOKAHEAD", "Device", "Prepare", "Run", "Scheduler"]
 
 E = TypeVar("E", bound=Hashable)  # an environment
 J = TypeVar("J")  # a job
 
 FAILED = ("crashed", "timeout", "env_failed")  # runs that measured nothing about the variant
 LOOKAHEAD = 2  # with one slot: environments prepared (or being prepared) and not finished
+DEVICE_USES = ("none", "shared", "exclusive")  # what a job takes of the GPU (Job.device_use)
+
+
+class Device:
+    """The GPU as ``tokens`` tokens: a shared job holds one, an exclusive job all of them."""
+
+    def __init__(self, tokens: int) -> None:
+        self.tokens = max(1, tokens)
+        self.held: dict[int, int] = {}  # id(job) -> tokens it holds
+
+    @property
+    def free(self) -> int:
+        return self.tokens - sum(self.held.values())
+
+    def wants(self, use: str) -> int:
+        if use not in DEVICE_USES:
+            raise ValueError(f"unknown device use {use!r}; known: {list(DEVICE_USES)}")
+        return {"none": 0, "shared": 1, "exclusive": self.tokens}[use]
+
+    def can_take(self, use: str) -> bool:
+        return self.wants(use) <= self.free
+
+    def take(self, job: object, use: str) -> None:
+        n = self.wants(use)
+        if n > self.free:
+            raise ValueError(f"the device has {self.free} free tokens; a {use} job takes {n}")
+        if n:
+            self.held[id(job)] = n
+
+    def give(self, job: object) -> None:
+        self.held.pop(id(job), None)
 
 
 @dataclass(frozen=True)
@@ -75,10 +113,13 @@ class Scheduler(Generic[E, J]):
         slots: int = 1,
         env_of: Callable[[J], E] = _job_env,
         lookahead: int = LOOKAHEAD,
+        device_use: Callable[[J], str] = lambda job: "none",
     ) -> None:
         self.slots = max(1, slots)
         self.lookahead = lookahead
         self.env_of = env_of
+        self.device_use = device_use
+        self.device = Device(self.slots)
         self._queues: dict[E, _Queue[E, J]] = {}
         self.total = 0
         for job in jobs:
@@ -144,9 +185,17 @@ class Scheduler(Generic[E, J]):
                     q.preparing = True
                     self._preparing.append(q.env)
                     return Prepare(q.env)
+        waiting = False  # a CUDA job waits for its tokens: the CUDA jobs after it wait too
         for q in queues:
-            if q.prepared and q.jobs:
-                job = q.jobs.popleft()
+            if not q.prepared:
+                continue
+            for index, job in enumerate(q.jobs):
+                use = self.device_use(job)
+                if use != "none" and (waiting or not self.device.can_take(use)):
+                    waiting = True
+                    continue
+                del q.jobs[index]
+                self.device.take(job, use)
                 q.running.append(job)
                 return Run(q.env, job)
         return None
@@ -189,5 +238,8 @@ class Scheduler(Generic[E, J]):
 
     def _release(self, job: J) -> None:
         running = self._queues[self.env_of(job)].running
-        if job in running:  # a job decided without a run held no slot
-            running.remove(job)
+        for held in running:  # a job decided without a run held no slot
+            if held == job:
+                running.remove(held)
+                self.device.give(held)  # the tokens of the job handed out (by identity)
+                break

@@ -36,7 +36,8 @@ from harness.envs.backends import (
 from harness.envs.capabilities import CudaFacts, RuntimeFacts, before_run, needs_check
 from harness.envs.provenance import machine_provenance
 from harness.errors import InputError
-from harness.execute.budget import CUDA_START_S, Fit, by_value, describe_fit, estimate_from, fit
+from harness.execute import memory
+from harness.execute.budget import Fit, by_value, describe_fit, estimate_from, fit
 from harness.execute.plan import Job, Plan, explain_no_job, make_plan, unmatched_filter
 from harness.execute.prepare import Prepared, Preparer
 from harness.execute.proc import FULL_ERRNOS, DiskFull, ProcessGroups, end_own_children
@@ -90,8 +91,8 @@ def load_inputs(state: RunState) -> RunState | int:
         raise InputError(f"no entries found under {cfg.repros_dir}")
     if cfg.python is not None:
         _existing_interpreter(state, matrix)
-    if cfg.timeout_s is None:
-        cfg.timeout_s = matrix.timeout_s
+    if cfg.timeout_s is None:  # the profile's limit per run, else the matrix's
+        cfg.timeout_s = state.expansion.timeout_s or matrix.timeout_s
     if cfg.memory_limit_mb is None:
         cfg.memory_limit_mb = matrix.memory_limit_mb
     return state
@@ -265,7 +266,7 @@ def budget_fit(state: RunState) -> Fit:
         met = [r for r in wanted if state.existing.requirements(cfg.python, r).ok]
     estimate = estimate_from(
         Store(cfg.records_dir).load().records,
-        cuda_start_s=CUDA_START_S if cfg.cuda_start_s is None else cfg.cuda_start_s,
+        cuda_start_s=cfg.cuda_start_s,  # None: measured by the GPU records, else the default
         existing=cfg.python is not None,
         met=met,
     )
@@ -326,6 +327,12 @@ def run_matrix(state: RunState) -> RunState | int:
     goes on). A job the harness failed on has no record: the rest runs, then 1."""
     assert state.store is not None
     run = _MatrixRun(state)
+    cfg = state.config
+    state.console.print(
+        f"limits per job: {cfg.timeout_s:g} s, host memory {cfg.memory_limit_mb} MiB "
+        f"({run.bound.how})",
+        markup=False,
+    )
     with _term_as_interrupt():
         try:
             with run.show:
@@ -381,13 +388,22 @@ class _MatrixRun:
         )
         self.machine = machine_provenance(cfg.repo)
         self.isolation = _isolation_of(cfg)
-        self.sched: Scheduler[Environment, Job] = Scheduler(state.todo, max(1, cfg.jobs))
+        self.sched: Scheduler[Environment, Job] = Scheduler(
+            state.todo, max(1, cfg.jobs), device_use=self.device_use
+        )
         self.envs = Preparer(backend, self.isolation, state.groups, self.machine)
         self.show = RunProgress(state.console, self.sched)
         self.pool = ThreadPoolExecutor(max_workers=self.sched.slots)
         self.pending: dict[Future[Any], Prepare[Environment] | Run[Environment, Job]] = {}
         self.refusals_told: set[str] = set()
         self.skips: dict[RecordKey, str] = {}  # jobs the child checks, then skips: why
+        # every job's host memory, CUDA jobs included: cgroup v2 where allowed, else a watchdog
+        self.bound = memory.choose(cfg.memory_limit_mb or 0)
+
+    def device_use(self, job: Job) -> str:
+        """The scheduler's device tokens: what the job takes of the GPU (shared, exclusive);
+        none for a CUDA cell the child only checks before it records ``skipped`` (no CUDA)."""
+        return "none" if job.key in self.skips else job.device_use
 
     def start_work(self) -> None:
         """Fill the free slots with what the scheduler says comes next."""
@@ -504,6 +520,7 @@ class _MatrixRun:
             groups=self.groups,
             worker=self.envs.worker_for(env),
             skip=self.skips.get(job.key),
+            bound=self.bound,
         )
 
     def _store(self, job: Job, record: Record) -> None:
@@ -747,7 +764,7 @@ def settle_open(state: RunState) -> RunState | int:
     rounds, ended = 0, "nothing left open"
     estimate = estimate_from(
         Store(cfg.records_dir).load().records,
-        cuda_start_s=CUDA_START_S if cfg.cuda_start_s is None else cfg.cuda_start_s,
+        cuda_start_s=cfg.cuda_start_s,  # None: the GPU records' measured start, else the default
     )
     while True:
         jobs, why = next_round(planned, records, questions, lambda r: r.machine_key == me)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.envs.backends import ProbeResult, run_probe
+from harness.execute.memory import Bound
 from harness.execute.proc import (
     TERM_GRACE_S,
     TOKEN_VAR,
@@ -239,8 +240,11 @@ class WarmWorker:
 
     # -- one job ---------------------------------------------------------------------------
 
-    def run(self, job: dict[str, Any], timeout_s: float, label: str) -> ChildResult | Refused:
-        """Run ``job`` in a forked child; ``label`` names it in a worker-failure reason."""
+    def run(
+        self, job: dict[str, Any], timeout_s: float, label: str, bound: Bound | None = None
+    ) -> ChildResult | Refused:
+        """Run ``job`` in a forked child; ``label`` names it in a worker-failure reason;
+        ``bound`` holds its host memory (harness/execute/memory.py)."""
         with self._job_files() as (work, request_id, events):
             request = {
                 "op": "run",
@@ -267,7 +271,11 @@ class WarmWorker:
             if self.groups is not None:
                 self.groups.add(pid)
             try:
-                child = self._wait_child(work, events, pid, started, deadline, label)
+                with (bound or Bound(0)).watch(pid) as held:
+                    child = self._wait_child(work, events, pid, started, deadline, label)
+                    signal_group(pid, signal.SIGKILL)  # none of its group outlives the bound
+                if held.exceeded:
+                    child = dataclasses.replace(child, memory_exceeded=held.exceeded)
             finally:
                 if self.groups is not None:
                     self.groups.discard(pid)

@@ -11,12 +11,18 @@ one of two modes:
 File protocol (version PROTOCOL): the job is a JSON object
     {"protocol": 2, "repro": "/abs/repro.py", "variant": "...", "device": "cpu",
      "precision": "fp16", "signature": {"type": "RuntimeError", "message": "regex"},
-     "variant_signature": {...} | null, "memory_limit_mb": 8192, "parent_pid": 123 (optional)}
+     "variant_signature": {...} | null, "memory_limit_mb": 8192, "parent_pid": 123 (optional),
+     "deadline": 1765432100.5 (optional: when the harness ends the job, seconds since the epoch)}
+(the reproducer reads the deadline and the memory limit from the environment:
+``HARNESS_JOB_DEADLINE``, ``HARNESS_MEMORY_LIMIT_MB``; reprokit's ``time_left`` and
+``host_memory_mb``)
 and the result, written atomically (temp file + rename) only when the child got far
 enough to decide, is
     {"protocol": 2, "outcome": "...", "reason": "...", "exception": {...} | null,
-     "checks": {...}, "versions": {...}, "warnings": [...], "duration_s": 1.2, "run_s": 0.3}
-(``run_s``: the seconds spent inside the reproducer's ``run()``). A child that dies
+     "checks": {...}, "versions": {...}, "warnings": [...], "duration_s": 1.2, "run_s": 0.3,
+     "cuda_start_s": 0.41 (only where the variant started CUDA)}
+(``run_s``: the seconds spent inside the reproducer's ``run()``; ``cuda_start_s``: the seconds
+torch.cuda's lazy initialisation took when the variant first used CUDA). A child that dies
 without writing a result is classified by the parent from its exit status (crashed /
 timeout); see harness/execute/runner.py.
 
@@ -64,6 +70,8 @@ import time
 import traceback
 import warnings
 
+DEADLINE_VAR = "HARNESS_JOB_DEADLINE"  # when the harness ends the job (epoch seconds)
+MEMORY_VAR = "HARNESS_MEMORY_LIMIT_MB"  # the host memory the job may hold
 PROTOCOL = 2  # 2: "related" (the variant's own signature) apart from "reproduced"
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 _SET_HERE = []  # environment variables the worker set, which a job's child must not see
@@ -440,6 +448,7 @@ def execute(job):
     checks = {}
     run_s = 0.0
     function = None
+    cuda_start = []  # the seconds torch.cuda's initialisation took, where the variant used it
     # "skip": the parent decided the cell cannot run here (no CUDA); the reproducer is
     # still imported and its variant checked, so that a typo shows without a GPU
     skip = job.get("skip") or cuda_missing_reason(job["device"])
@@ -453,6 +462,8 @@ def execute(job):
             try:
                 function = variant_function(_load_repro(job["repro"]), job["variant"])
                 if function is not None:
+                    if job["device"] == "cuda":
+                        cuda_start = _time_cuda_start()
                     run_started = time.time()
                     try:
                         raw = function(job["device"], job["precision"])
@@ -489,7 +500,34 @@ def execute(job):
             "run_s": round(run_s, 4),
         }
     )
+    if cuda_start:
+        result["cuda_start_s"] = round(cuda_start[0], 4)
     return result
+
+
+def _time_cuda_start():
+    """A list that gets the seconds torch.cuda's lazy initialisation takes, the first time
+    the variant uses CUDA (every path to a CUDA context calls torch.cuda._lazy_init, the C++
+    ones by attribute). Nothing is started here: what the variant measures is unchanged."""
+    took = []
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    original = getattr(cuda, "_lazy_init", None)
+    if original is None or cuda.is_initialized():
+        return took
+
+    def timed_lazy_init():
+        if took or cuda.is_initialized():
+            return original()
+        begun = time.perf_counter()
+        try:
+            return original()
+        finally:
+            took.append(time.perf_counter() - begun)
+            cuda._lazy_init = original
+
+    cuda._lazy_init = timed_lazy_init
+    return took
 
 
 def write_atomically(path, data):
@@ -681,6 +719,11 @@ def run_here(job, result_path, parent_pid, already_mapped=0):
     watcher = watch_parent(parent_pid)
     become_subreaper()  # a daemon the variant starts stays this process's to end
     limit_mb = job.get("memory_limit_mb") or 0
+    # what the reproducer may read (reprokit.time_left, reprokit.host_memory_mb)
+    if job.get("deadline"):
+        os.environ[DEADLINE_VAR] = repr(float(job["deadline"]))
+    if limit_mb:
+        os.environ[MEMORY_VAR] = str(int(limit_mb))
     if limit_mb and job["device"] == "cpu":
         import resource
 
@@ -816,6 +859,10 @@ def _probe_versions(wanted):
     # torch.compile's inductor imports setuptools (torch.utils.cpp_extension) to build its
     # kernels: found without importing it, "" where it is not installed
     fact("setuptools", _setuptools_version)
+    # Triton, found without importing it ("" where it is not installed), and the CUDA runtime
+    # library that importing torch mapped ("" none: linked statically, or a CPU build)
+    fact("triton", lambda: "yes" if importlib.util.find_spec("triton") is not None else "")
+    fact("cuda_runtime", _mapped_cudart)
     fact("cuda_available", lambda: str(torch.cuda.is_available()))
     # the architectures this build has kernels for; readable without a GPU
     flags = getattr(torch._C, "_cuda_getArchFlags", None)
@@ -835,6 +882,15 @@ def _probe_versions(wanted):
         if driver is not None:
             fact("cuda_driver_api", lambda: "%d.%d" % divmod(driver() // 10, 100))
     return v
+
+
+def _mapped_cudart():
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({ln.split()[-1] for ln in f if "libcudart" in ln and "/" in ln})
+    except OSError:
+        return None  # not Linux: not looked
+    return paths[0] if paths else ""
 
 
 def _setuptools_version():

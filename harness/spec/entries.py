@@ -30,8 +30,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from harness.domain import (
+    COMPILE_NEEDS,
     DEVICES,
     FIXED_STATUSES,
+    GPU_USES,
     KINDS,
     NEEDS,
     PRECISIONS,
@@ -234,6 +236,9 @@ class Variant:
     baselines: tuple[str, ...] = ()
     # what it needs beyond its cell (entry.yaml ``needs``), decided before it runs
     needs: tuple[str, ...] = ()
+    # what it takes of the GPU on a cuda cell (entry.yaml ``gpu``, its own or the entry's):
+    # "shared" beside other CUDA jobs, or "exclusive": alone on the device
+    gpu: str = "shared"
     # when its code last changed what it measures (ISO date or UTC time, entry.yaml
     # ``rewritten``): records started before are an older reproducer's and are not read
     rewritten: str | None = None
@@ -434,7 +439,7 @@ def measures_kind(v: Variant) -> str | None:
     return kind if v.fails_as is not None and v.fails_as.measures == kind else None
 
 
-def _variant(data: Any, path: Path, line: int) -> Variant:
+def _variant(data: Any, path: Path, line: int, gpu: str = "shared") -> Variant:
     if not isinstance(data, Lines):
         raise EntryError(path, line, "each variant must be a mapping")
     allowed = {
@@ -453,6 +458,7 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         "smells",
         "needs",
         "rewritten",
+        "gpu",
     }
     _check_keys(data, allowed, {"name", "kind", "description"}, path, "variant")
     name = str(data["name"])
@@ -500,11 +506,30 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
     fails_as = None
     if "fails_as" in data:
         fails_as = _fails_as(data["fails_as"], path, data.key_lines["fails_as"], kind)
+    devices = _axis(data, "devices", DEVICES, path)
+    needs = _needs(data, path)
+    on_device = [n for n in needs if n not in COMPILE_NEEDS]
+    if on_device and "cuda" not in devices:
+        raise EntryError(
+            path,
+            data.key_lines["needs"],
+            f"needs {on_device} are needs of a cuda cell; variant {name!r} runs on "
+            f"{list(devices)} only",
+        )
+    if "gpu" in data:
+        gpu = _gpu(data, path)
+        if "cuda" not in devices:
+            raise EntryError(
+                path,
+                data.key_lines["gpu"],
+                f"gpu says what the variant takes of the GPU on a cuda cell; variant {name!r} "
+                f"runs on {list(devices)} only",
+            )
     return Variant(
         name=name,
         kind=kind,
         description=str(data["description"]).strip(),
-        devices=_axis(data, "devices", DEVICES, path),
+        devices=devices,
         precisions=_axis(data, "precisions", PRECISIONS, path),
         signature=signature,
         fails_as=fails_as,
@@ -516,7 +541,8 @@ def _variant(data: Any, path: Path, line: int) -> Variant:
         line=data.line,
         requires=_requires(data, path),
         baselines=_baselines(data, path, kind),
-        needs=_needs(data, path),
+        needs=needs,
+        gpu=gpu,
         rewritten=_rewritten(data, path),
         smells=_variant_smells(data, path),
     )
@@ -710,6 +736,20 @@ def _needs(data: Lines, path: Path) -> tuple[str, ...]:
         if name not in NEEDS:
             raise EntryError(path, line, f"unknown need {name!r}; known: {list(NEEDS)}")
     return tuple(raw)
+
+
+def _gpu(data: Lines, path: Path) -> str:
+    """``gpu: exclusive``: what the variant (or every variant of the entry) takes of the GPU."""
+    raw = data["gpu"]
+    if raw not in GPU_USES:
+        raise EntryError(
+            path,
+            data.key_lines["gpu"],
+            f"gpu must be one of {list(GPU_USES)}, got {raw!r}: exclusive where the variant "
+            "fills the card or sizes itself from free memory, times kernels or measures "
+            "memory; shared (the default) otherwise",
+        )
+    return str(raw)
 
 
 def _baselines(data: Lines, path: Path, kind: str) -> tuple[str, ...]:
@@ -941,10 +981,11 @@ def load_entry(
         "requires",
         "smells",
         "retired",
+        "gpu",
     }
     _check_keys(data, allowed, {"id", "signature", "variants"}, path, "entry")
     entry_id = _entry_id(data, path, entry_dir, root)
-    variants = _variants(data, path)
+    variants = _variants(data, path, _gpu(data, path) if "gpu" in data else "shared")
     files = _files(data, path, entry_dir)
     signature = _signature(
         data["signature"], path, data.key_lines["signature"], "signature", documented=True
@@ -998,15 +1039,16 @@ def _entry_id(data: Any, path: Path, entry_dir: Path, root: str | os.PathLike[st
     return entry_id
 
 
-def _variants(data: Lines, path: Path) -> list[Variant]:
-    """The entry's variants: a non-empty list, names unique, at least one baseline."""
+def _variants(data: Lines, path: Path, gpu: str = "shared") -> list[Variant]:
+    """The entry's variants: a non-empty list, names unique, at least one baseline; ``gpu``
+    the entry's, which a variant without its own takes."""
     variants_data = data["variants"]
     if not isinstance(variants_data, list) or not variants_data:
         raise EntryError(path, data.key_lines["variants"], "variants must be a non-empty list")
     variants = []
     seen: dict[str, int | None] = {}
     for raw in variants_data:
-        v = _variant(raw, path, data.key_lines["variants"])
+        v = _variant(raw, path, data.key_lines["variants"], gpu)
         if v.name in seen:
             raise EntryError(
                 path, v.line, f"duplicate variant name {v.name!r} (first at line {seen[v.name]})"

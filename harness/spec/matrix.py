@@ -337,6 +337,7 @@ class Expansion:
     cells: tuple[Cell, ...]  # sorted
     excluded: tuple[Excluded, ...]  # sorted by cell
     trials: int
+    timeout_s: float | None = None  # the profile's limit per run; None: the matrix default
     derived: bool = True  # the profile's ``derived``: whether it builds derived environments
 
     @property
@@ -409,6 +410,7 @@ class Profile:
         default_factory=lambda: MappingProxyType({}), hash=False
     )
     trials: int | None = None  # overrides the matrix default when set
+    timeout_s: float | None = None  # the limit per run: overrides the matrix default when set
     # False: the profile builds only its rows; a variant whose ``requires:`` needs an
     # environment of its own (version advice, its packages) is left out of its plan
     derived: bool = True
@@ -484,7 +486,9 @@ class Matrix:
             else:
                 excluded.append(Excluded(cell, rule.reason, self.where(rule)))
         trials = self.trials if chosen.trials is None else chosen.trials
-        return Expansion(name, tuple(cells), tuple(excluded), trials, chosen.derived)
+        return Expansion(
+            name, tuple(cells), tuple(excluded), trials, chosen.timeout_s, chosen.derived
+        )
 
     def expand_for(self, env: Environment, profile: str | None = None) -> Expansion:
         """A profile's cells in one environment that is not a row (``run --python``).
@@ -510,7 +514,14 @@ class Matrix:
                 cells.append(cell)
             else:
                 excluded.append(Excluded(cell, rule.reason, self.where(rule)))
-        return Expansion(full.profile, tuple(cells), tuple(excluded), full.trials, full.derived)
+        return Expansion(
+            full.profile,
+            tuple(cells),
+            tuple(excluded),
+            full.trials,
+            full.timeout_s,
+            full.derived,
+        )
 
 
 def describe(expansion: Expansion) -> list[str]:
@@ -560,7 +571,7 @@ _DEFAULTS_KEYS = ("trials", "timeout_s", "memory_limit_mb")
 _ROW_KEYS = ("torch", "python", "lightning", "pins", "find_links", "why", "interpreter")
 _ROW_REQUIRED = ("torch", "python", "lightning")
 _RULE_KEYS = (*AXES, "reason")
-_PROFILE_KEYS = ("description", *AXES, "trials", "derived")
+_PROFILE_KEYS = ("description", *AXES, "trials", "timeout_s", "derived")
 
 
 def load_matrix(path: str | os.PathLike[str]) -> Matrix:
@@ -793,6 +804,11 @@ def _profiles(read: YamlReader, node: yaml.Node, matrix: Matrix) -> dict[str, Pr
             if "trials" in keys
             else None
         )
+        timeout_s = (
+            float(read.ranged(keys["timeout_s"], f"{what} timeout_s", "timeout_s"))
+            if "timeout_s" in keys
+            else None
+        )
         derived = True
         if "derived" in keys:
             node_ = keys["derived"]
@@ -817,6 +833,7 @@ def _profiles(read: YamlReader, node: yaml.Node, matrix: Matrix) -> dict[str, Pr
             description=description,
             selections=MappingProxyType(selections),
             trials=trials,
+            timeout_s=timeout_s,
             derived=derived,
             line=line_of(key_node),
         )

@@ -97,3 +97,61 @@ def test_the_probe_reports_setuptools_where_it_is_installed() -> None:
     report = child.probe_report([["torch"]])
     found = report["versions"]["setuptools"]
     assert (found != "") == (importlib.util.find_spec("setuptools") is not None)
+
+
+def h200(**facts: str) -> dict[str, str]:
+    """The probe of the GPU box's stack: one H200, torch 2.11 (CUDA 12.8), Triton, libcudart."""
+    found = probe("3.12.3", "2.11.0+cu128")
+    found |= {
+        "torch_cuda": "12.8",
+        "cuda_available": "True",
+        "compute_capability": "9.0",
+        "cuda_arch_list": "sm_80 sm_90",
+        "bf16_supported": "True",
+        "device_count": "1",
+        "triton": "yes",
+        "cuda_runtime": "/usr/lib/python3/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12",
+    }
+    return found | facts
+
+
+def test_a_two_device_variant_is_unsupported_on_one_gpu_with_the_reason() -> None:
+    outcome, why = before_run("cuda", "fp32", ("two-gpus",), h200())  # type: ignore[misc]
+    assert outcome is Outcome.UNSUPPORTED
+    assert why == (
+        "the variant needs two CUDA devices (needs: two-gpus); torch sees 1 here "
+        "(torch.cuda.device_count())"
+    )
+    assert before_run("cuda", "fp32", ("two-gpus",), h200(device_count="2")) is None
+
+
+def test_triton_and_the_cuda_runtime_are_decided_where_the_probe_looked() -> None:
+    assert before_run("cuda", "fp32", ("triton", "cuda-runtime"), h200()) is None
+    outcome, why = before_run("cuda", "fp32", ("triton",), h200(triton=""))  # type: ignore[misc]
+    assert outcome is Outcome.UNSUPPORTED and "Triton is not installed here" in why
+    outcome, why = before_run("cuda", "fp32", ("cuda-runtime",), h200(cuda_runtime=""))  # type: ignore[misc]
+    assert outcome is Outcome.UNSUPPORTED and "mapped no libcudart" in why
+    # an older probe that did not look decides nothing: the variant's own check runs
+    older = {k: v for k, v in h200().items() if k not in ("triton", "cuda_runtime")}
+    assert before_run("cuda", "fp32", ("triton", "cuda-runtime"), older) is None
+    # a device need and a compile need: both are asked
+    compile_too = before_run("cuda", "fp32", ("triton", "torch.compile"), h200(python="3.15.0"))
+    assert compile_too is not None and "does not compile on Python 3.15" in compile_too[1]
+
+
+def test_without_cuda_the_cell_is_skipped_before_its_device_needs() -> None:
+    found = h200(torch_cuda="None", cuda_available="False", triton="", cuda_runtime="")
+    decided = before_run("cuda", "fp32", ("two-gpus", "triton"), found)
+    assert decided is not None and decided[0] is Outcome.SKIPPED
+
+
+@pytest.mark.torch
+def test_the_probe_reports_triton_and_the_cuda_runtime() -> None:
+    import importlib.util
+
+    report = child.probe_report([["torch"]])["versions"]
+    assert (report["triton"] != "") == (importlib.util.find_spec("triton") is not None)
+    import torch
+
+    # a CPU build maps no libcudart; a CUDA build maps torch's own
+    assert (report["cuda_runtime"] == "") == (torch.version.cuda is None)

@@ -112,8 +112,15 @@ def test_value_order_baselines_then_one_trial_then_the_other_trials(box) -> None
     # the other trials: trial 1 of every job before any trial 2
     trials = [j.trial for j in ordered if phase_of(j) == 2]
     assert trials == sorted(trials) and set(trials) == {1, 2}
-    # within a phase, the plan's order; and the order is a function of the jobs alone
-    assert [j.id for j in ordered if phase_of(j) == 0] == [j.id for j in jobs if phase_of(j) == 0]
+    # within a phase, the plan's order, the jobs alone on the GPU (gpu: exclusive) last; and
+    # the order is a function of the jobs alone
+    first = [j for j in ordered if phase_of(j) == 0]
+    alone = [j.device_use == "exclusive" for j in first]
+    assert any(alone) and alone == sorted(alone)
+    for exclusive in (False, True):
+        assert [j.id for j in first if (j.device_use == "exclusive") == exclusive] == [
+            j.id for j in jobs if phase_of(j) == 0 and (j.device_use == "exclusive") == exclusive
+        ]
     assert [j.id for j in by_value(jobs)] == [j.id for j in ordered]
 
 
@@ -308,3 +315,29 @@ def test_a_second_call_plans_only_what_the_first_left(box, tmp_path) -> None:
     planned = budget_fit(second)
     assert planned.jobs == tuple(by_value(jobs)[cut:])  # the next call starts at the cut
     assert not {j.key for j in planned.jobs} & {j.key for j in first.todo}
+
+
+def test_the_cuda_start_the_window_measured_times_the_next_plan(box) -> None:
+    """Each child's CUDA start (a GPU record's provenance, harness/execute/runner.py) is the
+    next plan's start per child; --cuda-start-s still wins, and without a measured one the
+    stated guess holds."""
+    _, jobs = box
+    job = next(j for j in jobs if j.entry.id == SEEDS[0] and j.cell.device == "cuda")
+    key = (job.entry.id, job.variant.name)
+    measured = [
+        rec(*key, 4.0, device="cuda", provenance={**H200, "cuda_start_s": "0.400"}),
+        rec(*key, 5.0, device="cuda", provenance={**H200, "cuda_start_s": "0.600"}),
+        rec(*key, 6.0, device="cuda", provenance={**H200, "cuda_start_s": "0.700"}),
+        # a machine without a GPU measured nothing of it
+        rec(*key, 0.1, device="cuda", provenance={"gpu": "none", "cuda_start_s": "9.0"}),
+        rec(*key, 1.0),
+    ]
+    est = estimate_from(measured)
+    assert (est.cuda_start_s, est.cuda_start_from, est.cuda_starts) == (0.6, "measured", 3)
+    other = next(j for j in jobs if j.cell.device == "cuda" and j.entry.id != SEEDS[0])
+    assert est(other) == est.source(other)[0] + 0.6
+    line = describe_fit(fit([other], est, slots=1, budget_s=None))[1]
+    assert "+ 0.6 s CUDA start per child on a cuda cell (CPU-timed; the median of 3 starts" in line
+    assert estimate_from(measured, cuda_start_s=1.5).cuda_start_from == "given"
+    guess = estimate_from(measured[3:])
+    assert (guess.cuda_start_s, guess.cuda_start_from) == (CUDA_START_S, "default")

@@ -460,3 +460,24 @@ def test_advice_the_cell_already_satisfies_is_recorded_as_run_in_the_cell(tiny_e
         record = env_failed_record(job, "test", PROV)
         assert record.ran_in == ran_in and record.env == row.id
         assert record.requires == {w.split("<")[0].split(">")[0]: w for w in wanted}
+
+
+def test_the_reproducer_reads_the_job_s_deadline_and_host_memory_bound(
+    tiny_entry, host_env, cpu_cell, worker
+):
+    r = run(tiny_entry, host_env, cpu_cell, "limits", timeout=60, memory_mb=4096, worker=worker)
+    assert r.outcome is Outcome.OK, r.reason
+    left = float(r.checks["deadline"]["detail"].split()[0])
+    assert 0 < left <= 60 - 15  # the job's 60 s, less what ran, less reprokit's margin
+    assert r.checks["memory"]["detail"] == "4096"
+
+
+def test_a_stuck_child_is_named_by_the_reproducer_before_the_harness_cuts_the_job(
+    tiny_entry, host_env, cpu_cell, worker
+):
+    """One deadline: the reproducer's wait (reprokit.time_left) ends before the job's limit,
+    so the hang is its own error, naming the command, not the harness's timeout."""
+    r = run(tiny_entry, host_env, cpu_cell, "stuck-child", timeout=12, worker=worker)
+    assert r.outcome is Outcome.OTHER_ERROR, r.reason
+    assert r.exception is not None and r.exception.type == "subprocess.TimeoutExpired"
+    assert "time.sleep(3600)" in r.exception.message and "timed out after" in r.exception.message

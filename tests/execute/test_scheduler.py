@@ -153,3 +153,52 @@ def test_a_preparation_that_did_not_start_is_refused() -> None:
 def test_no_jobs_is_finished_at_once() -> None:
     s = scheduler("")
     assert s.finished and s.next_work() is None and s.left == 0
+
+
+@dataclass(frozen=True)
+class CudaJob:
+    env: str
+    name: str
+    use: str  # none, shared, exclusive
+
+
+def device_scheduler(spec: str, slots: int) -> Scheduler[str, CudaJob]:
+    """ "s1 x1 c1": shared, exclusive, CPU-cell jobs of one environment, in that order."""
+    uses = {"s": "shared", "x": "exclusive", "c": "none"}
+    made = [CudaJob("a", word, uses[word[0]]) for word in spec.split()]
+    s = Scheduler(made, slots, env_of=lambda j: j.env, device_use=lambda j: j.use)
+    assert take_device(s) == ["prepare a"]
+    s.prepared("a")
+    return s
+
+
+def take_device(s: Scheduler[str, CudaJob]) -> list[str]:
+    taken = []
+    while (work := s.next_work()) is not None:
+        taken.append(f"prepare {work.env}" if isinstance(work, Prepare) else work.job.name)
+    return taken
+
+
+def test_an_exclusive_job_waits_for_the_device_and_the_cuda_jobs_after_it_wait_too() -> None:
+    s = device_scheduler("s1 x1 s2 c1 c2 x2", slots=4)
+    # s1 holds a token; x1 needs all of them: it waits, s2 queues behind it, CPU jobs go on
+    assert take_device(s) == ["s1", "c1", "c2"]
+    assert s.device.free == 3
+    s.recorded(CudaJob("a", "s1", "shared"), "ok")
+    assert take_device(s) == ["x1"] and s.device.free == 0
+    s.recorded(CudaJob("a", "x1", "exclusive"), "ok")
+    assert take_device(s) == ["s2"]  # x2 waits for s2
+    s.recorded(CudaJob("a", "s2", "shared"), "ok")
+    assert take_device(s) == ["x2"]
+
+
+def test_a_lost_job_gives_its_tokens_back() -> None:
+    s = device_scheduler("x1 s1", slots=2)
+    assert take_device(s) == ["x1"]
+    s.lost(CudaJob("a", "x1", "exclusive"))
+    assert s.device.free == 2 and take_device(s) == ["s1"]
+
+
+def test_an_unknown_device_use_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown device use 'all'"):
+        device_scheduler("s1", slots=1).device.wants("all")

@@ -48,3 +48,23 @@ def test_an_exception_whose_str_and_repr_raise_is_other_error_with_its_type() ->
     # an Unsupported whose message cannot be read is still unsupported, with a reason
     cls = type("Unsupported", (Unprintable,), {"__module__": "reprokit"})
     assert classify(cls(), {}, SIGNATURE)["outcome"] == "unsupported"
+
+
+def test_the_cuda_start_is_timed_when_the_variant_first_starts_cuda() -> None:
+    """The child starts nothing: it wraps torch.cuda._lazy_init, which every path to a CUDA
+    context calls, and times its first call (here a CPU build's, which refuses)."""
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    from harness.inenv.child import _time_cuda_start
+
+    original = torch.cuda._lazy_init
+    took = _time_cuda_start()
+    assert took == [] and torch.cuda._lazy_init is not original  # nothing started yet
+    try:
+        torch.cuda.init()
+    except (AssertionError, RuntimeError):  # "Torch not compiled with CUDA enabled"
+        if torch.version.cuda is not None:
+            raise
+    assert len(took) == 1 and 0 <= took[0] < 60
+    assert torch.cuda._lazy_init is original  # put back after the first call

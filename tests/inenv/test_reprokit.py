@@ -362,3 +362,29 @@ def test_a_reproducer_runs_by_hand_with_entry_yamls_descriptions_and_limits(
     assert cuda.returncode == 2 and "UNSUPPORTED: no CUDA in this demo" in cuda.stdout
     ok = _by_hand("demo/hand", "--variant", "control", cwd=tmp_path)
     assert ok.returncode == 0 and "on cpu at fp16" in ok.stdout
+
+
+def test_time_left_is_the_job_s_deadline_less_a_margin_and_never_more_than_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    time_left = _load(KIT, "reprokit_limits").time_left
+    monkeypatch.delenv("HARNESS_JOB_DEADLINE", raising=False)
+    assert time_left(240) == 240  # by hand: the reproducer's own figure
+    monkeypatch.setenv("HARNESS_JOB_DEADLINE", repr(time.time() + 100))
+    assert 80 < time_left(240) <= 85  # 100 s left, less the 15 s margin
+    assert time_left(30) == 30  # never longer than the reproducer's own figure
+    monkeypatch.setenv("HARNESS_JOB_DEADLINE", repr(time.time() - 5))
+    assert time_left(240) == 1.0  # past it: the least wait, so that the error is named
+    monkeypatch.setenv("HARNESS_JOB_DEADLINE", "soon")
+    assert time_left(240) == 240
+
+
+def test_host_memory_mb_is_the_job_s_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    host_memory_mb = _load(KIT, "reprokit_limits").host_memory_mb
+
+    monkeypatch.delenv("HARNESS_MEMORY_LIMIT_MB", raising=False)
+    assert host_memory_mb() is None and host_memory_mb(512) == 512
+    monkeypatch.setenv("HARNESS_MEMORY_LIMIT_MB", "8192")
+    assert host_memory_mb() == 8192

@@ -586,3 +586,62 @@ def test_a_documented_signature_may_say_only_cuda_raises_it(tmp_path: Path) -> N
     bad = GOOD.replace('message: "boom"}', 'message: "boom", device: cpu}')
     with pytest.raises(EntryError, match="device must be 'cuda'"):
         load_entry(make(tmp_path, bad.replace("demo/err", "demo/bad"), "demo/bad"), tmp_path)
+
+
+def test_gpu_exclusive_on_the_entry_is_every_variant_s_unless_one_says_shared(
+    tmp_path: Path,
+) -> None:
+    text = GOOD.replace(
+        "variants:\n",
+        "gpu: exclusive\nvariants:\n",
+    ).replace(
+        '{name: control, kind: control, description: "works"}',
+        '{name: control, kind: control, description: "works", gpu: shared}',
+    )
+    e = load_entry(make(tmp_path, text), tmp_path)
+    assert [v.gpu for v in e.variants] == ["exclusive", "shared"]
+    # the default: every variant shares the device
+    assert {v.gpu for v in load_entry(make(tmp_path / "b", GOOD), tmp_path / "b").variants} == {
+        "shared"
+    }
+
+
+@pytest.mark.parametrize(
+    ("replace", "line", "message"),
+    [
+        (
+            ("variants:\n", "gpu: alone\nvariants:\n"),
+            3,
+            "gpu must be one of ['shared', 'exclusive']",
+        ),
+        (
+            ('description: "raises"}', 'description: "raises", gpu: everything}'),
+            4,
+            "gpu must be one of",
+        ),
+        (
+            ('description: "raises"}', 'description: "raises", devices: [cpu], gpu: exclusive}'),
+            4,
+            "variant 'baseline' runs on ['cpu'] only",
+        ),
+    ],
+)
+def test_a_bad_gpu_names_file_line_and_problem(
+    tmp_path: Path, replace: tuple[str, str], line: int, message: str
+) -> None:
+    d = make(tmp_path, GOOD.replace(*replace))
+    with pytest.raises(EntryError) as info:
+        load_entry(d, tmp_path)
+    assert f"entry.yaml:{line}:" in str(info.value) and message in str(info.value)
+
+
+def test_a_device_need_on_a_variant_that_never_runs_on_cuda_names_the_line(
+    tmp_path: Path,
+) -> None:
+    text = GOOD.replace(
+        'description: "raises"}', 'description: "raises", devices: [cpu], needs: [two-gpus]}'
+    )
+    with pytest.raises(EntryError) as info:
+        load_entry(make(tmp_path, text), tmp_path)
+    assert "entry.yaml:4:" in str(info.value)
+    assert "needs ['two-gpus'] are needs of a cuda cell" in str(info.value)

@@ -54,7 +54,12 @@ def test_smells_and_baselines_load(tmp_path: Path) -> None:
             16,
             "a control is judged in every cell",
         ),
-        ("needs: [torch.compile]", "needs: [triton]", 13, "unknown need 'triton'"),
+        (
+            "needs: [torch.compile]",
+            "needs: [flash-attention]",
+            13,
+            "unknown need 'flash-attention'",
+        ),
         ("needs: [torch.compile]", "needs: []", 13, "non-empty list"),
         ('rewritten: "2026-12-01"', "rewritten: yesterday", 14, "ISO date"),
         ('rewritten: "2026-12-01"', 'rewritten: "2026-12-01T10:00:00+02:00"', 14, "UTC time"),

@@ -19,7 +19,7 @@ import builtins
 import multiprocessing
 
 import torch
-from reprokit import Unsupported
+from reprokit import Unsupported, time_left
 
 VALUES = [1.0, 2.0, 3.0, 4.0]
 TIMEOUT_S = 60  # a child that hangs costs the GPU window this much
@@ -59,7 +59,7 @@ def in_forked_child(work):
     child = context.Process(target=_child, args=(work, queue))
     child.start()
     try:
-        answer = queue.get(timeout=TIMEOUT_S)
+        answer = queue.get(timeout=time_left(TIMEOUT_S))
     finally:
         child.join(10)
         if child.is_alive():

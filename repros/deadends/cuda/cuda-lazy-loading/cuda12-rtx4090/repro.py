@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 import torch
-from reprokit import Unsupported
+from reprokit import Unsupported, time_left
 
 VARIABLE = "CUDA_MODULE_LOADING"
 MEMORY_SLACK_MIB = 256  # what other work on the device may move the whole device's use by
@@ -105,7 +105,7 @@ def init_script(device, env=None, rc_file=None) -> dict:
         if bash is None:
             raise Unsupported("no bash here to source a start-up file")
         command = [bash, "-c", 'source "$0" && exec "$@"', rc_file] + command
-    done = subprocess.run(command, env=full, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, env=full, capture_output=True, text=True, timeout=time_left(300))
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         raise RuntimeError(

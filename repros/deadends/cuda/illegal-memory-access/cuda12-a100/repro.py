@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 import torch
-from reprokit import Unsupported
+from reprokit import Unsupported, time_left
 
 try:
     import triton
@@ -36,7 +36,9 @@ N = 1024  # elements of the source tensor
 FAR = 1 << 40  # an index 4 TiB past its start: no allocation is there
 BAD_AT = 7  # where the bad index sits among the indices
 BLOCK = 128
-CHILD_TIMEOUT_S = 240  # under the harness's 300 s per run: a slow child is this run's error, named
+# the longest wait for the child; under the harness, what is left of the job's deadline less a
+# margin (reprokit.time_left): a slow child is this run's error, named, not the harness's timeout
+CHILD_TIMEOUT_S = 240
 # where the tensors live: cuda in every run; the tests set cpu to run the kernel under
 # Triton's interpreter (TRITON_INTERPRET=1), which checks it on a machine without a GPU
 DEVICE = "cuda"
@@ -118,7 +120,7 @@ def in_child(env=None, wrapper=()):
     full_env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), **(env or {}))
     command = list(wrapper) + [sys.executable, os.path.abspath(__file__), "child"]
     proc = subprocess.run(
-        command, env=full_env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
+        command, env=full_env, capture_output=True, text=True, timeout=time_left(CHILD_TIMEOUT_S)
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if not lines:

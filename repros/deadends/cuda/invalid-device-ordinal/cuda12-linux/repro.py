@@ -19,9 +19,9 @@ import subprocess
 import sys
 
 import torch
-from reprokit import Unsupported
+from reprokit import Unsupported, time_left
 
-CHILD_TIMEOUT_S = 120
+CHILD_TIMEOUT_S = 120  # under the harness: what is left of the job's deadline (time_left)
 
 
 class ChildError(RuntimeError):
@@ -74,7 +74,7 @@ def in_child(ordinal, visible):
         env=env,
         capture_output=True,
         text=True,
-        timeout=CHILD_TIMEOUT_S,
+        timeout=time_left(CHILD_TIMEOUT_S),
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if not lines:
@@ -101,7 +101,9 @@ def workaround1_list_with_nvidia_smi(device, precision):
     smi = shutil.which("nvidia-smi")
     if smi is None:
         raise Unsupported("nvidia-smi is not on PATH here")
-    listed = subprocess.run([smi, "-L"], stdout=subprocess.PIPE, text=True, timeout=60).stdout
+    listed = subprocess.run(
+        [smi, "-L"], stdout=subprocess.PIPE, text=True, timeout=time_left(60)
+    ).stdout
     gpus = [ln for ln in listed.splitlines() if ln.startswith("GPU ")]
     if os.environ.get("CUDA_VISIBLE_DEVICES") is not None or len(gpus) != n:
         raise Unsupported(

@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 import torch
-from reprokit import Unsupported
+from reprokit import Unsupported, time_left
 
 try:
     import triton
@@ -33,7 +33,9 @@ except Exception as exc:  # CPU builds of torch ship without Triton
 WORDS = 64  # 4-byte words read
 ODD = 1  # the byte the words start at: not a multiple of 4
 BLOCK = 64
-CHILD_TIMEOUT_S = 240  # under the harness's 300 s per run: a slow child is this run's error, named
+# the longest wait for the child; under the harness, what is left of the job's deadline less a
+# margin (reprokit.time_left): a slow child is this run's error, named, not the harness's timeout
+CHILD_TIMEOUT_S = 240
 # where the tensors live: cuda in every run; the tests set cpu to run the kernel under
 # Triton's interpreter (TRITON_INTERPRET=1), which checks it on a machine without a GPU
 DEVICE = "cuda"
@@ -111,7 +113,7 @@ def in_child(env):
         env=full_env,
         capture_output=True,
         text=True,
-        timeout=CHILD_TIMEOUT_S,
+        timeout=time_left(CHILD_TIMEOUT_S),
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if not lines:

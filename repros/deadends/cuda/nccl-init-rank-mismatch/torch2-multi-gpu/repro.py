@@ -25,7 +25,7 @@ import tempfile
 import textwrap
 
 import torch
-from reprokit import Unsupported
+from reprokit import Unsupported, time_left
 
 _FAILURE_LINE = re.compile(r"Fatal Python error|\w+Error\b|Segmentation fault|Traceback")
 _TIMEOUT_S = 120  # a launch that has not finished by then is stuck, not slow
@@ -149,7 +149,7 @@ def _collect(folder, procs):
     failures = []
     for p in procs:
         try:
-            _, err = p.communicate(timeout=_TIMEOUT_S)
+            _, err = p.communicate(timeout=time_left(_TIMEOUT_S))
         except subprocess.TimeoutExpired:
             p.kill()
             _, err = p.communicate()
@@ -203,7 +203,9 @@ def launched(device, how):
         os.environ.update(env, RANK="0", LOCAL_RANK="0")
         # a child that dies before joining must not leave this rank waiting 30 minutes
         dist.init_process_group(
-            backend, init_method="env://", timeout=datetime.timedelta(seconds=_TIMEOUT_S)
+            backend,
+            init_method="env://",
+            timeout=datetime.timedelta(seconds=time_left(_TIMEOUT_S, margin_s=30)),
         )
         try:
             value = torch.tensor([float(dist.get_rank() + 1)], device=device)

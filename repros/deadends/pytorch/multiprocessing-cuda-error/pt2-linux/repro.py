@@ -16,7 +16,7 @@ import multiprocessing
 from multiprocessing.pool import ThreadPool
 
 import torch
-from reprokit import Unsupported
+from reprokit import Unsupported, time_left
 from torch import nn
 
 WORKERS = 2
@@ -39,7 +39,7 @@ class CudaDataset(torch.utils.data.Dataset):
 def in_workers(pool, work) -> list:
     """``work()`` once per worker slot; a worker's exception is raised here, as it was."""
     pending = [pool.apply_async(work) for _ in range(WORKERS)]
-    return [p.get(timeout=120) for p in pending]
+    return [p.get(timeout=time_left(120)) for p in pending]
 
 
 def parent_check(model) -> dict:

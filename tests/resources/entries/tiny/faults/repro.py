@@ -97,6 +97,19 @@ def run(variant, device, precision):
             if seen
         ]
         return {"clean": {"ok": not leaks, "detail": "leaked: %s" % leaks if leaks else ""}}
+    if variant == "limits":  # what the harness tells the reproducer of the job's limits
+        kit = _kit()
+        return {
+            "deadline": {"ok": kit.time_left() < 300, "detail": "%.1f s left" % kit.time_left()},
+            "memory": {"ok": kit.host_memory_mb() is not None, "detail": str(kit.host_memory_mb())},
+        }
+    if variant == "stuck-child":  # waits for a child that never ends, as long as the job may
+        import subprocess
+
+        subprocess.run(
+            [sys.executable, "-c", "import time; time.sleep(3600)"],
+            timeout=_kit().time_left(default_s=3600, margin_s=5),
+        )
     if variant == "sys-exit":
         sys.exit(4)
     if variant == "loud":
@@ -115,6 +128,18 @@ def run(variant, device, precision):
             os._exit(3)
         return {"moved": {"ok": True, "detail": "left a daemon behind"}}
     raise ValueError("unknown variant " + variant)
+
+
+def _kit():
+    """repros/reprokit.py of this checkout (the harness puts it on sys.path only for entries
+    under repros/)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), *[".."] * 5, "repros", "reprokit.py")
+    spec = importlib.util.spec_from_file_location("reprokit_of_the_checkout", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def documented(device, precision):
@@ -153,6 +178,7 @@ VARIANTS = {
 # the fault variants tests/execute/test_runner.py runs as ad-hoc variants of this entry, added
 # at run time where the static reading does not look
 FAULTS = ("segfault", "exit", "hang", "ignore-term", "fork-hang", "oom", "mutate", "clean")
+FAULTS += ("limits", "stuck-child")
 # escape-*: leave a daemon whose command line ends with $TINY_ESCAPE_MARK (the test's)
 ESCAPES = ("escape-ok", "escape-hang", "escape-crash")
 for _name in FAULTS + ("sys-exit", "loud", "unprintable") + ESCAPES:
