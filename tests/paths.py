@@ -2,8 +2,10 @@
 committed tree: what git holds, never what a local run appended or re-rendered (issue 35:
 the newcomer's own `nox -s matrix` changed the answer a test expected)."""
 
+import atexit
 import functools
 import io
+import shutil
 import subprocess
 import tarfile
 import tempfile
@@ -27,6 +29,8 @@ def committed_tree() -> Path:
     except (OSError, subprocess.CalledProcessError):
         return REPO
     folder = Path(tempfile.mkdtemp(prefix="committed-tree-"))
+    # removed when the process that made it ends (each test worker makes its own once)
+    atexit.register(shutil.rmtree, folder, True)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(folder, filter="data")
     return folder
