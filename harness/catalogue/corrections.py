@@ -63,7 +63,7 @@ from harness.aggregate import (
     pct,
 )
 from harness.aggregate.verdicts import best_workaround
-from harness.catalogue.kbrecord import dumps_like, loads, problems
+from harness.catalogue.kbrecord import dumps_like, loads, problems, verdict_problems
 from harness.catalogue.msgsearch import message_regex
 from harness.outcomes import NOT_COUNTED, SHOWS, Outcome
 from harness.spec.entries import Entry
@@ -368,7 +368,7 @@ def _fix_rate(c: Correction, agg: EntryAggregate, date: str) -> bool:
     )
     v = c.record["verdict"]
     count = int(c.record["metadata"]["evidence_count"])
-    old_ok = not problems_of_verdict(v["resolvable"], rate, v["confidence"], count)
+    old_ok = not verdict_problems(v["resolvable"], rate, v["confidence"], count)
     resolvable = _resolvable(rate, _confidence(best.overall, count))
     if resolvable != v["resolvable"] or not old_ok:
         confidence = _confidence(best.overall, count)
@@ -398,18 +398,6 @@ def _fix_rate(c: Correction, agg: EntryAggregate, date: str) -> bool:
         c.set("verdict.last_updated", date, "date", f"newest run {date}", "the verdict changed")
         return True
     return False
-
-
-def problems_of_verdict(resolvable: str, rate: float, confidence: float, count: int) -> list[str]:
-    """The knowledge base's rules on a verdict (kbrecord.problems says them all)."""
-    found = []
-    if resolvable == "true" and (rate < 0.7 or confidence < 0.6):
-        found.append("true")
-    if resolvable == "false" and (rate >= 0.2 or confidence < 0.6):
-        found.append("false")
-    if count < 3 and confidence > 0.3:
-        found.append("evidence")
-    return found
 
 
 def _full(m: Any, limit: int = 300) -> str:

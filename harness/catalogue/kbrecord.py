@@ -34,7 +34,7 @@ from collections.abc import Collection, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["BASE_URL", "dumps_like", "loads", "problems"]
+__all__ = ["BASE_URL", "dumps_like", "loads", "problems", "verdict_problems"]
 
 BASE_URL = "https://deadends.dev"
 RESOLVABLE = ("true", "partial", "false")
@@ -247,6 +247,25 @@ def _schema(data: dict[str, Any]) -> Iterator[str]:
         yield "metadata.evidence_count must be a whole number >= 0"
 
 
+def verdict_problems(resolvable: str, rate: float, confidence: float, count: int) -> list[str]:
+    """The knowledge base's rules on a verdict: resolvable against the fix rate and the
+    confidence, and the confidence against the evidence count (``problems`` says them all)."""
+    found = []
+    if resolvable == "true" and (rate < 0.7 or confidence < 0.6):
+        found.append(
+            f"resolvable 'true' needs fix_success_rate >= 0.7 and confidence >= 0.6 "
+            f"(rate {rate}, confidence {confidence})"
+        )
+    if resolvable == "false" and (rate >= 0.2 or confidence < 0.6):
+        found.append(
+            f"resolvable 'false' needs fix_success_rate < 0.2 and confidence >= 0.6 "
+            f"(rate {rate}, confidence {confidence})"
+        )
+    if count < 3 and confidence > 0.3:
+        found.append(f"evidence_count {count} < 3 caps confidence at 0.3 (confidence {confidence})")
+    return found
+
+
 def problems(data: dict[str, Any], known_ids: Collection[str] = ()) -> list[str]:
     """What the knowledge base's validator would refuse in ``data`` (empty: it passes).
     ``known_ids``: the knowledge base's record ids, for the transition graph's references."""
@@ -257,22 +276,12 @@ def problems(data: dict[str, Any], known_ids: Collection[str] = ()) -> list[str]
     if data["url"] != expected:
         found.append(f"url must be {expected}")
     verdict = data["verdict"]
-    rate, confidence = verdict["fix_success_rate"], verdict["confidence"]
-    if verdict["resolvable"] == "true" and (rate < 0.7 or confidence < 0.6):
-        found.append(
-            f"resolvable 'true' needs fix_success_rate >= 0.7 and confidence >= 0.6 "
-            f"(rate {rate}, confidence {confidence})"
-        )
-    if verdict["resolvable"] == "false" and (rate >= 0.2 or confidence < 0.6):
-        found.append(
-            f"resolvable 'false' needs fix_success_rate < 0.2 and confidence >= 0.6 "
-            f"(rate {rate}, confidence {confidence})"
-        )
-    if data["metadata"]["evidence_count"] < 3 and confidence > 0.3:
-        found.append(
-            f"evidence_count {data['metadata']['evidence_count']} < 3 caps confidence at 0.3 "
-            f"(confidence {confidence})"
-        )
+    found += verdict_problems(
+        verdict["resolvable"],
+        verdict["fix_success_rate"],
+        verdict["confidence"],
+        data["metadata"]["evidence_count"],
+    )
     regex = data["error"]["regex"]
     try:
         re.compile(regex)
