@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -624,25 +624,29 @@ def _reads_as(exc_type: str, message: str, sig_type: str, pattern: str) -> bool:
         return False
 
 
-def _last_confirmed(agg: EntryAggregate) -> str:
-    """The newest start date of a baseline run that raised the documented message verbatim."""
-    t = agg.trials
-    if not len(t):
-        return ""
-    reproduced = OUTCOME_ORDER.index(Outcome.REPRODUCED)
-    newest = ""
+def _cell_runs(agg: EntryAggregate) -> Iterator[tuple[VariantAggregate, Any, str, str, range]]:
+    """Each cell's trials in ``agg.trials``, which holds them in the page's order (slice,
+    variant, environment): (variant, environment, device, precision, their indices)."""
     offset = 0
-    names = {v.name for v in agg.variants if v.kind == "baseline"}
     for d, p in agg.slices:
         for v in agg.variants:
             for e in agg.envs:
                 value = agg.cells.get((v.name, e.id, d, p))
                 count = value.trials if value is not None else 0
-                if v.name in names:
-                    for i in range(offset, offset + count):
-                        if t.outcome[i] == reproduced:
-                            newest = max(newest, t.texts.texts[t.started[i]][:10])
+                yield v, e, d, p, range(offset, offset + count)
                 offset += count
+
+
+def _last_confirmed(agg: EntryAggregate) -> str:
+    """The newest start date of a baseline run that raised the documented message verbatim."""
+    t = agg.trials
+    reproduced = OUTCOME_ORDER.index(Outcome.REPRODUCED)
+    newest = ""
+    for v, _, _, _, runs in _cell_runs(agg):
+        if v.kind == "baseline":
+            for i in runs:
+                if t.outcome[i] == reproduced:
+                    newest = max(newest, t.texts.texts[t.started[i]][:10])
     return newest
 
 
@@ -747,45 +751,35 @@ def outcome_lines(c: Correction, agg: EntryAggregate) -> list[dict[str, Any]]:
     }
     t = agg.trials
     lines: list[dict[str, Any]] = []
-    offset = 0
-    wanted = {
-        v.name: v
-        for v in agg.variants
-        if v.kind == "workaround" and v.reading != "literal" and v.claim_ref in actions
-    }
-    for d, p in agg.slices:
-        for v in agg.variants:
-            for e in agg.envs:
-                value = agg.cells.get((v.name, e.id, d, p))
-                count = value.trials if value is not None else 0
-                if v.name in wanted and (e.id, d, p) in v.scope:
-                    for i in range(offset, offset + count):
-                        outcome = OUTCOME_ORDER[int(t.outcome[i])].value
-                        if outcome in _NOT_COUNTED:
-                            continue
-                        versions, _ = t.texts.objects[int(t.versions[i])]
-                        started = t.texts.texts[int(t.started[i])]
-                        lines.append(
-                            {
-                                "timestamp": started,
-                                "error_id": c.kb_id,
-                                "workaround_action": actions[str(v.claim_ref)],
-                                "success": outcome == Outcome.OK.value,
-                                "canon_exists": True,
-                                "environment": {
-                                    "python": str(versions.get("python") or e.python),
-                                    "torch": str(versions.get("torch") or e.torch),
-                                    "lightning": str(versions.get("lightning") or e.lightning),
-                                    "device": d,
-                                    "precision": p,
-                                },
-                                "notes": (
-                                    f"{TOOL}: entry {c.entry_id}, variant {v.name}, environment "
-                                    f"{e.id}, trial {int(t.trial[i])}: {outcome}"
-                                ),
-                            }
-                        )
-                offset += count
+    for v, e, d, p, runs in _cell_runs(agg):
+        wanted = v.kind == "workaround" and v.reading != "literal" and v.claim_ref in actions
+        if wanted and (e.id, d, p) in v.scope:
+            for i in runs:
+                outcome = OUTCOME_ORDER[int(t.outcome[i])].value
+                if outcome in _NOT_COUNTED:
+                    continue
+                versions, _ = t.texts.objects[int(t.versions[i])]
+                started = t.texts.texts[int(t.started[i])]
+                lines.append(
+                    {
+                        "timestamp": started,
+                        "error_id": c.kb_id,
+                        "workaround_action": actions[str(v.claim_ref)],
+                        "success": outcome == Outcome.OK.value,
+                        "canon_exists": True,
+                        "environment": {
+                            "python": str(versions.get("python") or e.python),
+                            "torch": str(versions.get("torch") or e.torch),
+                            "lightning": str(versions.get("lightning") or e.lightning),
+                            "device": d,
+                            "precision": p,
+                        },
+                        "notes": (
+                            f"{TOOL}: entry {c.entry_id}, variant {v.name}, environment "
+                            f"{e.id}, trial {int(t.trial[i])}: {outcome}"
+                        ),
+                    }
+                )
     lines.sort(key=lambda x: (x["timestamp"], x["notes"]))
     return lines
 
