@@ -638,6 +638,29 @@ def render_reports(
     """``since``: a git revision; index.html then opens with what changed since its records.
     ``cache``: use results/.cache (the store's snapshots, harness/store/snapshot.py; the rendered
     entries, harness/report/cache.py); without it everything is read and rendered anew."""
+    from harness.report import uptodate
+
+    # nothing read or written changed since the last report: its outputs stand as they are
+    # (harness/report/uptodate.py); --check, --since and --no-cache always read and render
+    vouch = cache and not check and since is None
+    code = uptodate.code_digest() if vouch else ""
+    if vouch:
+        last = uptodate.load_state(cfg.results_dir)
+        if last is not None and uptodate.unchanged(
+            last, code, cfg.repo, cfg.repros_dir, cfg.results_dir
+        ):
+            console.print(last.said, markup=False)
+            console.print(
+                "  (nothing the report reads or writes has changed since the last report: its "
+                "outputs stand; `report --no-cache` reads and renders everything again)",
+                markup=False,
+            )
+            return 0
+    read = {
+        p: uptodate.signature(p)
+        for p in uptodate.files_read(cfg.repo, cfg.repros_dir, cfg.results_dir)
+    }
+
     from harness.report.cache import RenderCache
     from harness.report.outputs import render_all
     from harness.report.writeback import WritebackError
@@ -697,11 +720,25 @@ def render_reports(
             "`python -m harness report`",
         ) from exc
     verdicts = ", ".join(f"{k} {v}" for k, v in sorted(summary.verdicts.items()))
-    console.print(
-        f"report: {len(loaded)} records -> {len(summary.outputs)} outputs under "
-        f"{cfg.results_dir} ({len(summary.written)} rewritten), "
-        f"{len(summary.documents_updated)} entry documents updated; verdicts: {verdicts}",
-    )
+
+    def said(rewritten: int, updated: int) -> str:
+        return (
+            f"report: {len(loaded)} records -> {len(summary.outputs)} outputs under "
+            f"{cfg.results_dir} ({rewritten} rewritten), "
+            f"{updated} entry documents updated; verdicts: {verdicts}"
+        )
+
+    console.print(said(len(summary.written), len(summary.documents_updated)), markup=False)
+    if vouch and not loaded.warnings and not problems:
+        uptodate.save_state(
+            cfg.results_dir,
+            cfg.repo,
+            code,
+            read,
+            written=summary.documents_updated,
+            outputs=summary.outputs,
+            said=said(0, 0),
+        )
     if check and not summary.up_to_date:
         for path in (*summary.stale_outputs, *summary.stale_documents):
             console.print(f"[bold red]stale:[/] {escape(str(path))}")
