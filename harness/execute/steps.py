@@ -662,7 +662,7 @@ def render_reports(
     }
 
     from harness.report.cache import RenderCache
-    from harness.report.outputs import render_all
+    from harness.report.outputs import NeedsEveryEntry, render_all
     from harness.report.writeback import WritebackError
     from harness.store.columnar import load_latest
     from harness.store.snapshot import cache_dir
@@ -673,7 +673,14 @@ def render_reports(
     # the older one; the records of other machines stay (read by the columnar engine: what
     # latest(store.load().records) gives, see harness/store/columnar.py), from the snapshots of
     # the record files where they hold (--check writes none: harness/store/snapshot.py)
-    loaded = load_latest(store, cache_dir(cfg.records_dir) if cache else None, update=not check)
+    # a report whose records were all read last time reads only the entries appended to
+    basis = uptodate.load_basis(cfg.results_dir, code) if vouch else None
+    loaded = load_latest(
+        store,
+        cache_dir(cfg.records_dir) if cache else None,
+        update=not check,
+        since=basis.files if basis is not None else None,
+    )
     # --check writes nothing, not even the quarantine; the warnings still name every line
     problems = [] if check else store.quarantine(loaded.refused)
     refused = RenderCache(cfg.results_dir).refused if cache else None  # a linked folder
@@ -701,17 +708,27 @@ def render_reports(
     from harness.report.lead import html_lead, latest_snapshot
 
     prelude = html_lead(latest_snapshot(cfg.results_dir)) + prelude
-    try:
-        summary = render_all(
-            loaded,
+    domains = _domains(cfg, console)
+
+    def render(table: Any) -> Any:
+        return render_all(
+            table,
             entries,
             cfg.results_dir,
             check=check,
             prelude=prelude,
-            domains=_domains(cfg, console),
+            domains=domains,
             cache=cache,
             readme=cfg.repo / "README.md",
+            basis=basis.entries if basis is not None and table.touched is not None else None,
         )
+
+    try:
+        try:
+            summary = render(loaded)
+        except NeedsEveryEntry:  # an entry not appended to is not in the render cache
+            loaded = load_latest(store, cache_dir(cfg.records_dir))
+            summary = render(loaded)
     except WritebackError as exc:  # an entry document without its marked blocks
         raise WritebackError(
             exc.path,
@@ -723,12 +740,14 @@ def render_reports(
 
     def said(rewritten: int, updated: int) -> str:
         return (
-            f"report: {len(loaded)} records -> {len(summary.outputs)} outputs under "
+            f"report: {summary.records} records -> {len(summary.outputs)} outputs under "
             f"{cfg.results_dir} ({rewritten} rewritten), "
             f"{updated} entry documents updated; verdicts: {verdicts}"
         )
 
     console.print(said(len(summary.written), len(summary.documents_updated)), markup=False)
+    if vouch:
+        uptodate.save_basis(cfg.results_dir, code, loaded.covered, summary.entries)
     if vouch and not loaded.warnings and not problems:
         uptodate.save_state(
             cfg.results_dir,

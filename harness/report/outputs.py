@@ -26,6 +26,7 @@ nothing. With ``check=True`` nothing is written anywhere: the summary lists what
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import multiprocessing
@@ -80,7 +81,7 @@ from harness.spec.triage import Triage
 from harness.store.columnar import RecordTable
 from harness.store.records import Record
 
-__all__ = ["ReportSummary", "ReportWriteError", "render_all"]
+__all__ = ["NeedsEveryEntry", "ReportSummary", "ReportWriteError", "render_all"]
 
 
 class ReportWriteError(HarnessError):
@@ -105,6 +106,10 @@ class ReportSummary:
     documents_updated: tuple[Path, ...]
     stale_documents: tuple[Path, ...]  # documents whose blocks differ from the records
     verdicts: dict[str, int]  # verdict -> count, over all entries
+    # per entry: the digest of its records and how many (the basis of a later report that
+    # reads only the entries appended to: see render_all's ``basis``)
+    entries: Mapping[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
+    records: int = 0  # how many records the report is of
 
     @property
     def up_to_date(self) -> bool:
@@ -385,13 +390,40 @@ def _findings(
     return [WritebackResult(readme, changed, changed and not check)]
 
 
+class NeedsEveryEntry(HarnessError):
+    """A report of the entries appended to (render_all's ``basis``) that must render an
+    entry it does not hold the records of: the caller loads every entry and reports again."""
+
+
+def _entry_records(
+    table: RecordTable, basis: Mapping[str, tuple[str, int]] | None, digest: bool
+) -> dict[str, tuple[str, int]]:
+    """Per entry with records: the digest of its records (``digest``; else "") and how
+    many: from the table, and where it holds only the entries appended to, from ``basis``
+    for the others."""
+    counts = dict(
+        table.con.execute("SELECT entry, count(*) FROM records GROUP BY entry").fetchall()
+    )
+    digests = record_digests(table) if digest else {}
+    found = {e: (digests.get(e, ""), counts[e]) for e in counts}
+    if table.touched is None:
+        return found
+    if basis is None:
+        raise ValueError("a table of the entries appended to needs the basis it was read since")
+    return {**{e: v for e, v in basis.items() if e not in table.touched}, **found}
+
+
 def _from_cache(
-    store: RenderCache, table: RecordTable, ids: Sequence[str], known: Mapping[str, Entry]
+    store: RenderCache,
+    digests: Mapping[str, tuple[str, int]],
+    ids: Sequence[str],
+    known: Mapping[str, Entry],
 ) -> tuple[list[str], dict[int, CachedEntry]]:
     """Each entry's key (in ``ids`` order), and what the cache holds of them (by index)."""
-    digests = record_digests(table)
     keys = [
-        entry_key(eid, digests.get(eid, ""), entry_definition(known.get(eid)), cell_file_name(i))
+        entry_key(
+            eid, digests.get(eid, ("", 0))[0], entry_definition(known.get(eid)), cell_file_name(i)
+        )
         for i, eid in enumerate(ids)
     ]
     hits = {i: store.get(key) for i, key in enumerate(keys)}
@@ -448,7 +480,11 @@ def _entry_files(
 
 
 def _summary(
-    files: Sequence[Flags], documents: Sequence[WritebackResult], ordered: Sequence[CachedEntry]
+    files: Sequence[Flags],
+    documents: Sequence[WritebackResult],
+    ordered: Sequence[CachedEntry],
+    entries: Mapping[str, tuple[str, int]],
+    n_records: int,
 ) -> ReportSummary:
     verdicts: dict[str, int] = {}
     for s in ordered:
@@ -461,6 +497,8 @@ def _summary(
         documents_updated=tuple(d.path for d in documents if d.written),
         stale_documents=tuple(d.path for d in documents if d.changed),
         verdicts=dict(sorted(verdicts.items())),
+        entries=entries,
+        records=n_records,
     )
 
 
@@ -485,6 +523,7 @@ def render_all(
     domains: Sequence[tuple[Triage, Mapping[str, Any]]] = (),
     cache: bool = True,
     readme: str | os.PathLike[str] | None = None,
+    basis: Mapping[str, tuple[str, int]] | None = None,
 ) -> ReportSummary:
     """``records``: the records to report (the store's newest, as the engine holds them:
     harness/store/columnar.py), or Records in hand. ``workers``: how many processes render (the
@@ -495,17 +534,25 @@ def render_all(
     (harness/report/cache.py), and keep what is rendered there (not in check mode). The
     bytes and the summary depend on none of these. ``readme``: the README whose findings
     block (harness/report/findings.py) is written from the records, like an entry's
-    document."""
+    document. ``basis``: where the table holds only the entries appended to since an
+    earlier report (RecordTable.touched), that report's ``entries``: every other entry's
+    records are as they were then, and are taken from the cache; where one is not there,
+    NeedsEveryEntry."""
     results = Path(results_dir)
     table = records if isinstance(records, RecordTable) else RecordTable.of(records)
     known = {e.id: e for e in entries}
-    stored = table.con.execute("SELECT DISTINCT entry FROM records").fetchall()
-    ids = sorted({row[0] for row in stored} | set(known))
-
     store = RenderCache(results) if cache else None
-    keys, shares = _from_cache(store, table, ids, known) if store is not None else ([], {})
+    digests = _entry_records(table, basis, digest=store is not None)
+    ids = sorted(set(digests) | set(known))
+    n_records = sum(n for _, n in digests.values())
+
+    keys, shares = _from_cache(store, digests, ids, known) if store is not None else ([], {})
     cached = set(shares)
     missed = [i for i in range(len(ids)) if i not in cached]
+    if table.touched is not None and any(
+        ids[i] in digests and ids[i] not in table.touched for i in missed
+    ):
+        raise NeedsEveryEntry("an entry not appended to is not in the cache")
     if missed:
         wanted = [ids[i] for i in missed] if cached else None
         aggs = aggregate_table(table, entries, ids=wanted)
@@ -527,7 +574,7 @@ def render_all(
                 shares[i] = share
         ordered = [shares[i] for i in range(len(ids))]
         whole, compat_doc, summaries = _whole_files(
-            results, ordered, len(table), prelude, domains, readme is not None
+            results, ordered, n_records, prelude, domains, readme is not None
         )
         # everything rendered: the entries' files, the whole files, the documents and the
         # README staged together and renamed at the end, or none of them (a full disk, a
@@ -568,4 +615,4 @@ def render_all(
             store.put(keys[i], shares[i])
         store.prune(set(keys))
 
-    return _summary(files, documents, ordered)
+    return _summary(files, documents, ordered, digests, n_records)

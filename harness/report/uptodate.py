@@ -38,17 +38,21 @@ from harness.atomic import write_atomically
 from harness.paths import OutsideProject, safe_folder
 
 __all__ = [
+    "Basis",
     "ReportState",
     "code_digest",
     "files_read",
     "forget",
+    "load_basis",
     "load_state",
+    "save_basis",
     "save_state",
     "signature",
     "unchanged",
 ]
 
 STATE_FILE = Path(".cache") / "report-state.json"  # under results/
+BASIS_FILE = Path(".cache") / "report-basis.json"
 _FORMAT = 1
 _LIBRARIES = ("duckdb", "numpy", "pillow", "jinja2", "markupsafe", "rich", "pyyaml")
 _SKIPPED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache"})
@@ -201,3 +205,58 @@ def forget(results: Path) -> None:
     """Remove the state (a report that cannot vouch for its outputs)."""
     with contextlib.suppress(OSError, OutsideProject):
         (safe_folder(results, results / STATE_FILE.parent) / STATE_FILE.name).unlink()
+
+
+# A report of what was appended. Each report whose record files are all covered by their
+# snapshots (harness/store/columnar.py: RecordTable.covered) keeps, beside them, each entry's
+# record digest and count: the basis of the next report, which reads only the entries the
+# lines appended since name, and takes every other entry's records to be as they were.
+
+
+@dataclass(frozen=True)
+class Basis:
+    files: Mapping[str, tuple[int, str]]  # record file: (bytes, sha256) of its snapshot
+    entries: Mapping[str, tuple[str, int]]  # entry: (digest of its records, how many)
+
+
+def load_basis(results: Path, code: str) -> Basis | None:
+    """The last report's basis, if kept by this code (else None: a full load)."""
+    try:
+        folder = safe_folder(results, results / BASIS_FILE.parent)
+        doc = json.loads((folder / BASIS_FILE.name).read_bytes())
+    except (OSError, ValueError, OutsideProject):
+        return None
+    if not isinstance(doc, dict) or doc.get("format") != _FORMAT or doc.get("code") != code:
+        return None
+    files, entries = doc.get("files"), doc.get("entries")
+    if not isinstance(files, dict) or not isinstance(entries, dict):
+        return None
+    if not all(
+        isinstance(v, list) and len(v) == 2 and type(v[0]) is int and isinstance(v[1], str)
+        for v in files.values()
+    ) or not all(
+        isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and type(v[1]) is int
+        for v in entries.values()
+    ):
+        return None
+    return Basis(
+        {k: (v[0], v[1]) for k, v in files.items()},
+        {k: (v[0], v[1]) for k, v in entries.items()},
+    )
+
+
+def save_basis(
+    results: Path,
+    code: str,
+    files: Mapping[str, tuple[int, str]],
+    entries: Mapping[str, tuple[str, int]],
+) -> None:
+    """Keep the basis (``files`` empty: forget it, no later load can start from it)."""
+    with contextlib.suppress(OSError, OutsideProject):
+        target = safe_folder(results, results / BASIS_FILE.parent) / BASIS_FILE.name
+        if not files or not all(digest for digest, _ in entries.values()):
+            target.unlink(missing_ok=True)
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"format": _FORMAT, "code": code, "files": files, "entries": entries}
+        write_atomically(target, json.dumps(doc, separators=(",", ":")).encode("utf-8"))

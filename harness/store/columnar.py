@@ -41,7 +41,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -462,6 +462,13 @@ class RecordTable:
     refused: list[Refused] = field(default_factory=list)
     python_lines: int = 0  # lines of the store read by Python rather than by the engine
     snapshot_lines: int = 0  # lines of the store taken from snapshots (harness/store/snapshot.py)
+    # None: the table holds every entry's records. Else a load ``since`` a basis (see
+    # load_latest): the entries with a line appended since, whose records alone it holds;
+    # every other entry's records are those of the basis
+    touched: frozenset[str] | None = None
+    # per record file, the (bytes, sha256) of its snapshot where that now covers the whole
+    # file as read (a basis for the next load); empty where any file is not so covered
+    covered: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, records: Iterable[Record]) -> RecordTable:
@@ -575,13 +582,25 @@ def _open_snapshot(con: duckdb.DuckDBPyConnection, cache: Path, src: _Source) ->
     src.tail = os.pread(src.fd, src.before.st_size - snap.bytes, snap.bytes)
 
 
-def load_latest(store: Store, cache: Path | None = None, *, update: bool = True) -> RecordTable:
+def load_latest(
+    store: Store,
+    cache: Path | None = None,
+    *,
+    update: bool = True,
+    since: Mapping[str, tuple[int, str]] | None = None,
+) -> RecordTable:
     """``latest(store.load().records)`` with ``store.load()``'s warnings and refused lines,
     read by the engine (see the module's docstring). ``cache``: the snapshots' folder
     (harness/store/snapshot.py; None: no snapshot is read or written); ``update``: write the
     snapshots of what was read (False: write nothing, as ``report --check``). A cache
     folder that is a link is refused (snapshot.refusal): named first in the warnings, and
-    the load reads every file in full."""
+    the load reads every file in full.
+
+    ``since``: a basis, the ``covered`` of an earlier load. Where the record files are
+    exactly those, each still starting with the bytes its snapshot covered then (hashed, as
+    every snapshot is), only lines were appended since: the table then holds the records of
+    the entries those lines name (``touched``), every other entry's being what they were.
+    Anything else (a file added, removed, edited, a snapshot gone) is a full load."""
     refused = snapshot.refusal(cache) if cache is not None else None
     if refused is not None:
         table = load_latest(store, None, update=update)
@@ -590,7 +609,7 @@ def load_latest(store: Store, cache: Path | None = None, *, update: bool = True)
     skip: set[str] = set()
     while True:
         try:
-            return _load(store, cache, update, skip)
+            return _load(store, cache, update, skip, since if not skip else None)
         except _Stale as exc:  # read those files in full
             skip |= exc.names
         except duckdb.Error:
@@ -601,7 +620,13 @@ def load_latest(store: Store, cache: Path | None = None, *, update: bool = True)
             skip |= names
 
 
-def _load(store: Store, cache: Path | None, update: bool, skip: set[str]) -> RecordTable:
+def _load(
+    store: Store,
+    cache: Path | None,
+    update: bool,
+    skip: set[str],
+    since: Mapping[str, tuple[int, str]] | None,
+) -> RecordTable:
     files, skipped = store.scan()
     con = _connect()
     sources: list[_Source] = []
@@ -625,18 +650,32 @@ def _load(store: Store, cache: Path | None, update: bool, skip: set[str]) -> Rec
                     src.prefix = hashing.submit(snapshot.digest_prefix, fd, src.snap.bytes)
                 elif cache is not None and update and not src.python_only:
                     src.whole = hashing.submit(snapshot.digest_lines, fd)
-            table = _load_sources(con, sources, cache)
+            appended = since is not None and _only_appended(sources, since, skipped)
+            table = _load_sources(con, sources, cache, appended)
             table.warnings[:0] = skipped
             if cache is not None and update:
-                _save_snapshots(con, cache, sources)
+                table.covered = _save_snapshots(con, cache, sources)
                 snapshot.clean(cache, [p.name for p in files])
             con.execute("DROP VIEW good")
+            con.execute("DROP VIEW good_all")
             for name in ("good_lines", "lines"):
                 con.execute(f"DROP TABLE {name}")
             return table
     finally:
         for src in sources:
             os.close(src.fd)
+
+
+def _only_appended(
+    sources: Sequence[_Source], since: Mapping[str, tuple[int, str]], skipped: Sequence[str]
+) -> bool:
+    """Whether the record files are those of ``since`` and each has the snapshot it covered
+    whole then (its first bytes are hashed against it before the load returns)."""
+    if skipped or {s.path.name for s in sources} != set(since):
+        return False
+    return all(
+        s.snap is not None and (s.snap.bytes, s.snap.sha256) == since[s.path.name] for s in sources
+    )
 
 
 def _by_descriptor(s: _Source) -> Path:
@@ -651,12 +690,32 @@ def _result(future: Future[Any] | None) -> Any:
 
 
 def _load_sources(
-    con: duckdb.DuckDBPyConnection, sources: Sequence[_Source], cache: Path | None
+    con: duckdb.DuckDBPyConnection,
+    sources: Sequence[_Source],
+    cache: Path | None,
+    appended: bool = False,
 ) -> RecordTable:
     """The records of ``sources``: the lines DuckDB accepts (and the snapshots'), the rest
-    read by Python, then the newest per key and machine as store.latest chooses it."""
+    read by Python, then the newest per key and machine as store.latest chooses it.
+    ``appended``: only lines after the snapshots are new (see load_latest's ``since``): the
+    records of the entries they name."""
     raw = _accept_lines(con, sources, cache)
     result, read_by_python, python_lines = _read_the_rest(con, sources, raw)
+    touched: frozenset[str] | None = None
+    if appended:
+        firsts = {s.index: s.first for s in sources}
+        touched = frozenset(
+            {row[0] for row in con.execute("SELECT DISTINCT entry FROM good_lines").fetchall()}
+            | {r.entry for i, n, r in read_by_python if n > firsts[i]}
+        )
+        con.execute(
+            "CREATE TEMP TABLE touched AS SELECT unnest(?::VARCHAR[]) AS entry", [sorted(touched)]
+        )
+        con.execute(
+            "CREATE OR REPLACE TEMP VIEW good AS SELECT * FROM good_all "
+            "WHERE entry IN (SELECT entry FROM touched)"
+        )
+        read_by_python = [item for item in read_by_python if item[2].entry in touched]
     _find_undecided(con, read_by_python)
     # the snapshots' record files still start with the bytes they cover (hashed meanwhile),
     # before any line of them is read again by number
@@ -668,8 +727,15 @@ def _load_sources(
     if stale:
         raise _Stale(stale)
     _choose_records(con, read_by_python)
+    if touched is not None:
+        con.execute("DROP TABLE touched")
     return RecordTable(
-        con, result.warnings, result.refused, python_lines, sum(s.first for s in sources)
+        con,
+        result.warnings,
+        result.refused,
+        python_lines,
+        sum(s.first for s in sources),
+        touched,
     )
 
 
@@ -719,7 +785,8 @@ def _accept_lines(
             # a view takes no parameter: the paths are written into it
             parquet = path_literal(snapshot.good_parquet(cache, s.snap))
             parts.append(f"SELECT {s.index} AS file, {columns} FROM read_parquet({parquet})")
-    con.execute("CREATE TEMP VIEW good AS " + " UNION ALL ".join(parts))
+    con.execute("CREATE TEMP VIEW good_all AS " + " UNION ALL ".join(parts))
+    con.execute("CREATE TEMP VIEW good AS SELECT * FROM good_all")
     return raw
 
 
@@ -854,24 +921,42 @@ def _same(a: os.stat_result, b: os.stat_result) -> bool:
 
 def _save_snapshots(
     con: duckdb.DuckDBPyConnection, cache: Path, sources: Sequence[_Source]
-) -> None:
+) -> dict[str, tuple[int, str]]:
     """The snapshot of each file as read now, where it covers more than before. A file
-    that changed while it was read keeps its old one (the next load catches up)."""
+    that changed while it was read keeps its old one (the next load catches up). Returns
+    each file's (bytes, sha256) of a snapshot that covers the whole file as read and
+    unchanged since, or {} where any file has none (no basis for a later load)."""
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError:
-        return
+        return {}
+    covered: dict[str, tuple[int, str]] = {}
     for s in sources:
         # a cache: a snapshot that cannot be written is simply not there next time
+        saved = None
         with contextlib.suppress(OSError, ValueError, duckdb.Error):
-            _save_snapshot(con, cache, s)
+            saved = _save_snapshot(con, cache, s)
+        with contextlib.suppress(OSError):
+            if (
+                saved is not None
+                and saved[0] == s.before.st_size
+                and _same(s.before, os.stat(s.path))
+            ):
+                covered[s.path.name] = saved
+    return covered if len(covered) == len(sources) else {}
 
 
-def _save_snapshot(con: duckdb.DuckDBPyConnection, cache: Path, s: _Source) -> None:
+def _save_snapshot(
+    con: duckdb.DuckDBPyConnection, cache: Path, s: _Source
+) -> tuple[int, str] | None:
+    """Save the snapshot of ``s``; returns the (bytes, sha256) its snapshot now covers
+    (None: it has none)."""
     if s.snap is not None:
         cut = s.tail.rfind(b"\n") + 1
         if not cut:
-            return  # no line completed since
+            if not s.tail and _result(s.prefix).hexdigest() == s.snap.sha256:
+                return s.snap.bytes, s.snap.sha256
+            return None  # no line completed since
         digest = _result(s.prefix).copy()
         digest.update(memoryview(s.tail)[:cut])
         size = s.snap.bytes + cut
@@ -889,11 +974,11 @@ def _save_snapshot(con: duckdb.DuckDBPyConnection, cache: Path, s: _Source) -> N
             and row is not None
             and row[0] == newlines + 1
         ):
-            return
+            return None
         lines = newlines
         kept = ()
     else:
-        return
+        return None
     base = s.first
     new = con.execute(
         "SELECT count(*) FROM good_lines WHERE file = ? AND n <= ?", [s.index, lines]
@@ -906,13 +991,13 @@ def _save_snapshot(con: duckdb.DuckDBPyConnection, cache: Path, s: _Source) -> N
         con,
         cache,
         s.path.name,
-        f"SELECT {_GOOD_COLUMNS} FROM good WHERE file = {s.index} AND n > {first} AND n <= {lines}",
+        f"SELECT {_GOOD_COLUMNS} FROM good_all WHERE file = {s.index} AND n > {first} "
+        f"AND n <= {lines}",
         [(n, b) for n, b in s.others if first < n <= lines],
         first,
         lines - first,
         size - sum(k.bytes for k in keep),
     )
-    snapshot.save(
-        cache,
-        snapshot.Snapshot(s.path.name, size, digest.hexdigest(), lines, (*keep, segment)),
-    )
+    sha = digest.hexdigest()
+    snapshot.save(cache, snapshot.Snapshot(s.path.name, size, sha, lines, (*keep, segment)))
+    return size, sha

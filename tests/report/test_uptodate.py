@@ -21,16 +21,26 @@ from harness.report import outputs, uptodate
 from tests.paths import REPO, committed_records
 
 SEED = "pytorch/grad-scale-unscale-error"
+OTHER = "lightning/gradient-clipping-optimizer-handles-unscaling"
 NOTHING_CHANGED = "nothing the report reads or writes has changed"
 
 
 @pytest.fixture(scope="module")
-def seed_lines() -> list[str]:
-    """The committed records of one seed entry (from the committed tree, never results/)."""
+def committed_lines() -> dict[str, list[str]]:
+    """The committed records of the two seed entries (the committed tree, never results/)."""
     lines = (committed_records() / "vm.jsonl").read_text(encoding="utf-8").splitlines()
-    mine = [line for line in lines if json.loads(line)["entry"] == SEED]
-    assert len(mine) > 100
-    return mine[:300]
+    found: dict[str, list[str]] = {SEED: [], OTHER: []}
+    for line in lines:
+        eid = json.loads(line)["entry"]
+        if eid in found and len(found[eid]) < 300:
+            found[eid].append(line)
+    assert all(len(v) > 100 for v in found.values())
+    return found
+
+
+@pytest.fixture
+def seed_lines(committed_lines: dict[str, list[str]]) -> list[str]:
+    return committed_lines[SEED]
 
 
 @pytest.fixture
@@ -199,3 +209,54 @@ def test_a_state_kept_through_a_link_is_never_read_or_written(project, tmp_path)
     code, said, rendered = report(project)
     assert rendered and NOTHING_CHANGED not in said
     assert (elsewhere / "report-state.json").read_bytes() == state
+
+
+def test_a_report_after_an_append_reads_only_the_entries_appended_to(
+    tmp_path, committed_lines, monkeypatch
+):
+    """The records appended since the last report name one entry: the report reads and
+    renders that one (the other is taken from its basis and the cache), and writes what
+    a report that reads and renders everything writes."""
+    root = tmp_path / "proj"
+    for eid in (SEED, OTHER):
+        shutil.copytree(
+            REPO / "repros" / eid,
+            root / "repros" / eid,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    shutil.copy(REPO / "repros" / "reprokit.py", root / "repros" / "reprokit.py")
+    (root / "results" / "records").mkdir(parents=True)
+    store = root / "results" / "records" / "vm.jsonl"
+    lines = committed_lines[SEED][:-20] + committed_lines[OTHER]
+    store.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert report(root)[0] == 0
+
+    from harness.store import columnar
+
+    loads = []
+    real = columnar.load_latest
+
+    def spy(*args, **kwargs):
+        loads.append(real(*args, **kwargs))
+        return loads[-1]
+
+    monkeypatch.setattr(columnar, "load_latest", spy)
+    with open(store, "a", encoding="utf-8") as f:
+        f.write("\n".join(committed_lines[SEED][-20:]) + "\n")
+    code, said, rendered = report(root)
+    assert code == 0 and rendered
+    assert [t.touched for t in loads] == [{SEED}]
+
+    again = tmp_path / "again"
+    shutil.copytree(root, again, ignore=shutil.ignore_patterns(".cache"))
+    code, said_in_full, _ = report(again, cache=False)
+    assert code == 0 and _outputs(again) == _outputs(root)
+    assert said.split(" -> ")[0] == said_in_full.split(" -> ")[0]  # "report: N records"
+
+
+def _outputs(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".cache" not in p.parts
+    }

@@ -10,6 +10,7 @@ times that tie in several spellings.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -367,31 +368,105 @@ def test_a_load_from_snapshots_gives_a_full_reads_result(
         _same_as_a_full_read(store, cache)
         pending: dict[int, bytes] = {}
         for op in ops:
-            path = root / f"m{op[1]}.jsonl"
-            if op[0] == "append":
-                with open(path, "ab") as f:
-                    f.write(b"\n".join(op[2]) + (b"\n" if op[3] else b""))
-            elif op[0] == "cut":
-                with open(path, "ab") as f:
-                    f.write(op[2][: op[3]])
-                pending[op[1]] = op[2][op[3] :]
-            elif op[0] == "complete":
-                with open(path, "ab") as f:
-                    f.write(pending.pop(op[1], b"") + b"\n")
-            elif op[0] == "edit" and path.exists() and path.stat().st_size:
-                data = path.read_bytes()
-                at = int(op[2] * (len(data) - 1))
-                with open(path, "r+b") as f:  # in place, as an editor that keeps the file
-                    f.seek(at)
-                    f.write(op[3][: len(data) - at])
-            elif op[0] == "truncate" and path.exists():
-                os.truncate(path, int(op[2] * path.stat().st_size))
-            elif op[0] == "remove":
-                path.unlink(missing_ok=True)
-            elif op[0] == "corrupt":
-                _corrupt(cache, op[1], op[2])
+            _apply(op, root, cache, pending)
             _same_as_a_full_read(store, cache)
         _same_as_a_full_read(store, cache)  # nothing changed since the last load
+
+
+def _apply(op: tuple[Any, ...], root: Path, cache: Path, pending: dict[int, bytes]) -> None:
+    path = root / f"m{op[1]}.jsonl"
+    if op[0] == "append":
+        with open(path, "ab") as f:
+            f.write(b"\n".join(op[2]) + (b"\n" if op[3] else b""))
+    elif op[0] == "cut":
+        with open(path, "ab") as f:
+            f.write(op[2][: op[3]])
+        pending[op[1]] = op[2][op[3] :]
+    elif op[0] == "complete":
+        with open(path, "ab") as f:
+            f.write(pending.pop(op[1], b"") + b"\n")
+    elif op[0] == "edit" and path.exists() and path.stat().st_size:
+        data = path.read_bytes()
+        at = int(op[2] * (len(data) - 1))
+        with open(path, "r+b") as f:  # in place, as an editor that keeps the file
+            f.seek(at)
+            f.write(op[3][: len(data) - at])
+    elif op[0] == "truncate" and path.exists():
+        os.truncate(path, int(op[2] * path.stat().st_size))
+    elif op[0] == "remove":
+        path.unlink(missing_ok=True)
+    elif op[0] == "corrupt":
+        _corrupt(cache, op[1], op[2])
+
+
+@settings(
+    max_examples=SNAPSHOT_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    st.lists(st.lists(line(), max_size=8), min_size=1, max_size=FILES),
+    st.booleans(),
+    st.lists(OP, max_size=5),
+)
+def test_a_load_since_a_basis_holds_the_entries_appended_to_and_no_other_changed(
+    files: list[list[bytes]], end: bool, ops: list[tuple[Any, ...]]
+) -> None:
+    """A load ``since`` the last one's basis either reads in full (touched None: what a full
+    read gives) or holds exactly the entries appended to, as a full read gives them, and
+    every other entry's records are what the last full read gave them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "results" / "records"
+        root.mkdir(parents=True)
+        cache = cache_dir(root)
+        for i, lines in enumerate(files):
+            (root / f"m{i}.jsonl").write_bytes(b"\n".join(lines) + (b"\n" if end else b""))
+        store = Store(root)
+        before = latest(store.load().records)
+        covered = load_latest(store, cache).covered
+        pending: dict[int, bytes] = {}
+        for op in [*ops, ("nothing", 0)]:
+            _apply(op, root, cache, pending)
+            full = store.load()
+            now = latest(full.records)
+            got = load_latest(store, cache, since=covered or None)
+            assert got.warnings == full.warnings and got.refused == full.refused
+            if got.touched is None:
+                assert got.records() == now
+            else:
+                assert covered, "a load since no basis reads in full"
+                assert got.records() == [r for r in now if r.entry in got.touched]
+                kept = [r for r in now if r.entry not in got.touched]
+                assert kept == [r for r in before if r.entry not in got.touched]
+            before, covered = now, got.covered
+
+
+def test_a_load_since_its_basis_reads_only_the_entries_appended_to(tmp_path: Path) -> None:
+    root = tmp_path / "results" / "records"
+    root.mkdir(parents=True)
+    cache = cache_dir(root)
+    path = root / "box.jsonl"
+    path.write_text("".join(_ordinary(i) + "\n" for i in range(50)))
+    store = Store(root)
+    first = load_latest(store, cache)
+    assert first.touched is None and first.covered == {
+        "box.jsonl": (path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+    }
+    with open(path, "a") as f:  # a newer record of key 3 (entry e3), a new key of e1
+        f.write(_ordinary(3, "2026-12-01T00:00:00+00:00") + "\n" + _ordinary(50) + "\n")
+    later = load_latest(store, cache, since=first.covered)
+    assert later.touched == {"pytorch/e3", "pytorch/e1"}
+    full = latest(store.load().records)
+    assert later.records() == [r for r in full if r.entry in later.touched]
+    # a basis of other bytes (the file edited since, or another file): a full read
+    again = load_latest(store, cache, since={"box.jsonl": (1, "0" * 64)})
+    assert again.touched is None and again.records() == full
+    (root / "other.jsonl").write_text(_ordinary(7) + "\n")
+    assert load_latest(store, cache, since=later.covered).touched is None
+    # a last line still being written: no basis (the next load reads in full)
+    with open(path, "a") as f:
+        f.write('{"sch')
+    assert load_latest(store, cache).covered == {}
 
 
 def _ordinary(i: int, started: str = "2026-11-30T01:02:03+00:00") -> str:
