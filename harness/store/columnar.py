@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import tempfile
@@ -673,9 +674,14 @@ def _only_appended(
     whole then (its first bytes are hashed against it before the load returns)."""
     if skipped or {s.path.name for s in sources} != set(since):
         return False
+    # a file that was empty has no snapshot: every line of it is new
     return all(
-        s.snap is not None and (s.snap.bytes, s.snap.sha256) == since[s.path.name] for s in sources
+        ((s.snap.bytes, s.snap.sha256) if s.snap is not None else _EMPTY) == since[s.path.name]
+        for s in sources
     )
+
+
+_EMPTY = (0, hashlib.sha256(b"").hexdigest())  # what covers an empty file
 
 
 def _by_descriptor(s: _Source) -> Path:
@@ -936,6 +942,8 @@ def _save_snapshots(
         saved = None
         with contextlib.suppress(OSError, ValueError, duckdb.Error):
             saved = _save_snapshot(con, cache, s)
+        if saved is None and s.before.st_size == 0:
+            saved = _EMPTY
         with contextlib.suppress(OSError):
             if (
                 saved is not None

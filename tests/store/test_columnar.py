@@ -463,6 +463,13 @@ def test_a_load_since_its_basis_reads_only_the_entries_appended_to(tmp_path: Pat
     assert again.touched is None and again.records() == full
     (root / "other.jsonl").write_text(_ordinary(7) + "\n")
     assert load_latest(store, cache, since=later.covered).touched is None
+    # an empty file is covered by nothing: every line written to it later is new
+    (root / "other.jsonl").unlink()
+    (root / "empty.jsonl").write_bytes(b"")
+    basis = load_latest(store, cache).covered
+    assert basis["empty.jsonl"] == (0, hashlib.sha256(b"").hexdigest())
+    (root / "empty.jsonl").write_text(_ordinary(5) + "\n")
+    assert load_latest(store, cache, since=basis).touched == {"pytorch/e5"}
     # a last line still being written: no basis (the next load reads in full)
     with open(path, "a") as f:
         f.write('{"sch')
