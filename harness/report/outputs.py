@@ -574,7 +574,12 @@ def render_all(
                 shares[i] = share
         ordered = [shares[i] for i in range(len(ids))]
         whole, compat_doc, summaries = _whole_files(
-            results, ordered, n_records, prelude, domains, readme is not None
+            results,
+            ordered,
+            n_records,
+            prelude,
+            domains,
+            readme is not None and Path(readme).is_file(),
         )
         # everything rendered: the entries' files, the whole files, the documents and the
         # README staged together and renamed at the end, or none of them (a full disk, a
