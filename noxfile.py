@@ -99,6 +99,15 @@ def benchmarks(session: nox.Session) -> None:
 
 
 @nox.session(python=HARNESS_PYTHON)
+def bench_run(session: nox.Session) -> None:
+    """What a run costs through the CLI, warm worker against fresh interpreter, on
+    environments already built (`-- --quick`: the smoke profile's, a minute or two, what CI
+    runs after its smoke matrix; ratios printed, never enforced: only a breakage fails)."""
+    session.install("-e", ".")
+    session.run("python", "benchmarks/bench_run.py", *session.posargs)
+
+
+@nox.session(python=HARNESS_PYTHON)
 def report(session: nox.Session) -> None:
     """Re-render tables, HTML, JSON and write-back from stored records (`-- --check` for CI)."""
     session.install("-e", ".")

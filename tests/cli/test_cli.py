@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.paths import REPO, committed_records, committed_tree
 
 
@@ -41,17 +43,18 @@ def test_bad_shard_and_unknown_profile_are_named() -> None:
     assert out.returncode == 2 and "nightly-typo" in out.stdout and "matrix.yaml" in out.stdout
 
 
-def test_report_check_passes_on_the_committed_results_and_fails_when_stale(tmp_path: Path) -> None:
-    copy_project(tmp_path)
-    ok = harness("report", "--check", repo=tmp_path)
+def test_report_check_passes_on_the_committed_results_and_fails_when_stale(
+    reported: Path,
+) -> None:
+    ok = harness("report", "--check", repo=reported)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    page = next((tmp_path / "results" / "compat").glob("*.md"))
+    page = next((reported / "results" / "compat").glob("*.md"))
     page.write_text(page.read_text() + "hand edit\n")
-    stale = harness("report", "--check", repo=tmp_path)
+    stale = harness("report", "--check", repo=reported)
     assert stale.returncode == 1
     assert f"stale: {page}" in stale.stdout
-    assert harness("report", repo=tmp_path).returncode == 0  # re-rendering repairs it
-    assert harness("report", "--check", repo=tmp_path).returncode == 0
+    assert harness("report", repo=reported).returncode == 0  # re-rendering repairs it
+    assert harness("report", "--check", repo=reported).returncode == 0
 
 
 def test_report_keeps_its_caches_and_no_cache_neither_reads_nor_writes_them(
@@ -75,6 +78,37 @@ def test_report_keeps_its_caches_and_no_cache_neither_reads_nor_writes_them(
     assert page.read_bytes() == good
 
 
+@pytest.fixture(scope="session")
+def _reported_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A project path of this worker, and the caches (results/.cache) a report of the
+    committed tree made there: one full report a worker, where each test made its own (an
+    xdist_group would make it once a session, but pytest 9.2 ignores the node id xdist 3.8
+    sets for --dist loadgroup, so the group's tests are spread like any others)."""
+    root = tmp_path_factory.mktemp("reported")
+    project = root / "project"
+    project.mkdir()
+    copy_project(project)
+    first = harness("report", repo=project)
+    assert first.returncode == 0, first.stdout + first.stderr
+    caches = root / "caches"
+    shutil.move(project / "results" / ".cache", caches)
+    return project, caches
+
+
+@pytest.fixture
+def reported(_reported_once: tuple[Path, Path]) -> Path:
+    """The committed tree, copied afresh, with the caches of a report of it: its reports
+    render only what a test changed. The caches key an entry by its paths (report/cache.py),
+    so the copy is made at the one path where they were made. The tests about the caches
+    themselves (test_report_keeps_its_caches_...) start from none, on a copy of their own."""
+    project, caches = _reported_once
+    shutil.rmtree(project, ignore_errors=True)
+    project.mkdir()
+    copy_project(project)
+    shutil.copytree(caches, project / "results" / ".cache")
+    return project
+
+
 def copy_project(to: Path) -> None:
     """The committed tree (git: not what a local run appended or re-rendered), copied."""
     for name in ("matrix.yaml", "repros", "results"):
@@ -86,15 +120,14 @@ def copy_project(to: Path) -> None:
             shutil.copy(src, to / name)
 
 
-def test_a_newer_record_of_another_machine_is_in_the_report(tmp_path: Path) -> None:
+def test_a_newer_record_of_another_machine_is_in_the_report(reported: Path) -> None:
     """Issue 9's reproduction: one record of vm.jsonl copied into ci-cpu-1.jsonl with another
     outcome, host and a newer start. It used to vanish (the file named last won, keyed
     without the machine); now both machines' records are in the report."""
     import json
 
-    copy_project(tmp_path)
-    records = tmp_path / "results" / "records"
-    before = harness("report", repo=tmp_path)
+    records = reported / "results" / "records"
+    before = harness("report", repo=reported)
     n = int(before.stdout.split("report: ")[1].split(" records")[0])
     d = json.loads((records / "vm.jsonl").read_text().splitlines()[5])
     d["outcome"] = "crashed" if d["outcome"] != "crashed" else "timeout"
@@ -103,15 +136,15 @@ def test_a_newer_record_of_another_machine_is_in_the_report(tmp_path: Path) -> N
     d["started_at"] = "2027-01-01T00:00:00+00:00"
     d["machine"], d["machine_id"] = "ci-cpu-1", ""  # a schema-4 record names its machine
     (records / "ci-cpu-1.jsonl").write_text(json.dumps(d) + "\n")
-    out = harness("report", repo=tmp_path)
+    out = harness("report", repo=reported)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"report: {n + 1} records" in out.stdout
-    compat = json.loads((tmp_path / "results" / "compat.json").read_text())
+    compat = json.loads((reported / "results" / "compat.json").read_text())
     text = json.dumps(compat)
     assert "ci-runner-host" in text and "2027-01-01T00:00:00+00:00" in text
-    cells = "".join(p.read_text() for p in (tmp_path / "results" / "cells").glob("*.js"))
+    cells = "".join(p.read_text() for p in (reported / "results" / "cells").glob("*.js"))
     assert "measured on the CI runner" in cells and "ci-runner-host" in cells
-    page = (tmp_path / "results" / "compat" / (d["entry"].replace("/", "__") + ".md")).read_text()
+    page = (reported / "results" / "compat" / (d["entry"].replace("/", "__") + ".md")).read_text()
     assert "ci-runner-host" in page
 
 
@@ -137,8 +170,9 @@ def _a_record_the_report_reads() -> dict:
     raise AssertionError("no committed record of vm.jsonl is read")
 
 
-def test_merge_brings_another_machines_records_into_the_report(tmp_path: Path) -> None:
-    copy_project(tmp_path)
+def test_merge_brings_another_machines_records_into_the_report(
+    reported: Path, tmp_path: Path
+) -> None:
     # another machine measured one more trial of one cell: its own file, its own provenance
     import json
 
@@ -147,12 +181,12 @@ def test_merge_brings_another_machines_records_into_the_report(tmp_path: Path) -
     d["provenance"] = {**d["provenance"], "host": "gpu-box-7", "gpu": "NVIDIA H200"}
     other = tmp_path / "gpu-box-7.jsonl"
     other.write_text(json.dumps(d) + "\n")
-    merged = harness("merge", str(other), repo=tmp_path)
+    merged = harness("merge", str(other), repo=reported)
     assert merged.returncode == 0 and "1 records added" in merged.stdout
-    again = harness("merge", str(other), repo=tmp_path)
+    again = harness("merge", str(other), repo=reported)
     assert "0 records added, 1 already present" in again.stdout
-    assert harness("report", repo=tmp_path).returncode == 0
-    page = (tmp_path / "results" / "compat" / (d["entry"].replace("/", "__") + ".md")).read_text()
+    assert harness("report", repo=reported).returncode == 0
+    page = (reported / "results" / "compat" / (d["entry"].replace("/", "__") + ".md")).read_text()
     assert "gpu-box-7" in page and "NVIDIA H200" in page
 
 
