@@ -131,7 +131,7 @@ def only(element_id: str) -> str:
     hide = (
         "document.querySelectorAll('main > *, #entries > *').forEach(function(x){"
         f"if(x.id!=={json.dumps(element_id)}&&!(x.id==='entries'&&x.querySelector('#'+{json.dumps(element_id)})))"
-        "x.style.display='none';});"
+        "x.style.display='none';});window.scrollTo(0,0);"
     )
     if not element_id.startswith("e-"):
         return hide
@@ -375,6 +375,22 @@ def test_the_box_answers_the_newcomers_question(tmp_path):
     assert "does not work: ok in 0/3 runs here" in rows["solution1-trainer-bf16-mixed"]
     assert "the documented error reproduces" in rows["baseline-fabric-plugin"]
     assert f"--entry {CLIPPING}" in text
+
+
+@committed_page
+def test_a_link_to_an_entry_shows_its_section_below_the_header(tmp_path):
+    """A deep link (#e-<slug>) into the committed page, the domain sections above it: the
+    entry is opened and its heading shown just below the header that stays at the top."""
+    script = LOADED + (
+        "when(function(){return sections().length;},function(){setTimeout(function(){"
+        f"var s=document.getElementById('e-{CLIPPING.replace('/', '__')}').getBoundingClientRect();"
+        "var h=document.querySelector('header').getBoundingClientRect();"
+        "done([sections(),Math.round(s.top-h.bottom),window.scrollY>0]);},50);});"
+    )
+    slug = CLIPPING.replace("/", "__")
+    opened, gap, scrolled = run_script(tmp_path, COMMITTED, script, fragment=f"#e-{slug}")
+    assert opened == [[f"e-{slug}", 6]] and scrolled
+    assert 0 <= gap <= 8, gap
 
 
 @committed_page

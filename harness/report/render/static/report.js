@@ -140,11 +140,13 @@
     if (failed[src]) { delete waiting[slug]; row.classList.add("missing"); row.title = src + " could not be loaded"; (f || function(){})(null); return; }
     load(src, function(){ var calls = waiting[slug] || []; delete waiting[slug]; row.classList.add("missing"); row.title = src + " could not be loaded"; calls.forEach(function(g){ g(null); }); });
   }
+  // the section's top just below the header (which stays at the top of the window)
+  function reveal(section){ if (section) window.scrollBy(0, section.getBoundingClientRect().top - document.querySelector("header").getBoundingClientRect().bottom - 4); }
   function openHash(){
     var h = decodeURIComponent(location.hash.slice(1));
     if (h.indexOf("e-") !== 0) return;
     var row = rowOf(h.slice(2));
-    if (row) openEntry(row, function(section){ if (section) section.scrollIntoView(); });
+    if (row) openEntry(row, reveal);
   }
   window.addEventListener("hashchange", openHash);
   document.getElementById("summary").addEventListener("click", function(ev){
@@ -153,7 +155,7 @@
     ev.preventDefault();
     var slug = slugOfRow(row);
     if (location.hash !== "#e-" + slug) history.pushState(null, "", "#e-" + slug);
-    openEntry(row, function(section){ if (section) section.scrollIntoView(); });
+    openEntry(row, reveal);
   });
   // open the entries with these ids (every entry the filter shows where ids is null), then done()
   window.harnessOpen = function(ids, done){
