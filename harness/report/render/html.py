@@ -1,10 +1,16 @@
-"""Aggregates -> index.html, one page with every entry's heatmaps, rates and verdicts, and
-the data files (cells/NNNN.js) with the details of each cell's trials.
+"""Aggregates -> index.html, one page with a row per entry; the section files
+(sections/NNNN.js) with each entry's section (heatmaps, rates and verdicts); and the data
+files (cells/NNNN.js) with the details of each cell's trials.
 
-The page is what a reader opens; the trial details (exceptions, machines, versions,
-durations) are most of the bytes and are wanted for one cell at a time, so the page loads
-them when a cell is first hovered or clicked, through a ``<script src>`` element: that
-works from file:// as well as from a server, and nothing comes from the network. A data
+The page is what a reader opens, and holds what is read first: the counts, the box, a row
+per entry (issue 37: at 2,500 entries a page with every section was 60 MB, too slow to
+open). An entry's section is loaded when the entry is opened (its row, a #e-<slug> link),
+from its section file (``SECTION_FILE_ENTRIES`` consecutive entries a file): a line per
+entry, ``harnessSection(slug, markup)``, the markup its template's output. The trial
+details (exceptions, machines, versions, durations) are wanted for one cell at a time, so
+the page loads them when a cell is first hovered or clicked. Both through a ``<script src>``
+element: that works from file:// as well as from a server, and nothing comes from the
+network. A data
 file holds ``CELL_FILE_ENTRIES`` consecutive entries (in id order): a few files rather
 than one per entry, since creating a file costs more than writing its bytes.
 
@@ -15,12 +21,13 @@ page's stylesheet and script in static/ (report.css, report.js), rendered by Jin
 Safety: the templates autoescape every run-derived text (as ``html.escape`` does); the data
 files are JSON (in function calls) with ``<``, ``>`` and ``&`` written as ``\\u003c``-style
 escapes, and the page's script puts their texts on the page with ``textContent`` only,
-never ``innerHTML``.
+never ``innerHTML``. A section file's markup is the template's, escaped as the page's own;
+the script parses it inert (``DOMParser``: no script runs) and moves the section in.
 
 The page is put together from parts (``html_part``), each a run of consecutive entries, so
 that the entries can be rendered in several processes (and cached: harness/report/cache.py);
-a part's rows and sections are its entries' templates' output, one after another.
-``render_html`` is the whole in one.
+a part's rows and section files' lines are its entries' templates' output, one after
+another. ``render_html`` is the whole page in one, ``section_files`` its section files.
 """
 
 from __future__ import annotations
@@ -204,9 +211,7 @@ def html_part(
         c = _verdict_counts(a)
         totals = [t + x for t, x in zip(totals, c, strict=True)]
         slug = entry_slug(a.id)
-        contents.append(
-            row.render(a=a, slug=slug, verdict_counts=c, part=section_file_name(i))
-        )
+        contents.append(row.render(a=a, slug=slug, verdict_counts=c, part=section_file_name(i)))
         context = _section(a, slug, cell_file_name(i), a.id in torch_only)
         context["correction"] = (corrections or {}).get(a.id)
         markup = _js_string(section.render(context))
