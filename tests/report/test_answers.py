@@ -74,6 +74,7 @@ def the_file(tmp_path) -> dict:
     for x in data["entries"]:
         assert x["names"] == [v["name"] for v in variants[x["id"]]]
         x["variants"] = variants[x["id"]]
+        x["seen"] = [[v, *data["messages"][k], runs, envs] for v, k, runs, envs in x["seen"]]
     data["reasons"] = part["reasons"]
     return data
 

@@ -228,17 +228,28 @@ def _part(entries: Sequence[tuple[str, list[dict[str, Any]]]]) -> str:
 def answers_file(parts: Sequence[str]) -> list[tuple[str, str]]:
     """(name, text) of results/answers.js and its parts from every entry's part (in entry
     order). answers.js holds what the box matches a pasted error against (each entry but its
-    variants: their names only, and the name of the part that holds them) and each
-    environment once, in ``envs``, the entries naming them by index; each part
+    variants: their names only, and the name of the part that holds them), each
+    environment once, in ``envs``, and each message seen once, in ``messages`` ([type,
+    message]: the same message is raised by many variants and entries), the entries naming
+    them by index; each part
     (answers/NNNN.js, ``ANSWERS_PART_ENTRIES`` entries) the variants of its entries, which
     the box loads for the entries it answers with, and each reason a run was not counted
     once, in ``reasons``."""
     envs: list[list[str]] = []
     index: dict[tuple[str, ...], int] = {}
+    messages: list[list[str]] = []
+    message_index: dict[tuple[str, str], int] = {}
     entries = []
     variants: list[tuple[str, list[dict[str, Any]]]] = []
     for i, part in enumerate(parts):
         e = json.loads(part)
+        for seen in e["seen"]:  # [variant, type, message, runs, envs] -> [variant, k, runs, envs]
+            key = (seen[1], seen[2])
+            k = message_index.get(key)
+            if k is None:
+                k = message_index[key] = len(messages)
+                messages.append(list(key))
+            seen[1:3] = [k]
         numbers = []
         for env in e["envs"]:
             key = tuple(env)  # an id with the versions its records say were installed
@@ -252,7 +263,13 @@ def answers_file(parts: Sequence[str]) -> list[tuple[str, str]]:
         e["names"] = [v["name"] for v in variants[-1][1]]
         e["part"] = answers_part_name(i)
         entries.append(e)
-    data = {"schema": 2, "statuses": list(STATUSES), "envs": envs, "entries": entries}
+    data = {
+        "schema": 2,
+        "statuses": list(STATUSES),
+        "envs": envs,
+        "messages": messages,
+        "entries": entries,
+    }
     files = [(ANSWERS_FILE, f"harnessAnswers({script_json(data)});\n")]
     for first in range(0, len(variants), ANSWERS_PART_ENTRIES):
         files.append(

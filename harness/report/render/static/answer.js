@@ -21,7 +21,11 @@
   // answers.js: every entry but its variants (what an error is matched against)
   var byId = {};
   window.harnessAnswers = function(data){
-    data.entries.forEach(function(e){ byId[e.id] = e; });
+    data.entries.forEach(function(e){
+      byId[e.id] = e;
+      // [variant, message, runs, envs] -> [variant, type, message, runs, envs]
+      e.seen = e.seen.map(function(s){ var m = data.messages[s[1]]; return [s[0], m[0], m[1], s[2], s[3]]; });
+    });
     D = data;
     if (waiting) { var f = waiting; waiting = null; f(); }
   };
