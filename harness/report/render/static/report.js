@@ -107,7 +107,7 @@
   });
   // -- the entries' sections: each is in its section file (sections/NNNN.js, a line an
   // entry: harnessSection(slug, markup)), loaded when the entry is opened from its row, a
-  // #e-<slug> link or "open the entries shown". The markup is the report's own templates'
+  // #e-<slug> link or "Open all shown". The markup is the report's own templates'
   // output, every run-derived text in it escaped; it is parsed inert (DOMParser runs no
   // script) and only then moved into the page.
   var markups = {}, waiting = {}, entriesDiv = document.getElementById("entries");
@@ -123,7 +123,7 @@
     var section = document.adoptNode(doc.body.firstElementChild), after = null;
     Array.prototype.some.call(entriesDiv.children, function(s){ if (order[s.getAttribute("data-slug")] > order[slug]) { after = s; return true; } return false; });
     entriesDiv.insertBefore(section, after);
-    applyFilters();
+    applyFilters(section);
     return section;
   }
   function opened(slug){
@@ -143,7 +143,8 @@
   // the section's top just below the header (which stays at the top of the window)
   function reveal(section){ if (section) window.scrollBy(0, section.getBoundingClientRect().top - document.querySelector("header").getBoundingClientRect().bottom - 4); }
   function openHash(){
-    var h = decodeURIComponent(location.hash.slice(1));
+    var h;
+    try { h = decodeURIComponent(location.hash.slice(1)); } catch (e) { return; }
     if (h.indexOf("e-") !== 0) return;
     var row = rowOf(h.slice(2));
     if (row) openEntry(row, reveal);
@@ -168,16 +169,18 @@
     one();
   };
   document.getElementById("open-shown").addEventListener("click", function(){ window.harnessOpen(null); });
-  function applyFilters(){
-    var on = {};
+  // the filters over the page, or (``section``: one just opened) over that section alone
+  function applyFilters(section){
+    var on = {}, root = section && section.nodeType === 1 ? section : null;
     document.querySelectorAll("input.slice-filter").forEach(function(b){ on[b.value] = b.checked; });
-    document.querySelectorAll("div.slice").forEach(function(d){ d.classList.toggle("hidden", !on[d.getAttribute("data-slice")]); });
+    (root || document).querySelectorAll("div.slice").forEach(function(d){ d.classList.toggle("hidden", !on[d.getAttribute("data-slice")]); });
     var q = document.getElementById("entry-filter").value.toLowerCase();
     function off(node){ return q !== "" && node.getAttribute("data-id").toLowerCase().indexOf(q) < 0; }
+    if (root) { root.classList.toggle("hidden", off(root)); return; }
     document.querySelectorAll("section.entry").forEach(function(s){ s.classList.toggle("hidden", off(s)); });
     document.querySelectorAll("#summary tbody tr[data-id]").forEach(function(r){ r.classList.toggle("hidden", off(r)); });
   }
-  document.querySelectorAll("input.slice-filter").forEach(function(b){ b.addEventListener("change", applyFilters); });
-  document.getElementById("entry-filter").addEventListener("input", applyFilters);
+  document.querySelectorAll("input.slice-filter").forEach(function(b){ b.addEventListener("change", function(){ applyFilters(); }); });
+  document.getElementById("entry-filter").addEventListener("input", function(){ applyFilters(); });
   openHash();
 })();
