@@ -1,24 +1,25 @@
 """What each entry rendered to, kept so that a report renders only the entries whose
 inputs changed.
 
-What an entry renders to (its page and PNG, its line in its data file, its row and section
-of index.html, its part of compat.json, the blocks written back into its document) depends
-only on:
+What an entry renders to (its page and PNG, its line in its data file, its row of
+index.html and its line in its section file, its parts of compat.json and of the answers
+files, the blocks written back into its document) depends only on:
 
 - its records as the report reads them (the store's newest per key and machine): a digest
   of every column of every record, computed by the engine;
 - its definition (the parsed entry.yaml, its paths, the variants read from repro.py): a
   digest of the Entry's repr;
-- the name of the data file that holds its line (CELL_FILE_ENTRIES entries a file, in id
-  order), which its section of index.html names;
+- the names of the data file and of the section file that hold its lines
+  (CELL_FILE_ENTRIES and SECTION_FILE_ENTRIES entries a file, in id order), which its
+  section and its row name;
 - the code that renders: every harness/**/*.py, the templates and static files of the page
   (harness/report/render/templates/, static/), and the versions of the libraries that
   compute, draw or escape (DuckDB, NumPy, Pillow, Jinja2, MarkupSafe) and of Python.
 
 The key of an entry is a digest of all of these. results/.cache/render/<key>.json holds
 its page's and PNG's names and SHA-256, its counts and the blocks written back into its
-document; <key>.bin its texts (index.html's row and section, compat.json's part, the data
-file's line, its part of the answers file). An entry is taken from the cache only when its page and PNG still hold
+document; <key>.bin its texts (index.html's row, the section file's line, compat.json's
+part, the data file's line, its part of the answers files). An entry is taken from the cache only when its page and PNG still hold
 exactly the bytes it rendered; anything else (a file edited or removed, a cache file
 missing, unreadable or malformed) renders it again. The data files and the whole files are
 put together from every entry's texts on every report and written where their bytes
@@ -60,7 +61,7 @@ __all__ = [
 ]
 
 CACHE_DIR = Path(".cache") / "render"  # under results/
-_FORMAT = 3
+_FORMAT = 4
 _LIBRARIES = ("duckdb", "numpy", "pillow", "jinja2", "markupsafe")
 
 
@@ -100,10 +101,10 @@ def record_digests(table: RecordTable) -> dict[str, str]:
     )
 
 
-def entry_key(eid: str, records: str, definition: str, data_file: str) -> str:
+def entry_key(eid: str, records: str, definition: str, files: str) -> str:
     """The key of an entry: its id, the digests of its records and of its definition, and
-    the name of the data file that holds its line."""
-    text = json.dumps([code_fingerprint(), eid, records, definition, data_file])
+    ``files``: the names of the data file and section file that hold its lines."""
+    text = json.dumps([code_fingerprint(), eid, records, definition, files])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -115,7 +116,7 @@ def sha256(data: bytes) -> str:
 class CachedEntry:
     """What one entry rendered to."""
 
-    html: HtmlPart  # its row and section of index.html
+    html: HtmlPart  # its row of index.html and its line in its section file
     json: bytes  # its part of compat.json
     cell_data: str  # its line in its data file
     answers: str  # its part of the answers file (render/answers.py)
@@ -138,7 +139,7 @@ def _strings(value: Any) -> list[str]:
     return value
 
 
-_PARTS = 5  # the .bin's texts: row, section, JSON, data line, answers
+_PARTS = 5  # the .bin's texts: row, section file's line, JSON, data line, answers
 
 
 def _decode(meta: Any, blob: bytes) -> CachedEntry:

@@ -2,12 +2,17 @@
 
     results/compat/<entry id, / as __>.md   compatibility page per entry
     results/compat/<entry id, / as __>.png  heatmap per entry
-    results/index.html                      the page: every entry's heatmaps and verdicts
+    results/index.html                      the page: a row per entry, and the counts
+    results/sections/NNNN.js                each entry's section of the page (heatmaps,
+                                            rates, verdicts), which the page loads when
+                                            the entry is opened (16 entries a file)
     results/cells/NNNN.js                   the details of each cell's trials, which the
                                             page loads when a cell is looked at (64
                                             entries a file)
     results/answers.js                      what the page's "paste your error" box
-                                            answers from (render/answers.py)
+                                            matches an error against, and answers/NNNN.js
+                                            its entries' variants, loaded for the entries
+                                            it answers with (render/answers.py)
     results/compat.json                     the aggregates, for machines
 
 Every entry is aggregated at once by the columnar engine (harness/aggregate/cells.py).
@@ -57,13 +62,15 @@ from harness.report.cache import (
 from harness.report.findings import fill_findings, render_findings
 from harness.report.lead import latest_snapshot, markdown_lead
 from harness.report.render import entry_slug
-from harness.report.render.answers import ANSWERS_FILE, answers_file, entry_answers
+from harness.report.render.answers import answers_file, entry_answers
 from harness.report.render.html import (
     assemble_html,
     cell_file_name,
     data_files,
     html_part,
     render_cell_data,
+    section_file_name,
+    section_files,
 )
 from harness.report.render.jsonout import entry_json, json_document
 from harness.report.render.kbdomain import (
@@ -422,7 +429,10 @@ def _from_cache(
     """Each entry's key (in ``ids`` order), and what the cache holds of them (by index)."""
     keys = [
         entry_key(
-            eid, digests.get(eid, ("", 0))[0], entry_definition(known.get(eid)), cell_file_name(i)
+            eid,
+            digests.get(eid, ("", 0))[0],
+            entry_definition(known.get(eid)),
+            f"{cell_file_name(i)} {section_file_name(i)}",
         )
         for i, eid in enumerate(ids)
     ]
@@ -452,7 +462,14 @@ def _whole_files(
     page = assemble_html([s.html for s in ordered], prelude + sections)
     whole = [
         *data,
-        (results / ANSWERS_FILE, answers_file([s.answers for s in ordered]).encode("utf-8")),
+        *(
+            (results / name, text.encode("utf-8"))
+            for name, text in answers_file([s.answers for s in ordered])
+        ),
+        *(
+            (results / name, text.encode("utf-8"))
+            for name, text in section_files([s.html for s in ordered])
+        ),
         (results / "index.html", page.encode("utf-8")),
         (results / "compat.json", compat),
         *pages,

@@ -69,9 +69,9 @@ def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def with_script(page: Path, where: Path, script: str) -> Path:
     """A copy of ``page`` in ``where`` that runs ``script`` once the page's own has run, its
-    data files beside it (the answers file copied, cells/ linked)."""
+    files beside it (the answers file copied, cells/, sections/ and answers/ linked)."""
     where.mkdir(parents=True, exist_ok=True)
-    for name in ("answers.js", "cells"):
+    for name in ("answers.js", "cells", "sections", "answers"):
         src, dst = page.parent / name, where / name
         if dst.exists() or not src.exists():
             continue
@@ -85,8 +85,11 @@ def with_script(page: Path, where: Path, script: str) -> Path:
     return copy
 
 
-def run_script(tmp_path: Path, page: Path, script: str, width: int = WIDTH) -> Any:
-    """What ``script`` (run in ``page``) hands to ``done(value)``, as JSON."""
+def run_script(
+    tmp_path: Path, page: Path, script: str, width: int = WIDTH, fragment: str = ""
+) -> Any:
+    """What ``script`` (run in ``page``, opened at ``fragment``) hands to ``done(value)``, as
+    JSON."""
     wrapped = (
         "function done(v){var p=document.createElement('pre');p.id='result';"
         "p.textContent=JSON.stringify(v);document.body.appendChild(p);}"
@@ -100,7 +103,7 @@ def run_script(tmp_path: Path, page: Path, script: str, width: int = WIDTH) -> A
         f"--window-size={width},1000",
         "--virtual-time-budget=20000",
         "--dump-dom",
-        copy.as_uri(),
+        copy.as_uri() + fragment,
     ).stdout
     found = re.search(r'<pre id="result">(.*?)</pre>', dom, re.S)
     assert found, dom[-2000:]
@@ -123,12 +126,31 @@ def screenshot(
 
 
 def only(element_id: str) -> str:
-    """A script that leaves only ``element_id`` in <main> (the header stays): a screenshot of
-    one part of the page at the top of the window."""
-    return (
-        "document.querySelectorAll('main > *').forEach(function(x){"
-        f"if(x.id!=={json.dumps(element_id)})x.style.display='none';}});"
+    """A script that leaves only ``element_id`` in <main> (the header stays), an entry's
+    section opened first: a screenshot of one part of the page at the top of the window."""
+    hide = (
+        "document.querySelectorAll('main > *, #entries > *').forEach(function(x){"
+        f"if(x.id!=={json.dumps(element_id)}&&!(x.id==='entries'&&x.querySelector('#'+{json.dumps(element_id)})))"
+        "x.style.display='none';});window.scrollTo(0,0);"
     )
+    if not element_id.startswith("e-"):
+        return hide
+    return opening(element_id, hide)
+
+
+def opening(element_id: str, script: str) -> str:
+    """``script``, run once the entry whose section is ``element_id`` is opened (its row
+    clicked: its section loaded from its section file)."""
+    return (
+        f"(function(){{var a=document.querySelector('#summary a[href=\"#'+{json.dumps(element_id)}+'\"]');"
+        f"a.click();(function poll(){{if(document.getElementById({json.dumps(element_id)})){{{script}}}"
+        "else setTimeout(poll,20);})();})();"
+    )
+
+
+def open_all(script: str) -> str:
+    """``script``, run once every entry is opened (harnessOpen: their sections loaded)."""
+    return f"window.harnessOpen(null,function(){{{script}}});"
 
 
 def ask(error: str, torch: str, lightning: str, button: str = "ask-go") -> str:
@@ -176,7 +198,9 @@ def page(tmp_path_factory) -> Path:
 def test_dom_after_script_ran(page, tmp_path):
     # a <script> in the page clicks the first cell, so the dumped DOM shows a detail panel
     assert '<aside id="detail" aria-live="polite" hidden>' in page.read_text(encoding="utf-8")
-    clicking = with_script(page, tmp_path / "click", 'document.querySelector("td.c").click()')
+    clicking = with_script(
+        page, tmp_path / "click", open_all('document.querySelector("td.c").click()')
+    )
     dom = chromium(tmp_path, "--virtual-time-budget=5000", "--dump-dom", clicking.as_uri()).stdout
     assert 'data-ready="1"' in dom  # the page's own script ran to its end
     assert "<title>Measured compatibility</title>" in dom  # hostile text did not set document.title
@@ -241,7 +265,7 @@ def test_the_box_keeps_hostile_text_as_text(page, tmp_path):
 
 
 def test_the_entry_filter_hides_the_summary_rows_too(page, tmp_path):
-    script = (
+    script = open_all(
         "var f=document.getElementById('entry-filter');f.value='no such entry';"
         "f.dispatchEvent(new Event('input'));"
         "done([document.querySelector('#summary tbody tr').className,"
@@ -252,7 +276,7 @@ def test_the_entry_filter_hides_the_summary_rows_too(page, tmp_path):
 
 def test_a_variant_shows_only_in_the_precisions_it_ran(page, tmp_path):
     # "wa" alone ran on cuda/bf16 (skipped): the cuda/bf16 table has its row only
-    script = (
+    script = open_all(
         "done(Array.prototype.map.call(document.querySelectorAll('table.heatmap'),"
         "function(t){return [t.getAttribute('data-slice'),"
         "Array.prototype.map.call(t.tBodies[0].rows,function(r){return r.cells[0].textContent;})];}));"
@@ -261,6 +285,42 @@ def test_a_variant_shows_only_in_the_precisions_it_ran(page, tmp_path):
         ["cpu-fp16", ["base", "wa", "ctl"]],
         ["cuda-bf16", ["wa"]],
     ]
+
+
+# what the page loaded (script elements' src) and holds
+LOADED = (
+    "function loaded(){return Array.prototype.map.call(document.querySelectorAll('script[src]'),"
+    "function(x){return x.getAttribute('src');});}"
+    "function sections(){return Array.prototype.map.call(document.querySelectorAll('section.entry'),"
+    "function(x){return [x.id, x.querySelectorAll('table.heatmap').length];});}"
+    "function when(f, g){(function poll(){if(f())g();else setTimeout(poll,20);})();}"
+)
+
+
+def test_an_entry_opens_from_its_row_and_its_section_comes_from_its_file(page, tmp_path):
+    """Issue 37: the page holds no section; clicking an entry's row loads its section file
+    and puts its section on the page, its heatmaps in it, the link in the address."""
+    script = LOADED + (
+        "var before=[loaded(),sections()];"
+        "document.querySelector('#summary tbody tr td:nth-child(2)').click();"
+        "when(function(){return sections().length;},function(){"
+        "done([before,loaded(),sections(),location.hash]);});"
+    )
+    before, after, opened, where = run_script(tmp_path, page, script)
+    assert before == [[], []]  # nothing loaded, no section, before the reader does anything
+    assert after == ["sections/0000.js"]
+    assert opened == [["e-pytorch__hostile", 2]]
+    assert where == "#e-pytorch__hostile"
+
+
+def test_a_link_to_an_entry_opens_it(page, tmp_path):
+    script = LOADED + (
+        "when(function(){return sections().length;},function(){"
+        "var s=document.getElementById('e-pytorch__hostile').getBoundingClientRect();"
+        "done([loaded(),sections(),s.top<window.innerHeight]);});"
+    )
+    result = run_script(tmp_path, page, script, fragment="#e-pytorch__hostile")
+    assert result == [["sections/0000.js"], [["e-pytorch__hostile", 2]], True]
 
 
 # -- the committed page ------------------------------------------------------------------------
@@ -274,7 +334,7 @@ committed_page = pytest.mark.skipif(
 
 @committed_page
 def test_the_seed_entries_fit_1280_px(tmp_path):
-    script = (
+    script = open_all(
         "var r={page:document.documentElement.scrollWidth,window:window.innerWidth};"
         "document.querySelectorAll('section.entry').forEach(function(s){var w=0;"
         "s.querySelectorAll('table.heatmap').forEach(function(t){"
@@ -315,6 +375,44 @@ def test_the_box_answers_the_newcomers_question(tmp_path):
     assert "does not work: ok in 0/3 runs here" in rows["solution1-trainer-bf16-mixed"]
     assert "the documented error reproduces" in rows["baseline-fabric-plugin"]
     assert f"--entry {CLIPPING}" in text
+
+
+@committed_page
+def test_a_link_to_an_entry_shows_its_section_below_the_header(tmp_path):
+    """A deep link (#e-<slug>) into the committed page, the domain sections above it: the
+    entry is opened and its heading shown just below the header that stays at the top."""
+    script = LOADED + (
+        "when(function(){return sections().length;},function(){setTimeout(function(){"
+        f"var s=document.getElementById('e-{CLIPPING.replace('/', '__')}').getBoundingClientRect();"
+        "var h=document.querySelector('header').getBoundingClientRect();"
+        "done([sections(),Math.round(s.top-h.bottom),window.scrollY>0]);},50);});"
+    )
+    slug = CLIPPING.replace("/", "__")
+    opened, gap, scrolled = run_script(tmp_path, COMMITTED, script, fragment=f"#e-{slug}")
+    assert opened == [[f"e-{slug}", 6]] and scrolled
+    assert 0 <= gap <= 8, gap
+
+
+@committed_page
+def test_the_box_loads_the_variants_of_the_entries_it_answers_with(tmp_path):
+    """answers.js holds what a pasted error is matched against; the variants are in parts
+    (answers/NNNN.js), loaded for the entries the box answers with: one part for the
+    newcomer's error, every part to look up every entry."""
+    parts = sorted(p.name for p in (COMMITTED.parent / "answers").glob("*.js"))
+    assert len(parts) > 1
+    script = (
+        LOADED
+        + ask(NEWCOMER, "2.5.1", "2.5")
+        + ("answered(function(o){done([loaded(), o.innerText.indexOf('matched by') >= 0]);});")
+    )
+    files, answered = run_script(tmp_path, COMMITTED, script)
+    assert answered and files[0] == "answers.js" and len(files) == 2, files
+    assert files[1].startswith("answers/") and not any(f.startswith("sections/") for f in files)
+    script = (
+        LOADED + ask("", "2.5.1", "2.5", "lookup-go") + "answered(function(o){done(loaded());});"
+    )
+    files = run_script(tmp_path, COMMITTED, script)
+    assert sorted(files) == ["answers.js"] + [f"answers/{name}" for name in parts]
 
 
 def _cases() -> list[tuple[str, str, str]]:
@@ -408,8 +506,11 @@ def test_screenshots_of_the_committed_page(tmp_path):
         "page-seed-torch": (only("e-pytorch__grad-scale-unscale-error"), 1100),
         "page-domain-entry": (only("e-deadends__pytorch__amp-autocast-error__pt2-linux"), 1000),
         "page-detail": (
-            only("e-lightning__gradient-clipping-optimizer-handles-unscaling")
-            + f"document.querySelectorAll({json.dumps(heatmap)})[1].tBodies[0].rows[0].children[50].click();",
+            opening(
+                "e-lightning__gradient-clipping-optimizer-handles-unscaling",
+                only("e-lightning__gradient-clipping-optimizer-handles-unscaling")
+                + f"document.querySelectorAll({json.dumps(heatmap)})[1].tBodies[0].rows[0].children[50].click();",
+            ),
             1000,
         ),
     }

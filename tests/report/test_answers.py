@@ -12,7 +12,14 @@ import pytest
 from harness.aggregate import aggregate, aggregate_table
 from harness.catalogue.explain import _subset
 from harness.report.render import STATUSES
-from harness.report.render.answers import _DIGITS, _coded, answers_file, entry_answers, js_pattern
+from harness.report.render.answers import (
+    _DIGITS,
+    _coded,
+    answers_file,
+    answers_part_name,
+    entry_answers,
+    js_pattern,
+)
 from tests.catalogue.test_explain import (
     CLIPPING,
     GRAD_SCALE,
@@ -39,7 +46,17 @@ def decode(coded: dict, row: int) -> dict[int, list[int]]:
     return out
 
 
+def _call(text: str, function: str) -> dict:
+    prefix = f"{function}("
+    assert text.startswith(prefix) and text.endswith(");\n")
+    body = text[len(prefix) : -3]
+    assert not set("<>&") & set(body)  # inert inside <script>, whatever the texts hold
+    return json.loads(body)
+
+
 def the_file(tmp_path) -> dict:
+    """answers.js, each entry given its variants from its part (as the page's script does),
+    and the part's reasons as ``reasons``."""
     e = entry(tmp_path)
     e = dataclasses.replace(
         e, variants=tuple(dataclasses.replace(v, description=HOSTILE) for v in e.variants)
@@ -47,17 +64,24 @@ def the_file(tmp_path) -> dict:
     recs = records() + [dataclasses.replace(r, entry="pytorch/other") for r in records()]
     aggs = aggregate(recs, [e]).entries
     known = {e.id: e}
-    text = answers_file([entry_answers(a, known.get(a.id)) for a in aggs])
-    prefix = "harnessAnswers("
-    assert text.startswith(prefix) and text.endswith(");\n")
-    body = text[len(prefix) : -3]
-    assert not set("<>&") & set(body)  # inert inside <script>, whatever the texts hold
-    return json.loads(body)
+    files = answers_file([entry_answers(a, known.get(a.id)) for a in aggs])
+    assert [name for name, _ in files] == ["answers.js", "answers/0000.js"]
+    data = _call(files[0][1], "harnessAnswers")
+    part = _call(files[1][1], "harnessVariants")
+    assert all("variants" not in e for e in data["entries"])  # in the part, not answers.js
+    assert [e["part"] for e in data["entries"]] == ["answers/0000.js"] * 2
+    variants = dict(part["entries"])
+    for x in data["entries"]:
+        assert x["names"] == [v["name"] for v in variants[x["id"]]]
+        x["variants"] = variants[x["id"]]
+        x["seen"] = [[v, *data["messages"][k], runs, envs] for v, k, runs, envs in x["seen"]]
+    data["reasons"] = part["reasons"]
+    return data
 
 
 def test_the_file_is_inert_and_names_each_environment_and_reason_once(tmp_path):
     data = the_file(tmp_path)
-    assert data["schema"] == 1 and data["statuses"] == list(STATUSES)
+    assert data["schema"] == 2 and data["statuses"] == list(STATUSES)
     hostile, other = data["entries"]
     assert [d["id"] for d in data["entries"]] == ["pytorch/hostile", "pytorch/other"]
     # both entries ran in the same two environments: listed once, named by index
@@ -70,9 +94,32 @@ def test_the_file_is_inert_and_names_each_environment_and_reason_once(tmp_path):
     assert ("RuntimeError", HOSTILE) in seen
     wa = next(v for v in hostile["variants"] if v["name"] == "wa")
     assert wa["description"] == " ".join(HOSTILE.split()) and wa["ref"] == "workaround 1"
-    # the reason a run was not counted, once for both entries' "wa"
+    # the reason a run was not counted, once for both entries' "wa" (in their part)
     assert data["reasons"] == ["no CUDA | here"]
     assert wa["not_counted"] == [["skipped", 0, 1, [0]]]
+
+
+def test_the_variants_are_in_parts_of_16_entries(tmp_path):
+    """answers.js holds what an error is matched against; each entry's variants (most of
+    the bytes) are in its part, which the box loads for the entries it answers with."""
+    [a] = aggregate(records(), [entry(tmp_path)]).entries
+    line = entry_answers(a, None)
+    parts = []
+    for i in range(40):  # 40 entries of the same shape
+        one = json.loads(line)
+        one["id"] = f"pytorch/e{i:02d}"
+        parts.append(json.dumps(one))
+    files = dict(answers_file(parts))
+    assert sorted(files) == ["answers.js", "answers/0000.js", "answers/0001.js", "answers/0002.js"]
+    index = _call(files["answers.js"], "harnessAnswers")
+    assert [e["part"] for e in index["entries"]] == [answers_part_name(i) for i in range(40)]
+    assert answers_part_name(15) == "answers/0000.js" and answers_part_name(16) == "answers/0001.js"
+    held = [
+        [i for i, _ in _call(files[f"answers/{k:04d}.js"], "harnessVariants")["entries"]]
+        for k in range(3)
+    ]
+    assert held == [[f"pytorch/e{i:02d}" for i in range(a, min(a + 16, 40))] for a in (0, 16, 32)]
+    assert "variants" not in files["answers.js"]
 
 
 def test_coded_rows_decode_to_the_cells_and_rates(tmp_path):

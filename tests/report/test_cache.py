@@ -13,7 +13,7 @@ from harness.outcomes import Outcome
 from harness.report import outputs as report
 from harness.report.cache import CACHE_DIR
 from harness.report.outputs import render_all
-from harness.report.render import html
+from harness.report.render import answers, html
 from tests.report.test_render import entry, records
 
 OTHERS = [f"pytorch/other-{i}" for i in range(4)]
@@ -21,8 +21,11 @@ OTHERS = [f"pytorch/other-{i}" for i in range(4)]
 
 @pytest.fixture(autouse=True)
 def two_entries_a_data_file(monkeypatch):
-    # two entries per data file, so that the five entries make three files
+    # two entries per data file, section file and part of the answers file, so that the
+    # five entries make three of each
     monkeypatch.setattr(html, "CELL_FILE_ENTRIES", 2)
+    monkeypatch.setattr(html, "SECTION_FILE_ENTRIES", 2)
+    monkeypatch.setattr(answers, "ANSWERS_PART_ENTRIES", 2)
 
 
 def store() -> list:
@@ -76,15 +79,16 @@ def test_only_the_entry_whose_records_changed_is_rendered_and_bytes_equal_a_cold
     # entries in id order: pytorch/hostile, then other-0..3; other-2 is the fourth
     assert seen == [3]
     written = {p.relative_to(tmp_path / "warm").as_posix() for p in warm.written}
-    # its page and its data file (entries 2 and 3), and the whole files
+    # its page, its data file, section file and part of the answers file (entries 2 and 3),
+    # and the whole files it changes
     assert written == {
         "compat/pytorch__other-2.md",
         "compat/pytorch__other-2.png",
         "cells/0001.js",
-        "answers.js",
-        "index.html",
+        "sections/0001.js",
+        "answers/0001.js",
         "compat.json",
-    }
+    }  # not index.html, nor answers.js: a crashed control changes neither's counts
     cold = render_all(changed, [e], tmp_path / "cold", workers=1, cache=False)
     assert files(tmp_path / "warm") == files(tmp_path / "cold")
     assert warm.verdicts == cold.verdicts
@@ -113,7 +117,10 @@ def test_a_changed_definition_renders_its_entry_again(tmp_path, monkeypatch):
     retitled = dataclasses.replace(e, title="Another title")
     render_all(store(), [retitled], tmp_path / "out", workers=1)
     assert seen == [0]
-    assert "Another title" in (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    # its section (in its section file, loaded when the entry is opened) has the new title
+    assert "Another title" in (tmp_path / "out" / "sections" / "0000.js").read_text(
+        encoding="utf-8"
+    )
 
 
 def test_an_output_edited_or_removed_is_rendered_again_and_check_mode_names_it(

@@ -16,7 +16,7 @@ import pytest
 from harness.aggregate import aggregate
 from harness.report import outputs as report
 from harness.report.outputs import render_all
-from harness.report.render.html import cell_files, render_html
+from harness.report.render.html import cell_files, html_part, render_html, section_files
 from harness.report.render.jsonout import render_json
 from harness.report.render.markdown import render_entry
 from harness.report.render.plots import render_png
@@ -29,6 +29,8 @@ OUTPUTS = [
     "compat/pytorch__other.png",
     "cells/0000.js",
     "answers.js",
+    "answers/0000.js",
+    "sections/0000.js",
     "index.html",
     "compat.json",
 ]
@@ -86,6 +88,10 @@ def test_the_outputs_are_the_renderers_bytes_in_entry_order(tmp_path):
     assert (out / "compat.json").read_text(encoding="utf-8") == render_json(aggs)
     assert [(out / name).read_text(encoding="utf-8") for name, _ in cell_files(aggs.entries)] == [
         text for _, text in cell_files(aggs.entries)
+    ]
+    sections = section_files([html_part(aggs.entries)])
+    assert [(out / name).read_text(encoding="utf-8") for name, _ in sections] == [
+        text for _, text in sections
     ]
     for a in (hostile, other):
         stem = a.id.replace("/", "__")

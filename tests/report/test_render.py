@@ -6,11 +6,19 @@ import dataclasses
 import json
 import re
 from html.parser import HTMLParser
+from typing import Any
 
 from harness.aggregate import aggregate
 from harness.outcomes import Outcome
 from harness.report.render import STATUSES
-from harness.report.render.html import cell_file_name, cell_files, render_cell_data, render_html
+from harness.report.render.html import (
+    cell_file_name,
+    cell_files,
+    html_part,
+    render_cell_data,
+    render_html,
+    section_files,
+)
 from harness.report.render.jsonout import render_json
 from harness.report.render.markdown import md, render_entry
 from harness.report.render.plots import render_png
@@ -148,23 +156,41 @@ def test_markdown_keeps_hostile_text_as_text(tmp_path):
     assert "**contradicted: wrong; figure overstated: 0/4 vs 80% claimed**" in text
 
 
+def sections_of(aggs: Any, torch_only: Any = ()) -> str:
+    """The entries' sections as the page puts them in when they are opened: the markup of
+    their lines in the section files (harnessSection(slug, markup);)."""
+    out = []
+    for line in html_part(aggs.entries, torch_only=torch_only).sections.splitlines():
+        assert line.startswith("harnessSection(") and line.endswith(");")
+        slug, markup = json.loads("[" + line[len("harnessSection(") : -2] + "]")
+        assert f'id="e-{slug}"' in markup
+        out.append(markup)
+    return "".join(out)
+
+
 def test_html_escapes_markup_and_script_data(tmp_path):
     aggs = aggregate(records(), [entry(tmp_path)])
     page = render_html(aggs)
+    section = sections_of(aggs)
     assert page.count("<script") == 1  # the page's own script, nothing else
     assert page.count("</script>") == 1
-    assert "<img" not in page and "<b>host" not in page
+    for text in (page, section):
+        assert "<img" not in text and "<b>host" not in text
+    assert "<script" not in section
     assert (
-        "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in page
+        "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;" in section
     )  # in the verdicts table
     assert "innerHTML" not in page and "http" not in page.replace(
         "http-equiv", ""
     )  # self-contained
+    # the entry's section is in its section file, which the page loads with <script src>
+    assert section_files([html_part(aggs.entries)])[0][0] == "sections/0000.js"
+    assert 'data-part="sections/0000.js"' in page and 'class="heatmap' not in page
     # the cell details are in the entry's data file, which the page loads with <script src>
     [agg] = aggs.entries
     script = render_cell_data(agg)
     assert cell_file_name(0) == "cells/0000.js" and cell_files([agg]) == [("cells/0000.js", script)]
-    assert 'data-cells="cells/0000.js"' in page
+    assert 'data-cells="cells/0000.js"' in section
     prefix = 'harnessCells("pytorch__hostile",'
     assert script.startswith(prefix) and script.endswith(");\n")
     data_text = script[len(prefix) : -3]
@@ -310,8 +336,7 @@ def test_html_heatmap_columns_rows_and_variant_titles(tmp_path):
         e, variants=tuple(dataclasses.replace(v, description=HOSTILE) for v in e.variants)
     )
     aggs = aggregate(records(), [e])
-    page = render_html(aggs)
-    section = page.split('<section class="entry"', 1)[1]
+    section = sections_of(aggs).split('<section class="entry"', 1)[1]
     assert '<th class="axis">lightning →</th>' in section
     assert 'colspan="1" title="torch 1.12.1">1.12.1</th>' in section
     assert 'data-envs="0" title="torch 1.12.1 + lightning 2.1.4: ' + ENVS[0] in section
@@ -320,13 +345,31 @@ def test_html_heatmap_columns_rows_and_variant_titles(tmp_path):
     assert cuda.count("<tr>") == 3 and 'data-v="1"' in cuda and 'data-v="0"' not in cuda
     escaped = "&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;"
     assert f'title="workaround (workaround 1): {escaped}' in section
-    assert page.count("<script") == 1 and "<img" not in page
+    assert "<img" not in section
     # the same entry as one whose reproducer imports no lightning
-    torch_only = render_html(aggs, torch_only={"pytorch/hostile"})
+    torch_only = sections_of(aggs, torch_only={"pytorch/hostile"})
     heads = torch_only.split('<table class="heatmap', 1)[1].split("</thead>", 1)[0]
     assert "lightning →" not in heads and heads.count('th class="col"') == 2
     assert 'table class="heatmap by-torch"' in torch_only
     assert "(the reproducer imports no lightning: any lightning gives this answer)" in heads
+
+
+def test_the_page_holds_a_row_per_entry_and_no_section(tmp_path):
+    """Issue 37: at 2,500 entries a page with every section was 60 MB. The page holds a
+    short row per entry; the sections (heatmaps, rates, verdicts) are in the section files,
+    16 entries a file, loaded when an entry is opened."""
+    e = entry(tmp_path)
+    many = [dataclasses.replace(r, entry=f"pytorch/e{i:02d}") for i in range(40) for r in records()]
+    one, forty = aggregate(records(), [e]), aggregate(many, [e])
+    page = render_html(forty)
+    per_entry = (len(page) - len(render_html(one))) / 39
+    assert per_entry < 400, per_entry  # a row: its link, its counts, its section file
+    assert '<section class="entry"' not in page and 'class="heatmap' not in page
+    files = section_files([html_part(forty.entries)])
+    assert [name for name, _ in files] == [f"sections/{k:04d}.js" for k in range(3)]
+    assert [text.count("\n") for _, text in files] == [16, 16, 9]  # and pytorch/hostile
+    assert all(text.count('class=\\"heatmap') >= 16 for _, text in files[:2])
+    assert 'data-part="sections/0002.js"><td><a href="#e-pytorch__e39">' in page
 
 
 def test_markdown_lists_what_each_variant_is(tmp_path):

@@ -8,6 +8,11 @@ reproducer imports lightning, and per variant and environment the counts of its 
 (``VariantAggregate.by_env``: the rate of a set of environments is the sum of theirs) and
 its cells. The environments are numbered once for the whole file (``answers_file``).
 
+The variants are most of it (the counts and cells of every environment): answers.js holds
+the rest, what a pasted error is matched against, and the variants are in parts
+(answers/NNNN.js) that the box loads for the entries it answers with (all of them for "look
+up every entry").
+
 The box then matches a pasted error (documented, related, seen; else the closest entries by
 message, said to be guesses), chooses the environments for the versions typed, adds up their
 counts and reads them by the report's advice rule, all in static/answer.js.
@@ -32,8 +37,17 @@ from harness.report.render.html import ANSWERS_FILE, script_json
 from harness.spec.backtracking import backtracking_problem
 from harness.spec.entries import Entry
 
-__all__ = ["ANSWERS_FILE", "MESSAGE_CHARS", "answers_file", "entry_answers", "js_pattern"]
+__all__ = [
+    "ANSWERS_FILE",
+    "ANSWERS_PART_ENTRIES",
+    "MESSAGE_CHARS",
+    "answers_file",
+    "answers_part_name",
+    "entry_answers",
+    "js_pattern",
+]
 
+ANSWERS_PART_ENTRIES = 16  # entries a part of the answers file holds the variants of
 MESSAGE_CHARS = 400  # explain compares the first 400 characters of two messages
 _MESSAGES = 24  # per entry, the most frequent shapes
 _STATUS_INDEX = {s: i for i, s in enumerate(STATUSES)}
@@ -184,13 +198,13 @@ def entry_answers(a: EntryAggregate, entry: Entry | None) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def _intern_reasons(entries: Sequence[dict[str, Any]]) -> list[str]:
+def _intern_reasons(entries: Sequence[tuple[str, list[dict[str, Any]]]]) -> list[str]:
     """The reasons runs were not counted, each once (many variants share one): their
     not_counted rows name them by index."""
     reasons: list[str] = []
     index: dict[str, int] = {}
-    for e in entries:
-        for v in e["variants"]:
+    for _, variants in entries:
+        for v in variants:
             for nc in v["not_counted"]:
                 i = index.get(nc[1])
                 if i is None:
@@ -200,30 +214,65 @@ def _intern_reasons(entries: Sequence[dict[str, Any]]) -> list[str]:
     return reasons
 
 
-def answers_file(parts: Sequence[str]) -> str:
-    """results/answers.js from every entry's part (in entry order): each environment once,
-    in ``envs``, and each reason a run was not counted once, in ``reasons``, the entries
-    naming them by index."""
+def answers_part_name(index: int) -> str:
+    """The file with the variants of the entry at ``index`` (in id order), relative to
+    index.html."""
+    return f"answers/{index // ANSWERS_PART_ENTRIES:04d}.js"
+
+
+def _part(entries: Sequence[tuple[str, list[dict[str, Any]]]]) -> str:
+    data = {"reasons": _intern_reasons(entries), "entries": [[i, v] for i, v in entries]}
+    return f"harnessVariants({script_json(data)});\n"
+
+
+def answers_file(parts: Sequence[str]) -> list[tuple[str, str]]:
+    """(name, text) of results/answers.js and its parts from every entry's part (in entry
+    order). answers.js holds what the box matches a pasted error against (each entry but its
+    variants: their names only, and the name of the part that holds them), each
+    environment once, in ``envs``, and each message seen once, in ``messages`` ([type,
+    message]: the same message is raised by many variants and entries), the entries naming
+    them by index; each part
+    (answers/NNNN.js, ``ANSWERS_PART_ENTRIES`` entries) the variants of its entries, which
+    the box loads for the entries it answers with, and each reason a run was not counted
+    once, in ``reasons``."""
     envs: list[list[str]] = []
     index: dict[tuple[str, ...], int] = {}
+    messages: list[list[str]] = []
+    message_index: dict[tuple[str, str], int] = {}
     entries = []
-    for part in parts:
+    variants: list[tuple[str, list[dict[str, Any]]]] = []
+    for i, part in enumerate(parts):
         e = json.loads(part)
+        for seen in e["seen"]:  # [variant, type, message, runs, envs] -> [variant, k, runs, envs]
+            key = (seen[1], seen[2])
+            k = message_index.get(key)
+            if k is None:
+                k = message_index[key] = len(messages)
+                messages.append(list(key))
+            seen[1:3] = [k]
         numbers = []
         for env in e["envs"]:
             key = tuple(env)  # an id with the versions its records say were installed
-            i = index.get(key)
-            if i is None:
-                i = index[key] = len(envs)
+            n = index.get(key)
+            if n is None:
+                n = index[key] = len(envs)
                 envs.append(env)
-            numbers.append(i)
+            numbers.append(n)
         e["envs"] = numbers
+        variants.append((e["id"], e.pop("variants")))
+        e["names"] = [v["name"] for v in variants[-1][1]]
+        e["part"] = answers_part_name(i)
         entries.append(e)
     data = {
-        "schema": 1,
+        "schema": 2,
         "statuses": list(STATUSES),
         "envs": envs,
-        "reasons": _intern_reasons(entries),
+        "messages": messages,
         "entries": entries,
     }
-    return f"harnessAnswers({script_json(data)});\n"
+    files = [(ANSWERS_FILE, f"harnessAnswers({script_json(data)});\n")]
+    for first in range(0, len(variants), ANSWERS_PART_ENTRIES):
+        files.append(
+            (answers_part_name(first), _part(variants[first : first + ANSWERS_PART_ENTRIES]))
+        )
+    return files

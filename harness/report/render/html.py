@@ -1,10 +1,16 @@
-"""Aggregates -> index.html, one page with every entry's heatmaps, rates and verdicts, and
-the data files (cells/NNNN.js) with the details of each cell's trials.
+"""Aggregates -> index.html, one page with a row per entry; the section files
+(sections/NNNN.js) with each entry's section (heatmaps, rates and verdicts); and the data
+files (cells/NNNN.js) with the details of each cell's trials.
 
-The page is what a reader opens; the trial details (exceptions, machines, versions,
-durations) are most of the bytes and are wanted for one cell at a time, so the page loads
-them when a cell is first hovered or clicked, through a ``<script src>`` element: that
-works from file:// as well as from a server, and nothing comes from the network. A data
+The page is what a reader opens, and holds what is read first: the counts, the box, a row
+per entry (issue 37: at 2,500 entries a page with every section was 60 MB, too slow to
+open). An entry's section is loaded when the entry is opened (its row, a #e-<slug> link),
+from its section file (``SECTION_FILE_ENTRIES`` consecutive entries a file): a line per
+entry, ``harnessSection(slug, markup)``, the markup its template's output. The trial
+details (exceptions, machines, versions, durations) are wanted for one cell at a time, so
+the page loads them when a cell is first hovered or clicked. Both through a ``<script src>``
+element: that works from file:// as well as from a server, and nothing comes from the
+network. A data
 file holds ``CELL_FILE_ENTRIES`` consecutive entries (in id order): a few files rather
 than one per entry, since creating a file costs more than writing its bytes.
 
@@ -15,19 +21,20 @@ page's stylesheet and script in static/ (report.css, report.js), rendered by Jin
 Safety: the templates autoescape every run-derived text (as ``html.escape`` does); the data
 files are JSON (in function calls) with ``<``, ``>`` and ``&`` written as ``\\u003c``-style
 escapes, and the page's script puts their texts on the page with ``textContent`` only,
-never ``innerHTML``.
+never ``innerHTML``. A section file's markup is the template's, escaped as the page's own;
+the script parses it inert (``DOMParser``: no script runs) and moves the section in.
 
 The page is put together from parts (``html_part``), each a run of consecutive entries, so
 that the entries can be rendered in several processes (and cached: harness/report/cache.py);
-a part's rows and sections are its entries' templates' output, one after another.
-``render_html`` is the whole in one.
+a part's rows and section files' lines are its entries' templates' output, one after
+another. ``render_html`` is the whole page in one, ``section_files`` its section files.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +67,7 @@ __all__ = [
     "HtmlPart",
     "assemble_html",
     "CELL_FILE_ENTRIES",
+    "SECTION_FILE_ENTRIES",
     "cell_file_name",
     "cell_files",
     "data_files",
@@ -67,6 +75,8 @@ __all__ = [
     "render_cell_data",
     "render_html",
     "script_json",
+    "section_file_name",
+    "section_files",
     "variant_title",
 ]
 
@@ -89,13 +99,30 @@ def script_json(data: Any) -> str:
     )
 
 
+def _js_string(text: str) -> str:
+    """``text`` as a JavaScript string literal in a script file of its own (never inside a
+    <script> element, where ``script_json``'s escapes are needed): markup stays as it is,
+    a third smaller than with ``<`` and ``>`` escaped."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    return quoted.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
 CELL_FILE_ENTRIES = 64
+# an entry's section is some 25 kB at 2,500 entries (59 environments): a reader who opens one
+# loads 16 of them
+SECTION_FILE_ENTRIES = 16
 ANSWERS_FILE = "answers.js"  # the box's data (render/answers.py), relative to index.html
 
 
 def cell_file_name(index: int) -> str:
     """The data file of the entry at ``index`` (in id order), relative to index.html."""
     return f"cells/{index // CELL_FILE_ENTRIES:04d}.js"
+
+
+def section_file_name(index: int) -> str:
+    """The section file of the entry at ``index`` (in id order), relative to index.html: its
+    section of the page, which the page loads when the entry is opened."""
+    return f"sections/{index // SECTION_FILE_ENTRIES:04d}.js"
 
 
 def _machine_text(p: dict[str, str]) -> str:
@@ -146,14 +173,14 @@ class _Count:
 @dataclass(frozen=True)
 class HtmlPart:
     """The page's share of a run of consecutive entries: what the header counts, the rows
-    of the contents table and the entries' sections."""
+    of the contents table and the entries' lines of the section files."""
 
     entries: int
     runs: int
     verdicts: tuple[int, ...]  # per verdict, in VERDICTS order
     slices: frozenset[str]
     contents: str
-    sections: str
+    sections: str  # a line per entry: harnessSection(slug, its section's markup)
     torches: frozenset[str] = frozenset()  # the public releases measured (the box's lists)
     lightnings: frozenset[str] = frozenset()
 
@@ -184,10 +211,11 @@ def html_part(
         c = _verdict_counts(a)
         totals = [t + x for t, x in zip(totals, c, strict=True)]
         slug = entry_slug(a.id)
-        contents.append(row.render(a=a, slug=slug, verdict_counts=c))
+        contents.append(row.render(a=a, slug=slug, verdict_counts=c, part=section_file_name(i)))
         context = _section(a, slug, cell_file_name(i), a.id in torch_only)
         context["correction"] = (corrections or {}).get(a.id)
-        sections.append(section.render(context))
+        markup = _js_string(section.render(context))
+        sections.append(f"harnessSection({script_json(slug)},{markup});\n")
     return HtmlPart(
         entries=len(entries),
         runs=sum(a.n_runs for a in entries),
@@ -224,13 +252,19 @@ def assemble_html(parts: Sequence[HtmlPart], prelude: str = "") -> str:
             prelude=Markup(prelude),
             # the parts are the templates' own output (or the render cache's copy of it)
             contents=[Markup(p.contents) for p in parts],
-            sections=[Markup(p.sections) for p in parts],
         )
     )
 
 
+def section_files(parts: Sequence[HtmlPart]) -> list[tuple[str, str]]:
+    """(name, text) of the section files of the parts of all entries, in entry order."""
+    lines = [line for p in parts for line in p.sections.splitlines(keepends=True)]
+    return _grouped(lines, 0, SECTION_FILE_ENTRIES, section_file_name)
+
+
 def render_html(aggs: Aggregates, torch_only: Collection[str] = ()) -> str:
-    """The page; its data files are ``cell_files(aggs.entries)`` and the answers file."""
+    """The page; its data files are ``cell_files(aggs.entries)``, its section files
+    ``section_files([html_part(aggs.entries)])``, and the answers files."""
     return assemble_html([html_part(aggs.entries, torch_only=torch_only)])
 
 
@@ -380,14 +414,17 @@ def data_files(lines: Sequence[str], first: int = 0) -> list[tuple[str, str]]:
     """(name, text) of the data files that hold ``lines`` (``render_cell_data``'s, one an
     entry), the first of them that of entry ``first`` of all (a multiple of
     CELL_FILE_ENTRIES: a file is never split)."""
-    if first % CELL_FILE_ENTRIES:
-        raise ValueError(
-            f"a part of the data files starts at a multiple of {CELL_FILE_ENTRIES}, not at {first}"
-        )
-    return [
-        (cell_file_name(first + i), "".join(lines[i : i + CELL_FILE_ENTRIES]))
-        for i in range(0, len(lines), CELL_FILE_ENTRIES)
-    ]
+    return _grouped(lines, first, CELL_FILE_ENTRIES, cell_file_name)
+
+
+def _grouped(
+    lines: Sequence[str], first: int, per: int, name: Callable[[int], str]
+) -> list[tuple[str, str]]:
+    """(name, text) of the files that hold ``lines`` (one an entry, ``per`` a file), the
+    first of them that of entry ``first`` of all (a multiple of ``per``)."""
+    if first % per:
+        raise ValueError(f"a part of the files starts at a multiple of {per}, not at {first}")
+    return [(name(first + i), "".join(lines[i : i + per])) for i in range(0, len(lines), per)]
 
 
 @functools.lru_cache(maxsize=4)

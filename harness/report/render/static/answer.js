@@ -18,20 +18,61 @@
       f(e, coded.values[i]);
     }
   }
+  // answers.js: every entry but its variants (what an error is matched against)
+  var byId = {};
   window.harnessAnswers = function(data){
     data.entries.forEach(function(e){
-      e.variants.forEach(function(v){
-        v.envs = []; v.cellList = [];
-        decode(v.rates, 0, function(i, r){ v.envs.push([i].concat(r)); });
-        e.slices.forEach(function(_, si){ decode(v.cells, si, function(i, c){ v.cellList.push([i, si].concat(c)); }); });
-        v.cellList.sort(function(x, y){ var a = e.slices[x[1]], b = e.slices[y[1]]; return x[0] - y[0] || (a < b ? -1 : a > b ? 1 : 0); });  // as explain lists them
-        v.not_counted.forEach(function(nc){ nc[1] = data.reasons[nc[1]]; });
-        v.title = v.kind.replace("_", " ") + (v.ref ? " (" + v.ref + ")" : "") + (v.description ? ": " + v.description : "");
-      });
+      byId[e.id] = e;
+      // [variant, message, runs, envs] -> [variant, type, message, runs, envs]
+      e.seen = e.seen.map(function(s){ var m = data.messages[s[1]]; return [s[0], m[0], m[1], s[2], s[3]]; });
     });
     D = data;
     if (waiting) { var f = waiting; waiting = null; f(); }
   };
+  // a part (answers/NNNN.js): its entries' variants
+  var parts = {}, partsWaiting = [];
+  window.harnessVariants = function(part){
+    part.entries.forEach(function(x){
+      var e = byId[x[0]];
+      if (!e) return;
+      x[1].forEach(function(v){
+        v.envs = []; v.cellList = [];
+        decode(v.rates, 0, function(i, r){ v.envs.push([i].concat(r)); });
+        e.slices.forEach(function(_, si){ decode(v.cells, si, function(i, c){ v.cellList.push([i, si].concat(c)); }); });
+        v.cellList.sort(function(x, y){ var a = e.slices[x[1]], b = e.slices[y[1]]; return x[0] - y[0] || (a < b ? -1 : a > b ? 1 : 0); });  // as explain lists them
+        v.not_counted.forEach(function(nc){ nc[1] = part.reasons[nc[1]]; });
+        v.title = v.kind.replace("_", " ") + (v.ref ? " (" + v.ref + ")" : "") + (v.description ? ": " + v.description : "");
+      });
+      e.variants = x[1];
+    });
+    settle();
+  };
+  function settle(){
+    var still = [];
+    partsWaiting.forEach(function(w){
+      if (w.entries.some(function(e){ return !e.variants && parts[e.part] !== "failed"; })) still.push(w);
+      else setTimeout(w.f, 0);
+    });
+    partsWaiting = still;
+  }
+  // f() once the variants of ``entries`` are loaded (or their parts could not be)
+  function withVariants(entries, f){
+    partsWaiting.push({entries: entries, f: f});
+    entries.forEach(function(e){
+      if (e.variants || parts[e.part]) return;
+      parts[e.part] = "requested";
+      var s = document.createElement("script");
+      s.src = e.part;
+      s.onerror = function(){ parts[e.part] = "failed"; settle(); };
+      document.head.appendChild(s);
+    });
+    settle();
+  }
+  function missing(entries){
+    var names = [];
+    entries.forEach(function(e){ if (!e.variants && names.indexOf(e.part) < 0) names.push(e.part); });
+    return names;
+  }
   function withData(f){
     if (D) { f(); return; }
     waiting = f;
@@ -151,7 +192,7 @@
     for (i = 0; i < raised.length; i++) {
       var best = null;
       e.seen.forEach(function(s){
-        if (seenHits(raised[i], s[1], s[2]) && (!best || s[3] > best.runs)) best = {e: e, how: "seen", what: s[1] + ": " + s[2], variant: e.variants[s[0]].name, runs: s[3]};
+        if (seenHits(raised[i], s[1], s[2]) && (!best || s[3] > best.runs)) best = {e: e, how: "seen", what: s[1] + ": " + s[2], variant: e.names[s[0]], runs: s[3]};
       });
       if (best) return best;
     }
@@ -407,28 +448,38 @@
     return p;
   }
   // what the box answers, as data: explain's answer for one error and one set of versions
-  function explainError(text, torch, lightning){
+  // (the variants of the entries matched loaded first: f(answer), or f(null, the parts missing))
+  function explainError(text, torch, lightning, f){
     var raised = parseError(text), matches = raised.length ? matchEntries(raised) : [];
     var guessed = matches.length > 0 && matches[0].how === "guess";
-    return {raised: raised, guessed: guessed, answers: matches.map(function(m){
-      var e = m.e, where = chooseEnvs(e, torch, lightning);
-      return {m: m, e: e, where: where, variants: e.variants.filter(function(v){ return v.kind !== "control"; }).map(function(v){ return [v, variantHere(e, v, where.envs)]; })};
-    })};
+    var entries = matches.map(function(m){ return m.e; });
+    withVariants(entries, function(){
+      if (missing(entries).length) { f(null, missing(entries)); return; }
+      f({raised: raised, guessed: guessed, answers: matches.map(function(m){
+        var e = m.e, where = chooseEnvs(e, torch, lightning);
+        return {m: m, e: e, where: where, variants: e.variants.filter(function(v){ return v.kind !== "control"; }).map(function(v){ return [v, variantHere(e, v, where.envs)]; })};
+      })});
+    });
   }
+  function missingText(names){ return "The answers are missing: " + names.join(", ") + " could not be loaded."; }
   window.harnessExplain = function(text, torch, lightning, done){
-    withData(function(){
-      var x = explainError(text, torch, lightning);
+    withData(function(){ explainError(text, torch, lightning, function(x, lost){
+      if (!x) { done({missing: lost}); return; }
       done({raised: x.raised, guessed: x.guessed, answers: x.answers.map(function(a){
         return {entry: a.e.id, how: a.m.how, what: a.m.what, variant: a.m.variant || "", score: a.m.score || 1,
           where: {exact: a.where.exact, said: a.where.said, envs: a.where.envs.map(function(x){ return x.id; })},
           variants: a.variants.map(function(p){ return {name: p[0].name, kind: p[0].kind, advice: p[1].advice, words: p[1].words, k: p[1].k, n: p[1].n, cells: p[1].cells.map(function(c){ return cellText(a.e, c); })}; })};
       })});
-    });
+    }); });
   };
   function ask(){
     var text = document.getElementById("ask-error").value, torch = document.getElementById("lookup-torch").value.trim(), lightning = document.getElementById("lookup-lightning").value.trim();
     out.textContent = "";
-    var x = explainError(text, torch, lightning);
+    explainError(text, torch, lightning, function(x, lost){ answer(x, lost, torch, lightning); });
+  }
+  function answer(x, lost, torch, lightning){
+    out.textContent = "";
+    if (!x) { out.appendChild(el("p", missingText(lost))); return; }
     if (!x.raised.length) { out.appendChild(el("p", "Paste an error message or a traceback first, or look up every entry at these versions.")); return; }
     out.appendChild(el("p", "your error: " + raisedText(x.raised[0]).slice(0, 500)));
     out.appendChild(el("p", "your versions: " + versionsText(torch, lightning)));
@@ -465,6 +516,12 @@
     var torch = document.getElementById("lookup-torch").value.trim(), lightning = document.getElementById("lookup-lightning").value.trim();
     out.textContent = "";
     if (!torch) { out.appendChild(el("p", "Type your torch release (and lightning, if you use it) to look up every entry at those versions.")); return; }
+    withVariants(D.entries, function(){ lookupAll(torch, lightning); });
+  }
+  function lookupAll(torch, lightning){
+    out.textContent = "";
+    var lost = missing(D.entries);
+    if (lost.length) { out.appendChild(el("p", missingText(lost))); return; }
     var exact = [], near = [], none = [];
     D.entries.forEach(function(e){
       if (!e.envs.length) { none.push(e.id); return; }

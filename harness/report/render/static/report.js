@@ -10,12 +10,12 @@
   window.harnessStates = function(data){ states = data; if (current) show(current); };
   window.harnessCells = function(slug, data){ loaded[slug] = data; if (current && slugOf(current) === slug) show(current); };
   function slugOf(td){ return td.closest("section.entry").getAttribute("data-slug"); }
-  function load(src){
+  function load(src, onerror){
     if (requested[src]) return;
     requested[src] = true;
     var s = document.createElement("script");
     s.src = src;
-    s.onerror = function(){ failed[src] = true; if (current) show(current); };
+    s.onerror = function(){ failed[src] = true; if (onerror) onerror(); if (current) show(current); };
     document.head.appendChild(s);
   }
   // the column head of a cell: the heads with data-envs are one per column, in order
@@ -105,15 +105,82 @@
     if (ev.key === "Escape") { hide(); return; }
     var td = cellOf(ev); if (td && ev.key === "Enter") td.click();
   });
-  function applyFilters(){
-    var on = {};
+  // -- the entries' sections: each is in its section file (sections/NNNN.js, a line an
+  // entry: harnessSection(slug, markup)), loaded when the entry is opened from its row, a
+  // #e-<slug> link or "Open all shown". The markup is the report's own templates'
+  // output, every run-derived text in it escaped; it is parsed inert (DOMParser runs no
+  // script) and only then moved into the page.
+  var markups = {}, waiting = {}, entriesDiv = document.getElementById("entries");
+  function rowOf(slug){
+    var a = document.querySelector("#summary a[href=\"#e-" + slug.replace(/["\\]/g, "") + "\"]");
+    return a ? a.closest("tr") : null;
+  }
+  function slugOfRow(row){ return row.querySelector("a").getAttribute("href").slice(3); }
+  var order = null;  // slug -> its row's place: the sections opened are kept in that order
+  function insertSection(slug){
+    if (!order) { order = {}; document.querySelectorAll("#summary tbody tr[data-part]").forEach(function(r, k){ order[slugOfRow(r)] = k; }); }
+    var doc = new DOMParser().parseFromString(markups[slug], "text/html");
+    var section = document.adoptNode(doc.body.firstElementChild), after = null;
+    Array.prototype.some.call(entriesDiv.children, function(s){ if (order[s.getAttribute("data-slug")] > order[slug]) { after = s; return true; } return false; });
+    entriesDiv.insertBefore(section, after);
+    applyFilters(section);
+    return section;
+  }
+  function opened(slug){
+    var section = document.getElementById("e-" + slug) || insertSection(slug), calls = waiting[slug] || [];
+    delete waiting[slug];
+    calls.forEach(function(f){ f(section); });
+  }
+  window.harnessSection = function(slug, markup){ markups[slug] = markup; if (waiting[slug]) opened(slug); };
+  // open the entry of ``row``, then f(its section) (null where its file could not be loaded)
+  function openEntry(row, f){
+    var slug = slugOfRow(row), src = row.getAttribute("data-part");
+    (waiting[slug] = waiting[slug] || []).push(f || function(){});
+    if (document.getElementById("e-" + slug) || markups[slug]) { opened(slug); return; }
+    if (failed[src]) { delete waiting[slug]; row.classList.add("missing"); row.title = src + " could not be loaded"; (f || function(){})(null); return; }
+    load(src, function(){ var calls = waiting[slug] || []; delete waiting[slug]; row.classList.add("missing"); row.title = src + " could not be loaded"; calls.forEach(function(g){ g(null); }); });
+  }
+  // the section's top just below the header (which stays at the top of the window)
+  function reveal(section){ if (section) window.scrollBy(0, section.getBoundingClientRect().top - document.querySelector("header").getBoundingClientRect().bottom - 4); }
+  function openHash(){
+    var h;
+    try { h = decodeURIComponent(location.hash.slice(1)); } catch (e) { return; }
+    if (h.indexOf("e-") !== 0) return;
+    var row = rowOf(h.slice(2));
+    if (row) openEntry(row, reveal);
+  }
+  window.addEventListener("hashchange", openHash);
+  document.getElementById("summary").addEventListener("click", function(ev){
+    var row = ev.target.closest ? ev.target.closest("tr[data-part]") : null;
+    if (!row) return;
+    ev.preventDefault();
+    var slug = slugOfRow(row);
+    if (location.hash !== "#e-" + slug) history.pushState(null, "", "#e-" + slug);
+    openEntry(row, reveal);
+  });
+  // open the entries with these ids (every entry the filter shows where ids is null), then done()
+  window.harnessOpen = function(ids, done){
+    var rows = Array.prototype.filter.call(document.querySelectorAll("#summary tbody tr[data-part]"), function(r){
+      return ids ? ids.indexOf(r.getAttribute("data-id")) >= 0 : !r.classList.contains("hidden");
+    });
+    var left = rows.length + 1;
+    function one(){ if (--left === 0 && done) done(); }
+    rows.forEach(function(r){ openEntry(r, one); });
+    one();
+  };
+  document.getElementById("open-shown").addEventListener("click", function(){ window.harnessOpen(null); });
+  // the filters over the page, or (``section``: one just opened) over that section alone
+  function applyFilters(section){
+    var on = {}, root = section && section.nodeType === 1 ? section : null;
     document.querySelectorAll("input.slice-filter").forEach(function(b){ on[b.value] = b.checked; });
-    document.querySelectorAll("div.slice").forEach(function(d){ d.classList.toggle("hidden", !on[d.getAttribute("data-slice")]); });
+    (root || document).querySelectorAll("div.slice").forEach(function(d){ d.classList.toggle("hidden", !on[d.getAttribute("data-slice")]); });
     var q = document.getElementById("entry-filter").value.toLowerCase();
     function off(node){ return q !== "" && node.getAttribute("data-id").toLowerCase().indexOf(q) < 0; }
+    if (root) { root.classList.toggle("hidden", off(root)); return; }
     document.querySelectorAll("section.entry").forEach(function(s){ s.classList.toggle("hidden", off(s)); });
     document.querySelectorAll("#summary tbody tr[data-id]").forEach(function(r){ r.classList.toggle("hidden", off(r)); });
   }
-  document.querySelectorAll("input.slice-filter").forEach(function(b){ b.addEventListener("change", applyFilters); });
-  document.getElementById("entry-filter").addEventListener("input", applyFilters);
+  document.querySelectorAll("input.slice-filter").forEach(function(b){ b.addEventListener("change", function(){ applyFilters(); }); });
+  document.getElementById("entry-filter").addEventListener("input", function(){ applyFilters(); });
+  openHash();
 })();
