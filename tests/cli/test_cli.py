@@ -67,7 +67,12 @@ def test_report_keeps_its_caches_and_no_cache_neither_reads_nor_writes_them(
     assert not cache.exists()
     cached = harness("report", repo=tmp_path)
     assert cached.returncode == 0, cached.stdout + cached.stderr
-    assert {p.name for p in cache.iterdir()} == {"render", "snapshot"}
+    assert {p.name for p in cache.iterdir()} == {
+        "render",
+        "snapshot",
+        "report-state.json",
+        "report-basis.json",
+    }
     # the same summary either way (the figures and verdicts come from the same records)
     assert fresh.stdout.splitlines()[-1] == cached.stdout.splitlines()[-1]
     # a page edited by hand: the cached block is not taken, the page is rendered again
