@@ -397,9 +397,10 @@ def _findings(
     return [WritebackResult(readme, changed, changed and not check)]
 
 
-class NeedsEveryEntry(HarnessError):
+class NeedsEveryEntry(Exception):
     """A report of the entries appended to (render_all's ``basis``) that must render an
-    entry it does not hold the records of: the caller loads every entry and reports again."""
+    entry it does not hold the records of: the caller loads every entry and reports again
+    (never the user's problem, so not a HarnessError)."""
 
 
 def _entry_records(

@@ -160,7 +160,7 @@ def load_state(results: Path) -> ReportState | None:
 def unchanged(state: ReportState, code: str, repo: Path, repros: Path, results: Path) -> bool:
     """Whether nothing the last report read or wrote has changed since and ``code`` (this
     harness's code_digest) is the same: then its outputs are what this report would write."""
-    if state.code != code:
+    if state.code != code or _links_in_cache(results):
         return False
     now = {_rel(p, repo) for p in files_read(repo, repros, results)}
     if now != set(state.inputs):  # a file added or removed (of the fixed ones: None then)
@@ -170,6 +170,15 @@ def unchanged(state: ReportState, code: str, repo: Path, repros: Path, results: 
             if signature(repo / rel) != sig:
                 return False
     return True
+
+
+def _links_in_cache(results: Path) -> bool:
+    """Whether a folder of results/.cache is a link (the full report names it and neither
+    reads nor writes through it)."""
+    try:
+        return any(e.is_symlink() for e in os.scandir(results / STATE_FILE.parent))
+    except OSError:
+        return False
 
 
 def save_state(
