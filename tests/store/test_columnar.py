@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from harness.store import snapshot
 from harness.store.columnar import RecordTable, load_latest
-from harness.store.jsonl import Store, latest
+from harness.store.jsonl import LoadResult, Store, latest
 from harness.store.records import SCHEMA
 from harness.store.snapshot import cache_dir, fingerprint
 
@@ -311,8 +311,10 @@ OP = st.one_of(
 )
 
 
-def _same_as_a_full_read(store: Store, cache: Path, *, update: bool = True) -> RecordTable:
-    full = store.load()
+def _same_as_a_full_read(
+    store: Store, cache: Path, *, update: bool = True, full: LoadResult | None = None
+) -> RecordTable:
+    full = store.load() if full is None else full
     got = load_latest(store, cache, update=update)
     assert got.records() == latest(full.records)
     assert got.warnings == full.warnings
@@ -365,12 +367,41 @@ def test_a_load_from_snapshots_gives_a_full_reads_result(
         for i, lines in enumerate(files):
             (root / f"m{i}.jsonl").write_bytes(b"\n".join(lines) + (b"\n" if end else b""))
         store = Store(root)
-        _same_as_a_full_read(store, cache)
+        full = store.load()
+        covered = _same_as_a_full_read(store, cache, full=full).covered
+        before = latest(full.records)
         pending: dict[int, bytes] = {}
         for op in ops:
             _apply(op, root, cache, pending)
-            _same_as_a_full_read(store, cache)
+            full = store.load()
+            now = latest(full.records)
+            _since_holds(store, cache, covered, full, now, before)
+            covered = _same_as_a_full_read(store, cache, full=full).covered
+            before = now
         _same_as_a_full_read(store, cache)  # nothing changed since the last load
+
+
+def _since_holds(
+    store: Store,
+    cache: Path,
+    covered: dict[str, tuple[int, str]],
+    full: LoadResult,
+    now: list[Any],
+    before: list[Any],
+) -> None:
+    """A load since the last one's basis (writing nothing, so that the load after it sees
+    what the op left) either reads in full (touched None: what a full read gives) or holds
+    exactly the entries appended to, as a full read gives them, and every other entry's
+    records are what the last full read gave them."""
+    got = load_latest(store, cache, update=False, since=covered or None)
+    assert got.warnings == full.warnings and got.refused == full.refused
+    if got.touched is None:
+        assert got.records() == now
+    else:
+        assert covered, "a load since no basis reads in full"
+        assert got.records() == [r for r in now if r.entry in got.touched]
+        kept = [r for r in now if r.entry not in got.touched]
+        assert kept == [r for r in before if r.entry not in got.touched]
 
 
 def _apply(op: tuple[Any, ...], root: Path, cache: Path, pending: dict[int, bytes]) -> None:
@@ -397,48 +428,6 @@ def _apply(op: tuple[Any, ...], root: Path, cache: Path, pending: dict[int, byte
         path.unlink(missing_ok=True)
     elif op[0] == "corrupt":
         _corrupt(cache, op[1], op[2])
-
-
-@settings(
-    max_examples=SNAPSHOT_EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(
-    st.lists(st.lists(line(), max_size=8), min_size=1, max_size=FILES),
-    st.booleans(),
-    st.lists(OP, max_size=5),
-)
-def test_a_load_since_a_basis_holds_the_entries_appended_to_and_no_other_changed(
-    files: list[list[bytes]], end: bool, ops: list[tuple[Any, ...]]
-) -> None:
-    """A load ``since`` the last one's basis either reads in full (touched None: what a full
-    read gives) or holds exactly the entries appended to, as a full read gives them, and
-    every other entry's records are what the last full read gave them."""
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "results" / "records"
-        root.mkdir(parents=True)
-        cache = cache_dir(root)
-        for i, lines in enumerate(files):
-            (root / f"m{i}.jsonl").write_bytes(b"\n".join(lines) + (b"\n" if end else b""))
-        store = Store(root)
-        before = latest(store.load().records)
-        covered = load_latest(store, cache).covered
-        pending: dict[int, bytes] = {}
-        for op in [*ops, ("nothing", 0)]:
-            _apply(op, root, cache, pending)
-            full = store.load()
-            now = latest(full.records)
-            got = load_latest(store, cache, since=covered or None)
-            assert got.warnings == full.warnings and got.refused == full.refused
-            if got.touched is None:
-                assert got.records() == now
-            else:
-                assert covered, "a load since no basis reads in full"
-                assert got.records() == [r for r in now if r.entry in got.touched]
-                kept = [r for r in now if r.entry not in got.touched]
-                assert kept == [r for r in before if r.entry not in got.touched]
-            before, covered = now, got.covered
 
 
 def test_a_load_since_its_basis_reads_only_the_entries_appended_to(tmp_path: Path) -> None:
