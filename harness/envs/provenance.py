@@ -54,6 +54,21 @@ def source_digest() -> str:
     return h.hexdigest()
 
 
+def versions_text(libraries: tuple[str, ...]) -> str:
+    """Python's version and each library's installed version ("absent" where it is not), as
+    the text the report's caches put in their keys."""
+    from importlib import metadata
+
+    parts = [f"python {platform.python_version()}"]
+    for name in libraries:
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            version = "absent"
+        parts.append(f"{name} {version}")
+    return "\0".join(parts) + "\0"
+
+
 def _local_id(folder: Path) -> str:
     """The random id of this results folder, made on first use (once, even when racing)."""
     path = folder / MACHINE_ID_FILE

@@ -656,10 +656,15 @@ def render_reports(
                 markup=False,
             )
             return 0
-    read = {
-        p: uptodate.signature(p)
-        for p in uptodate.files_read(cfg.repo, cfg.repros_dir, cfg.results_dir)
-    }
+    # what this report reads, as it is before reading it (kept only where the shortcut is)
+    read = (
+        {
+            p: uptodate.signature(p)
+            for p in uptodate.files_read(cfg.repo, cfg.repros_dir, cfg.results_dir)
+        }
+        if vouch
+        else {}
+    )
 
     from harness.report.cache import RenderCache
     from harness.report.outputs import NeedsEveryEntry, render_all

@@ -35,15 +35,13 @@ import functools
 import hashlib
 import json
 import os
-import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_atomically
-from harness.envs.provenance import source_digest
+from harness.envs.provenance import source_digest, versions_text
 from harness.paths import OutsideProject, remove_files, safe_folder
 from harness.report.render.html import HtmlPart
 from harness.report.render.templating import template_digest
@@ -70,13 +68,7 @@ def code_fingerprint() -> str:
     """A digest of the code that aggregates and renders: every harness/**/*.py (name and
     bytes), the page's templates and static files (name and bytes), the libraries' versions
     and Python's."""
-    h = hashlib.sha256(f"format {_FORMAT}\0python {platform.python_version()}\0".encode())
-    for name in _LIBRARIES:
-        try:
-            version = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            version = "absent"
-        h.update(f"{name} {version}\0".encode())
+    h = hashlib.sha256(f"format {_FORMAT}\0{versions_text(_LIBRARIES)}".encode())
     h.update(source_digest().encode())
     h.update(template_digest().encode())
     return h.hexdigest()

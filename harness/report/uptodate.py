@@ -26,15 +26,14 @@ import contextlib
 import hashlib
 import json
 import os
-import platform
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_atomically
+from harness.envs.provenance import versions_text
 from harness.paths import OutsideProject, safe_folder
 
 __all__ = [
@@ -75,13 +74,7 @@ def code_digest() -> str:
     """Every file of the harness package (name and bytes, caches aside), Python's version and
     the libraries' versions."""
     package = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256(f"format {_FORMAT}\0python {platform.python_version()}\0".encode())
-    for name in _LIBRARIES:
-        try:
-            version = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            version = "absent"
-        h.update(f"{name} {version}\0".encode())
+    h = hashlib.sha256(f"format {_FORMAT}\0{versions_text(_LIBRARIES)}".encode())
     for path in sorted(_files_under(package)):
         h.update(path.relative_to(package).as_posix().encode() + b"\0")
         h.update(hashlib.sha256(path.read_bytes()).digest())
