@@ -92,14 +92,9 @@ def _report(code: Path, repo: Path) -> float:
     return time.perf_counter() - t0
 
 
-def _open(page: Path, tmp: Path) -> tuple[dict[str, object], float]:
-    """Chromium's marks for ``page`` (opened with MARKS appended), and its wall time."""
-    copy = page.parent / "bench-page.html"
-    text = page.read_text(encoding="utf-8")
-    copy.write_text(text.replace("</body>", MARKS + "</body>"), encoding="utf-8")
-    profile = tmp / "profile"
-    shutil.rmtree(profile, ignore_errors=True)
-    cmd = [
+def _chromium(profile: Path, *args: str) -> list[str]:
+    """Headless Chromium at 1280 px with a profile of its own, then ``args``."""
+    return [
         str(CHROMIUM),
         "--headless",
         "--no-sandbox",
@@ -109,12 +104,25 @@ def _open(page: Path, tmp: Path) -> tuple[dict[str, object], float]:
         "--no-first-run",
         f"--user-data-dir={profile}",
         "--window-size=1280,1000",
+        *args,
+    ]
+
+
+def _open(page: Path, tmp: Path) -> tuple[dict[str, object], float]:
+    """Chromium's marks for ``page`` (opened with MARKS appended), and its wall time."""
+    copy = page.parent / "bench-page.html"
+    text = page.read_text(encoding="utf-8")
+    copy.write_text(text.replace("</body>", MARKS + "</body>"), encoding="utf-8")
+    profile = tmp / "profile"
+    shutil.rmtree(profile, ignore_errors=True)
+    cmd = _chromium(
+        profile,
         # the DOM is dumped once the page's timers have run (the marks wait for the load
         # event and the paint); the marks themselves are real time
         "--virtual-time-budget=5000",
         "--dump-dom",
         copy.as_uri(),
-    ]
+    )
     t0 = time.perf_counter()
     dom = subprocess.run(
         cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "HOME": str(tmp)}
@@ -134,19 +142,7 @@ def _screenshot(page: Path, tmp: Path) -> float:
     shutil.rmtree(profile, ignore_errors=True)
     shot = tmp / "shot.png"
     shot.unlink(missing_ok=True)
-    cmd = [
-        str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-        f"--user-data-dir={profile}",
-        "--window-size=1280,1000",
-        f"--screenshot={shot}",
-        page.as_uri(),
-    ]
+    cmd = _chromium(profile, f"--screenshot={shot}", page.as_uri())
     t0 = time.perf_counter()
     subprocess.run(cmd, capture_output=True, timeout=600, env={**os.environ, "HOME": str(tmp)})
     wall = time.perf_counter() - t0
