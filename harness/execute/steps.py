@@ -12,6 +12,7 @@ import collections
 import contextlib
 import dataclasses
 import os
+import secrets
 import signal
 import threading
 import time
@@ -644,18 +645,19 @@ def render_reports(
     # (harness/report/uptodate.py); --check, --since and --no-cache always read and render
     vouch = cache and not check and since is None
     code = uptodate.code_digest() if vouch else ""
-    if vouch:
-        last = uptodate.load_state(cfg.results_dir)
-        if last is not None and uptodate.unchanged(
-            last, code, cfg.repo, cfg.repros_dir, cfg.results_dir
-        ):
-            console.print(last.said, markup=False)
-            console.print(
-                "  (nothing the report reads or writes has changed since the last report: its "
-                "outputs stand; `report --no-cache` reads and renders everything again)",
-                markup=False,
-            )
-            return 0
+    last = uptodate.load_state(cfg.results_dir) if vouch else None
+    if (
+        vouch
+        and last is not None
+        and uptodate.unchanged(last, code, cfg.repo, cfg.repros_dir, cfg.results_dir)
+    ):
+        console.print(last.said, markup=False)
+        console.print(
+            "  (nothing the report reads or writes has changed since the last report: its "
+            "outputs stand; `report --no-cache` reads and renders everything again)",
+            markup=False,
+        )
+        return 0
     # what this report reads, as it is before reading it (kept only where the shortcut is)
     read = (
         {
@@ -666,8 +668,9 @@ def render_reports(
         else {}
     )
 
-    from harness.report.cache import RenderCache
-    from harness.report.outputs import NeedsEveryEntry, render_all
+    from harness.report.assembly import forget_assembly, load_assembly, save_assembly
+    from harness.report.cache import RenderCache, code_fingerprint
+    from harness.report.outputs import NeedsEveryEntry, Previous, render_all
     from harness.report.writeback import WritebackError
     from harness.store.columnar import load_latest
     from harness.store.snapshot import cache_dir
@@ -715,6 +718,14 @@ def render_reports(
     prelude = html_lead(latest_snapshot(cfg.results_dir)) + prelude
     domains = _domains(cfg, console)
 
+    # the whole files are spliced where the last report's assembly and state allow
+    # (harness/report/assembly.py)
+    previous = None
+    if vouch and last is not None and last.code == code and last.token:
+        kept = load_assembly(cfg.results_dir, code_fingerprint(), last.token)
+        if kept is not None:
+            previous = Previous(kept, last.vouched(cfg.repo))
+
     def render(table: Any) -> Any:
         return render_all(
             table,
@@ -726,6 +737,7 @@ def render_reports(
             cache=cache,
             readme=cfg.repo / "README.md",
             basis=basis.entries if basis is not None and table.touched is not None else None,
+            previous=previous,
         )
 
     try:
@@ -753,6 +765,13 @@ def render_reports(
     console.print(said(len(summary.written), len(summary.documents_updated)), markup=False)
     if vouch:
         uptodate.save_basis(cfg.results_dir, code, loaded.covered, summary.entries)
+    if vouch and not loaded.warnings and not problems and summary.assembly is not None:
+        token = secrets.token_hex(16)
+        save_assembly(cfg.results_dir, dataclasses.replace(summary.assembly, token=token))
+    else:
+        token = ""
+        if vouch:  # the assembly is only kept with a state (--check writes nothing)
+            forget_assembly(cfg.results_dir)
     if vouch and not loaded.warnings and not problems:
         uptodate.save_state(
             cfg.results_dir,
@@ -762,6 +781,7 @@ def render_reports(
             written=summary.documents_updated,
             outputs=summary.outputs,
             said=said(0, 0),
+            token=token,
         )
     if check and not summary.up_to_date:
         for path in (*summary.stale_outputs, *summary.stale_documents):

@@ -207,9 +207,10 @@ class RenderCache:
     def _paths(self, key: str) -> tuple[Path, Path]:
         return self.dir / f"{key}.json", self.dir / f"{key}.bin"
 
-    def get(self, key: str) -> CachedEntry | None:
+    def get(self, key: str, pages: bool = True) -> CachedEntry | None:
         """The entry stored under ``key`` whose page and PNG still hold the bytes it was
-        rendered to; else None."""
+        rendered to; else None. ``pages=False``: the caller knows they do (the report
+        state vouches for them: harness/report/assembly.py)."""
         if self.refused is not None:
             return None
         meta_path, bin_path = self._paths(key)
@@ -221,6 +222,8 @@ class RenderCache:
             path = self.results / name
             if Path(name).is_absolute() or ".." in Path(name).parts:
                 return None  # a cache file that names something outside results/
+            if not pages:
+                continue
             try:
                 if sha256(path.read_bytes()) != digest:
                     return None

@@ -40,7 +40,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -51,9 +51,18 @@ from harness.aggregate import EntryAggregate, aggregate_table
 from harness.aggregate.smells import Smell, find_smells
 from harness.atomic import Staged, write_atomically
 from harness.errors import HarnessError
+from harness.report.assembly import (
+    Assembly,
+    Kept,
+    json_spans,
+    part_variants,
+    splice_json,
+    split_lines,
+)
 from harness.report.cache import (
     CachedEntry,
     RenderCache,
+    code_fingerprint,
     entry_definition,
     entry_key,
     record_digests,
@@ -61,16 +70,24 @@ from harness.report.cache import (
 )
 from harness.report.findings import fill_findings, render_findings
 from harness.report.lead import latest_snapshot, markdown_lead
+from harness.report.render import answers as answers_module
 from harness.report.render import entry_slug
-from harness.report.render.answers import answers_file, entry_answers
+from harness.report.render import html as html_module
+from harness.report.render.answers import (
+    answers_head,
+    answers_index,
+    answers_part,
+    answers_part_name,
+    answers_text,
+    entry_answers,
+)
 from harness.report.render.html import (
+    ANSWERS_FILE,
     assemble_html,
     cell_file_name,
-    data_files,
     html_part,
     render_cell_data,
     section_file_name,
-    section_files,
 )
 from harness.report.render.jsonout import entry_json, json_document
 from harness.report.render.kbdomain import (
@@ -88,7 +105,7 @@ from harness.spec.triage import Triage
 from harness.store.columnar import RecordTable
 from harness.store.records import Record
 
-__all__ = ["NeedsEveryEntry", "ReportSummary", "ReportWriteError", "render_all"]
+__all__ = ["NeedsEveryEntry", "Previous", "ReportSummary", "ReportWriteError", "render_all"]
 
 
 class ReportWriteError(HarnessError):
@@ -117,6 +134,9 @@ class ReportSummary:
     # reads only the entries appended to: see render_all's ``basis``)
     entries: Mapping[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
     records: int = 0  # how many records the report is of
+    # what the whole files were put together from (harness/report/assembly.py; None in check
+    # mode and without the render cache)
+    assembly: Assembly | None = None
 
     @property
     def up_to_date(self) -> bool:
@@ -421,14 +441,11 @@ def _entry_records(
     return {**{e: v for e, v in basis.items() if e not in table.touched}, **found}
 
 
-def _from_cache(
-    store: RenderCache,
-    digests: Mapping[str, tuple[str, int]],
-    ids: Sequence[str],
-    known: Mapping[str, Entry],
-) -> tuple[list[str], dict[int, CachedEntry]]:
-    """Each entry's key (in ``ids`` order), and what the cache holds of them (by index)."""
-    keys = [
+def _keys(
+    digests: Mapping[str, tuple[str, int]], ids: Sequence[str], known: Mapping[str, Entry]
+) -> list[str]:
+    """Each entry's render key (harness/report/cache.py), in ``ids`` order."""
+    return [
         entry_key(
             eid,
             digests.get(eid, ("", 0))[0],
@@ -437,76 +454,229 @@ def _from_cache(
         )
         for i, eid in enumerate(ids)
     ]
-    hits = {i: store.get(key) for i, key in enumerate(keys)}
-    return keys, {i: hit for i, hit in hits.items() if hit is not None}
+
+
+@dataclass(frozen=True)
+class Previous:
+    """The last report's assembly (harness/report/assembly.py) and the files the report state
+    vouches for as that report left them (absolute paths: its outputs, the documents)."""
+
+    assembly: Assembly
+    vouched: frozenset[str]
+
+
+def _groups() -> dict[str, tuple[int, Callable[[int], str]]]:
+    """The whole files of a few entries each: (entries a file, its name from an entry's
+    index), as the renderers number them now."""
+    return {
+        "cells": (html_module.CELL_FILE_ENTRIES, cell_file_name),
+        "sections": (html_module.SECTION_FILE_ENTRIES, section_file_name),
+        "answers": (answers_module.ANSWERS_PART_ENTRIES, answers_part_name),
+    }
+
+
+@dataclass
+class _Plan:
+    """What a report keeps of the last one's whole files: per entry, what it takes from the
+    assembly (``kept``); the files of a few entries left as they are (``unchanged``) or
+    taken apart to be spliced (``lines``, ``variants``: the old lines or variants of each
+    entry); compat.json's old bytes; and the entries whose whole share is needed."""
+
+    kept: dict[int, Kept] = dataclasses.field(default_factory=dict)
+    unchanged: set[str] = dataclasses.field(default_factory=set)
+    lines: dict[str, list[bytes]] = dataclasses.field(default_factory=dict)
+    variants: dict[str, list[tuple[str, list[Any]]]] = dataclasses.field(default_factory=dict)
+    compat: bytes | None = None  # its old bytes, to splice
+    spans: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # its entries in them
+    compat_unchanged: bool = False
+    need: set[int] = dataclasses.field(default_factory=set)
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _plan(results: Path, keys: Sequence[str], previous: Previous | None, n_records: int) -> _Plan:
+    """Which entries the last report's assembly gives and which files it spares (see
+    harness/report/assembly.py); without one, every entry's share is needed."""
+    n = len(keys)
+    plan = _Plan()
+    if previous is None:
+        plan.need = set(range(n))
+        return plan
+    a, vouched = previous.assembly, previous.vouched
+    root = os.path.abspath(results)
+
+    def holds(name: str) -> bool:  # a name under results/, as the renderers write it
+        return f"{root}/{name}" in vouched
+
+    for i, (key, kept) in enumerate(zip(keys, a.kept, strict=True)):
+        if (
+            key == a.keys[i]
+            and all(holds(name) for name, _ in kept.pages)
+            and all(os.path.abspath(d) in vouched for d in kept.documents)
+        ):
+            plan.kept[i] = kept
+    changed = [i for i in range(n) if i not in plan.kept]
+    plan.need = set(changed)
+    for kind, (per, name_of) in _groups().items():
+        touched = {i // per for i in changed}
+        for g in range(0, (n + per - 1) // per):
+            members = range(g * per, min(n, (g + 1) * per))
+            name = name_of(g * per)
+            if g not in touched and holds(name):
+                plan.unchanged.add(name)
+                continue
+            old = _read(results / name) if holds(name) else None
+            if old is not None and kind == "answers":
+                parts = part_variants(old, [a.ids[i] for i in members])
+                if parts is not None:
+                    plan.variants[name] = parts
+                    continue
+            elif old is not None:
+                lines = split_lines(old, len(members))
+                if lines is not None:
+                    plan.lines[name] = lines
+                    continue
+            plan.need.update(members)  # put together from its entries' shares
+    if not changed and n_records == a.n_records and holds("compat.json"):
+        plan.compat_unchanged = True
+    else:
+        old = _read(results / "compat.json") if holds("compat.json") else None
+        spans = json_spans(old, a.n_records, [k.json_size for k in a.kept]) if old else None
+        if old is not None and spans is not None:
+            plan.compat, plan.spans = old, spans
+        else:
+            plan.need.update(range(n))
+    return plan
 
 
 def _whole_files(
     results: Path,
-    ordered: Sequence[CachedEntry],
+    shares: Mapping[int, CachedEntry],
+    plan: _Plan,
     n_records: int,
     prelude: str,
     domains: Sequence[tuple[Triage, Mapping[str, Any]]],
     findings: bool,
-) -> tuple[list[tuple[Path, bytes]], dict[str, Any], list[DomainSummary]]:
-    """The files put together from every entry's share, in entry order: the data files,
-    the answers file, index.html, compat.json and the domains' pages; and what the README's findings are
-    written from (``findings``: there is a README): compat.json's document and the domains'
-    summaries."""
-    data = [
-        (results / name, text.encode("utf-8"))
-        for name, text in data_files([s.cell_data for s in ordered])
-    ]
-    compat = json_document(n_records, b",".join(s.json for s in ordered))
-    compat_doc = json.loads(compat) if domains or findings else {}
+) -> tuple[
+    list[tuple[Path, bytes | None]], dict[str, Any], list[DomainSummary], list[Kept], dict[str, Any]
+]:
+    """The files put together from every entry's share (``shares``) or what the last
+    report's assembly keeps of it (``plan.kept``), in entry order: the data files, the
+    answers files, the section files, index.html, compat.json and the domains' pages (bytes;
+    None: a file left as it is); what the README's findings are written from (``findings``:
+    there is a README): compat.json's document and the domains' summaries; and what the
+    next report's assembly keeps of each entry."""
+    n = len(shares.keys() | plan.kept.keys())
+    heads: list[Mapping[str, Any]] = []
+    own: dict[int, tuple[str, list[Any]]] = {}
+    kept: list[Kept] = []
+    for i in range(n):
+        share = shares.get(i)
+        if share is None:
+            heads.append(plan.kept[i].head)
+            kept.append(plan.kept[i])
+            continue
+        head, own[i] = answers_head(share.answers)
+        heads.append(head)
+        kept.append(
+            Kept(
+                html=dataclasses.replace(share.html, sections=""),
+                head=head,
+                json_size=len(share.json),
+                verdicts=share.verdicts,
+                pages=share.pages,
+                documents=tuple(path for path, _ in share.documents),
+            )
+        )
+    grouped: dict[str, list[tuple[Path, bytes | None]]] = {kind: [] for kind in _groups()}
+    for kind, (per, name_of) in _groups().items():
+        whole = grouped[kind]
+        for first in range(0, n, per):
+            name = name_of(first)
+            members = range(first, min(n, first + per))
+            if name in plan.unchanged:
+                whole.append((results / name, None))
+            elif kind == "answers":
+                old = dict(plan.variants.get(name, []))
+                part = [
+                    own.get(i) or (kept[i].head["id"], old[kept[i].head["id"]]) for i in members
+                ]
+                whole.append((results / name, answers_part(part).encode("utf-8")))
+            else:
+                lines = plan.lines.get(name)
+                for i in members:
+                    share = shares.get(i)
+                    if share is None:
+                        continue
+                    line = share.cell_data if kind == "cells" else share.html.sections
+                    if lines is None:
+                        lines = [b""] * len(members)
+                    lines[i - first] = line.encode("utf-8")
+                assert lines is not None
+                whole.append((results / name, b"".join(lines)))
+    if plan.compat_unchanged:
+        compat: bytes | None = None
+    elif plan.compat is not None:
+        compat = splice_json(
+            plan.compat, plan.spans, n_records, {i: s.json for i, s in shares.items()}
+        )
+    else:
+        compat = json_document(n_records, b",".join(shares[i].json for i in range(n)))
+    compat_doc: dict[str, Any] = {}
+    if domains or findings:
+        compat_doc = json.loads(
+            compat if compat is not None else (results / "compat.json").read_bytes()
+        )
     pages, sections, summaries = _domain_pages(results, compat_doc, domains)
-    page = assemble_html([s.html for s in ordered], prelude + sections)
+    page = assemble_html([k.html for k in kept], prelude + sections)
+    index = answers_index(heads)
     whole = [
-        *data,
-        *(
-            (results / name, text.encode("utf-8"))
-            for name, text in answers_file([s.answers for s in ordered])
-        ),
-        *(
-            (results / name, text.encode("utf-8"))
-            for name, text in section_files([s.html for s in ordered])
-        ),
+        *grouped["cells"],
+        (results / ANSWERS_FILE, answers_text(index).encode("utf-8")),
+        *grouped["answers"],
+        *grouped["sections"],
         (results / "index.html", page.encode("utf-8")),
         (results / "compat.json", compat),
         *pages,
     ]
-    return whole, compat_doc, summaries
+    return whole, compat_doc, summaries, kept, index
 
 
 def _entry_files(
     results: Path,
-    shares: Mapping[int, CachedEntry],
-    cached: set[int],
+    pages: Mapping[int, Sequence[tuple[str, str]]],
     jobs: Sequence[_Job],
     writes: Sequence[list[Flags]],
 ) -> list[Flags]:
     """Every entry's files (page, PNG) in entry order, an order that depends neither on the
-    shards nor on the cache: those taken from the cache unwritten, the others as written."""
+    shards nor on the caches: those not rendered (``pages``: from the render cache or the
+    assembly) unwritten, the others as written."""
     flags: dict[int, list[Flags]] = {
-        i: [(results / name, False, False) for name, _ in shares[i].pages] for i in cached
+        i: [(results / name, False, False) for name, _ in named] for i, named in pages.items()
     }
     for job, written in zip(jobs, writes, strict=True):
         per_entry = iter(written)
         for i, _ in job.items:
-            flags[i] = [next(per_entry) for _ in shares[i].pages]
-    return [f for i in range(len(shares)) for f in flags[i]]
+            flags[i] = [next(per_entry) for _ in pages[i]]
+    return [f for i in range(len(pages)) for f in flags[i]]
 
 
 def _summary(
     files: Sequence[Flags],
     documents: Sequence[WritebackResult],
-    ordered: Sequence[CachedEntry],
+    kept: Sequence[Kept],
     entries: Mapping[str, tuple[str, int]],
     n_records: int,
+    assembly: Assembly | None,
 ) -> ReportSummary:
     verdicts: dict[str, int] = {}
-    for s in ordered:
-        for v in s.verdicts:
+    for k in kept:
+        for v in k.verdicts:
             verdicts[v] = verdicts.get(v, 0) + 1
     return ReportSummary(
         outputs=tuple(path for path, _, _ in files),
@@ -517,6 +687,7 @@ def _summary(
         verdicts=dict(sorted(verdicts.items())),
         entries=entries,
         records=n_records,
+        assembly=assembly,
     )
 
 
@@ -542,6 +713,7 @@ def render_all(
     cache: bool = True,
     readme: str | os.PathLike[str] | None = None,
     basis: Mapping[str, tuple[str, int]] | None = None,
+    previous: Previous | None = None,
 ) -> ReportSummary:
     """``records``: the records to report (the store's newest, as the engine holds them:
     harness/store/columnar.py), or Records in hand. ``workers``: how many processes render (the
@@ -564,15 +736,25 @@ def render_all(
     ids = sorted(set(digests) | set(known))
     n_records = sum(n for _, n in digests.values())
 
-    keys, shares = _from_cache(store, digests, ids, known) if store is not None else ([], {})
-    cached = set(shares)
-    missed = [i for i in range(len(ids)) if i not in cached]
+    keys = _keys(digests, ids, known) if store is not None else []
+    if previous is not None and (store is None or tuple(ids) != previous.assembly.ids):
+        previous = None
+    plan = _plan(results, keys, previous, n_records) if previous is not None else None
+    if plan is None:
+        plan = _Plan(need=set(range(len(ids))))
+    shares: dict[int, CachedEntry] = {}
+    if store is not None:
+        for i in sorted(plan.need):
+            hit = store.get(keys[i], pages=i not in plan.kept)
+            if hit is not None:
+                shares[i] = hit
+    missed = sorted(plan.need - shares.keys())
     if table.touched is not None and any(
         ids[i] in digests and ids[i] not in table.touched for i in missed
     ):
         raise NeedsEveryEntry("an entry not appended to is not in the cache")
     if missed:
-        wanted = [ids[i] for i in missed] if cached else None
+        wanted = [ids[i] for i in missed] if len(missed) < len(ids) else None
         aggs = aggregate_table(table, entries, ids=wanted)
     else:
         aggs = []
@@ -590,10 +772,10 @@ def render_all(
         for job, done in zip(jobs, rendered, strict=True):
             for (i, _), share in zip(job.items, done.shares, strict=True):
                 shares[i] = share
-        ordered = [shares[i] for i in range(len(ids))]
-        whole, compat_doc, summaries = _whole_files(
+        whole, compat_doc, summaries, kept, answers = _whole_files(
             results,
-            ordered,
+            shares,
+            plan,
             n_records,
             prelude,
             domains,
@@ -605,11 +787,14 @@ def render_all(
         staged = Staged()
         try:
             writes = [_write(done, check, staged) for done in rendered]
-            whole_flags = [_put(path, blob, check, staged) for path, blob in whole]
+            whole_flags = [
+                (False, False) if blob is None else _put(path, blob, check, staged)
+                for path, blob in whole
+            ]
             documents = [
                 write_blocks(texts, document, check=check, staged=staged)
-                for s in ordered
-                for document, texts in s.documents
+                for i in sorted(shares)
+                for document, texts in shares[i].documents
             ]
             documents += _findings(
                 Path(readme) if readme is not None else None,
@@ -630,12 +815,16 @@ def render_all(
         except OSError as exc:
             raise ReportWriteError(exc) from exc
 
-    files = _entry_files(results, shares, cached, jobs, writes)
+    files = _entry_files(results, {i: k.pages for i, k in enumerate(kept)}, jobs, writes)
     files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]
 
+    assembly = None
     if store is not None and not check:
         for i in missed:
             store.put(keys[i], shares[i])
         store.prune(set(keys))
+        assembly = Assembly(
+            "", code_fingerprint(), tuple(ids), tuple(keys), tuple(kept), n_records, answers
+        )
 
-    return _summary(files, documents, ordered, digests, n_records)
+    return _summary(files, documents, kept, digests, n_records, assembly)

@@ -112,6 +112,16 @@ class ReportState:
     inputs: Mapping[str, Signature | None]  # path relative to the project: its signature
     outputs: Mapping[str, Signature | None]
     said: str  # the summary line the report printed
+    token: str = ""  # names the assembly kept with it (harness/report/assembly.py)
+
+    def vouched(self, repo: Path) -> frozenset[str]:
+        """The files read or written (absolute paths) that are as the last report left them."""
+        return frozenset(
+            os.path.abspath(repo / rel)
+            for files in (self.inputs, self.outputs)
+            for rel, sig in files.items()
+            if sig is not None and signature(repo / rel) == sig
+        )
 
 
 def _signatures(value: Any) -> dict[str, Signature | None] | None:
@@ -144,10 +154,16 @@ def load_state(results: Path) -> ReportState | None:
     if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
         return None
     inputs, outputs = _signatures(doc.get("inputs")), _signatures(doc.get("outputs"))
-    code, said = doc.get("code"), doc.get("said")
-    if inputs is None or outputs is None or not isinstance(code, str) or not isinstance(said, str):
+    code, said, token = doc.get("code"), doc.get("said"), doc.get("token", "")
+    if (
+        inputs is None
+        or outputs is None
+        or not isinstance(code, str)
+        or not isinstance(said, str)
+        or not isinstance(token, str)
+    ):
         return None
-    return ReportState(code, inputs, outputs, said)
+    return ReportState(code, inputs, outputs, said, token)
 
 
 def unchanged(state: ReportState, code: str, repo: Path, repros: Path, results: Path) -> bool:
@@ -182,6 +198,7 @@ def save_state(
     written: Iterable[Path],
     outputs: Iterable[Path],
     said: str,
+    token: str = "",
 ) -> None:
     """Keep what this report read (``inputs``: the signatures taken before it read them;
     those it wrote itself, ``written``, taken again now) and wrote (``outputs``)."""
@@ -196,6 +213,7 @@ def save_state(
         "inputs": kept,
         "outputs": {_rel(p, repo): signature(p) for p in outputs},
         "said": said,
+        "token": token,
     }
     with contextlib.suppress(OSError, OutsideProject):  # without it, the next report reads
         target = safe_folder(results, results / STATE_FILE.parent) / STATE_FILE.name

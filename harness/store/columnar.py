@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import tempfile
@@ -544,7 +543,7 @@ class _Source:
     snap: Snapshot | None = None
     first: int = 0  # lines the snapshot covers: the engine reads the lines after them
     tail: bytes = b""  # the bytes after the snapshot
-    prefix: Future[Any] | None = None  # sha256 of the bytes the snapshot covers, hashed now
+    prefix: Future[Any] | None = None  # BlockDigest of the bytes the snapshot covers, hashed now
     whole: Future[Any] | None = None  # digest_lines of a file read in full
     # the non-blank lines the engine did not accept, (n, bytes): the snapshot's, then the rest
     others: list[tuple[int, bytes]] = field(default_factory=list)
@@ -681,7 +680,7 @@ def _only_appended(
     )
 
 
-_EMPTY = (0, hashlib.sha256(b"").hexdigest())  # what covers an empty file
+_EMPTY = (0, snapshot.digest_bytes(b""))  # what covers an empty file
 
 
 def _by_descriptor(s: _Source) -> Path:

@@ -27,7 +27,7 @@ from harness.store import snapshot
 from harness.store.columnar import RecordTable, load_latest
 from harness.store.jsonl import LoadResult, Store, latest
 from harness.store.records import SCHEMA
-from harness.store.snapshot import cache_dir, fingerprint
+from harness.store.snapshot import cache_dir, digest_bytes, fingerprint
 
 EXAMPLES = int(os.environ.get("COLUMNAR_EXAMPLES", "60"))
 
@@ -439,7 +439,7 @@ def test_a_load_since_its_basis_reads_only_the_entries_appended_to(tmp_path: Pat
     store = Store(root)
     first = load_latest(store, cache)
     assert first.touched is None and first.covered == {
-        "box.jsonl": (path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+        "box.jsonl": (path.stat().st_size, digest_bytes(path.read_bytes()))
     }
     with open(path, "a") as f:  # a newer record of key 3 (entry e3), a new key of e1
         f.write(_ordinary(3, "2026-12-01T00:00:00+00:00") + "\n" + _ordinary(50) + "\n")
@@ -456,7 +456,7 @@ def test_a_load_since_its_basis_reads_only_the_entries_appended_to(tmp_path: Pat
     (root / "other.jsonl").unlink()
     (root / "empty.jsonl").write_bytes(b"")
     basis = load_latest(store, cache).covered
-    assert basis["empty.jsonl"] == (0, hashlib.sha256(b"").hexdigest())
+    assert basis["empty.jsonl"] == (0, hashlib.sha256(b"").hexdigest())  # no blocks
     (root / "empty.jsonl").write_text(_ordinary(5) + "\n")
     assert load_latest(store, cache, since=basis).touched == {"pytorch/e5"}
     # a last line still being written: no basis (the next load reads in full)
@@ -721,3 +721,44 @@ def test_snapshots_are_never_read_written_or_cleaned_through_a_link(
     snapshot.clean(cache, ["box.jsonl"])
     assert not (cache / "gone.jsonl.json").is_symlink()
     assert (elsewhere / "box.jsonl.json").read_text() == "theirs"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.binary(max_size=80),
+    cuts=st.lists(st.integers(min_value=0, max_value=80), max_size=4),
+    size=st.integers(min_value=0, max_value=90),
+)
+def test_a_block_digest_is_the_sha256_of_its_blocks_sha256s_however_it_is_fed(
+    tmp_path_factory, data, cuts, size
+):
+    """What snapshots and the basis name a record file's bytes by: its blocks hashed apart
+    (here of 16 bytes), whether fed in pieces, copied and extended, or read by two threads
+    from a file (digest_prefix: None where the file is shorter than asked)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(snapshot, "_CHUNK", 16)
+        blocks = [data[i : i + 16] for i in range(0, len(data), 16)]
+        expected = hashlib.sha256(b"".join(hashlib.sha256(b).digest() for b in blocks))
+        assert digest_bytes(data) == expected.hexdigest()
+        d = snapshot.BlockDigest()
+        at = 0
+        for cut in sorted(cuts):
+            d.update(data[at:cut])
+            at = max(at, cut)
+        before = d.copy()
+        d.update(data[at:])
+        assert d.hexdigest() == expected.hexdigest()
+        assert before.hexdigest() == digest_bytes(data[:at])  # the copy is not moved
+        path = tmp_path_factory.mktemp("digest") / "f"
+        path.write_bytes(data)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            prefix = snapshot.digest_prefix(fd, size)
+        finally:
+            os.close(fd)
+        if size > len(data):
+            assert prefix is None
+        else:
+            assert prefix is not None and prefix.hexdigest() == digest_bytes(data[:size])
+            prefix.update(data[size:])  # extended as a load extends it by the lines appended
+            assert prefix.hexdigest() == expected.hexdigest()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.aggregate import EntryAggregate
@@ -42,7 +42,12 @@ __all__ = [
     "ANSWERS_PART_ENTRIES",
     "MESSAGE_CHARS",
     "answers_file",
+    "answers_head",
+    "answers_heads",
+    "answers_index",
+    "answers_part",
     "answers_part_name",
+    "answers_text",
     "entry_answers",
     "js_pattern",
 ]
@@ -220,7 +225,97 @@ def answers_part_name(index: int) -> str:
     return f"answers/{index // ANSWERS_PART_ENTRIES:04d}.js"
 
 
-def _part(entries: Sequence[tuple[str, list[dict[str, Any]]]]) -> str:
+def answers_head(part: str) -> tuple[dict[str, Any], tuple[str, list[dict[str, Any]]]]:
+    """An entry's part (``entry_answers``) cut in two: what answers.js holds of it (all but
+    its variants, their names instead), and (its id, its variants) for its answers/NNNN.js."""
+    e = json.loads(part)
+    variants = e.pop("variants")
+    e["names"] = [v["name"] for v in variants]
+    return e, (e["id"], variants)
+
+
+def answers_index(heads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What results/answers.js holds (``answers_text``) from every entry's head
+    (``answers_head``, in entry order; not changed): each environment once, in ``envs``, and
+    each message seen once, in ``messages`` ([type, message]: the same message is raised by
+    many variants and entries), the entries naming them by index."""
+    envs: list[list[str]] = []
+    index: dict[tuple[str, ...], int] = {}
+    messages: list[list[str]] = []
+    message_index: dict[tuple[str, str], int] = {}
+    entries = []
+    for i, head in enumerate(heads):
+        seen = []
+        for s in head["seen"]:  # [variant, type, message, runs, envs] -> [variant, k, runs, envs]
+            key = (s[1], s[2])
+            k = message_index.get(key)
+            if k is None:
+                k = message_index[key] = len(messages)
+                messages.append(list(key))
+            seen.append([s[0], k, *s[3:]])
+        numbers = []
+        for env in head["envs"]:
+            key = tuple(env)  # an id with the versions its records say were installed
+            n = index.get(key)
+            if n is None:
+                n = index[key] = len(envs)
+                envs.append(env)
+            numbers.append(n)
+        entries.append({**head, "seen": seen, "envs": numbers, "part": answers_part_name(i)})
+    return {
+        "schema": 2,
+        "statuses": list(STATUSES),
+        "envs": envs,
+        "messages": messages,
+        "entries": entries,
+    }
+
+
+def answers_text(index: Mapping[str, Any]) -> str:
+    """The text of results/answers.js (``answers_index``'s data)."""
+    return f"harnessAnswers({script_json(index)});\n"
+
+
+def answers_heads(index: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The heads ``answers_index`` numbered (its data, as answers.js holds it), named again
+    by text; ValueError where ``index`` is not that."""
+    try:
+        envs, messages = index["envs"], index["messages"]
+        if not (
+            isinstance(envs, list)
+            and all(isinstance(e, list) and all(isinstance(x, str) for x in e) for e in envs)
+            and isinstance(messages, list)
+            and all(
+                isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m)
+                for m in messages
+            )
+        ):
+            raise ValueError("its environments or messages")
+        heads = []
+        for e in index["entries"]:
+            if not (isinstance(e, dict) and isinstance(e.get("id"), str)):
+                raise ValueError("an entry")
+            seen = []
+            for s in e["seen"]:  # [variant, k, runs, envs] -> [variant, type, message, ...]
+                k = s[1]
+                if type(k) is not int or k < 0:
+                    raise ValueError("a message's number")
+                seen.append([s[0], *messages[k], *s[2:]])
+            numbers = e["envs"]
+            if not all(type(n) is int and n >= 0 for n in numbers):
+                raise ValueError("an environment's number")
+            head = {**e, "seen": seen, "envs": [envs[n] for n in numbers]}
+            del head["part"]
+            heads.append(head)
+    except (KeyError, TypeError, IndexError) as exc:
+        raise ValueError(f"not answers.js's data: {exc!r}") from None
+    return heads
+
+
+def answers_part(entries: Sequence[tuple[str, list[dict[str, Any]]]]) -> str:
+    """The text of one answers/NNNN.js from its entries' (id, variants) (``answers_head``;
+    their reasons are numbered in place), each reason a run was not counted once, in
+    ``reasons``."""
     data = {"reasons": _intern_reasons(entries), "entries": [[i, v] for i, v in entries]}
     return f"harnessVariants({script_json(data)});\n"
 
@@ -228,51 +323,15 @@ def _part(entries: Sequence[tuple[str, list[dict[str, Any]]]]) -> str:
 def answers_file(parts: Sequence[str]) -> list[tuple[str, str]]:
     """(name, text) of results/answers.js and its parts from every entry's part (in entry
     order). answers.js holds what the box matches a pasted error against (each entry but its
-    variants: their names only, and the name of the part that holds them), each
-    environment once, in ``envs``, and each message seen once, in ``messages`` ([type,
-    message]: the same message is raised by many variants and entries), the entries naming
-    them by index; each part
-    (answers/NNNN.js, ``ANSWERS_PART_ENTRIES`` entries) the variants of its entries, which
-    the box loads for the entries it answers with, and each reason a run was not counted
-    once, in ``reasons``."""
-    envs: list[list[str]] = []
-    index: dict[tuple[str, ...], int] = {}
-    messages: list[list[str]] = []
-    message_index: dict[tuple[str, str], int] = {}
-    entries = []
-    variants: list[tuple[str, list[dict[str, Any]]]] = []
-    for i, part in enumerate(parts):
-        e = json.loads(part)
-        for seen in e["seen"]:  # [variant, type, message, runs, envs] -> [variant, k, runs, envs]
-            key = (seen[1], seen[2])
-            k = message_index.get(key)
-            if k is None:
-                k = message_index[key] = len(messages)
-                messages.append(list(key))
-            seen[1:3] = [k]
-        numbers = []
-        for env in e["envs"]:
-            key = tuple(env)  # an id with the versions its records say were installed
-            n = index.get(key)
-            if n is None:
-                n = index[key] = len(envs)
-                envs.append(env)
-            numbers.append(n)
-        e["envs"] = numbers
-        variants.append((e["id"], e.pop("variants")))
-        e["names"] = [v["name"] for v in variants[-1][1]]
-        e["part"] = answers_part_name(i)
-        entries.append(e)
-    data = {
-        "schema": 2,
-        "statuses": list(STATUSES),
-        "envs": envs,
-        "messages": messages,
-        "entries": entries,
-    }
-    files = [(ANSWERS_FILE, f"harnessAnswers({script_json(data)});\n")]
+    variants: their names only, and the name of the part that holds them:
+    ``answers_index``); each part (answers/NNNN.js, ``ANSWERS_PART_ENTRIES`` entries) the
+    variants of its entries, which the box loads for the entries it answers with
+    (``answers_part``)."""
+    cut = [answers_head(part) for part in parts]
+    variants = [v for _, v in cut]
+    files = [(ANSWERS_FILE, answers_text(answers_index([head for head, _ in cut])))]
     for first in range(0, len(variants), ANSWERS_PART_ENTRIES):
         files.append(
-            (answers_part_name(first), _part(variants[first : first + ANSWERS_PART_ENTRIES]))
+            (answers_part_name(first), answers_part(variants[first : first + ANSWERS_PART_ENTRIES]))
         )
     return files
