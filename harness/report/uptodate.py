@@ -59,7 +59,7 @@ _SKIPPED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache"})
 Signature = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
 
 
-def signature(path: Path) -> Signature | None:
+def signature(path: str | os.PathLike[str]) -> Signature | None:
     """The file's identity (None: absent, or not a regular file)."""
     try:
         st = os.stat(path, follow_symlinks=False)
@@ -103,6 +103,11 @@ def files_read(repo: Path, repros: Path, results: Path) -> list[Path]:
 
 
 def _rel(path: Path, repo: Path) -> str:
+    # most paths lie under the project as it was named: their names after it (relpath is
+    # slow enough to count over thousands of outputs)
+    text, root = os.fspath(path), os.fspath(repo).rstrip("/")
+    if text.startswith(root + "/") and "/." not in text[len(root) :]:
+        return text[len(root) + 1 :]
     return os.path.relpath(path, repo)
 
 
@@ -116,11 +121,12 @@ class ReportState:
 
     def vouched(self, repo: Path) -> frozenset[str]:
         """The files read or written (absolute paths) that are as the last report left them."""
+        root = os.path.abspath(repo)
         return frozenset(
-            os.path.abspath(repo / rel)
+            os.path.normpath(f"{root}/{rel}")
             for files in (self.inputs, self.outputs)
             for rel, sig in files.items()
-            if sig is not None and signature(repo / rel) == sig
+            if sig is not None and signature(f"{root}/{rel}") == sig
         )
 
 
