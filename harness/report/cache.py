@@ -21,9 +21,11 @@ its page's and PNG's names and SHA-256, its counts and the blocks written back i
 document; <key>.bin its texts (index.html's row, the section file's line, compat.json's
 part, the data file's line, its part of the answers files). An entry is taken from the cache only when its page and PNG still hold
 exactly the bytes it rendered; anything else (a file edited or removed, a cache file
-missing, unreadable or malformed) renders it again. The data files and the whole files are
-put together from every entry's texts on every report and written where their bytes
-differ. Deleting results/.cache is always safe: the next report renders everything.
+missing, unreadable or malformed) renders it again. The files of several entries (data,
+section and answers files, index.html, compat.json) are put together from every entry's
+texts, or, where the last report's assembly allows, only the changed entries' texts are
+spliced into them (harness/report/assembly.py); each is written where its bytes differ.
+Deleting results/.cache is always safe: the next report renders everything.
 ``report --check`` reads the cache and writes nothing; ``report --no-cache`` neither reads
 nor writes it.
 """
