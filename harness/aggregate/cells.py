@@ -689,7 +689,7 @@ def _count_variants(
     documented failure, NUL-separated); ``judged``: (entry, variant, baseline) where a
     variant names the baselines whose reproducing cells judge it."""
     _score(con, roles, baselines, judged)
-    return _variant_rows(con)
+    return _variant_rows(con, roles)
 
 
 def _score(
@@ -701,13 +701,16 @@ def _score(
     """Table scored: per variant role and cell, the runs counted (n), the hits (k: what the
     role counts as its success or failure, silent documented failures included), and
     whether the cell is in the role's scope (where a baseline reproduces, for those
-    restricted to it); table silent: the runs that failed silently as documented."""
+    restricted to it); table silent: the runs that failed silently as documented. Each role
+    is numbered ``r``, its position in ``roles``: the queries over scored group by that
+    number, not by the six columns it stands for."""
     names = ("entry", "variant", "kind", "scope", "fails", "errors")
     _unnest_table(
         con,
         "roles",
-        {name: [r[i] for r in roles] for i, name in enumerate(names)},
-        "entry VARCHAR, variant VARCHAR, kind VARCHAR, scope BIGINT, fails VARCHAR, errors BOOLEAN",
+        {"r": list(range(len(roles))), **{n: [r[i] for r in roles] for i, n in enumerate(names)}},
+        "r BIGINT, entry VARCHAR, variant VARCHAR, kind VARCHAR, scope BIGINT, fails VARCHAR, "
+        "errors BOOLEAN",
     )
     _unnest_table(
         con,
@@ -765,7 +768,8 @@ def _score(
         "(SELECT (entry, variant, baseline) FROM judged))"
     )
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE scored AS SELECT roles.entry, roles.variant, roles.kind, "
+        "CREATE OR REPLACE TEMP TABLE scored AS SELECT roles.r, roles.entry, roles.variant, "
+        "roles.kind, "
         "roles.scope, roles.fails, roles.errors, env, device, precision, trials, "
         f"{counted} AS n, {hits} + coalesce(cell_silent.silent, 0) AS k, "
         "CASE WHEN errors THEN n_related ELSE 0 END AS related, "
@@ -781,70 +785,84 @@ def _score(
     )
 
 
-def _variant_rows(con: Any) -> _VariantRows:
+def _by_role(
+    fetched: Mapping[str, np.ndarray], columns: Sequence[str], roles: Sequence[tuple[Any, ...]]
+) -> dict[tuple[Any, ...], list[tuple[Any, ...]]]:
+    """The rows of a query ordered by role number (column ``r``), per role: the values of
+    ``columns``, a tuple a row (fetched a column at a time: no tuple per row from the engine)."""
+    r = np.asarray(fetched["r"], dtype=np.int64)
+    rows = list(zip(*(fetched[c].tolist() for c in columns), strict=True))
+    cuts = [0, *(np.flatnonzero(r[1:] != r[:-1]) + 1).tolist(), len(r)]
+    return {roles[int(r[lo])]: rows[lo:hi] for lo, hi in itertools.pairwise(cuts) if hi > lo}
+
+
+def _variant_rows(con: Any, roles: Sequence[tuple[Any, ...]]) -> _VariantRows:
     """What table scored (and runs) give per variant role: totals, per slice, version
-    ranges, failures, messages and the runs not counted."""
-    role = "entry, variant, kind, scope, fails, errors"
+    ranges, failures, messages and the runs not counted. Per role, by its number ``r`` (a
+    sum of BIGINTs is a HUGEINT, which the engine hands over as a float: cast back)."""
+
+    def by_role(sql: str, columns: str, params: Sequence[Any] = ()) -> dict[Any, list[Any]]:
+        fetched = con.execute(sql, params).fetchnumpy()
+        return _by_role(fetched, columns.split(), roles)
+
     totals = {
-        tuple(row[:6]): tuple(row[6:])
-        for row in con.execute(
-            f"SELECT {role}, sum(trials), sum(n), sum(k) FROM scored GROUP BY ALL"
-        ).fetchall()
+        role: rows[0]
+        for role, rows in by_role(
+            "SELECT r, sum(trials)::BIGINT AS runs, sum(n)::BIGINT AS n, sum(k)::BIGINT AS k "
+            "FROM scored GROUP BY r ORDER BY r",
+            "runs n k",
+        ).items()
     }
-    per_slice: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
-    for row in con.execute(
-        f"SELECT {role}, device, precision, sum(k), sum(n), sum(related), sum(ok), sum(silent), "
-        "sum(shows) FROM scored WHERE n > 0 AND in_scope GROUP BY ALL"
-    ).fetchall():
-        per_slice[tuple(row[:6])].append(tuple(row[6:]))
-    env_shows: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
-    for row in con.execute(
-        f"SELECT {role}, env, sum(shows), sum(n) FROM scored WHERE n > 0 AND kind = 'baseline' "
-        "GROUP BY ALL"
-    ).fetchall():
-        env_shows[tuple(row[:6])].append(tuple(row[6:]))
+    per_slice = by_role(
+        "SELECT r, device, precision, sum(k)::BIGINT AS k, sum(n)::BIGINT AS n, "
+        "sum(related)::BIGINT AS related, sum(ok)::BIGINT AS ok, sum(silent)::BIGINT AS silent, "
+        "sum(shows)::BIGINT AS shows FROM scored WHERE n > 0 AND in_scope GROUP BY ALL ORDER BY r",
+        "device precision k n related ok silent shows",
+    )
+    env_shows = by_role(
+        "SELECT r, env, sum(shows)::BIGINT AS shows, sum(n)::BIGINT AS n FROM scored "
+        "WHERE n > 0 AND kind = 'baseline' GROUP BY ALL ORDER BY r",
+        "env shows n",
+    )
     # the metric per environment: the reproducing-cell rule looks no further than one
     # environment's cells, so the rate of any set of environments is the sum of theirs (the
     # page's answer for some versions adds them up as explain aggregates their records)
-    by_env: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
-    for row in con.execute(
-        f"SELECT {role}, env, coalesce(sum(k) FILTER (WHERE in_scope), 0), "
-        "coalesce(sum(n) FILTER (WHERE in_scope), 0), sum(k), sum(n), "
-        "coalesce(sum(ok) FILTER (WHERE in_scope), 0) FROM scored WHERE n > 0 GROUP BY ALL"
-    ).fetchall():
-        by_env[tuple(row[:6])].append((row[6], *(int(x) for x in row[7:])))
-    scope: dict[tuple[Any, ...], list[tuple[str, str, str]]] = defaultdict(list)
-    for row in con.execute(
-        f"SELECT {role}, env, device, precision FROM scored WHERE n > 0 AND in_scope"
-    ).fetchall():
-        scope[tuple(row[:6])].append(tuple(row[6:]))  # type: ignore[arg-type]
+    by_env = by_role(
+        "SELECT r, env, coalesce(sum(k) FILTER (WHERE in_scope), 0)::BIGINT AS k, "
+        "coalesce(sum(n) FILTER (WHERE in_scope), 0)::BIGINT AS n, sum(k)::BIGINT AS ka, "
+        "sum(n)::BIGINT AS na, coalesce(sum(ok) FILTER (WHERE in_scope), 0)::BIGINT AS ok "
+        "FROM scored WHERE n > 0 GROUP BY ALL ORDER BY r",
+        "env k n ka na ok",
+    )
+    scope = by_role(
+        "SELECT r, env, device, precision FROM scored WHERE n > 0 AND in_scope ORDER BY r",
+        "env device precision",
+    )
     grades: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
         "SELECT entry, variant, grade, count(*) FROM runs SEMI JOIN baselines "
         "USING (entry, variant) WHERE grade IS NOT NULL GROUP BY ALL"
     ).fetchall():
         grades[(row[0], row[1])].append(tuple(row[2:]))
-    ranges: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
-    for row in con.execute(
-        f"SELECT {role}, device, precision, env, has_reproduced FROM scored "
-        "WHERE n > 0 AND kind = 'baseline'"
-    ).fetchall():
-        ranges[tuple(row[:6])].append(tuple(row[6:]))
-    failures: dict[tuple[Any, ...], list[tuple[str, str, bool, int]]] = defaultdict(list)
+    ranges = by_role(
+        "SELECT r, device, precision, env, has_reproduced FROM scored "
+        "WHERE n > 0 AND kind = 'baseline' ORDER BY r",
+        "device precision env has_reproduced",
+    )
     p = Params()
-    for row in con.execute(
-        "SELECT entry, variant, scored.kind, scored.scope, scored.fails, scored.errors, runs.outcome, "
-        "CASE WHEN has_exception THEN exc_type || ': ' || exc_message "
-        "ELSE runs.outcome || ': ' || reason END AS text, silent.rid IS NOT NULL OR "
+    failures = by_role(
+        "SELECT scored.r, runs.outcome, CASE WHEN has_exception THEN exc_type || ': ' || "
+        "exc_message ELSE runs.outcome || ': ' || reason END AS text, silent.rid IS NOT NULL OR "
         "(scored.kind = 'dead_end' AND scored.errors AND runs.outcome = 'other_error' "
-        f"AND runs.grade IN {_in(_SHOWS, p)}), count(*) "
+        f"AND runs.grade IN {_in(_SHOWS, p)}) AS documented, count(*) AS c "
         "FROM runs JOIN scored USING (entry, variant, env, device, precision) "
         "LEFT JOIN silent ON silent.rid = runs.rid AND silent.fails = scored.fails "
         "WHERE scored.n > 0 AND scored.n <> scored.ok AND in_scope "
-        f"AND runs.outcome NOT IN {_in(('ok', *_NOT_COUNTED_VALUES), p)} GROUP BY ALL",
+        f"AND runs.outcome NOT IN {_in(('ok', *_NOT_COUNTED_VALUES), p)} GROUP BY ALL "
+        "ORDER BY scored.r",
+        "outcome text documented c",
         p.values,
-    ).fetchall():
-        failures[tuple(row[:6])].append(tuple(row[6:]))  # type: ignore[arg-type]
+    )
     messages: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
         "SELECT entry, variant, exc_type, exc_message, count(*), list(DISTINCT outcome), "
@@ -940,18 +958,9 @@ def _variant(
         anywhere=Rate.of(anywhere, counted),
         shown=Rate.of(shows_all, n_all) if spec.kind == "baseline" else Rate.of(0, 0),
         grades=tuple((g.value, graded[g.value]) for g in GRADES if graded.get(g.value)),
-        by_env=tuple(
-            sorted(
-                ((env, k, n, ka, na, ok) for env, k, n, ka, na, ok in rows.by_env.get(role, ())),
-                key=lambda e: env_rank[e[0]],
-            )
-        ),
-        env_shows=tuple(
-            sorted(
-                ((env, shows, n) for env, shows, n in rows.env_shows.get(role, ())),
-                key=lambda e: env_rank[e[0]],
-            )
-        ),
+        # (the engine's rows are tuples already: sorted as they are)
+        by_env=tuple(sorted(rows.by_env.get(role, ()), key=lambda e: env_rank[e[0]])),
+        env_shows=tuple(sorted(rows.env_shows.get(role, ()), key=lambda e: env_rank[e[0]])),
         scope=frozenset(rows.scope.get(role, ())),
     )
     return va, counted
