@@ -75,6 +75,7 @@ __all__ = [
 
 _VALUES = tuple(o.value for o in OUTCOME_ORDER)
 _VALUE_RANK = {v: i for i, v in enumerate(_VALUES)}
+_GRADE_VALUES = tuple(g.value for g in GRADES)  # best first
 _NOT_COUNTED_VALUES = tuple(o.value for o in OUTCOME_ORDER if o in NOT_COUNTED)
 # per kind: the cells' counts (n_<name>) that count as a hit for its metric (among
 # applicable runs): outcomes, and "shows" (a run that reads as the documented error)
@@ -330,9 +331,11 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
         "FROM records JOIN apart USING (rid)"
     )
     wanted += " AND rid NOT IN (SELECT rid FROM apart)"
+    # the runs as read, before their grades: a statement, not a table (a table of it would be
+    # one more copy of every run; the graded exceptions read only five of its columns)
     p = Params()
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE read_runs AS SELECT rid, entry, variant, kind, env, device, "
+    read = (
+        "SELECT rid, entry, variant, kind, env, device, "
         "precision, trial, CASE WHEN rid IN (SELECT rid FROM flips) THEN 'related' "
         "WHEN rid IN (SELECT rid FROM env_fail) THEN 'unsupported' "
         "WHEN outcome = 'related' AND has_exception AND EXISTS (SELECT 1 FROM undeclared u "
@@ -343,34 +346,34 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
         f"{_checkout_relative('exc_message', p)} AS exc_message, "
         f"{_checkout_relative('exc_frame', p)} AS exc_frame, "
         f"duration_s, versions, provenance, started_at, machine, machine_id, checks, ran_in, "
-        f"requires FROM records WHERE {wanted}",
-        p.values,
+        f"requires FROM records WHERE {wanted}"
     )
-    _graded(con, {e.id: e for e in entries})
-    p = Params()
+    _graded(con, {e.id: e for e in entries}, read, dict(p.values))
     con.execute(
         "CREATE OR REPLACE TEMP TABLE runs AS SELECT r.*, CASE "
         f"WHEN r.outcome IN {_in(_NOT_COUNTED_VALUES, p)} THEN NULL "
         f"WHEN r.outcome = 'reproduced' THEN {p(Grade.VERBATIM.value)} "
         f"WHEN r.outcome IN ('ok', 'wrong_result') THEN {p(Grade.NOT_RAISED.value)} "
         f"WHEN r.outcome = 'other_error' AND g.grade IS NOT NULL THEN g.grade "
-        f"ELSE {p(Grade.OTHER_ERROR.value)} END AS grade FROM read_runs r LEFT JOIN graded g "
+        f"ELSE {p(Grade.OTHER_ERROR.value)} END AS grade FROM ({read}) r LEFT JOIN graded g "
         "ON r.outcome = 'other_error' AND g.entry = r.entry AND g.exc_type = r.exc_type "
         "AND g.exc_message = r.exc_message",
         p.values,
     )
 
 
-def _graded(con: Any, entries: Mapping[str, Entry]) -> None:
+def _graded(con: Any, entries: Mapping[str, Entry], read: str, params: Mapping[str, Any]) -> None:
     """Table ``graded``: the other_error exceptions of the defined entries that read as the
     documented error all the same (harness.outcomes.grade: variable-parts, reworded, or the
-    documented text itself), each distinct (type, message) once, graded in Python."""
+    documented text itself), each distinct (type, message) once, graded in Python. ``read``:
+    the statement of the runs as read (_runs), ``params`` its parameters."""
     rows: dict[str, list[str]] = {"entry": [], "exc_type": [], "exc_message": [], "grade": []}
     if entries:
         _unnest_table(con, "defined", {"entry": list(entries)}, "entry VARCHAR")
         for eid, exc_type, exc_message in con.execute(
-            "SELECT DISTINCT entry, exc_type, exc_message FROM read_runs SEMI JOIN defined "
-            "USING (entry) WHERE outcome = 'other_error' AND has_exception"
+            f"SELECT DISTINCT entry, exc_type, exc_message FROM ({read}) SEMI JOIN defined "
+            "USING (entry) WHERE outcome = 'other_error' AND has_exception",
+            params,
         ).fetchall():
             e = entries[eid]
             reworded = e.reworded.message if e.reworded is not None else None
@@ -398,7 +401,7 @@ def _graded(con: Any, entries: Mapping[str, Entry]) -> None:
 class _Grouped:
     """What the engine grouped, per entry."""
 
-    cells: dict[str, list[tuple[CellKey, CellValue, int]]]  # (key, value, machines)
+    cells: dict[str, dict[CellKey, CellValue]]
     first_kind: dict[str, dict[str, str]]  # entry -> variant -> kind of its first record
     runs: dict[str, int]
     envs: dict[str, list[tuple[str, str, str, str]]]  # (env, python, torch, lightning)
@@ -432,26 +435,23 @@ def _group(con: Any) -> _Grouped:
         "sig BIGINT, " + ", ".join(f"{c} BIGINT" for c in _N_COLUMNS),
     )
     fetched = con.execute(
-        "SELECT entry, variant, env, device, precision, sig, machines FROM cells "
+        "SELECT entry, variant, env, device, precision, sig FROM cells "
         f"JOIN signatures USING ({', '.join(_N_COLUMNS)}) ORDER BY entry"
     ).fetchnumpy()
-    cells: dict[str, list[tuple[CellKey, CellValue, int]]] = {}
-    entries_col = fetched["entry"]
-    keys = zip(
-        fetched["variant"].tolist(),
-        fetched["env"].tolist(),
-        fetched["device"].tolist(),
-        fetched["precision"].tolist(),
-        strict=True,
+    keys: list[CellKey] = list(
+        zip(
+            fetched["variant"].tolist(),
+            fetched["env"].tolist(),
+            fetched["device"].tolist(),
+            fetched["precision"].tolist(),
+            strict=True,
+        )
     )
-    rows = zip(
-        keys,
-        map(values.__getitem__, fetched["sig"].tolist()),
-        fetched["machines"].tolist(),
-        strict=True,
-    )
-    for eid, group in itertools.groupby(zip(entries_col.tolist(), rows, strict=True), key=_first):
-        cells[eid] = [row for _, row in group]
+    cell_values = list(map(values.__getitem__, fetched["sig"].tolist()))
+    cells = {
+        eid: dict(zip(keys[lo:hi], cell_values[lo:hi], strict=True))
+        for eid, lo, hi in _spans(fetched["entry"])
+    }
 
     first_kind: dict[str, dict[str, str]] = defaultdict(dict)
     runs: dict[str, int] = defaultdict(int)
@@ -567,10 +567,6 @@ def _set_apart(con: Any, wanted: str, p: Params) -> None:
                 rows["rid"].append(rid)
                 rows["why"].append(why)
     _unnest_table(con, "apart", rows, "rid BIGINT, why VARCHAR")
-
-
-def _first(pair: tuple[Any, Any]) -> Any:
-    return pair[0]
 
 
 @dataclass(frozen=True)
@@ -785,15 +781,21 @@ def _score(
     )
 
 
+def _spans(column: np.ndarray) -> list[tuple[Any, int, int]]:
+    """Where ``column`` (ordered by it) holds each value: (value, first row, past its last)."""
+    cuts = [0, *(np.flatnonzero(column[1:] != column[:-1]) + 1).tolist(), len(column)]
+    return [(column[lo], lo, hi) for lo, hi in itertools.pairwise(cuts) if hi > lo]
+
+
 def _by_role(
     fetched: Mapping[str, np.ndarray], columns: Sequence[str], roles: Sequence[tuple[Any, ...]]
 ) -> dict[tuple[Any, ...], list[tuple[Any, ...]]]:
     """The rows of a query ordered by role number (column ``r``), per role: the values of
     ``columns``, a tuple a row (fetched a column at a time: no tuple per row from the engine)."""
-    r = np.asarray(fetched["r"], dtype=np.int64)
     rows = list(zip(*(fetched[c].tolist() for c in columns), strict=True))
-    cuts = [0, *(np.flatnonzero(r[1:] != r[:-1]) + 1).tolist(), len(r)]
-    return {roles[int(r[lo])]: rows[lo:hi] for lo, hi in itertools.pairwise(cuts) if hi > lo}
+    return {
+        roles[int(r)]: rows[lo:hi] for r, lo, hi in _spans(np.asarray(fetched["r"], dtype=np.int64))
+    }
 
 
 def _variant_rows(con: Any, roles: Sequence[tuple[Any, ...]]) -> _VariantRows:
@@ -1006,8 +1008,8 @@ def _ranges(
 
 def _best_grade(grades: Iterable[str | None]) -> str:
     """The best of the grades a message was read at ("" when none: not counted)."""
-    ranked = [g for g in GRADES if g.value in set(grades)]
-    return ranked[0].value if ranked else ""
+    read = set(grades)
+    return next((g for g in _GRADE_VALUES if g in read), "")
 
 
 def _range(sid: str, measured: tuple[str, ...], reproduced: tuple[str, ...]) -> ReproRange:
@@ -1118,8 +1120,7 @@ def aggregate_table(
         entry = known.get(eid)
         envs = _envs(grouped.envs.get(eid, ()), env_cache)
         env_rank = {e.id: i for i, e in enumerate(envs)}
-        cell_rows = grouped.cells.get(eid, [])
-        cells = {key: value for key, value, _ in cell_rows}
+        cells = grouped.cells.get(eid, {})
         slices = tuple(sorted({(k[2], k[3]) for k in cells}, key=_slice_key))
         variants: list[VariantAggregate] = []
         seen: set[str] = set()
