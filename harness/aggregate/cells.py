@@ -75,6 +75,7 @@ __all__ = [
 
 _VALUES = tuple(o.value for o in OUTCOME_ORDER)
 _VALUE_RANK = {v: i for i, v in enumerate(_VALUES)}
+_GRADE_VALUES = tuple(g.value for g in GRADES)  # best first
 _NOT_COUNTED_VALUES = tuple(o.value for o in OUTCOME_ORDER if o in NOT_COUNTED)
 # per kind: the cells' counts (n_<name>) that count as a hit for its metric (among
 # applicable runs): outcomes, and "shows" (a run that reads as the documented error)
@@ -330,9 +331,11 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
         "FROM records JOIN apart USING (rid)"
     )
     wanted += " AND rid NOT IN (SELECT rid FROM apart)"
+    # the runs as read, before their grades: a statement, not a table (a table of it would be
+    # one more copy of every run; the graded exceptions read only five of its columns)
     p = Params()
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE read_runs AS SELECT rid, entry, variant, kind, env, device, "
+    read = (
+        "SELECT rid, entry, variant, kind, env, device, "
         "precision, trial, CASE WHEN rid IN (SELECT rid FROM flips) THEN 'related' "
         "WHEN rid IN (SELECT rid FROM env_fail) THEN 'unsupported' "
         "WHEN outcome = 'related' AND has_exception AND EXISTS (SELECT 1 FROM undeclared u "
@@ -343,34 +346,34 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
         f"{_checkout_relative('exc_message', p)} AS exc_message, "
         f"{_checkout_relative('exc_frame', p)} AS exc_frame, "
         f"duration_s, versions, provenance, started_at, machine, machine_id, checks, ran_in, "
-        f"requires FROM records WHERE {wanted}",
-        p.values,
+        f"requires FROM records WHERE {wanted}"
     )
-    _graded(con, {e.id: e for e in entries})
-    p = Params()
+    _graded(con, {e.id: e for e in entries}, read, dict(p.values))
     con.execute(
         "CREATE OR REPLACE TEMP TABLE runs AS SELECT r.*, CASE "
         f"WHEN r.outcome IN {_in(_NOT_COUNTED_VALUES, p)} THEN NULL "
         f"WHEN r.outcome = 'reproduced' THEN {p(Grade.VERBATIM.value)} "
         f"WHEN r.outcome IN ('ok', 'wrong_result') THEN {p(Grade.NOT_RAISED.value)} "
         f"WHEN r.outcome = 'other_error' AND g.grade IS NOT NULL THEN g.grade "
-        f"ELSE {p(Grade.OTHER_ERROR.value)} END AS grade FROM read_runs r LEFT JOIN graded g "
+        f"ELSE {p(Grade.OTHER_ERROR.value)} END AS grade FROM ({read}) r LEFT JOIN graded g "
         "ON r.outcome = 'other_error' AND g.entry = r.entry AND g.exc_type = r.exc_type "
         "AND g.exc_message = r.exc_message",
         p.values,
     )
 
 
-def _graded(con: Any, entries: Mapping[str, Entry]) -> None:
+def _graded(con: Any, entries: Mapping[str, Entry], read: str, params: Mapping[str, Any]) -> None:
     """Table ``graded``: the other_error exceptions of the defined entries that read as the
     documented error all the same (harness.outcomes.grade: variable-parts, reworded, or the
-    documented text itself), each distinct (type, message) once, graded in Python."""
+    documented text itself), each distinct (type, message) once, graded in Python. ``read``:
+    the statement of the runs as read (_runs), ``params`` its parameters."""
     rows: dict[str, list[str]] = {"entry": [], "exc_type": [], "exc_message": [], "grade": []}
     if entries:
         _unnest_table(con, "defined", {"entry": list(entries)}, "entry VARCHAR")
         for eid, exc_type, exc_message in con.execute(
-            "SELECT DISTINCT entry, exc_type, exc_message FROM read_runs SEMI JOIN defined "
-            "USING (entry) WHERE outcome = 'other_error' AND has_exception"
+            f"SELECT DISTINCT entry, exc_type, exc_message FROM ({read}) SEMI JOIN defined "
+            "USING (entry) WHERE outcome = 'other_error' AND has_exception",
+            params,
         ).fetchall():
             e = entries[eid]
             reworded = e.reworded.message if e.reworded is not None else None
@@ -398,7 +401,7 @@ def _graded(con: Any, entries: Mapping[str, Entry]) -> None:
 class _Grouped:
     """What the engine grouped, per entry."""
 
-    cells: dict[str, list[tuple[CellKey, CellValue, int]]]  # (key, value, machines)
+    cells: dict[str, dict[CellKey, CellValue]]
     first_kind: dict[str, dict[str, str]]  # entry -> variant -> kind of its first record
     runs: dict[str, int]
     envs: dict[str, list[tuple[str, str, str, str]]]  # (env, python, torch, lightning)
@@ -409,11 +412,25 @@ class _Grouped:
     requires: dict[tuple[str, str], tuple[str, ...]]  # as the records name them
 
 
+# whether a cell's runs come from more than one machine (machine, machine_id): one of the two
+# not the same in every run (a NULL beside a value included). count(DISTINCT (machine,
+# machine_id)) > 1 says the same; the cells' table took 0.28 s with it at 200k runs, 0.18 s
+# with this
+_SEVERAL_MACHINES = (
+    "("
+    + " OR ".join(
+        f"min({c}) IS DISTINCT FROM max({c}) OR count({c}) NOT IN (0, count(*))"
+        for c in ("machine", "machine_id")
+    )
+    + ")"
+)
+
+
 def _group(con: Any) -> _Grouped:
     p = Params()
     con.execute(
         "CREATE OR REPLACE TEMP TABLE cells AS SELECT entry, variant, env, device, precision, "
-        f"count(*) AS trials, {_counts(p)}, count(DISTINCT (machine, machine_id)) AS machines, "
+        f"count(*) AS trials, {_counts(p)}, {_SEVERAL_MACHINES} AS several_machines, "
         f"count(*) FILTER (WHERE grade IN {_in(_SHOWS, p)}) AS n_shows FROM runs GROUP BY ALL",
         p.values,
     )
@@ -432,26 +449,23 @@ def _group(con: Any) -> _Grouped:
         "sig BIGINT, " + ", ".join(f"{c} BIGINT" for c in _N_COLUMNS),
     )
     fetched = con.execute(
-        "SELECT entry, variant, env, device, precision, sig, machines FROM cells "
+        "SELECT entry, variant, env, device, precision, sig FROM cells "
         f"JOIN signatures USING ({', '.join(_N_COLUMNS)}) ORDER BY entry"
     ).fetchnumpy()
-    cells: dict[str, list[tuple[CellKey, CellValue, int]]] = {}
-    entries_col = fetched["entry"]
-    keys = zip(
-        fetched["variant"].tolist(),
-        fetched["env"].tolist(),
-        fetched["device"].tolist(),
-        fetched["precision"].tolist(),
-        strict=True,
+    keys: list[CellKey] = list(
+        zip(
+            fetched["variant"].tolist(),
+            fetched["env"].tolist(),
+            fetched["device"].tolist(),
+            fetched["precision"].tolist(),
+            strict=True,
+        )
     )
-    rows = zip(
-        keys,
-        map(values.__getitem__, fetched["sig"].tolist()),
-        fetched["machines"].tolist(),
-        strict=True,
-    )
-    for eid, group in itertools.groupby(zip(entries_col.tolist(), rows, strict=True), key=_first):
-        cells[eid] = [row for _, row in group]
+    cell_values = list(map(values.__getitem__, fetched["sig"].tolist()))
+    cells = {
+        eid: dict(zip(keys[lo:hi], cell_values[lo:hi], strict=True))
+        for eid, lo, hi in _spans(fetched["entry"])
+    }
 
     first_kind: dict[str, dict[str, str]] = defaultdict(dict)
     runs: dict[str, int] = defaultdict(int)
@@ -567,10 +581,6 @@ def _set_apart(con: Any, wanted: str, p: Params) -> None:
                 rows["rid"].append(rid)
                 rows["why"].append(why)
     _unnest_table(con, "apart", rows, "rid BIGINT, why VARCHAR")
-
-
-def _first(pair: tuple[Any, Any]) -> Any:
-    return pair[0]
 
 
 @dataclass(frozen=True)
@@ -689,7 +699,7 @@ def _count_variants(
     documented failure, NUL-separated); ``judged``: (entry, variant, baseline) where a
     variant names the baselines whose reproducing cells judge it."""
     _score(con, roles, baselines, judged)
-    return _variant_rows(con)
+    return _variant_rows(con, roles)
 
 
 def _score(
@@ -701,13 +711,16 @@ def _score(
     """Table scored: per variant role and cell, the runs counted (n), the hits (k: what the
     role counts as its success or failure, silent documented failures included), and
     whether the cell is in the role's scope (where a baseline reproduces, for those
-    restricted to it); table silent: the runs that failed silently as documented."""
+    restricted to it); table silent: the runs that failed silently as documented. Each role
+    is numbered ``r``, its position in ``roles``: the queries over scored group by that
+    number, not by the six columns it stands for."""
     names = ("entry", "variant", "kind", "scope", "fails", "errors")
     _unnest_table(
         con,
         "roles",
-        {name: [r[i] for r in roles] for i, name in enumerate(names)},
-        "entry VARCHAR, variant VARCHAR, kind VARCHAR, scope BIGINT, fails VARCHAR, errors BOOLEAN",
+        {"r": list(range(len(roles))), **{n: [r[i] for r in roles] for i, n in enumerate(names)}},
+        "r BIGINT, entry VARCHAR, variant VARCHAR, kind VARCHAR, scope BIGINT, fails VARCHAR, "
+        "errors BOOLEAN",
     )
     _unnest_table(
         con,
@@ -765,8 +778,8 @@ def _score(
         "(SELECT (entry, variant, baseline) FROM judged))"
     )
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE scored AS SELECT roles.entry, roles.variant, roles.kind, "
-        "roles.scope, roles.fails, roles.errors, env, device, precision, trials, "
+        "CREATE OR REPLACE TEMP TABLE scored AS SELECT roles.r, roles.entry, roles.variant, "
+        "roles.kind, roles.scope, roles.fails, roles.errors, env, device, precision, trials, "
         f"{counted} AS n, {hits} + coalesce(cell_silent.silent, 0) AS k, "
         "CASE WHEN errors THEN n_related ELSE 0 END AS related, "
         "n_ok AS ok, coalesce(cell_silent.silent, 0) AS silent, n_shows AS shows, "
@@ -781,74 +794,101 @@ def _score(
     )
 
 
-def _variant_rows(con: Any) -> _VariantRows:
-    """What table scored (and runs) give per variant role: totals, per slice, version
-    ranges, failures, messages and the runs not counted."""
-    role = "entry, variant, kind, scope, fails, errors"
-    totals = {
-        tuple(row[:6]): tuple(row[6:])
-        for row in con.execute(
-            f"SELECT {role}, sum(trials), sum(n), sum(k) FROM scored GROUP BY ALL"
-        ).fetchall()
+def _spans(column: np.ndarray) -> list[tuple[Any, int, int]]:
+    """Where ``column`` (ordered by it) holds each value: (value, first row, past its last)."""
+    cuts = [0, *(np.flatnonzero(column[1:] != column[:-1]) + 1).tolist(), len(column)]
+    return [(column[lo], lo, hi) for lo, hi in itertools.pairwise(cuts) if hi > lo]
+
+
+def _by_role(
+    fetched: Mapping[str, np.ndarray], columns: Sequence[str], roles: Sequence[tuple[Any, ...]]
+) -> dict[tuple[Any, ...], list[tuple[Any, ...]]]:
+    """The rows of a query ordered by role number (column ``r``), per role: the values of
+    ``columns``, a tuple a row (fetched a column at a time: no tuple per row from the engine)."""
+    rows = list(zip(*(fetched[c].tolist() for c in columns), strict=True))
+    return {
+        roles[int(r)]: rows[lo:hi] for r, lo, hi in _spans(np.asarray(fetched["r"], dtype=np.int64))
     }
-    per_slice: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
-    for row in con.execute(
-        f"SELECT {role}, device, precision, sum(k), sum(n), sum(related), sum(ok), sum(silent), "
-        "sum(shows) FROM scored WHERE n > 0 AND in_scope GROUP BY ALL"
-    ).fetchall():
-        per_slice[tuple(row[:6])].append(tuple(row[6:]))
-    env_shows: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
-    for row in con.execute(
-        f"SELECT {role}, env, sum(shows), sum(n) FROM scored WHERE n > 0 AND kind = 'baseline' "
-        "GROUP BY ALL"
-    ).fetchall():
-        env_shows[tuple(row[:6])].append(tuple(row[6:]))
+
+
+def _variant_rows(con: Any, roles: Sequence[tuple[Any, ...]]) -> _VariantRows:
+    """What table scored (and runs) give per variant role: totals, per slice, version
+    ranges, failures, messages and the runs not counted. Per role, by its number ``r`` (a
+    sum of BIGINTs is a HUGEINT, which the engine hands over as a float: cast back)."""
+
+    def by_role(
+        sql: str, columns: str, params: Mapping[str, Any] | None = None
+    ) -> dict[tuple[Any, ...], list[tuple[Any, ...]]]:
+        fetched = con.execute(sql, params or {}).fetchnumpy()
+        return _by_role(fetched, columns.split(), roles)
+
+    totals = {
+        role: rows[0]
+        for role, rows in by_role(
+            "SELECT r, sum(trials)::BIGINT AS runs, sum(n)::BIGINT AS n, sum(k)::BIGINT AS k "
+            "FROM scored GROUP BY r ORDER BY r",
+            "runs n k",
+        ).items()
+    }
+    per_slice = by_role(
+        "SELECT r, device, precision, sum(k)::BIGINT AS k, sum(n)::BIGINT AS n, "
+        "sum(related)::BIGINT AS related, sum(ok)::BIGINT AS ok, sum(silent)::BIGINT AS silent, "
+        "sum(shows)::BIGINT AS shows FROM scored WHERE n > 0 AND in_scope GROUP BY ALL ORDER BY r",
+        "device precision k n related ok silent shows",
+    )
+    env_shows = by_role(
+        "SELECT r, env, sum(shows)::BIGINT AS shows, sum(n)::BIGINT AS n FROM scored "
+        "WHERE n > 0 AND kind = 'baseline' GROUP BY ALL ORDER BY r",
+        "env shows n",
+    )
     # the metric per environment: the reproducing-cell rule looks no further than one
     # environment's cells, so the rate of any set of environments is the sum of theirs (the
     # page's answer for some versions adds them up as explain aggregates their records)
-    by_env: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
-    for row in con.execute(
-        f"SELECT {role}, env, coalesce(sum(k) FILTER (WHERE in_scope), 0), "
-        "coalesce(sum(n) FILTER (WHERE in_scope), 0), sum(k), sum(n), "
-        "coalesce(sum(ok) FILTER (WHERE in_scope), 0) FROM scored WHERE n > 0 GROUP BY ALL"
-    ).fetchall():
-        by_env[tuple(row[:6])].append((row[6], *(int(x) for x in row[7:])))
-    scope: dict[tuple[Any, ...], list[tuple[str, str, str]]] = defaultdict(list)
-    for row in con.execute(
-        f"SELECT {role}, env, device, precision FROM scored WHERE n > 0 AND in_scope"
-    ).fetchall():
-        scope[tuple(row[:6])].append(tuple(row[6:]))  # type: ignore[arg-type]
+    by_env = by_role(
+        "SELECT r, env, coalesce(sum(k) FILTER (WHERE in_scope), 0)::BIGINT AS k, "
+        "coalesce(sum(n) FILTER (WHERE in_scope), 0)::BIGINT AS n, sum(k)::BIGINT AS ka, "
+        "sum(n)::BIGINT AS na, coalesce(sum(ok) FILTER (WHERE in_scope), 0)::BIGINT AS ok "
+        "FROM scored WHERE n > 0 GROUP BY ALL ORDER BY r",
+        "env k n ka na ok",
+    )
+    scope = by_role(
+        "SELECT r, env, device, precision FROM scored WHERE n > 0 AND in_scope ORDER BY r",
+        "env device precision",
+    )
     grades: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
         "SELECT entry, variant, grade, count(*) FROM runs SEMI JOIN baselines "
         "USING (entry, variant) WHERE grade IS NOT NULL GROUP BY ALL"
     ).fetchall():
         grades[(row[0], row[1])].append(tuple(row[2:]))
-    ranges: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
-    for row in con.execute(
-        f"SELECT {role}, device, precision, env, has_reproduced FROM scored "
-        "WHERE n > 0 AND kind = 'baseline'"
-    ).fetchall():
-        ranges[tuple(row[:6])].append(tuple(row[6:]))
-    failures: dict[tuple[Any, ...], list[tuple[str, str, bool, int]]] = defaultdict(list)
+    ranges = by_role(
+        "SELECT r, device, precision, env, has_reproduced FROM scored "
+        "WHERE n > 0 AND kind = 'baseline' ORDER BY r",
+        "device precision env has_reproduced",
+    )
     p = Params()
-    for row in con.execute(
-        "SELECT entry, variant, scored.kind, scored.scope, scored.fails, scored.errors, runs.outcome, "
-        "CASE WHEN has_exception THEN exc_type || ': ' || exc_message "
-        "ELSE runs.outcome || ': ' || reason END AS text, silent.rid IS NOT NULL OR "
+    failures = by_role(
+        "SELECT scored.r, runs.outcome, CASE WHEN has_exception THEN exc_type || ': ' || "
+        "exc_message ELSE runs.outcome || ': ' || reason END AS text, silent.rid IS NOT NULL OR "
         "(scored.kind = 'dead_end' AND scored.errors AND runs.outcome = 'other_error' "
-        f"AND runs.grade IN {_in(_SHOWS, p)}), count(*) "
+        f"AND runs.grade IN {_in(_SHOWS, p)}) AS documented, count(*) AS c "
         "FROM runs JOIN scored USING (entry, variant, env, device, precision) "
         "LEFT JOIN silent ON silent.rid = runs.rid AND silent.fails = scored.fails "
         "WHERE scored.n > 0 AND scored.n <> scored.ok AND in_scope "
-        f"AND runs.outcome NOT IN {_in(('ok', *_NOT_COUNTED_VALUES), p)} GROUP BY ALL",
+        f"AND runs.outcome NOT IN {_in(('ok', *_NOT_COUNTED_VALUES), p)} GROUP BY ALL "
+        "ORDER BY scored.r",
+        "outcome text documented c",
         p.values,
-    ).fetchall():
-        failures[tuple(row[:6])].append(tuple(row[6:]))  # type: ignore[arg-type]
+    )
     messages: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
+    # each message's best grade ("" when none: not counted) picked by the engine: a list of
+    # its grades, for Python to pick from, doubled the query's time
+    p = Params()
     for row in con.execute(
         "SELECT entry, variant, exc_type, exc_message, count(*), list(DISTINCT outcome), "
-        "list(DISTINCT env), list(DISTINCT grade) FROM runs WHERE has_exception GROUP BY ALL"
+        "list(DISTINCT env), coalesce(arg_min(grade, list_position("
+        f"{p(_GRADE_VALUES)}::VARCHAR[], grade)), '') FROM runs WHERE has_exception GROUP BY ALL",
+        p.values,
     ).fetchall():
         messages[(row[0], row[1])].append(row[2:])
     not_counted: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
@@ -895,9 +935,9 @@ def _variant(
                 count,
                 tuple(sorted(outcomes, key=_VALUE_RANK.__getitem__)),
                 by_env(envs),
-                _best_grade(grades),
+                best_grade,
             )
-            for t, msg, count, outcomes, envs, grades in rows.messages.get(name_key, ())
+            for t, msg, count, outcomes, envs, best_grade in rows.messages.get(name_key, ())
         ),
         key=lambda m: (-m.count, m.type, m.message),
     )
@@ -940,18 +980,9 @@ def _variant(
         anywhere=Rate.of(anywhere, counted),
         shown=Rate.of(shows_all, n_all) if spec.kind == "baseline" else Rate.of(0, 0),
         grades=tuple((g.value, graded[g.value]) for g in GRADES if graded.get(g.value)),
-        by_env=tuple(
-            sorted(
-                ((env, k, n, ka, na, ok) for env, k, n, ka, na, ok in rows.by_env.get(role, ())),
-                key=lambda e: env_rank[e[0]],
-            )
-        ),
-        env_shows=tuple(
-            sorted(
-                ((env, shows, n) for env, shows, n in rows.env_shows.get(role, ())),
-                key=lambda e: env_rank[e[0]],
-            )
-        ),
+        # (the engine's rows are tuples already: sorted as they are)
+        by_env=tuple(sorted(rows.by_env.get(role, ()), key=lambda e: env_rank[e[0]])),
+        env_shows=tuple(sorted(rows.env_shows.get(role, ()), key=lambda e: env_rank[e[0]])),
         scope=frozenset(rows.scope.get(role, ())),
     )
     return va, counted
@@ -995,12 +1026,6 @@ def _ranges(
     return ranges
 
 
-def _best_grade(grades: Iterable[str | None]) -> str:
-    """The best of the grades a message was read at ("" when none: not counted)."""
-    ranked = [g for g in GRADES if g.value in set(grades)]
-    return ranked[0].value if ranked else ""
-
-
 def _range(sid: str, measured: tuple[str, ...], reproduced: tuple[str, ...]) -> ReproRange:
     newest = measured[-1] if measured else None
     return ReproRange(
@@ -1024,7 +1049,7 @@ def _per_machine(
     p = Params()
     for row in con.execute(
         f"SELECT entry, variant, env, device, precision, machine, machine_id, {_counts(p)} "
-        "FROM runs SEMI JOIN (SELECT * FROM cells WHERE machines > 1) "
+        "FROM runs SEMI JOIN (SELECT * FROM cells WHERE several_machines) "
         "USING (entry, variant, env, device, precision) GROUP BY ALL",
         p.values,
     ).fetchall():
@@ -1109,8 +1134,7 @@ def aggregate_table(
         entry = known.get(eid)
         envs = _envs(grouped.envs.get(eid, ()), env_cache)
         env_rank = {e.id: i for i, e in enumerate(envs)}
-        cell_rows = grouped.cells.get(eid, [])
-        cells = {key: value for key, value, _ in cell_rows}
+        cells = grouped.cells.get(eid, {})
         slices = tuple(sorted({(k[2], k[3]) for k in cells}, key=_slice_key))
         variants: list[VariantAggregate] = []
         seen: set[str] = set()

@@ -6,7 +6,10 @@ import dataclasses
 import random
 from pathlib import Path
 
+import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.aggregate import (
     CONFIRMED,
@@ -25,6 +28,7 @@ from harness.aggregate import (
     read_rate,
     wilson,
 )
+from harness.aggregate.cells import _SEVERAL_MACHINES
 from harness.outcomes import Outcome
 from harness.report.render.markdown import render_entry
 from harness.spec.entries import Claims, Entry, FailsAs, Signature, Variant, VersionClaim
@@ -755,6 +759,29 @@ def test_two_machines_of_one_name_are_told_apart_by_id() -> None:
     agg = aggregate_entry(make_entry(), records)
     [(m1, _), (m2, _)] = agg.by_machine[("base", E1, "cpu", "fp16")]
     assert (m1, m2) == ("ci (aaaa1111)", "ci (bbbb2222)")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(*[st.sampled_from([None, "", "a", "b"])] * 2), min_size=1, max_size=4),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_several_machines_is_more_than_one_distinct_machine_key(cells) -> None:
+    """The cells' flag for runs from several machines (min, max and counts: cheaper) says
+    what count(DISTINCT (machine, machine_id)) > 1 says, NULLs among the values included."""
+    rows = [(i, m, mid) for i, runs in enumerate(cells) for m, mid in runs]
+    con = duckdb.connect()
+    con.execute("CREATE TABLE runs (cell BIGINT, machine VARCHAR, machine_id VARCHAR)")
+    con.executemany("INSERT INTO runs VALUES (?, ?, ?)", rows)
+    got = con.execute(
+        f"SELECT cell, {_SEVERAL_MACHINES}, count(DISTINCT (machine, machine_id)) > 1 "
+        "FROM runs GROUP BY cell"
+    ).fetchall()
+    assert [(c, flag) for c, flag, _ in sorted(got)] == [(c, want) for c, _, want in sorted(got)]
+    assert len(got) == len(cells)
 
 
 def test_one_message_quoting_the_reproducer_is_one_message_whichever_checkout_ran_it():
