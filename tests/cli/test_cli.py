@@ -72,6 +72,7 @@ def test_report_keeps_its_caches_and_no_cache_neither_reads_nor_writes_them(
         "snapshot",
         "report-state.json",
         "report-basis.json",
+        "report-assembly.json",
     }
     # the same summary either way (the figures and verdicts come from the same records)
     assert fresh.stdout.splitlines()[-1] == cached.stdout.splitlines()[-1]
