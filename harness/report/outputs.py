@@ -143,11 +143,13 @@ class ReportSummary:
         return not self.stale_outputs and not self.stale_documents
 
 
-def _put(path: Path, data: bytes, check: bool, staged: Staged | None = None) -> tuple[bool, bool]:
+def _put(
+    path: Path, data: bytes, check: bool, staged: Staged | None = None, old: bytes | None = None
+) -> tuple[bool, bool]:
     """(stale, written): written into ``staged`` where given (renamed with the others at the
-    end), else at once."""
+    end), else at once. ``old``: the file's bytes, where the caller has just read them."""
     try:
-        stale = path.read_bytes() != data
+        stale = (path.read_bytes() if old is None else old) != data
     except FileNotFoundError:
         stale = True
     if stale and not check:
@@ -785,10 +787,13 @@ def render_all(
         # README staged together and renamed at the end, or none of them (a full disk, a
         # read-only folder: every output stays as it was, and the error names the file)
         staged = Staged()
+        compat_path = results / "compat.json"  # whose old bytes the plan holds, if spliced
         try:
             writes = [_write(done, check, staged) for done in rendered]
             whole_flags = [
-                (False, False) if blob is None else _put(path, blob, check, staged)
+                (False, False)
+                if blob is None
+                else _put(path, blob, check, staged, plan.compat if path == compat_path else None)
                 for path, blob in whole
             ]
             documents = [
