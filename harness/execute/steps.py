@@ -683,12 +683,27 @@ def render_reports(
     # the record files where they hold (--check writes none: harness/store/snapshot.py)
     # a report whose records were all read last time reads only the entries appended to
     basis = uptodate.load_basis(cfg.results_dir, code) if vouch else None
-    loaded = load_latest(
-        store,
-        cache_dir(cfg.records_dir) if cache else None,
-        update=not check,
-        since=basis.files if basis is not None else None,
-    )
+
+    def last_assembly() -> Previous | None:
+        """The whole files are spliced where the last report's assembly and state allow
+        (harness/report/assembly.py)."""
+        if not (vouch and last is not None and last.code == code and last.token):
+            return None
+        vouched = last.vouched(cfg.repo)
+        kept = load_assembly(cfg.results_dir, code_fingerprint(), last.token, vouched)
+        return Previous(kept, vouched) if kept is not None else None
+
+    # read beside the store's load, which waits on the engine and on hashing (neither holds
+    # the GIL); the thread is gone before any renderer is forked
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        assembling = pool.submit(last_assembly)
+        loaded = load_latest(
+            store,
+            cache_dir(cfg.records_dir) if cache else None,
+            update=not check,
+            since=basis.files if basis is not None else None,
+        )
+        previous = assembling.result()
     # --check writes nothing, not even the quarantine; the warnings still name every line
     problems = [] if check else store.quarantine(loaded.refused)
     refused = RenderCache(cfg.results_dir).refused if cache else None  # a linked folder
@@ -717,14 +732,6 @@ def render_reports(
 
     prelude = html_lead(latest_snapshot(cfg.results_dir)) + prelude
     domains = _domains(cfg, console)
-
-    # the whole files are spliced where the last report's assembly and state allow
-    # (harness/report/assembly.py)
-    previous = None
-    if vouch and last is not None and last.code == code and last.token:
-        kept = load_assembly(cfg.results_dir, code_fingerprint(), last.token)
-        if kept is not None:
-            previous = Previous(kept, last.vouched(cfg.repo))
 
     def render(table: Any) -> Any:
         return render_all(

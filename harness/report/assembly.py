@@ -8,8 +8,8 @@ would put 2,500 entries' shares together to change ten of them. Instead, each re
 vouches for its outputs (harness/report/uptodate.py: the state file, with each output's
 size, times and inode as it wrote them) keeps here, per entry in id order, its key and the
 small part of its share that the files of every entry need (its row of index.html and what
-the header counts of it, what answers.js holds of it, its length in compat.json, its
-verdicts, its pages and documents). The next report, for the entries whose key is the same
+the header counts of it, its length in compat.json, its verdicts, its pages and documents;
+what answers.js holds of it is read back from answers.js, as the state vouches for it). The next report, for the entries whose key is the same
 and whose page, PNG and document the state still vouches for, takes that part from here;
 for the others it takes the whole share (render cache, else rendered). Then:
 
@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,6 @@ class Assembly:
     keys: tuple[str, ...]  # each entry's render key (harness/report/cache.py)
     kept: tuple[Kept, ...]
     n_records: int  # compat.json's "records"
-    answers: Mapping[str, Any]  # answers.js's data (render/answers.py: answers_index)
 
 
 def _strings(value: Any) -> list[str]:
@@ -129,12 +129,26 @@ def _kept(value: Any, head: Mapping[str, Any]) -> Kept:
     )
 
 
-def load_assembly(results: Path, code: str, token: str) -> Assembly | None:
+_ANSWERS_START, _ANSWERS_END = b"harnessAnswers(", b");\n"
+
+
+def load_assembly(
+    results: Path, code: str, token: str, vouched: Collection[str]
+) -> Assembly | None:
     """The record kept with the state of token ``token`` by this code, else None (absent,
-    unreadable, malformed, another report's, kept through a link)."""
+    unreadable, malformed, another report's, kept through a link). What answers.js holds of
+    each entry is read from answers.js itself, where the state vouches for it (``vouched``:
+    absolute paths) as the report that kept the record wrote it."""
+    answers_js = results / "answers.js"
+    if os.path.abspath(answers_js) not in vouched:
+        return None
     try:
         folder = safe_folder(results, results / ASSEMBLY_FILE.parent)
         doc = json.loads((folder / ASSEMBLY_FILE.name).read_bytes())
+        text = answers_js.read_bytes()
+        if not (text.startswith(_ANSWERS_START) and text.endswith(_ANSWERS_END)):
+            return None
+        answers = json.loads(text[len(_ANSWERS_START) : -len(_ANSWERS_END)])
     except (OSError, ValueError, OutsideProject, RecursionError):
         return None
     if not (
@@ -147,7 +161,7 @@ def load_assembly(results: Path, code: str, token: str) -> Assembly | None:
         return None
     try:
         ids, keys = _strings(doc["ids"]), _strings(doc["keys"])
-        heads = answers_heads(doc["answers"])
+        heads = answers_heads(answers)
         if [h["id"] for h in heads] != ids or len(doc["kept"]) != len(ids):
             return None
         kept = [_kept(k, head) for k, head in zip(doc["kept"], heads, strict=True)]
@@ -156,7 +170,7 @@ def load_assembly(results: Path, code: str, token: str) -> Assembly | None:
         return None
     if len(keys) != len(ids) or ids != sorted(set(ids)):
         return None
-    return Assembly(token, code, tuple(ids), tuple(keys), tuple(kept), n_records, doc["answers"])
+    return Assembly(token, code, tuple(ids), tuple(keys), tuple(kept), n_records)
 
 
 def save_assembly(results: Path, assembly: Assembly) -> None:
@@ -168,7 +182,6 @@ def save_assembly(results: Path, assembly: Assembly) -> None:
         "ids": list(assembly.ids),
         "keys": list(assembly.keys),
         "records": assembly.n_records,
-        "answers": assembly.answers,
         "kept": [
             {
                 "html": {

@@ -564,9 +564,7 @@ def _whole_files(
     prelude: str,
     domains: Sequence[tuple[Triage, Mapping[str, Any]]],
     findings: bool,
-) -> tuple[
-    list[tuple[Path, bytes | None]], dict[str, Any], list[DomainSummary], list[Kept], dict[str, Any]
-]:
+) -> tuple[list[tuple[Path, bytes | None]], dict[str, Any], list[DomainSummary], list[Kept]]:
     """The files put together from every entry's share (``shares``) or what the last
     report's assembly keeps of it (``plan.kept``), in entry order: the data files, the
     answers files, the section files, index.html, compat.json and the domains' pages (bytes;
@@ -646,7 +644,7 @@ def _whole_files(
         (results / "compat.json", compat),
         *pages,
     ]
-    return whole, compat_doc, summaries, kept, index
+    return whole, compat_doc, summaries, kept
 
 
 def _entry_files(
@@ -774,7 +772,7 @@ def render_all(
         for job, done in zip(jobs, rendered, strict=True):
             for (i, _), share in zip(job.items, done.shares, strict=True):
                 shares[i] = share
-        whole, compat_doc, summaries, kept, answers = _whole_files(
+        whole, compat_doc, summaries, kept = _whole_files(
             results,
             shares,
             plan,
@@ -828,8 +826,6 @@ def render_all(
         for i in missed:
             store.put(keys[i], shares[i])
         store.prune(set(keys))
-        assembly = Assembly(
-            "", code_fingerprint(), tuple(ids), tuple(keys), tuple(kept), n_records, answers
-        )
+        assembly = Assembly("", code_fingerprint(), tuple(ids), tuple(keys), tuple(kept), n_records)
 
     return _summary(files, documents, kept, digests, n_records, assembly)
