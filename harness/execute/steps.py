@@ -772,14 +772,14 @@ def render_reports(
     console.print(said(len(summary.written), len(summary.documents_updated)), markup=False)
     if vouch:
         uptodate.save_basis(cfg.results_dir, code, loaded.covered, summary.entries)
-    if vouch and not loaded.warnings and not problems and summary.assembly is not None:
-        token = secrets.token_hex(16)
+    # the state and the assembly are kept together, after a report without a warning
+    keep = vouch and not loaded.warnings and not problems
+    token = secrets.token_hex(16) if keep and summary.assembly is not None else ""
+    if token:
         save_assembly(cfg.results_dir, dataclasses.replace(summary.assembly, token=token))
-    else:
-        token = ""
-        if vouch:  # the assembly is only kept with a state (--check writes nothing)
-            forget_assembly(cfg.results_dir)
-    if vouch and not loaded.warnings and not problems:
+    elif vouch:  # (--check writes nothing)
+        forget_assembly(cfg.results_dir)
+    if keep:
         uptodate.save_state(
             cfg.results_dir,
             cfg.repo,

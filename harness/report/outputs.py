@@ -501,14 +501,11 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def _plan(results: Path, keys: Sequence[str], previous: Previous | None, n_records: int) -> _Plan:
+def _plan(results: Path, keys: Sequence[str], previous: Previous, n_records: int) -> _Plan:
     """Which entries the last report's assembly gives and which files it spares (see
-    harness/report/assembly.py); without one, every entry's share is needed."""
+    harness/report/assembly.py)."""
     n = len(keys)
     plan = _Plan()
-    if previous is None:
-        plan.need = set(range(n))
-        return plan
     a, vouched = previous.assembly, previous.vouched
     root = os.path.abspath(results)
 
@@ -593,9 +590,9 @@ def _whole_files(
                 documents=tuple(path for path, _ in share.documents),
             )
         )
-    grouped: dict[str, list[tuple[Path, bytes | None]]] = {kind: [] for kind in _groups()}
+    grouped: dict[str, list[tuple[Path, bytes | None]]] = {}
     for kind, (per, name_of) in _groups().items():
-        whole = grouped[kind]
+        whole = grouped[kind] = []
         for first in range(0, n, per):
             name = name_of(first)
             members = range(first, min(n, first + per))
@@ -607,17 +604,13 @@ def _whole_files(
                     own.get(i) or (kept[i].head["id"], old[kept[i].head["id"]]) for i in members
                 ]
                 whole.append((results / name, answers_part(part).encode("utf-8")))
-            else:
-                lines = plan.lines.get(name)
+            else:  # the old lines, or none where every entry's share is here
+                lines = plan.lines.get(name) or [b""] * len(members)
                 for i in members:
                     share = shares.get(i)
-                    if share is None:
-                        continue
-                    line = share.cell_data if kind == "cells" else share.html.sections
-                    if lines is None:
-                        lines = [b""] * len(members)
-                    lines[i - first] = line.encode("utf-8")
-                assert lines is not None
+                    if share is not None:
+                        line = share.cell_data if kind == "cells" else share.html.sections
+                        lines[i - first] = line.encode("utf-8")
                 whole.append((results / name, b"".join(lines)))
     if plan.compat_unchanged:
         compat: bytes | None = None
@@ -739,9 +732,12 @@ def render_all(
     keys = _keys(digests, ids, known) if store is not None else []
     if previous is not None and (store is None or tuple(ids) != previous.assembly.ids):
         previous = None
-    plan = _plan(results, keys, previous, n_records) if previous is not None else None
-    if plan is None:
-        plan = _Plan(need=set(range(len(ids))))
+    # without the last report's assembly, every entry's share is needed
+    plan = (
+        _plan(results, keys, previous, n_records)
+        if previous is not None
+        else _Plan(need=set(range(len(ids))))
+    )
     shares: dict[int, CachedEntry] = {}
     if store is not None:
         for i in sorted(plan.need):
