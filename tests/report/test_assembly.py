@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 from harness.report import assembly, cache, outputs
 from harness.report.render import answers, html
 from harness.report.render.jsonout import json_document
-from tests.paths import REPO
 from tests.report.test_uptodate import (  # noqa: F401  (committed_lines: a fixture)
     OTHER,
     SEED,
     _outputs,
     committed_lines,
     report,
+    two_entries,
 )
 
 # -- the pieces ------------------------------------------------------------------------
@@ -104,19 +104,7 @@ def test_answers_heads_read_back_from_answers_js_data_are_the_heads():
 def project(tmp_path: Path, committed_lines: dict[str, list[str]]) -> Path:  # noqa: F811
     """Both seed entries, a file of each kind per entry (so that one entry's files can be
     left as they are), and SEED's last 20 records not yet in the store."""
-    root = tmp_path / "proj"
-    for eid in (SEED, OTHER):
-        shutil.copytree(
-            REPO / "repros" / eid,
-            root / "repros" / eid,
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
-    shutil.copy(REPO / "repros" / "reprokit.py", root / "repros" / "reprokit.py")
-    (root / "results" / "records").mkdir(parents=True)
-    lines = committed_lines[SEED][:-20] + committed_lines[OTHER]
-    (root / "results" / "records" / "vm.jsonl").write_text(
-        "\n".join(lines) + "\n", encoding="utf-8"
-    )
+    root = two_entries(tmp_path / "proj", committed_lines)
     (root / "later.jsonl").write_text("\n".join(committed_lines[SEED][-20:]) + "\n")
     return root
 

@@ -59,6 +59,23 @@ def project(tmp_path: Path, seed_lines: list[str]) -> Path:
     return root
 
 
+def two_entries(root: Path, committed_lines: dict[str, list[str]]) -> Path:
+    """A project of both seed entries whose store holds all their records but SEED's last 20."""
+    for eid in (SEED, OTHER):
+        shutil.copytree(
+            REPO / "repros" / eid,
+            root / "repros" / eid,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    shutil.copy(REPO / "repros" / "reprokit.py", root / "repros" / "reprokit.py")
+    (root / "results" / "records").mkdir(parents=True)
+    lines = committed_lines[SEED][:-20] + committed_lines[OTHER]
+    (root / "results" / "records" / "vm.jsonl").write_text(
+        "\n".join(lines) + "\n", encoding="utf-8"
+    )
+    return root
+
+
 def report(root: Path, **kwargs: object) -> tuple[int, str, bool]:
     """(exit status, what it printed, whether it rendered)."""
     out = io.StringIO()
@@ -217,18 +234,8 @@ def test_a_report_after_an_append_reads_only_the_entries_appended_to(
     """The records appended since the last report name one entry: the report reads and
     renders that one (the other is taken from its basis and the cache), and writes what
     a report that reads and renders everything writes."""
-    root = tmp_path / "proj"
-    for eid in (SEED, OTHER):
-        shutil.copytree(
-            REPO / "repros" / eid,
-            root / "repros" / eid,
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
-    shutil.copy(REPO / "repros" / "reprokit.py", root / "repros" / "reprokit.py")
-    (root / "results" / "records").mkdir(parents=True)
+    root = two_entries(tmp_path / "proj", committed_lines)
     store = root / "results" / "records" / "vm.jsonl"
-    lines = committed_lines[SEED][:-20] + committed_lines[OTHER]
-    store.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert report(root)[0] == 0
 
     from harness.store import columnar
