@@ -18,7 +18,6 @@ each must be fixed or explained in entry.yaml (``smells:``); an unexplained one 
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from harness.catalogue.gpu_use import gpu_use_problems
 from harness.catalogue.scaffold import PLACEHOLDER, split_type
 from harness.domain import pattern_text
 from harness.outcomes import SHOWS, Grade, grade, type_named
+from harness.report.render.jsonout import read_compat
 from harness.spec.declared import parse_source
 from harness.spec.entries import Entry, EntryError, failure_kind, load_entry, measures_kind
 from harness.store.records import Record
@@ -325,9 +325,10 @@ def check_entry(
 
 
 def _measured(results: Path) -> dict[str, Mapping[str, Any]]:
-    """The entries' aggregates in results/compat.json (none where it is missing or unread)."""
+    """The entries' aggregates in results/compat.json and its parts (none where they are
+    missing or unread)."""
     try:
-        document = json.loads((results / "compat.json").read_text(encoding="utf-8"))
+        document = read_compat(results)
     except (OSError, ValueError):
         return {}
     return {e["id"]: e for e in document.get("entries", ()) if isinstance(e, dict) and "id" in e}

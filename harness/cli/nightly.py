@@ -65,6 +65,7 @@ class NightlyCommand(Command):
             summary_markdown,
         )
         from harness.ci.regression_issues import report_regressions
+        from harness.report.render.jsonout import COMPAT_FILE, read_compat
         from harness.spec.entries import load_entries
         from harness.store.jsonl import Store
 
@@ -73,8 +74,12 @@ class NightlyCommand(Command):
         if not records:
             raise InputError("results/records holds no records: no night to snapshot")
         night = args.night or max(night_of(r) for r in records)
-        compat = repo / "results" / "compat.json"
-        claims = claim_verdicts(json.loads(compat.read_text())) if compat.is_file() else {}
+        claims = {}
+        if (repo / "results" / COMPAT_FILE).is_file():
+            try:
+                claims = claim_verdicts(read_compat(repo / "results"))
+            except ValueError as exc:  # "file:line: problem"
+                raise InputError(f"{exc}; run `python -m harness report` again") from None
         folder = repo / SNAPSHOTS
         folder.mkdir(parents=True, exist_ok=True)
         earlier = sorted(p for p in folder.glob("*.json") if p.stem < night)

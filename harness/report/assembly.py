@@ -2,22 +2,22 @@
 puts only the entries that changed into them.
 
 The whole files (index.html, answers.js, compat.json, and the files of 16 or 64 entries:
-sections/, cells/, answers/) are made of every entry's share. A report that rendered every
+sections/, cells/, answers/, aggregates/) are made of every entry's share. A report that rendered every
 entry again, or read each one's share back from the render cache (harness/report/cache.py),
 would put 2,500 entries' shares together to change ten of them. Instead, each report that
 vouches for its outputs (harness/report/uptodate.py: the state file, with each output's
 size, times and inode as it wrote them) keeps here, per entry in id order, its key and the
 small part of its share that the files of every entry need (its row of index.html and what
-the header counts of it, its length in compat.json, its verdicts, its pages and documents;
+the header counts of it, its verdicts, its pages and documents;
 what answers.js holds of it is read back from answers.js, as the state vouches for it). The next report, for the entries whose key is the same
 and whose page, PNG and document the state still vouches for, takes that part from here;
 for the others it takes the whole share (render cache, else rendered). Then:
 
-- index.html and answers.js are put together again from every entry's part (a few MB);
+- index.html, answers.js and compat.json (the index of the aggregates' parts) are put
+  together again from every entry's part (a few MB);
 - a file of 16 or 64 entries none of which changed, and which the state vouches for, is
   left as it is; one with changed entries takes their new lines in place of the old ones
-  (a line an entry), or, for answers/NNNN.js, is put together from its entries' shares;
-- compat.json takes the changed entries' JSON in place of their old bytes.
+  (a line an entry), or, for answers/NNNN.js, is put together from its entries' shares.
 
 A file the state does not vouch for (edited, removed, written by another report), or one
 that is not what this record says it holds, is put together from its entries' whole shares
@@ -41,21 +41,18 @@ from harness.atomic import write_atomically
 from harness.paths import OutsideProject, safe_folder
 from harness.report.render.answers import answers_heads
 from harness.report.render.html import HtmlPart
-from harness.report.render.jsonout import json_document
 
 __all__ = [
     "Assembly",
     "Kept",
     "load_assembly",
     "save_assembly",
-    "json_spans",
-    "splice_json",
     "splice_lines",
     "split_lines",
 ]
 
 ASSEMBLY_FILE = Path(".cache") / "report-assembly.json"  # under results/
-_FORMAT = 1
+_FORMAT = 2  # 2: no entry's length in compat.json (its parts are files of lines)
 
 
 @dataclass(frozen=True)
@@ -64,7 +61,6 @@ class Kept:
 
     html: HtmlPart  # its row of index.html and its counts (sections: "", in its section file)
     head: Mapping[str, Any]  # what answers.js holds of it (render/answers.py: answers_head)
-    json_size: int  # the bytes of its part of compat.json
     verdicts: tuple[str, ...]
     pages: tuple[tuple[str, str], ...]  # (path under results/, SHA-256): its page and PNG
     documents: tuple[str, ...]  # the documents its blocks are written into
@@ -77,7 +73,7 @@ class Assembly:
     ids: tuple[str, ...]  # every entry, in id order
     keys: tuple[str, ...]  # each entry's render key (harness/report/cache.py)
     kept: tuple[Kept, ...]
-    n_records: int  # compat.json's "records"
+    n_records: int  # the records counted (compat.json's "records")
 
 
 def _strings(value: Any) -> list[str]:
@@ -122,7 +118,6 @@ def _kept(value: Any, head: Mapping[str, Any]) -> Kept:
             lightnings=frozenset(_strings(html["lightnings"])),
         ),
         head=head,
-        json_size=_count(value["json"]),
         verdicts=tuple(_strings(value["verdicts"])),
         pages=tuple((a, b) for a, b in pages),
         documents=tuple(_strings(value["documents"])),
@@ -193,7 +188,6 @@ def save_assembly(results: Path, assembly: Assembly) -> None:
                     "lightnings": sorted(k.html.lightnings),
                     "contents": k.html.contents,
                 },
-                "json": k.json_size,
                 "verdicts": list(k.verdicts),
                 "pages": [list(p) for p in k.pages],
                 "documents": list(k.documents),
@@ -232,42 +226,6 @@ def splice_lines(old: bytes, count: int, new: Mapping[int, bytes]) -> bytes | No
     for k, line in new.items():
         lines[k] = line
     return b"".join(lines)
-
-
-def json_spans(old: bytes, n_records: int, sizes: Sequence[int]) -> list[tuple[int, int]] | None:
-    """Where each entry's part lies in compat.json as json_document wrote it of
-    ``n_records`` records and parts ``sizes`` long (in order), or None where ``old`` is not
-    laid out so."""
-    head = json_document(n_records, b"")[:-3]  # ...,"entries":[  (then ]}\n)
-    end = len(head) + sum(sizes) + max(0, len(sizes) - 1)
-    if not (old.startswith(head) and len(old) == end + 3 and old[end:] == b"]}\n"):
-        return None
-    spans = []
-    at = len(head)
-    for i, size in enumerate(sizes):
-        if i:
-            if old[at] != ord(","):
-                return None
-            at += 1
-        spans.append((at, at + size))
-        at += size
-    return spans
-
-
-def splice_json(
-    old: bytes, spans: Sequence[tuple[int, int]], records: int, new: Mapping[int, bytes]
-) -> bytes:
-    """compat.json of ``records`` records from ``old`` (its parts at ``spans``:
-    ``json_spans``) with part i replaced by ``new[i]``."""
-    view = memoryview(old)
-    head = json_document(records, b"")[:-3]
-    parts: list[bytes | memoryview] = [head]
-    for i, (a, b) in enumerate(spans):
-        if i:
-            parts.append(b",")
-        parts.append(new[i] if i in new else view[a:b])
-    parts.append(b"]}\n")
-    return b"".join(parts)
 
 
 _PART_START, _PART_END = b"harnessVariants(", b");\n"

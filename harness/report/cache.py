@@ -2,8 +2,8 @@
 inputs changed.
 
 What an entry renders to (its page and PNG, its line in its data file, its row of
-index.html and its line in its section file, its parts of compat.json and of the answers
-files, the blocks written back into its document) depends only on:
+index.html and its line in its section file, its line of the aggregates' parts
+(compat.json's), its part of the answers files, the blocks written back into its document) depends only on:
 
 - its records as the report reads them (the store's newest per key and machine): a digest
   of every column of every record, computed by the engine;
@@ -18,11 +18,11 @@ files, the blocks written back into its document) depends only on:
 
 The key of an entry is a digest of all of these. results/.cache/render/<key>.json holds
 its page's and PNG's names and SHA-256, its counts and the blocks written back into its
-document; <key>.bin its texts (index.html's row, the section file's line, compat.json's
-part, the data file's line, its part of the answers files). An entry is taken from the cache only when its page and PNG still hold
+document; <key>.bin its texts (index.html's row, the section file's line, its line of the
+aggregates' parts, the data file's line, its part of the answers files). An entry is taken from the cache only when its page and PNG still hold
 exactly the bytes it rendered; anything else (a file edited or removed, a cache file
 missing, unreadable or malformed) renders it again. The files of several entries (data,
-section and answers files, index.html, compat.json) are put together from every entry's
+section, answers and aggregates' files, index.html, compat.json) are put together from every entry's
 texts, or, where the last report's assembly allows, only the changed entries' texts are
 spliced into them (harness/report/assembly.py); each is written where its bytes differ.
 Deleting results/.cache is always safe: the next report renders everything.
@@ -111,7 +111,7 @@ class CachedEntry:
     """What one entry rendered to."""
 
     html: HtmlPart  # its row of index.html and its line in its section file
-    json: bytes  # its part of compat.json
+    json: bytes  # its line of the aggregates' parts (render/jsonout.py), no newline
     cell_data: str  # its line in its data file
     answers: str  # its part of the answers file (render/answers.py)
     verdicts: tuple[str, ...]  # its verdicts, one word each

@@ -13,7 +13,9 @@
                                             matches an error against, and answers/NNNN.js
                                             its entries' variants, loaded for the entries
                                             it answers with (render/answers.py)
-    results/compat.json                     the aggregates, for machines
+    results/aggregates/NNNN.jsonl           the aggregates, for machines: an entry a
+                                            line (16 entries a file), and
+    results/compat.json                     their index (render/jsonout.py)
 
 Every entry is aggregated at once by the columnar engine (harness/aggregate/cells.py).
 Entries are then independent until index.html and compat.json are put together, so the
@@ -54,9 +56,7 @@ from harness.errors import HarnessError
 from harness.report.assembly import (
     Assembly,
     Kept,
-    json_spans,
     part_variants,
-    splice_json,
     split_lines,
 )
 from harness.report.cache import (
@@ -73,6 +73,7 @@ from harness.report.lead import latest_snapshot, markdown_lead
 from harness.report.render import answers as answers_module
 from harness.report.render import entry_slug
 from harness.report.render import html as html_module
+from harness.report.render import jsonout as jsonout_module
 from harness.report.render.answers import (
     answers_head,
     answers_index,
@@ -89,7 +90,7 @@ from harness.report.render.html import (
     render_cell_data,
     section_file_name,
 )
-from harness.report.render.jsonout import entry_json, json_document
+from harness.report.render.jsonout import COMPAT_FILE, SCHEMA, compat_index, entry_json, part_name
 from harness.report.render.kbdomain import (
     DomainSummary,
     domain_name,
@@ -474,6 +475,7 @@ def _groups() -> dict[str, tuple[int, Callable[[int], str]]]:
         "cells": (html_module.CELL_FILE_ENTRIES, cell_file_name),
         "sections": (html_module.SECTION_FILE_ENTRIES, section_file_name),
         "answers": (answers_module.ANSWERS_PART_ENTRIES, answers_part_name),
+        "aggregates": (jsonout_module.PART_ENTRIES, part_name),
     }
 
 
@@ -482,15 +484,12 @@ class _Plan:
     """What a report keeps of the last one's whole files: per entry, what it takes from the
     assembly (``kept``); the files of a few entries left as they are (``unchanged``) or
     taken apart to be spliced (``lines``, ``variants``: the old lines or variants of each
-    entry); compat.json's old bytes; and the entries whose whole share is needed."""
+    entry); and the entries whose whole share is needed."""
 
     kept: dict[int, Kept] = dataclasses.field(default_factory=dict)
     unchanged: set[str] = dataclasses.field(default_factory=set)
     lines: dict[str, list[bytes]] = dataclasses.field(default_factory=dict)
     variants: dict[str, list[tuple[str, list[Any]]]] = dataclasses.field(default_factory=dict)
-    compat: bytes | None = None  # its old bytes, to splice
-    spans: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # its entries in them
-    compat_unchanged: bool = False
     need: set[int] = dataclasses.field(default_factory=set)
 
 
@@ -501,7 +500,7 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def _plan(results: Path, keys: Sequence[str], previous: Previous, n_records: int) -> _Plan:
+def _plan(results: Path, keys: Sequence[str], previous: Previous) -> _Plan:
     """Which entries the last report's assembly gives and which files it spares (see
     harness/report/assembly.py)."""
     n = len(keys)
@@ -541,15 +540,6 @@ def _plan(results: Path, keys: Sequence[str], previous: Previous, n_records: int
                     plan.lines[name] = lines
                     continue
             plan.need.update(members)  # put together from its entries' shares
-    if not changed and n_records == a.n_records and holds("compat.json"):
-        plan.compat_unchanged = True
-    else:
-        old = _read(results / "compat.json") if holds("compat.json") else None
-        spans = json_spans(old, a.n_records, [k.json_size for k in a.kept]) if old else None
-        if old is not None and spans is not None:
-            plan.compat, plan.spans = old, spans
-        else:
-            plan.need.update(range(n))
     return plan
 
 
@@ -564,10 +554,10 @@ def _whole_files(
 ) -> tuple[list[tuple[Path, bytes | None]], dict[str, Any], list[DomainSummary], list[Kept]]:
     """The files put together from every entry's share (``shares``) or what the last
     report's assembly keeps of it (``plan.kept``), in entry order: the data files, the
-    answers files, the section files, index.html, compat.json and the domains' pages (bytes;
-    None: a file left as it is); what the README's findings are written from (``findings``:
-    there is a README): compat.json's document and the domains' summaries; and what the
-    next report's assembly keeps of each entry."""
+    answers files, the section files, index.html, the aggregates' parts and compat.json,
+    and the domains' pages (bytes; None: a file left as it is); what the README's findings
+    are written from (``findings``: there is a README): compat.json's whole document and
+    the domains' summaries; and what the next report's assembly keeps of each entry."""
     n = len(shares.keys() | plan.kept.keys())
     heads: list[Mapping[str, Any]] = []
     own: dict[int, tuple[str, list[Any]]] = {}
@@ -584,7 +574,6 @@ def _whole_files(
             Kept(
                 html=dataclasses.replace(share.html, sections=""),
                 head=head,
-                json_size=len(share.json),
                 verdicts=share.verdicts,
                 pages=share.pages,
                 documents=tuple(path for path, _ in share.documents),
@@ -609,22 +598,21 @@ def _whole_files(
                 for i in members:
                     share = shares.get(i)
                     if share is not None:
-                        line = share.cell_data if kind == "cells" else share.html.sections
-                        lines[i - first] = line.encode("utf-8")
+                        lines[i - first] = _line(kind, share)
                 whole.append((results / name, b"".join(lines)))
-    if plan.compat_unchanged:
-        compat: bytes | None = None
-    elif plan.compat is not None:
-        compat = splice_json(
-            plan.compat, plan.spans, n_records, {i: s.json for i, s in shares.items()}
-        )
-    else:
-        compat = json_document(n_records, b",".join(shares[i].json for i in range(n)))
+    compat = compat_index(n_records, [h["id"] for h in heads])
     compat_doc: dict[str, Any] = {}
     if domains or findings:
-        compat_doc = json.loads(
-            compat if compat is not None else (results / "compat.json").read_bytes()
-        )
+        compat_doc = {
+            "schema": SCHEMA,
+            "records": n_records,
+            "entries": [
+                json.loads(line)
+                for path, blob in grouped["aggregates"]
+                for line in (path.read_bytes() if blob is None else blob).split(b"\n")
+                if line
+            ],
+        }
     pages, sections, summaries = _domain_pages(results, compat_doc, domains)
     page = assemble_html([k.html for k in kept], prelude + sections)
     index = answers_index(heads)
@@ -634,10 +622,20 @@ def _whole_files(
         *grouped["answers"],
         *grouped["sections"],
         (results / "index.html", page.encode("utf-8")),
-        (results / "compat.json", compat),
+        *grouped["aggregates"],
+        (results / COMPAT_FILE, compat),
         *pages,
     ]
     return whole, compat_doc, summaries, kept
+
+
+def _line(kind: str, share: CachedEntry) -> bytes:
+    """The entry's line in a file of ``kind`` (see ``_groups``), its newline included."""
+    if kind == "cells":
+        return share.cell_data.encode("utf-8")
+    if kind == "sections":
+        return share.html.sections.encode("utf-8")
+    return share.json + b"\n"
 
 
 def _entry_files(
@@ -734,9 +732,7 @@ def render_all(
         previous = None
     # without the last report's assembly, every entry's share is needed
     plan = (
-        _plan(results, keys, previous, n_records)
-        if previous is not None
-        else _Plan(need=set(range(len(ids))))
+        _plan(results, keys, previous) if previous is not None else _Plan(need=set(range(len(ids))))
     )
     shares: dict[int, CachedEntry] = {}
     if store is not None:
@@ -781,13 +777,10 @@ def render_all(
         # README staged together and renamed at the end, or none of them (a full disk, a
         # read-only folder: every output stays as it was, and the error names the file)
         staged = Staged()
-        compat_path = results / "compat.json"  # whose old bytes the plan holds, if spliced
         try:
             writes = [_write(done, check, staged) for done in rendered]
             whole_flags = [
-                (False, False)
-                if blob is None
-                else _put(path, blob, check, staged, plan.compat if path == compat_path else None)
+                (False, False) if blob is None else _put(path, blob, check, staged)
                 for path, blob in whole
             ]
             documents = [

@@ -91,7 +91,12 @@ def test_check_entries_reads_the_results_beside_repros(tmp_path: Path) -> None:
     repros = tmp_path / "repros"
     make(repros, EMBEDDING)
     (tmp_path / "results").mkdir()
-    document = {"entries": [compat(("IndexError", "index out of range in self", 3))]}
+    # schema 1, one file: a project whose report is older than compat.json's parts
+    document = {
+        "schema": 1,
+        "records": 3,
+        "entries": [compat(("IndexError", "index out of range in self", 3))],
+    }
     (tmp_path / "results" / "compat.json").write_text(json.dumps(document), encoding="utf-8")
     [result] = check_entries(repros)
     assert [t for t in result.todos if "index out of range in self" in t]

@@ -15,6 +15,7 @@ import pytest
 from harness.__main__ import main
 from harness.catalogue.kbrecord import _safe_url, dumps_like, loads, problems
 from harness.catalogue.scaffold import parse_deadends_json
+from harness.report.render.jsonout import read_compat
 from harness.spec.entries import load_entries
 from tests.paths import RESOURCES, committed_tree
 
@@ -93,7 +94,7 @@ def test_reading_a_written_record_back_through_new_gives_the_same_entry() -> Non
 
 def test_the_outcome_lines_count_each_workarounds_counted_runs() -> None:
     tree = committed_tree()
-    compat = json.loads((tree / "results" / "compat.json").read_text(encoding="utf-8"))
+    compat = read_compat(tree / "results")
     by_kb = {}
     for e in load_entries(tree / "repros"):
         if e.origin.get("record"):

@@ -24,6 +24,7 @@ from harness.ci.nightly import (
 )
 from harness.ci.regression_issues import report_regressions
 from harness.outcomes import Outcome
+from harness.report.render.jsonout import compat_index, part_name
 from harness.store.records import Record
 from tests.paths import REPO, RESOURCES
 
@@ -304,3 +305,24 @@ def test_a_change_across_another_harness_revision_is_said() -> None:
     assert "Regressions (new failures): 1** (1 across another harness revision)" in (
         summary_markdown(snap)
     )
+
+
+def test_the_command_reads_the_claims_from_compat_json_parts_and_names_a_damaged_one(
+    tmp_path: Path,
+) -> None:
+    repo = _repo_with_two_nights(tmp_path / "repo")
+    results = repo / "results"
+    verdicts = [{"claim": "fix rate", "subject": "workaround1", "label": "holds"}]
+    (results / "aggregates").mkdir()
+    (results / "compat.json").write_bytes(compat_index(15, ["e/x"]))
+    part = results / part_name(0)
+    part.write_text(json.dumps({"id": "e/x", "verdicts": verdicts}) + "\n")
+    out = _harness(repo)
+    assert out.returncode == 0, out.stdout + out.stderr
+    snap = json.loads((results / "nightly" / f"{NIGHT2}.json").read_text())
+    assert snap["claims"] == {"e/x": {"fix rate [workaround1]": "holds"}}
+
+    part.write_text(json.dumps({"id": "e/y", "verdicts": verdicts}) + "\n")
+    out = _harness(repo)
+    assert out.returncode == 2
+    assert f"{part}:1: not the aggregate of e/x" in out.stdout + out.stderr

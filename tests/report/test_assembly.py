@@ -11,12 +11,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from harness.report import assembly, cache, outputs
-from harness.report.render import answers, html
-from harness.report.render.jsonout import json_document
+from harness.report.render import answers, html, jsonout
 from tests.report.test_uptodate import (  # noqa: F401  (committed_lines: a fixture)
     OTHER,
     SEED,
@@ -27,30 +24,6 @@ from tests.report.test_uptodate import (  # noqa: F401  (committed_lines: a fixt
 )
 
 # -- the pieces ------------------------------------------------------------------------
-
-parts = st.lists(st.binary(max_size=12).map(lambda b: b'"' + b.hex().encode() + b'"'), max_size=8)
-
-
-@settings(max_examples=80, deadline=None)
-@given(old=parts, data=st.data(), records=st.integers(0, 10**7))
-def test_compat_json_spliced_is_the_document_of_its_new_parts(old, data, records):
-    doc = json_document(3, b",".join(old))
-    spans = assembly.json_spans(doc, 3, [len(p) for p in old])
-    assert spans is not None and [doc[a:b] for a, b in spans] == old
-    new = dict(
-        data.draw(st.lists(st.tuples(st.integers(0, max(0, len(old) - 1)), parts.map(b"".join))))
-        if old
-        else []
-    )
-    expected = [new.get(i, p) for i, p in enumerate(old)]
-    assert assembly.splice_json(doc, spans, records, new) == json_document(
-        records, b",".join(expected)
-    )
-    # laid out otherwise than said: not spliced
-    assert assembly.json_spans(doc, 4, [len(p) for p in old]) is None
-    assert assembly.json_spans(doc + b" ", 3, [len(p) for p in old]) is None
-    if old:
-        assert assembly.json_spans(doc, 3, [len(p) + 1 for p in old]) is None
 
 
 def test_a_file_of_lines_is_spliced_only_where_it_holds_a_line_an_entry():
@@ -114,6 +87,7 @@ def one_entry_a_file(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(html, "CELL_FILE_ENTRIES", 1)
     monkeypatch.setattr(html, "SECTION_FILE_ENTRIES", 1)
     monkeypatch.setattr(answers, "ANSWERS_PART_ENTRIES", 1)
+    monkeypatch.setattr(jsonout, "PART_ENTRIES", 1)
 
 
 def _append(root: Path, n: int | None = None) -> None:
@@ -156,7 +130,7 @@ def test_a_report_after_an_append_splices_the_changed_entry_into_the_whole_files
 ):
     assert report(project)[0] == 0
     results = project / "results"
-    other_files = ["cells/0000.js", "sections/0000.js", "answers/0000.js"]
+    other_files = ["cells/0000.js", "sections/0000.js", "answers/0000.js", "aggregates/0000.jsonl"]
     assert OTHER < SEED  # lightning/... sorts first: index 0, SEED index 1
     before = {name: (results / name).stat() for name in other_files}
 
@@ -166,7 +140,7 @@ def test_a_report_after_an_append_splices_the_changed_entry_into_the_whole_files
     [plan] = spy.plans
     assert set(plan.kept) == {0} and plan.need == {1}  # OTHER from the assembly
     assert set(plan.unchanged) == set(other_files)
-    assert plan.compat is not None  # compat.json spliced, not put together again
+    assert set(plan.lines) == {"cells/0001.js", "sections/0001.js", "aggregates/0001.jsonl"}
     assert len(spy.got) == 1  # only SEED looked up in the render cache (and rendered)
     for name in other_files:  # left as they were
         now = (results / name).stat()
@@ -180,6 +154,8 @@ def test_a_report_after_an_append_splices_the_changed_entry_into_the_whole_files
         "sections/0000.js",  # a file of an entry that did not change, edited
         "answers/0000.js",
         "cells/0001.js",  # a file of the entry that changed, its lines not what they were
+        "aggregates/0000.jsonl",
+        "aggregates/0001.jsonl",
         "compat.json",
         "answers.js",  # what the assembly reads each entry's head from: no assembly
         "compat/lightning__gradient-clipping-optimizer-handles-unscaling.md",  # a page

@@ -13,7 +13,7 @@ from harness.outcomes import Outcome
 from harness.report import outputs as report
 from harness.report.cache import CACHE_DIR
 from harness.report.outputs import render_all
-from harness.report.render import answers, html
+from harness.report.render import answers, html, jsonout
 from tests.report.test_render import entry, records
 
 OTHERS = [f"pytorch/other-{i}" for i in range(4)]
@@ -26,6 +26,7 @@ def two_entries_a_data_file(monkeypatch):
     monkeypatch.setattr(html, "CELL_FILE_ENTRIES", 2)
     monkeypatch.setattr(html, "SECTION_FILE_ENTRIES", 2)
     monkeypatch.setattr(answers, "ANSWERS_PART_ENTRIES", 2)
+    monkeypatch.setattr(jsonout, "PART_ENTRIES", 2)
 
 
 def store() -> list:
@@ -87,8 +88,9 @@ def test_only_the_entry_whose_records_changed_is_rendered_and_bytes_equal_a_cold
         "cells/0001.js",
         "sections/0001.js",
         "answers/0001.js",
-        "compat.json",
-    }  # not index.html, nor answers.js: a crashed control changes neither's counts
+        "aggregates/0001.jsonl",
+    }  # not index.html, nor answers.js: a crashed control changes neither's counts; nor
+    # compat.json, the index of the aggregates' parts: the same entries and records
     cold = render_all(changed, [e], tmp_path / "cold", workers=1, cache=False)
     assert files(tmp_path / "warm") == files(tmp_path / "cold")
     assert warm.verdicts == cold.verdicts

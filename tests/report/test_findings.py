@@ -3,13 +3,13 @@ between markers, so that no figure there goes stale by hand."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from harness.report import findings
 from harness.report.outputs import render_all
+from harness.report.render.jsonout import read_compat
 from harness.report.writeback import WritebackError
 from tests.report.test_render import entry, records
 
@@ -66,7 +66,7 @@ def test_unbalanced_markers_are_named() -> None:
 
 def test_the_block_names_grades_advice_and_figures(tmp_path: Path) -> None:
     render_all(records(), [entry(tmp_path)], tmp_path / "results")
-    compat = json.loads((tmp_path / "results" / "compat.json").read_text(encoding="utf-8"))
+    compat = read_compat(tmp_path / "results")
     block = findings.render_findings(compat, ())
     # one row per entry outside the knowledge-base domains: its claims and its message
     [row] = [ln for ln in block.splitlines() if "pytorch/hostile" in ln]

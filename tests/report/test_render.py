@@ -19,7 +19,7 @@ from harness.report.render.html import (
     render_html,
     section_files,
 )
-from harness.report.render.jsonout import render_json
+from harness.report.render.jsonout import read_compat, render_json
 from harness.report.render.markdown import md, render_entry
 from harness.report.render.plots import render_png
 from harness.spec.entries import Claims, Entry, Signature, Variant
@@ -225,9 +225,15 @@ def test_html_escapes_markup_and_script_data(tmp_path):
 
 
 def test_json_schema_and_content(tmp_path):
-    data = json.loads(render_json(aggregate(records(), [entry(tmp_path)])))
-    assert data["schema"] == 1 and data["records"] == 13
-    [e] = data["entries"]
+    files = render_json(aggregate(records(), [entry(tmp_path)]))
+    index = json.loads(files["compat.json"])
+    assert index == {
+        "schema": 2,
+        "records": 13,
+        "parts": [{"file": "aggregates/0000.jsonl", "ids": ["pytorch/hostile"]}],
+    }
+    [line] = files["aggregates/0000.jsonl"].decode("utf-8").splitlines()
+    e = json.loads(line)
     assert [x["id"] for x in e["environments"]] == ENVS
     assert e["cells"]["base"]["cpu-fp16"] == {
         "status": ["reproduced", "reproduced"],
@@ -242,13 +248,14 @@ def test_json_schema_and_content(tmp_path):
     )
 
 
-def test_json_put_together_from_entries_is_what_json_dumps_gives(tmp_path):
+def test_json_read_back_whole_is_the_aggregates_document(tmp_path):
     recs = records() + [dataclasses.replace(r, entry="pytorch/other") for r in records()]
     aggs = aggregate(recs, [entry(tmp_path)])
-    assert (
-        render_json(aggs)
-        == json.dumps(aggs.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
-    )
+    for name, data in render_json(aggs).items():
+        (tmp_path / "results" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "results" / name).write_bytes(data)
+    whole = json.loads(json.dumps(aggs.to_dict()))  # tuples as lists
+    assert read_compat(tmp_path / "results") == {**whole, "schema": 2}
 
 
 def test_png_is_a_png_and_deterministic(tmp_path):
