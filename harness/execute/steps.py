@@ -670,7 +670,7 @@ def render_reports(
 
     from harness.report.assembly import forget_assembly, load_assembly, save_assembly
     from harness.report.cache import RenderCache, code_fingerprint
-    from harness.report.outputs import NeedsEveryEntry, Previous, render_all
+    from harness.report.outputs import NeedsEveryEntry, Previous, group_folders, render_all
     from harness.report.writeback import WritebackError
     from harness.store.columnar import load_latest
     from harness.store.snapshot import cache_dir
@@ -762,14 +762,16 @@ def render_reports(
         ) from exc
     verdicts = ", ".join(f"{k} {v}" for k, v in sorted(summary.verdicts.items()))
 
-    def said(rewritten: int, updated: int) -> str:
+    def said(rewritten: int, updated: int, gone: int = 0) -> str:
+        removed = f", {gone} files of removed entries deleted" if gone else ""
         return (
             f"report: {summary.records} records -> {len(summary.outputs)} outputs under "
-            f"{cfg.results_dir} ({rewritten} rewritten), "
+            f"{cfg.results_dir} ({rewritten} rewritten{removed}), "
             f"{updated} entry documents updated; verdicts: {verdicts}"
         )
 
-    console.print(said(len(summary.written), len(summary.documents_updated)), markup=False)
+    gone = 0 if check else len(summary.leftovers)
+    console.print(said(len(summary.written), len(summary.documents_updated), gone), markup=False)
     if vouch:
         uptodate.save_basis(cfg.results_dir, code, loaded.covered, summary.entries)
     # the state and the assembly are kept together, after a report without a warning
@@ -786,13 +788,15 @@ def render_reports(
             code,
             read,
             written=summary.documents_updated,
-            outputs=summary.outputs,
+            outputs=(*summary.outputs, *group_folders(cfg.results_dir)),
             said=said(0, 0),
             token=token,
         )
     if check and not summary.up_to_date:
         for path in (*summary.stale_outputs, *summary.stale_documents):
             console.print(f"[bold red]stale:[/] {escape(str(path))}")
+        for path in summary.leftovers:
+            console.print(f"[bold red]left by removed entries:[/] {escape(str(path))}")
         console.print("run `nox -s report` and commit the result")
         return 1
     return 0

@@ -26,7 +26,8 @@ those two together in entry order and, once every shard is rendered, writes ever
 The bytes do not depend on the split.
 
 A file is written only when its bytes change, so a rerun on the same records touches
-nothing. With ``check=True`` nothing is written anywhere: the summary lists what is stale
+nothing. A numbered file of a few entries that no entry is in any more (entries removed
+leave them past the last) is removed (``_leftovers``); ``--check`` names it. With ``check=True`` nothing is written anywhere: the summary lists what is stale
 (for CI).
 """
 
@@ -38,6 +39,7 @@ import gc
 import json
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import threading
@@ -53,6 +55,7 @@ from harness.aggregate import EntryAggregate, aggregate_table
 from harness.aggregate.smells import Smell, find_smells
 from harness.atomic import Staged, write_atomically
 from harness.errors import HarnessError
+from harness.paths import remove_files
 from harness.report.assembly import (
     Assembly,
     Kept,
@@ -138,10 +141,13 @@ class ReportSummary:
     # what the whole files were put together from (harness/report/assembly.py; None in check
     # mode and without the render cache)
     assembly: Assembly | None = None
+    # files of a few entries that no entry is in any more (see ``_leftovers``): removed (in
+    # check mode: left, and the report is not up to date)
+    leftovers: tuple[Path, ...] = ()
 
     @property
     def up_to_date(self) -> bool:
-        return not self.stale_outputs and not self.stale_documents
+        return not self.stale_outputs and not self.stale_documents and not self.leftovers
 
 
 def _put(
@@ -629,6 +635,39 @@ def _whole_files(
     return whole, compat_doc, summaries, kept
 
 
+_NUMBERED = re.compile(r"[0-9]{4,}\.(js|jsonl)")
+
+
+def group_folders(results: Path) -> list[Path]:
+    """The folders of the files of a few entries (``_groups``): the report state keeps
+    their identity too, so that a file added to one (one ``_leftovers`` would remove)
+    makes the next report run."""
+    return [results / Path(name_of(0)).parent for _, name_of in _groups().values()]
+
+
+def _leftovers(results: Path, whole: Sequence[tuple[Path, bytes | None]]) -> list[Path]:
+    """The files of a few entries that no entry is in any more: in the folders of the
+    files of a few entries (``_groups``), named as they are numbered, and not among this
+    report's (``whole``), as entries that were removed leave them numbered past the last."""
+    ours = {path for path, _ in whole}
+    out: list[Path] = []
+    for folder, (_, name_of) in zip(group_folders(results), _groups().values(), strict=True):
+        first = Path(name_of(0))
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:  # no such folder (yet)
+            continue
+        out += [
+            folder / name
+            for name in names
+            if _NUMBERED.fullmatch(name)
+            and name.endswith(first.suffix)
+            and folder / name not in ours
+            and (folder / name).is_file()
+        ]
+    return out
+
+
 def _line(kind: str, share: CachedEntry) -> bytes:
     """The entry's line in a file of ``kind`` (see ``_groups``), its newline included."""
     if kind == "cells":
@@ -796,6 +835,7 @@ def render_all(
                 check,
                 staged,
             )
+            leftovers = _leftovers(results, whole)
         except OSError as exc:
             staged.discard()
             raise ReportWriteError(exc) from exc
@@ -804,6 +844,8 @@ def render_all(
             raise
         try:
             staged.commit()
+            if not check:
+                _remove(leftovers)
         except OSError as exc:
             raise ReportWriteError(exc) from exc
 
@@ -817,4 +859,17 @@ def render_all(
         store.prune(set(keys))
         assembly = Assembly("", code_fingerprint(), tuple(ids), tuple(keys), tuple(kept), n_records)
 
-    return _summary(files, documents, kept, digests, n_records, assembly)
+    return dataclasses.replace(
+        _summary(files, documents, kept, digests, n_records, assembly),
+        leftovers=tuple(leftovers),
+    )
+
+
+def _remove(paths: Sequence[Path]) -> None:
+    """Unlink ``paths`` (files of the report's folders) through their folder, opened
+    without following a link (harness/paths.py)."""
+    by_folder: dict[Path, set[str]] = {}
+    for path in paths:
+        by_folder.setdefault(path.parent, set()).add(path.name)
+    for folder, names in by_folder.items():
+        remove_files(folder, lambda entry, names=names: entry.name in names)

@@ -60,12 +60,13 @@ Signature = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
 
 
 def signature(path: str | os.PathLike[str]) -> Signature | None:
-    """The file's identity (None: absent, or not a regular file)."""
+    """The file's identity (None: absent, or neither a regular file nor a folder). A
+    folder's moves when a file in it is added, removed or renamed."""
     try:
         st = os.stat(path, follow_symlinks=False)
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode):
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
         return None
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 

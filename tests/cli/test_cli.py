@@ -56,6 +56,16 @@ def test_report_check_passes_on_the_committed_results_and_fails_when_stale(
     assert f"stale: {page}" in stale.stdout
     assert harness("report", repo=reported).returncode == 0  # re-rendering repairs it
     assert harness("report", "--check", repo=reported).returncode == 0
+    # a part numbered past the last (as removed entries leave): named, then removed
+    left = reported / "results" / "aggregates" / "0099.jsonl"
+    left.write_text("{}\n")
+    stale = harness("report", "--check", repo=reported)
+    assert stale.returncode == 1
+    assert f"left by removed entries: {left}" in stale.stdout
+    done = harness("report", repo=reported)
+    assert done.returncode == 0 and "1 files of removed entries deleted" in done.stdout
+    assert not left.exists()
+    assert harness("report", "--check", repo=reported).returncode == 0
 
 
 def test_report_keeps_its_caches_and_no_cache_neither_reads_nor_writes_them(

@@ -303,3 +303,36 @@ def test_the_render_cache_never_reads_writes_or_deletes_through_a_link(tmp_path:
     RenderCache(results).prune(set())
     assert list((results / CACHE_DIR).iterdir()) == []
     assert (elsewhere / "a.json").read_text() == "theirs"
+
+
+def test_files_of_a_few_entries_that_no_entry_is_in_are_removed_and_check_names_them(tmp_path):
+    e = entry(tmp_path)
+    out = tmp_path / "out"
+    render_all(store(), [e], out, workers=1)  # five entries: three files of each kind
+    fewer = [r for r in store() if r.entry in {"pytorch/hostile", OTHERS[0]}]  # one of each
+    gone = {
+        *(f"{kind}/{n:04d}.js" for kind in ("cells", "sections", "answers") for n in (1, 2)),
+        "aggregates/0001.jsonl",
+        "aggregates/0002.jsonl",
+    }
+    assert all((out / name).is_file() for name in gone)
+    (out / "cells" / "notes.txt").write_text("mine")  # not a numbered file: left as it is
+    (out / "aggregates" / "0009.jsonl").mkdir()  # a folder: left as it is
+
+    checked = render_all(fewer, [e], out, workers=1, check=True)
+    assert {p.relative_to(out).as_posix() for p in checked.leftovers} == gone
+    assert not checked.up_to_date and all((out / name).is_file() for name in gone)
+
+    done = render_all(fewer, [e], out, workers=1)
+    assert {p.relative_to(out).as_posix() for p in done.leftovers} == gone
+    assert not any((out / name).exists() for name in gone)
+    assert (out / "cells" / "notes.txt").read_text() == "mine"
+    assert (out / "aggregates" / "0009.jsonl").is_dir()
+    again = render_all(fewer, [e], out, workers=1, check=True)
+    assert again.up_to_date and not again.leftovers
+    fresh = tmp_path / "fresh"
+    render_all(fewer, [e], fresh, workers=1, cache=False)
+    numbered = {"cells", "sections", "answers", "aggregates"}
+    assert {k: v for k, v in files(out).items() if k.split("/")[0] in numbered} == {
+        k: v for k, v in files(fresh).items() if k.split("/")[0] in numbered
+    } | {"cells/notes.txt": b"mine"}
