@@ -27,8 +27,8 @@ The bytes do not depend on the split.
 
 A file is written only when its bytes change, so a rerun on the same records touches
 nothing. A numbered file of a few entries that no entry is in any more (entries removed
-leave them past the last) is removed (``_leftovers``); ``--check`` names it. With ``check=True`` nothing is written anywhere: the summary lists what is stale
-(for CI).
+leave them past the last) is removed (``_leftovers``). With ``check=True`` nothing is
+written or removed anywhere: the summary lists what is stale or left over (for CI).
 """
 
 from __future__ import annotations
