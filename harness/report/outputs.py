@@ -26,8 +26,8 @@ those two together in entry order and, once every shard is rendered, writes ever
 The bytes do not depend on the split.
 
 A file is written only when its bytes change, so a rerun on the same records touches
-nothing. A numbered file of a few entries that no entry is in any more (entries removed
-leave them past the last) is removed (``_leftovers``). With ``check=True`` nothing is
+nothing. The files that entries removed since leave (their pages and PNGs, the files of a
+few entries numbered past the last) are removed (``_leftovers``). With ``check=True`` nothing is
 written or removed anywhere: the summary lists what is stale or left over (for CI).
 """
 
@@ -44,7 +44,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -141,8 +141,8 @@ class ReportSummary:
     # what the whole files were put together from (harness/report/assembly.py; None in check
     # mode and without the render cache)
     assembly: Assembly | None = None
-    # files of a few entries that no entry is in any more (see ``_leftovers``): removed (in
-    # check mode: left, and the report is not up to date)
+    # files of entries not reported any more (pages, numbered files past the last: see
+    # ``_leftovers``): removed (in check mode: left, and the report is not up to date)
     leftovers: tuple[Path, ...] = ()
 
     @property
@@ -636,34 +636,46 @@ def _whole_files(
 
 
 _NUMBERED = re.compile(r"[0-9]{4,}\.(js|jsonl)")
+# an entry's page or PNG: its id with "/" as "__" (an id always holds a "/"), perhaps a
+# number after it where two ids make one name (render/__init__.py: entry_slug)
+_PAGE = re.compile(r"[^/]*__[^/]*\.(md|png)")
+
+
+def _owned() -> list[tuple[str, re.Pattern[str], str]]:
+    """The report's folders under results/ whose files each belong to some entries: (the
+    folder, the pattern of the names it writes there, their suffix)."""
+    folders = [("compat", _PAGE, "")]
+    for _, name_of in _groups().values():
+        first = Path(name_of(0))
+        folders.append((first.parent.as_posix(), _NUMBERED, first.suffix))
+    return folders
 
 
 def group_folders(results: Path) -> list[Path]:
-    """The folders of the files of a few entries (``_groups``): the report state keeps
-    their identity too, so that a file added to one (one ``_leftovers`` would remove)
-    makes the next report run."""
-    return [results / Path(name_of(0)).parent for _, name_of in _groups().values()]
+    """The folders whose files each belong to some entries (entries' pages, files of a few
+    entries): the report state keeps their identity too, so that a file added to one (one
+    ``_leftovers`` would remove) makes the next report run."""
+    return [results / folder for folder, _, _ in _owned()]
 
 
-def _leftovers(results: Path, whole: Sequence[tuple[Path, bytes | None]]) -> list[Path]:
-    """The files of a few entries that no entry is in any more: in the folders of the
-    files of a few entries (``_groups``), named as they are numbered, and not among this
-    report's (``whole``), as entries that were removed leave them numbered past the last."""
-    ours = {path for path, _ in whole}
+def _leftovers(results: Path, ours: Collection[Path]) -> list[Path]:
+    """The files of entries that are not reported any more, as removed entries leave them:
+    an entry's page and PNG in results/compat/, a file of a few entries numbered past the
+    last; named as the report names them and not among this report's outputs (``ours``).
+    Any other file there (one a person put there, a folder) is not the report's."""
     out: list[Path] = []
-    for folder, (_, name_of) in zip(group_folders(results), _groups().values(), strict=True):
-        first = Path(name_of(0))
+    for folder, pattern, suffix in _owned():
         try:
-            names = sorted(os.listdir(folder))
+            names = sorted(os.listdir(results / folder))
         except OSError:  # no such folder (yet)
             continue
         out += [
-            folder / name
+            results / folder / name
             for name in names
-            if _NUMBERED.fullmatch(name)
-            and name.endswith(first.suffix)
-            and folder / name not in ours
-            and (folder / name).is_file()
+            if pattern.fullmatch(name)
+            and name.endswith(suffix)
+            and results / folder / name not in ours
+            and (results / folder / name).is_file()
         ]
     return out
 
@@ -835,7 +847,10 @@ def render_all(
                 check,
                 staged,
             )
-            leftovers = _leftovers(results, whole)
+            leftovers = _leftovers(
+                results,
+                {path for path, _ in whole} | {results / name for k in kept for name, _ in k.pages},
+            )
         except OSError as exc:
             staged.discard()
             raise ReportWriteError(exc) from exc

@@ -305,7 +305,7 @@ def test_the_render_cache_never_reads_writes_or_deletes_through_a_link(tmp_path:
     assert (elsewhere / "a.json").read_text() == "theirs"
 
 
-def test_files_of_a_few_entries_that_no_entry_is_in_are_removed_and_check_names_them(tmp_path):
+def test_files_of_entries_not_reported_any_more_are_removed_and_check_names_them(tmp_path):
     e = entry(tmp_path)
     out = tmp_path / "out"
     render_all(store(), [e], out, workers=1)  # five entries: three files of each kind
@@ -314,9 +314,11 @@ def test_files_of_a_few_entries_that_no_entry_is_in_are_removed_and_check_names_
         *(f"{kind}/{n:04d}.js" for kind in ("cells", "sections", "answers") for n in (1, 2)),
         "aggregates/0001.jsonl",
         "aggregates/0002.jsonl",
+        *(f"compat/pytorch__other-{i}.{ext}" for i in (1, 2, 3) for ext in ("md", "png")),
     }
     assert all((out / name).is_file() for name in gone)
     (out / "cells" / "notes.txt").write_text("mine")  # not a numbered file: left as it is
+    (out / "compat" / "notes.md").write_text("mine")  # not an entry's name: left as it is
     (out / "aggregates" / "0009.jsonl").mkdir()  # a folder: left as it is
 
     checked = render_all(fewer, [e], out, workers=1, check=True)
@@ -327,12 +329,12 @@ def test_files_of_a_few_entries_that_no_entry_is_in_are_removed_and_check_names_
     assert {p.relative_to(out).as_posix() for p in done.leftovers} == gone
     assert not any((out / name).exists() for name in gone)
     assert (out / "cells" / "notes.txt").read_text() == "mine"
+    assert (out / "compat" / "notes.md").read_text() == "mine"
     assert (out / "aggregates" / "0009.jsonl").is_dir()
     again = render_all(fewer, [e], out, workers=1, check=True)
     assert again.up_to_date and not again.leftovers
     fresh = tmp_path / "fresh"
     render_all(fewer, [e], fresh, workers=1, cache=False)
-    numbered = {"cells", "sections", "answers", "aggregates"}
-    assert {k: v for k, v in files(out).items() if k.split("/")[0] in numbered} == {
-        k: v for k, v in files(fresh).items() if k.split("/")[0] in numbered
-    } | {"cells/notes.txt": b"mine"}
+    # every output as a report of those two entries alone writes it, and the files a
+    # person put there
+    assert files(out) == files(fresh) | {"cells/notes.txt": b"mine", "compat/notes.md": b"mine"}
