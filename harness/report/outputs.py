@@ -658,10 +658,11 @@ def group_folders(results: Path) -> list[Path]:
     return [results / folder for folder, _, _ in _owned()]
 
 
-def _leftovers(results: Path, ours: Collection[Path]) -> list[Path]:
+def _leftovers(results: Path, ours: Collection[str]) -> list[Path]:
     """The files of entries that are not reported any more, as removed entries leave them:
     an entry's page and PNG in results/compat/, a file of a few entries numbered past the
-    last; named as the report names them and not among this report's outputs (``ours``).
+    last; named as the report names them and not among this report's outputs (``ours``:
+    their names under results/, as "compat/x.md").
     Any other file there (one a person put there, a folder) is not the report's."""
     out: list[Path] = []
     for folder, pattern, suffix in _owned():
@@ -672,9 +673,9 @@ def _leftovers(results: Path, ours: Collection[Path]) -> list[Path]:
         out += [
             results / folder / name
             for name in names
-            if pattern.fullmatch(name)
+            if f"{folder}/{name}" not in ours
+            and pattern.fullmatch(name)
             and name.endswith(suffix)
-            and results / folder / name not in ours
             and (results / folder / name).is_file()
         ]
     return out
@@ -849,7 +850,8 @@ def render_all(
             )
             leftovers = _leftovers(
                 results,
-                {path for path, _ in whole} | {results / name for k in kept for name, _ in k.pages},
+                {path.relative_to(results).as_posix() for path, _ in whole}
+                | {name for k in kept for name, _ in k.pages},
             )
         except OSError as exc:
             staged.discard()
