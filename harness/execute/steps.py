@@ -670,7 +670,7 @@ def render_reports(
 
     from harness.report.assembly import forget_assembly, load_assembly, save_assembly
     from harness.report.cache import RenderCache, code_fingerprint
-    from harness.report.outputs import NeedsEveryEntry, Previous, group_folders, render_all
+    from harness.report.outputs import NeedsEveryEntry, Previous, owned_folders, render_all
     from harness.report.writeback import WritebackError
     from harness.store.columnar import load_latest
     from harness.store.snapshot import cache_dir
@@ -788,7 +788,7 @@ def render_reports(
             code,
             read,
             written=summary.documents_updated,
-            outputs=(*summary.outputs, *group_folders(cfg.results_dir)),
+            outputs=(*summary.outputs, *owned_folders(cfg.results_dir)),
             said=said(0, 0),
             token=token,
         )

@@ -2,16 +2,17 @@
 puts only the entries that changed into them.
 
 The whole files (index.html, answers.js, compat.json, and the files of 16 or 64 entries:
-sections/, cells/, answers/, aggregates/) are made of every entry's share. A report that rendered every
-entry again, or read each one's share back from the render cache (harness/report/cache.py),
-would put 2,500 entries' shares together to change ten of them. Instead, each report that
+sections/, cells/, answers/, aggregates/) are made of every entry's share. A report that
+rendered every entry again, or read each one's share back from the render cache
+(harness/report/cache.py), would put 2,500 entries' shares together to change ten of them. Instead, each report that
 vouches for its outputs (harness/report/uptodate.py: the state file, with each output's
 size, times and inode as it wrote them) keeps here, per entry in id order, its key and the
 small part of its share that the files of every entry need (its row of index.html and what
-the header counts of it, its verdicts, its pages and documents;
-what answers.js holds of it is read back from answers.js, as the state vouches for it). The next report, for the entries whose key is the same
-and whose page, PNG and document the state still vouches for, takes that part from here;
-for the others it takes the whole share (render cache, else rendered). Then:
+the header counts of it, its verdicts, its pages and documents; what answers.js holds of
+it is read back from answers.js, as the state vouches for it). The next report, for the
+entries whose key is the same and whose page, PNG and document the state still vouches
+for, takes that part from here; for the others it takes the whole share (render cache,
+else rendered). Then:
 
 - index.html, answers.js and compat.json (the index of the aggregates' parts) are put
   together again from every entry's part (a few MB);

@@ -3,7 +3,8 @@ inputs changed.
 
 What an entry renders to (its page and PNG, its line in its data file, its row of
 index.html and its line in its section file, its line of the aggregates' parts
-(compat.json's), its part of the answers files, the blocks written back into its document) depends only on:
+(compat.json's), its part of the answers files, the blocks written back into its
+document) depends only on:
 
 - its records as the report reads them (the store's newest per key and machine): a digest
   of every column of every record, computed by the engine;
@@ -16,15 +17,16 @@ index.html and its line in its section file, its line of the aggregates' parts
   (harness/report/render/templates/, static/), and the versions of the libraries that
   compute, draw or escape (DuckDB, NumPy, Pillow, Jinja2, MarkupSafe) and of Python.
 
-The key of an entry is a digest of all of these. results/.cache/render/<key>.json holds
-its page's and PNG's names and SHA-256, its counts and the blocks written back into its
+The key of an entry is a digest of all of these. results/.cache/render/<key>.json holds its
+page's and PNG's names and SHA-256, its counts and the blocks written back into its
 document; <key>.bin its texts (index.html's row, the section file's line, its line of the
-aggregates' parts, the data file's line, its part of the answers files). An entry is taken from the cache only when its page and PNG still hold
-exactly the bytes it rendered; anything else (a file edited or removed, a cache file
-missing, unreadable or malformed) renders it again. The files of several entries (data,
-section, answers and aggregates' files, index.html, compat.json) are put together from every entry's
-texts, or, where the last report's assembly allows, only the changed entries' texts are
-spliced into them (harness/report/assembly.py); each is written where its bytes differ.
+aggregates' parts, the data file's line, its part of the answers files). An entry is taken
+from the cache only when its page and PNG still hold exactly the bytes it rendered;
+anything else (a file edited or removed, a cache file missing, unreadable or malformed)
+renders it again. The files of several entries (data, section, answers and aggregates'
+files, index.html, compat.json) are put together from every entry's texts, or, where the
+last report's assembly allows, only the changed entries' texts are spliced into them
+(harness/report/assembly.py); each is written where its bytes differ.
 Deleting results/.cache is always safe: the next report renders everything.
 ``report --check`` reads the cache and writes nothing; ``report --no-cache`` neither reads
 nor writes it.

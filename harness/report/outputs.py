@@ -635,27 +635,26 @@ def _whole_files(
     return whole, compat_doc, summaries, kept
 
 
-_NUMBERED = re.compile(r"[0-9]{4,}\.(js|jsonl)")
 # an entry's page or PNG: its id with "/" as "__" (an id always holds a "/"), perhaps a
 # number after it where two ids make one name (render/__init__.py: entry_slug)
 _PAGE = re.compile(r"[^/]*__[^/]*\.(md|png)")
 
 
-def _owned() -> list[tuple[str, re.Pattern[str], str]]:
+def _owned() -> list[tuple[str, re.Pattern[str]]]:
     """The report's folders under results/ whose files each belong to some entries: (the
-    folder, the pattern of the names it writes there, their suffix)."""
-    folders = [("compat", _PAGE, "")]
+    folder, the pattern of the names it writes there)."""
+    folders = [("compat", _PAGE)]
     for _, name_of in _groups().values():
-        first = Path(name_of(0))
-        folders.append((first.parent.as_posix(), _NUMBERED, first.suffix))
+        first = Path(name_of(0))  # NNNN and the kind's suffix
+        folders.append((first.parent.as_posix(), re.compile("[0-9]{4,}" + re.escape(first.suffix))))
     return folders
 
 
-def group_folders(results: Path) -> list[Path]:
+def owned_folders(results: Path) -> list[Path]:
     """The folders whose files each belong to some entries (entries' pages, files of a few
     entries): the report state keeps their identity too, so that a file added to one (one
     ``_leftovers`` would remove) makes the next report run."""
-    return [results / folder for folder, _, _ in _owned()]
+    return [results / folder for folder, _ in _owned()]
 
 
 def _leftovers(results: Path, ours: Collection[str]) -> list[Path]:
@@ -665,7 +664,7 @@ def _leftovers(results: Path, ours: Collection[str]) -> list[Path]:
     their names under results/, as "compat/x.md").
     Any other file there (one a person put there, a folder) is not the report's."""
     out: list[Path] = []
-    for folder, pattern, suffix in _owned():
+    for folder, pattern in _owned():
         try:
             names = sorted(os.listdir(results / folder))
         except OSError:  # no such folder (yet)
@@ -675,7 +674,6 @@ def _leftovers(results: Path, ours: Collection[str]) -> list[Path]:
             for name in names
             if f"{folder}/{name}" not in ours
             and pattern.fullmatch(name)
-            and name.endswith(suffix)
             and (results / folder / name).is_file()
         ]
     return out
