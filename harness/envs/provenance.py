@@ -127,12 +127,22 @@ def _run(argv: list[str], cwd: Path | None = None) -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+# what the harness writes, left out of the "-dirty" test (git pathspecs from the top)
+_NOT_CODE = (":(top,exclude)results", ":(top,exclude)README.md")
+
+
 def machine_provenance(repo: Path) -> dict[str, str]:
     gpu = _run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
     names = sorted({line.split(",")[0].strip() for line in gpu.splitlines() if line.strip()})
     drivers = sorted({line.split(",")[1].strip() for line in gpu.splitlines() if "," in line})
     rev = _run(["git", "rev-parse", "--short=12", "HEAD"], cwd=repo)
-    dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo)
+    # "-dirty": the code that runs differs from the commit. What the harness itself writes
+    # (the records it appends, the report's outputs, the README's findings) is not code: a
+    # second run before a commit still runs the commit's code
+    dirty = _run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *_NOT_CODE],
+        cwd=repo,
+    )
     return {
         "host": socket.gethostname(),
         "os": f"{platform.system()} {platform.release()}",

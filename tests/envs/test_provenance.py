@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
 from pathlib import Path
 
 from harness.envs.provenance import (
@@ -12,6 +13,7 @@ from harness.envs.provenance import (
     cuda_provenance,
     default_machine_name,
     machine_id,
+    machine_provenance,
 )
 from harness.outcomes import Outcome
 from harness.store.jsonl import Store, machine_name
@@ -89,3 +91,41 @@ def test_a_store_that_only_reads_makes_no_machine_id(tmp_path: Path) -> None:
     records.mkdir()
     assert Store(records).load().records == []
     assert not (records / MACHINE_ID_FILE).exists()
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_the_revision_is_dirty_for_changed_code_not_for_what_the_harness_writes(
+    tmp_path: Path,
+) -> None:
+    """A second run before a commit runs the commit's code: the records the first appended,
+    the report's outputs and the README's findings leave the revision clean; a changed
+    reproducer, harness module or matrix makes it ``-dirty``."""
+    repo = tmp_path / "project"
+    written = ("results/records/vm.jsonl", "results/index.html", "README.md")
+    code = ("repros/e/repro.py", "harness/x.py", "matrix.yaml")
+    for name in written + code:
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text("1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "x")
+    rev = machine_provenance(repo)["git_rev"]
+    assert len(rev) == 12 and not rev.endswith("-dirty")
+    for name in written:
+        (repo / name).write_text("2\n")
+    assert machine_provenance(repo)["git_rev"] == rev
+    # asked from a subfolder, the same paths are left out (they are the project's top's)
+    assert machine_provenance(repo / "repros")["git_rev"] == rev
+    for name in code:
+        (repo / name).write_text("2\n")
+        assert machine_provenance(repo)["git_rev"] == rev + "-dirty", name
+        _git(repo, "checkout", "-q", "--", name)
+        assert machine_provenance(repo)["git_rev"] == rev
