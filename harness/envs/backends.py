@@ -604,7 +604,7 @@ class UvBackend:
                 if seen is not None:
                     beyond = meta.get("beyond_row")
                     if env.requires and not isinstance(beyond, dict):  # a marker of before
-                        beyond = self._beyond_row(env, python, prober)
+                        beyond = self._beyond_row(env, python)
                     return BuiltEnv(
                         env,
                         path,
@@ -653,7 +653,7 @@ class UvBackend:
             if "==" in line:
                 name, _, version = line.partition("==")
                 versions[name.strip().lower()] = version.strip()
-        beyond = self._beyond_row(env, python, prober) if env.requires else None
+        beyond = self._beyond_row(env, python) if env.requires else None
         meta = {
             "fingerprint": fp,
             "env": spec.name,
@@ -678,7 +678,7 @@ class UvBackend:
             beyond_row=beyond,
         )
 
-    def _beyond_row(self, env: Environment, python: Path, prober: Prober | None) -> dict[str, str]:
+    def _beyond_row(self, env: Environment, python: Path) -> dict[str, str]:
         """Every distribution the derived environment at ``python`` holds (importlib.metadata,
         whatever installed it: a dependency of a requirement, a wheel a name pointed at) that
         the row's environment lacks or holds at another version. The row's is reused, or
@@ -689,7 +689,10 @@ class UvBackend:
         except (ValueError, OSError, KeyError, TypeError) as exc:
             raise EnvFailed(f"{python} did not list its distributions: {exc}") from exc
         try:
-            row = self.ensure(env.base, prober).installed
+            # the row's health check in a process of its own: ``prober`` holds the warm
+            # worker of the derived environment, and probing the row with it would swap in
+            # the row's worker, which the derived environment's jobs would then run in
+            row = self.ensure(env.base).installed
         except EnvFailed:
             row = {}
         row = {canonicalize_name(k): v for k, v in row.items()}

@@ -440,3 +440,38 @@ def test_a_derived_environment_lists_every_distribution_it_holds_beyond_its_rows
     # reused: the same answer, from the environment's marker
     again = backend.ensure(derived)
     assert again.reused and versions_of(again) == versions
+
+
+def test_a_derived_environment_keeps_its_own_warm_worker_while_its_row_is_checked(
+    tmp_path: Path,
+) -> None:
+    """Building a derived environment checks its row's environment too (what it holds beyond
+    the row's). That check once went through the derived environment's prober, which swapped
+    the row's warm worker in for the derived one's: every job of the derived environment then
+    ran in its row's interpreter (a ``requires: [transformers]`` variant found no
+    transformers; a ``pytorch-lightning<2.0`` one ran under the row's lightning 2), while its
+    records named the derived environment's versions. The worker stays the derived
+    environment's, built afresh or reused."""
+    from harness.envs.backends import CHILD
+    from harness.execute.warm import WarmProber
+
+    wheels = tmp_path / "wheels"
+    _wheel(wheels, "harness-advice-top", "1.0")
+    backend = UvBackend(tmp_path / "envs", standin="six=={torch}")
+    row = Environment(python=PY, torch="1.16.0", lightning="0", find_links=(str(wheels),))
+    derived = row.with_requires(("harness-advice-top==1.0",), lightning=False)
+    for reuse in (False, True):
+        if reuse:  # a marker without the list beyond the row: listed again on reuse
+            marker = next((tmp_path / "envs").glob(f"*{derived.id}*/{MARKER}"))
+            meta = json.loads(marker.read_text())
+            del meta["beyond_row"]
+            marker.write_text(json.dumps(meta))
+        prober = WarmProber(CHILD, None, derived.id)
+        try:
+            built = backend.ensure(derived, prober)
+            assert built.reused is reuse
+            assert prober.worker is not None and prober.worker.alive
+            assert prober.worker.python == built.python  # not the row's interpreter
+            assert "harness-advice-top" in (built.beyond_row or {})
+        finally:
+            prober.discard()
