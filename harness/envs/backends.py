@@ -689,9 +689,9 @@ class UvBackend:
         except (ValueError, OSError, KeyError, TypeError) as exc:
             raise EnvFailed(f"{python} did not list its distributions: {exc}") from exc
         try:
-            # the row's health check in a process of its own: ``prober`` holds the warm
-            # worker of the derived environment, and probing the row with it would swap in
-            # the row's worker, which the derived environment's jobs would then run in
+            # the row's health check in a process of its own: the prober ``ensure`` was
+            # given holds the derived environment's warm worker, and probing the row with
+            # it would swap in the row's worker, which the derived jobs would then run in
             row = self.ensure(env.base).installed
         except EnvFailed:
             row = {}

@@ -127,7 +127,8 @@ def _run(argv: list[str], cwd: Path | None = None) -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
-# what the harness writes, left out of the "-dirty" test (git pathspecs from the top)
+# the whole checkout, less what the harness writes, is what the "-dirty" test looks at
+# (git pathspecs from the top, wherever ``repo`` is in it)
 _NOT_CODE = (":(top,exclude)results", ":(top,exclude)README.md")
 
 
@@ -140,7 +141,7 @@ def machine_provenance(repo: Path) -> dict[str, str]:
     # (the records it appends, the report's outputs, the README's findings) is not code: a
     # second run before a commit still runs the commit's code
     dirty = _run(
-        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *_NOT_CODE],
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)", *_NOT_CODE],
         cwd=repo,
     )
     return {

@@ -127,5 +127,7 @@ def test_the_revision_is_dirty_for_changed_code_not_for_what_the_harness_writes(
     for name in code:
         (repo / name).write_text("2\n")
         assert machine_provenance(repo)["git_rev"] == rev + "-dirty", name
+        # from a subfolder too: the whole checkout's code counts, not the subfolder's
+        assert machine_provenance(repo / "results")["git_rev"] == rev + "-dirty", name
         _git(repo, "checkout", "-q", "--", name)
         assert machine_provenance(repo)["git_rev"] == rev
