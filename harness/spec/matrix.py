@@ -181,7 +181,11 @@ class Environment:
         head += f"-lightning{self.lightning}" if self.lightning else ""
         tail = "" if self.installs_lightning else "-no-lightning"
         parts = [_requirement_slug(r) for r in self.requires]
-        if not self.torch:  # the row's pins and wheel folders are no longer named by its torch
+        # the row's pins and wheel folders are named by its torch and lightning together: where
+        # either was replaced, rows of one torch with other pins (lightning 1.9's pydantic<2
+        # beside 2.0's none) would name two environments alike, and one's build would remove
+        # the other's folder under its running jobs
+        if not (self.torch and self.lightning):
             parts += [f"and-{_requirement_slug(p)}" for p in self.pins]
             if self.find_links:
                 links = hashlib.sha256("\n".join(self.find_links).encode()).hexdigest()[:6]

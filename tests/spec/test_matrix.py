@@ -127,6 +127,26 @@ def test_only_the_package_the_row_does_not_satisfy_changes() -> None:
     assert partly.base == old
 
 
+def test_rows_of_one_torch_with_other_pins_derive_environments_named_apart() -> None:
+    """A requirement that replaces the row's lightning leaves the torch naming the row; two
+    rows of that torch with other pins (1.9's app pins, 2.0's none) once derived one folder
+    name for two environments, and building one removed the other under its running jobs
+    (a re-measure recorded ModuleNotFoundError from inside pytorch_lightning)."""
+    app = ("numpy<2", "setuptools<70", "pydantic<2")
+    old = Environment("3.10", "1.12.1", "1.8.6", pins=app)
+    new = Environment("3.10", "1.12.1", "2.0.9.post0", pins=("numpy<2", "setuptools<70"))
+    a, b = (row.with_requires(("pytorch-lightning<2.0",)) for row in (old, new))
+    assert a.requirements() != b.requirements() and a != b
+    assert a.id != b.id
+    assert a.id == (
+        "py3.10-torch1.12.1-with-pytorch-lightning-lt2.0-and-numpy-lt2-and-setuptools-lt70"
+        "-and-pydantic-lt2"
+    )
+    # where torch and lightning both stay, they name the row and its pins with it
+    kept = old.with_requires(("onnx>=1.14",))
+    assert kept.id == "py3.10-torch1.12.1-lightning1.8.6-with-onnx-ge1.14"
+
+
 def test_cells_whose_requests_resolve_alike_share_one_derived_environment() -> None:
     rows = [Environment("3.11", t, "2.6.6", pins=("setuptools",)) for t in ("2.10.0", "2.11.0")]
     a, b = (row.with_requires(("torch<2",), lightning=False) for row in rows)
