@@ -3,6 +3,7 @@ machine name, which no committed record file can share."""
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from harness.envs.provenance import (
 from harness.outcomes import Outcome
 from harness.store.jsonl import Store, machine_name
 from harness.store.records import Record
+from tests.paths import committed_records
 
 MACHINE = {"host": "box", "gpu": "none", "driver": "none"}
 RECORD = Record(
@@ -131,3 +133,19 @@ def test_the_revision_is_dirty_for_changed_code_not_for_what_the_harness_writes(
         assert machine_provenance(repo / "results")["git_rev"] == rev + "-dirty", name
         _git(repo, "checkout", "-q", "--", name)
         assert machine_provenance(repo)["git_rev"] == rev
+
+
+def test_no_committed_record_was_measured_by_uncommitted_code() -> None:
+    """The brief's standard: every committed cell comes from code that is committed, so no
+    committed record names a ``-dirty`` revision (3,655 did until they were re-measured)."""
+    records = committed_records()
+    dirty: dict[str, int] = {}
+    lines = 0
+    for path in sorted(records.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            lines += 1
+            revision = json.loads(line).get("provenance", {}).get("git_rev", "")
+            if revision.endswith("-dirty"):
+                dirty[path.name] = dirty.get(path.name, 0) + 1
+    assert lines > 10_000, f"the committed store at {records} holds only {lines} records"
+    assert not dirty, f"records measured by a -dirty tree, per file: {dirty}"
