@@ -21,7 +21,7 @@ from types import MappingProxyType
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
+from packaging.specifiers import Specifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -141,6 +141,39 @@ def _admits(requirement: Requirement, version: str) -> bool:
         return False
 
 
+# for a requirement's bound (operator, Y): the pin's bounds (operator, X) that admit only
+# versions it admits too, each with the test X must pass against Y
+_IMPLIES = {
+    "<": (("<", Version.__le__), ("<=", Version.__lt__), ("==", Version.__lt__)),
+    "<=": (("<", Version.__le__), ("<=", Version.__le__), ("==", Version.__le__)),
+    ">": ((">", Version.__ge__), (">=", Version.__gt__), ("==", Version.__gt__)),
+    ">=": ((">", Version.__ge__), (">=", Version.__ge__), ("==", Version.__ge__)),
+}
+
+
+def _narrower(pinned: SpecifierSet, wanted: SpecifierSet) -> bool:
+    """Whether every version ``pinned`` admits, ``wanted`` admits too, as far as bounds show
+    (``setuptools<70`` within ``setuptools<81``, ``numpy<2`` within ``numpy<=2``): each of
+    ``wanted``'s bounds is implied by one of ``pinned``'s. Another operator (``~=``, ``!=``,
+    a wildcard) is never judged implied: the requirement is then applied, as before."""
+
+    def bound(spec: Specifier) -> tuple[str, Version] | None:
+        try:
+            return spec.operator, Version(spec.version)
+        except InvalidVersion:  # a wildcard (==1.16.*)
+            return None
+
+    have = [b for b in map(bound, pinned) if b is not None]
+    for spec in wanted:
+        want = bound(spec)
+        if want is None or want[0] not in _IMPLIES:
+            return False
+        tests = dict(_IMPLIES[want[0]])
+        if not any(op in tests and tests[op](x, want[1]) for op, x in have):
+            return False
+    return len(wanted) > 0
+
+
 @functools.total_ordering
 @dataclass(frozen=True)
 class Environment:
@@ -211,7 +244,8 @@ class Environment:
         """What of this row already satisfies ``requirement``, as pip would see it ("torch
         1.12.1", "numpy<2"); "" where nothing does. The row's exact releases (its torch, its
         lightning, a pin ``name==V``) are judged by the requirement's specifier; a pin of a
-        range only where it is the requirement's own (``numpy<2`` for ``numpy<2``); any other
+        range where it is the requirement's own (``numpy<2`` for ``numpy<2``) or narrower by
+        its bounds (``setuptools<70`` for ``setuptools<81``); any other
         package by ``installed`` (name -> version, what the row's environment recorded). A
         requirement with extras or a marker is never judged satisfied here (what it adds is
         not in the row's pins). ``pytorch-lightning`` is its own distribution: the row's
@@ -231,7 +265,9 @@ class Environment:
                 pinned = Requirement(pin)
             except InvalidRequirement:
                 continue
-            if canonicalize_name(pinned.name) == name and pinned.specifier == req.specifier:
+            if canonicalize_name(pinned.name) == name and (
+                pinned.specifier == req.specifier or _narrower(pinned.specifier, req.specifier)
+            ):
                 return pin if pinned.marker is None and not pinned.extras else ""
         have = {canonicalize_name(k): v for k, v in (installed or {}).items()}.get(name)
         return f"{name} {have}" if have and _admits(req, have) else ""

@@ -112,6 +112,37 @@ def test_advice_the_row_already_satisfies_keeps_the_rows_release_as_pip_would() 
     assert old.satisfied_by("torch<2; python_version>'3'") == ""
 
 
+def test_a_pin_narrower_than_the_requirement_satisfies_it_as_pip_would() -> None:
+    """A row pinning setuptools<70 meets setuptools<81 (whatever it installed is below 70):
+    lightning 1.9's rows keep their own environment for a variant that asks for both, where
+    before they derived one that replaced the pin with setuptools 80 and measured another
+    release than the cell's."""
+    app = ("numpy<2", "setuptools<70", "pydantic<2", "fastapi>=0.80,<0.89")
+    old = Environment("3.10", "1.12.1", "1.9.5", pins=app)
+    assert old.satisfied_by("setuptools<81") == "setuptools<70"
+    assert old.satisfied_by("setuptools<=70") == "setuptools<70"
+    assert old.satisfied_by("numpy<=2") == "numpy<2"
+    assert old.satisfied_by("fastapi>=0.70,<0.90") == "fastapi>=0.80,<0.89"
+    assert old.satisfied_by("fastapi<0.90") == "fastapi>=0.80,<0.89"
+    asked = ("lightning<2.0", "pydantic<2", "fastapi>=0.80,<0.89", "setuptools<81")
+    assert old.with_requires(asked) is old
+    # wider, of the other side, or not a bound: not shown satisfied, the requirement applies
+    for unmet in (
+        "setuptools<60",
+        "setuptools<70.0.0rc1",
+        "setuptools>=60",
+        "fastapi>=0.85",
+        "numpy~=1.26",
+        "numpy!=1.25",
+        "numpy==1.*",
+    ):
+        assert old.satisfied_by(unmet) == "", unmet
+    assert old.with_requires(("setuptools<60",)).requires == ("setuptools<60",)
+    # an exact pin is judged by the requirement's specifier, as before
+    exact = Environment("3.10", "1.12.1", "1.9.5", pins=("numpy==1.24.4",))
+    assert exact.satisfied_by("numpy<1.25") == "numpy 1.24.4"
+
+
 def test_only_the_package_the_row_does_not_satisfy_changes() -> None:
     old = Environment("3.10", "1.12.1", "2.1.4", pins=("numpy<2", "setuptools<70"))
     partly = old.with_requires(("torch<2.1", "numpy>=2"))
