@@ -672,6 +672,14 @@ def _reap(pid, deadline):
 
 
 def _end_run(watcher):
+    # the run is over: a SIGCHLD handler it installed must not judge the children ended
+    # here, the parent's watcher among them (torch's DataLoader raises "worker ... is killed
+    # by signal" from its handler, which then escaped from the harness's own reaping: "exit
+    # status 1 without a result")
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    except (ValueError, OSError):  # not the main thread: nothing of the run's runs here
+        pass
     stop_watching(watcher)
     return end_descendants() if _has_children() else []
 

@@ -431,6 +431,17 @@ def test_a_daemon_the_variant_leaves_behind_is_ended_and_the_record_says_so(
     assert "1 process" in said and "outside its process group" in said, said
 
 
+def test_a_sigchld_handler_the_variant_left_does_not_crash_the_harness_ending_its_children(
+    tiny_entry, host_env, cpu_cell, worker
+) -> None:
+    """torch's DataLoader installs a SIGCHLD handler that raises when a worker is killed; a
+    worker still alive when the variant returned was killed by the harness's reaping, the
+    handler raised there, and the finished run was recorded ``crashed`` ("exit status 1
+    without a result": twice in CI's smoke matrix, dataloader-bad-file-descriptor)."""
+    r = run(tiny_entry, host_env, cpu_cell, "sigchld-handler", timeout=30, worker=worker)
+    assert r.outcome is Outcome.OK, (r.outcome, r.reason, r.stderr_tail[-2500:])
+
+
 def test_an_exception_that_cannot_be_printed_is_other_error(tiny_entry, host_env, cpu_cell, worker):
     """__str__ and __repr__ raise: the child's own classification raised with them and the
     job was ``crashed`` ("exit status 1 without a result", issue 25, item 10)."""

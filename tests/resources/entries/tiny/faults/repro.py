@@ -119,6 +119,18 @@ def run(variant, device, precision):
         return {"moved": {"ok": True, "detail": "after printing 2 MB"}}
     if variant == "unprintable":
         raise Unprintable()
+    if variant == "sigchld-handler":  # as torch's DataLoader: a handler that raises when a
+        # worker is killed, and a worker still alive when the variant returns
+
+        def handler(signum, frame):
+            raise RuntimeError("DataLoader worker (pid %d) is killed by signal" % worker)
+
+        signal.signal(signal.SIGCHLD, handler)
+        worker = os.fork()
+        if worker == 0:
+            time.sleep(3600)
+            os._exit(0)
+        return {"moved": {"ok": True, "detail": "left a worker with a SIGCHLD handler"}}
     if variant in ESCAPES:  # leaves a daemon behind, then returns, hangs or dies
         how = variant.split("-", 1)[1]
         _escape(os.environ.get("TINY_ESCAPE_MARK", "tiny-escape"))
@@ -181,7 +193,7 @@ FAULTS = ("segfault", "exit", "hang", "ignore-term", "fork-hang", "oom", "mutate
 FAULTS += ("limits", "stuck-child")
 # escape-*: leave a daemon whose command line ends with $TINY_ESCAPE_MARK (the test's)
 ESCAPES = ("escape-ok", "escape-hang", "escape-crash")
-for _name in FAULTS + ("sys-exit", "loud", "unprintable") + ESCAPES:
+for _name in FAULTS + ("sys-exit", "loud", "unprintable", "sigchld-handler") + ESCAPES:
     VARIANTS[_name] = lambda device, precision, _name=_name: run(_name, device, precision)
 
 if __name__ == "__main__":
