@@ -37,29 +37,11 @@ class Net(nn.Module):
         return self.b(h)
 
 
-def dynamo_refusal() -> str:
-    """Why torch.compile refuses this interpreter before compiling anything ("" where it
-    does not): torch 2.0's graph capture raises "Python 3.11+ not yet supported for
-    torch.compile" on Python 3.11, a limit of that release, not the documented failure."""
-    try:
-        from torch._dynamo.eval_frame import check_if_dynamo_supported
-    except ImportError:  # no such check in this torch: nothing refuses up front
-        return ""
-    try:
-        check_if_dynamo_supported()
-    except RuntimeError as exc:
-        return str(exc)
-    return ""
-
-
 def compile_and_step(device, net="branch", compile=True, **options) -> dict:
     """A forward and backward through torch.compile(model, **options) (the eager model where
     not ``compile``), against the eager forward; ``net``: the Net's mode."""
     if not hasattr(torch, "compile"):
         raise Unsupported("torch.compile does not exist in torch %s" % torch.__version__)
-    refusal = dynamo_refusal()
-    if refusal:
-        raise Unsupported("torch %s: %s" % (torch.__version__, refusal))
     torch.manual_seed(0)
     model = Net(net).to(device)
     if net == "disabled":
