@@ -144,10 +144,10 @@ def _admits(requirement: Requirement, version: str) -> bool:
 # for a requirement's bound (operator, Y): the pin's bounds (operator, X) that admit only
 # versions it admits too, each with the test X must pass against Y
 _IMPLIES = {
-    "<": (("<", Version.__le__), ("<=", Version.__lt__), ("==", Version.__lt__)),
-    "<=": (("<", Version.__le__), ("<=", Version.__le__), ("==", Version.__le__)),
-    ">": ((">", Version.__ge__), (">=", Version.__gt__), ("==", Version.__gt__)),
-    ">=": ((">", Version.__ge__), (">=", Version.__ge__), ("==", Version.__ge__)),
+    "<": {"<": Version.__le__, "<=": Version.__lt__, "==": Version.__lt__},
+    "<=": {"<": Version.__le__, "<=": Version.__le__, "==": Version.__le__},
+    ">": {">": Version.__ge__, ">=": Version.__gt__, "==": Version.__gt__},
+    ">=": {">": Version.__ge__, ">=": Version.__ge__, "==": Version.__ge__},
 }
 
 
@@ -168,7 +168,7 @@ def _narrower(pinned: SpecifierSet, wanted: SpecifierSet) -> bool:
         want = bound(spec)
         if want is None or want[0] not in _IMPLIES:
             return False
-        tests = dict(_IMPLIES[want[0]])
+        tests = _IMPLIES[want[0]]
         if not any(op in tests and tests[op](x, want[1]) for op, x in have):
             return False
     return len(wanted) > 0
