@@ -48,6 +48,7 @@ from harness.aggregate.stats import Rate
 from harness.aggregate.verdicts import failed_silently_as_documented
 from harness.aggregate.verdicts import verdicts as _verdicts
 from harness.domain import DEVICES, PRECISIONS
+from harness.gcpause import gc_paused
 from harness.outcomes import (
     GRADES,
     NOT_COUNTED,
@@ -1100,6 +1101,7 @@ def _machines(
     )
 
 
+@gc_paused()  # a million runs make millions of objects and no cycles
 def aggregate_table(
     table: RecordTable, entries: Sequence[Entry] = (), *, ids: Sequence[str] | None = None
 ) -> list[EntryAggregate]:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import json
 import multiprocessing
 import os
@@ -55,6 +54,7 @@ from harness.aggregate import EntryAggregate, aggregate_table
 from harness.aggregate.smells import Smell, find_smells
 from harness.atomic import Staged, write_atomically
 from harness.errors import HarnessError
+from harness.gcpause import gc_paused
 from harness.paths import remove_files
 from harness.report.assembly import (
     Assembly,
@@ -240,19 +240,6 @@ def _render(job: _Job) -> _Rendered:
 
 def _write(rendered: _Rendered, check: bool, staged: Staged | None = None) -> list[Flags]:
     return [(path, *_put(path, blob, check, staged)) for path, blob in rendered.pages]
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Hold off the cyclic garbage collector while rendering: its passes would walk (and,
-    in a forked child, copy) every object of the aggregates again and again."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 # below this many entries a child process costs more than it saves
@@ -742,6 +729,7 @@ def _smells(entries: Sequence[Entry], table: RecordTable) -> dict[str, list[Smel
     return {e.id: find_smells(e, by_entry[e.id]) for e in entries}
 
 
+@gc_paused()  # (the aggregation and the rendering: millions of objects, no cycles)
 def render_all(
     records: RecordTable | Iterable[Record],
     entries: Sequence[Entry],
@@ -803,66 +791,65 @@ def render_all(
     items: list[Item] = list(zip(missed, aggs, strict=True))
     smells = _smells([known[ids[i]] for i in missed if ids[i] in known], table)
 
-    with _gc_paused():
-        jobs = [
-            _Job(part, entries, results, check, smells)
-            for part in _shards(items, _workers(workers, len(items)))
+    jobs = [
+        _Job(part, entries, results, check, smells)
+        for part in _shards(items, _workers(workers, len(items)))
+    ]
+    with _pool(jobs) as futures:
+        mine = [_render(jobs[0])] if jobs else []
+        rendered = mine + [_rendered(j, f) for j, f in zip(jobs[1:], futures, strict=True)]
+    for job, done in zip(jobs, rendered, strict=True):
+        for (i, _), share in zip(job.items, done.shares, strict=True):
+            shares[i] = share
+    whole, compat_doc, summaries, kept = _whole_files(
+        results,
+        shares,
+        plan,
+        n_records,
+        prelude,
+        domains,
+        readme is not None and Path(readme).is_file(),
+    )
+    # everything rendered: the entries' files, the whole files, the documents and the
+    # README staged together and renamed at the end, or none of them (a full disk, a
+    # read-only folder: every output stays as it was, and the error names the file)
+    staged = Staged()
+    try:
+        writes = [_write(done, check, staged) for done in rendered]
+        whole_flags = [
+            (False, False) if blob is None else _put(path, blob, check, staged)
+            for path, blob in whole
         ]
-        with _pool(jobs) as futures:
-            mine = [_render(jobs[0])] if jobs else []
-            rendered = mine + [_rendered(j, f) for j, f in zip(jobs[1:], futures, strict=True)]
-        for job, done in zip(jobs, rendered, strict=True):
-            for (i, _), share in zip(job.items, done.shares, strict=True):
-                shares[i] = share
-        whole, compat_doc, summaries, kept = _whole_files(
+        documents = [
+            write_blocks(texts, document, check=check, staged=staged)
+            for i in sorted(shares)
+            for document, texts in shares[i].documents
+        ]
+        documents += _findings(
+            Path(readme) if readme is not None else None,
             results,
-            shares,
-            plan,
-            n_records,
-            prelude,
-            domains,
-            readme is not None and Path(readme).is_file(),
+            compat_doc,
+            summaries,
+            check,
+            staged,
         )
-        # everything rendered: the entries' files, the whole files, the documents and the
-        # README staged together and renamed at the end, or none of them (a full disk, a
-        # read-only folder: every output stays as it was, and the error names the file)
-        staged = Staged()
-        try:
-            writes = [_write(done, check, staged) for done in rendered]
-            whole_flags = [
-                (False, False) if blob is None else _put(path, blob, check, staged)
-                for path, blob in whole
-            ]
-            documents = [
-                write_blocks(texts, document, check=check, staged=staged)
-                for i in sorted(shares)
-                for document, texts in shares[i].documents
-            ]
-            documents += _findings(
-                Path(readme) if readme is not None else None,
-                results,
-                compat_doc,
-                summaries,
-                check,
-                staged,
-            )
-            leftovers = _leftovers(
-                results,
-                {path.relative_to(results).as_posix() for path, _ in whole}
-                | {name for k in kept for name, _ in k.pages},
-            )
-        except OSError as exc:
-            staged.discard()
-            raise ReportWriteError(exc) from exc
-        except BaseException:
-            staged.discard()
-            raise
-        try:
-            staged.commit()
-            if not check:
-                _remove(leftovers)
-        except OSError as exc:
-            raise ReportWriteError(exc) from exc
+        leftovers = _leftovers(
+            results,
+            {path.relative_to(results).as_posix() for path, _ in whole}
+            | {name for k in kept for name, _ in k.pages},
+        )
+    except OSError as exc:
+        staged.discard()
+        raise ReportWriteError(exc) from exc
+    except BaseException:
+        staged.discard()
+        raise
+    try:
+        staged.commit()
+        if not check:
+            _remove(leftovers)
+    except OSError as exc:
+        raise ReportWriteError(exc) from exc
 
     files = _entry_files(results, {i: k.pages for i, k in enumerate(kept)}, jobs, writes)
     files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]
