@@ -244,6 +244,9 @@ def _write(rendered: _Rendered, check: bool, staged: Staged | None = None) -> li
 
 # below this many entries a child process costs more than it saves
 _FORK_MIN_ENTRIES = 200
+# shards per process: small enough that the processes finish together (the caller takes
+# the next shard that no worker has begun), few enough that each costs little to hand over
+_SHARDS_PER_PROCESS = 32
 
 
 def _can_fork() -> bool:
@@ -312,28 +315,42 @@ def _render_shard(k: int) -> _Rendered:
 
 
 @contextlib.contextmanager
-def _pool(jobs: Sequence[_Job]) -> Iterator[list[Future[_Rendered]]]:
-    """The shards ``jobs[1:]`` rendered in forked workers, one each, while the caller
-    renders ``jobs[0]``: a future per shard. A worker sends back its shard's texts and
-    files; the caller writes them once every shard is rendered (so that a failure anywhere
-    writes nothing)."""
-    if len(jobs) < 2:
-        yield []
+def _pool(jobs: Sequence[_Job], workers: int) -> Iterator[dict[int, Future[_Rendered]]]:
+    """The shards ``jobs[1:]`` offered to ``workers`` forked workers, last shard first, while
+    the caller renders ``jobs[0]`` and then takes the next shards no worker has begun
+    (``_share_out``): a future per shard offered, by its index. A worker sends back each
+    shard's texts and files as it finishes it (while the caller still renders); the caller
+    writes them once every shard is rendered (so that a failure anywhere writes nothing)."""
+    if len(jobs) < 2 or workers < 1:
+        yield {}
         return
     pool = ProcessPoolExecutor(
-        max_workers=len(jobs) - 1,
+        max_workers=min(workers, len(jobs) - 1),
         mp_context=multiprocessing.get_context("fork"),
         initializer=_start_worker,
         initargs=(jobs, os.getpid()),
     )
     try:
-        yield [pool.submit(_render_shard, k) for k in range(1, len(jobs))]
+        yield {k: pool.submit(_render_shard, k) for k in reversed(range(1, len(jobs)))}
     except BaseException:
         # a failure or Ctrl-C here: the shards are not wanted, so the workers stop now
         # rather than when they are done
         _terminate(pool)
         raise
     pool.shutdown(wait=True)
+
+
+def _share_out(jobs: Sequence[_Job], futures: Mapping[int, Future[_Rendered]]) -> list[_Rendered]:
+    """Every shard rendered, in order: the first here, then here each next one that no
+    worker has begun (its future cancelled before it started; the workers take the shards
+    from the last), the rest as the workers rendered them. So the processes finish
+    together whatever each shard costs."""
+    done: dict[int, _Rendered] = {}
+    for k in range(len(jobs)):
+        if k in futures and not futures[k].cancel():
+            break  # a worker has begun it, and every shard after it
+        done[k] = _render(jobs[k])
+    return [done[k] if k in done else _rendered(jobs[k], futures[k]) for k in range(len(jobs))]
 
 
 def _terminate(pool: ProcessPoolExecutor) -> None:
@@ -791,13 +808,17 @@ def render_all(
     items: list[Item] = list(zip(missed, aggs, strict=True))
     smells = _smells([known[ids[i]] for i in missed if ids[i] in known], table)
 
+    n = _workers(workers, len(items))
     jobs = [
         _Job(part, entries, results, check, smells)
-        for part in _shards(items, _workers(workers, len(items)))
+        for part in _shards(items, n * _SHARDS_PER_PROCESS if n > 1 else 1)
     ]
-    with _pool(jobs) as futures:
-        mine = [_render(jobs[0])] if jobs else []
-        rendered = mine + [_rendered(j, f) for j, f in zip(jobs[1:], futures, strict=True)]
+    # what every entry's page words alike, once, before any worker is forked (the entries'
+    # trials share one pool of texts)
+    for pool in {id(a.trials.texts): a.trials.texts for _, a in items[:1] + items[-1:]}.values():
+        html_module.word_pool(pool)
+    with _pool(jobs, n - 1) as futures:
+        rendered = _share_out(jobs, futures)
     for job, done in zip(jobs, rendered, strict=True):
         for (i, _), share in zip(job.items, done.shares, strict=True):
             shares[i] = share

@@ -164,6 +164,33 @@ def test_two_workers_write_the_bytes_and_summary_that_one_writes(tmp_path, monke
     assert again.up_to_date and not again.written
 
 
+def test_the_caller_renders_every_shard_no_worker_has_begun(tmp_path, monkeypatch):
+    """A slow worker holds only the shards it has begun: the one it renders and those its
+    pool has queued for it (ProcessPoolExecutor's call queue holds two for one worker).
+    The caller renders the rest, in any case the same bytes."""
+    needs_fork()
+    six = [dataclasses.replace(r, entry=f"pytorch/e{n}") for n in range(6) for r in records()]
+    serial = render_all(six, [], tmp_path / "serial", workers=1)
+    log = tmp_path / "pids"
+    parent = os.getpid()
+    real = report._render
+
+    def slow_in_a_worker(job):
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"{os.getpid()}\n")
+        if os.getpid() != parent:
+            time.sleep(2)
+        return real(job)
+
+    monkeypatch.setattr(report, "_render", slow_in_a_worker)
+    forked = render_all(six, [], tmp_path / "forked", workers=2)
+    rendered = pids(log)
+    assert len(rendered) == 6  # one shard an entry, each rendered once
+    assert 1 <= len(rendered) - rendered.count(parent) <= 3
+    assert tree(tmp_path / "forked") == tree(tmp_path / "serial")
+    assert forked.verdicts == serial.verdicts
+
+
 def test_a_worker_that_dies_loses_nothing_its_shard_is_rendered_here(tmp_path, monkeypatch):
     needs_fork()
     parent = os.getpid()

@@ -78,6 +78,7 @@ __all__ = [
     "section_file_name",
     "section_files",
     "variant_title",
+    "word_pool",
 ]
 
 _STATUS_INDEX = {s: i for i, s in enumerate(STATUSES)}
@@ -425,6 +426,12 @@ def _grouped(
     if first % per:
         raise ValueError(f"a part of the files starts at a multiple of {per}, not at {first}")
     return [(name(first + i), "".join(lines[i : i + per])) for i in range(0, len(lines), per)]
+
+
+def word_pool(pool: Texts) -> None:
+    """Word ``pool``'s provenance and versions objects now (kept for every page that reads
+    the pool): a report does so once, before its workers fork, rather than in each."""
+    _worded(pool)
 
 
 @functools.lru_cache(maxsize=4)
