@@ -1070,20 +1070,26 @@ def _per_machine(
 
 
 def _envs(
-    keys: Iterable[tuple[str, str, str, str]], cache: dict[tuple[str, str, str, str], EnvInfo]
+    keys: Iterable[tuple[str, str, str, str]],
+    cache: dict[tuple[str, str, str, str], EnvInfo],
+    orders: dict[frozenset[tuple[str, str, str, str]], list[EnvInfo]],
 ) -> list[EnvInfo]:
     """An entry's environments, oldest first; ``cache`` keeps each one's EnvInfo across
-    entries."""
-    envs = []
-    for ck in keys:
-        info = cache.get(ck)
-        if info is None:
-            info = cache[ck] = env_info(
-                ck[0], {"python": ck[1], "torch": ck[2], "lightning": ck[3]}
-            )
-        envs.append(info)
-    envs.sort(key=lambda e: e.sort_key)
-    return envs
+    entries, ``orders`` each set of them sorted (entries mostly share one)."""
+    wanted = frozenset(keys)
+    envs = orders.get(wanted)
+    if envs is None:
+        envs = []
+        for ck in wanted:
+            info = cache.get(ck)
+            if info is None:
+                info = cache[ck] = env_info(
+                    ck[0], {"python": ck[1], "torch": ck[2], "lightning": ck[3]}
+                )
+            envs.append(info)
+        envs.sort(key=lambda e: e.sort_key)
+        orders[wanted] = envs
+    return list(envs)
 
 
 def _machines(
@@ -1131,10 +1137,11 @@ def aggregate_table(
     by_machine, disagree = _per_machine(con, labels)
 
     env_cache: dict[tuple[str, str, str, str], EnvInfo] = {}
+    env_orders: dict[frozenset[tuple[str, str, str, str]], list[EnvInfo]] = {}
     out: list[EntryAggregate] = []
     for eid in ids:
         entry = known.get(eid)
-        envs = _envs(grouped.envs.get(eid, ()), env_cache)
+        envs = _envs(grouped.envs.get(eid, ()), env_cache, env_orders)
         env_rank = {e.id: i for i, e in enumerate(envs)}
         cells = grouped.cells.get(eid, {})
         slices = tuple(sorted({(k[2], k[3]) for k in cells}, key=_slice_key))
