@@ -1072,24 +1072,23 @@ def _per_machine(
 def _envs(
     keys: Iterable[tuple[str, str, str, str]],
     cache: dict[tuple[str, str, str, str], EnvInfo],
-    orders: dict[frozenset[tuple[str, str, str, str]], list[EnvInfo]],
-) -> list[EnvInfo]:
+    orders: dict[frozenset[tuple[str, str, str, str]], tuple[EnvInfo, ...]],
+) -> tuple[EnvInfo, ...]:
     """An entry's environments, oldest first; ``cache`` keeps each one's EnvInfo across
     entries, ``orders`` each set of them sorted (entries mostly share one)."""
     wanted = frozenset(keys)
     envs = orders.get(wanted)
     if envs is None:
-        envs = []
+        infos = []
         for ck in wanted:
             info = cache.get(ck)
             if info is None:
                 info = cache[ck] = env_info(
                     ck[0], {"python": ck[1], "torch": ck[2], "lightning": ck[3]}
                 )
-            envs.append(info)
-        envs.sort(key=lambda e: e.sort_key)
-        orders[wanted] = envs
-    return list(envs)
+            infos.append(info)
+        envs = orders[wanted] = tuple(sorted(infos, key=lambda e: e.sort_key))
+    return envs
 
 
 def _machines(
@@ -1137,7 +1136,7 @@ def aggregate_table(
     by_machine, disagree = _per_machine(con, labels)
 
     env_cache: dict[tuple[str, str, str, str], EnvInfo] = {}
-    env_orders: dict[frozenset[tuple[str, str, str, str]], list[EnvInfo]] = {}
+    env_orders: dict[frozenset[tuple[str, str, str, str]], tuple[EnvInfo, ...]] = {}
     out: list[EntryAggregate] = []
     for eid in ids:
         entry = known.get(eid)
@@ -1163,7 +1162,7 @@ def aggregate_table(
             signature_type=sig.type if sig else "",
             signature_message=sig.message if sig else "",
             document=str(entry.document) if entry is not None else None,
-            envs=tuple(envs),
+            envs=envs,
             slices=slices,
             variants=tuple(variants),
             cells=cells,

@@ -814,9 +814,10 @@ def render_all(
         for part in _shards(items, n * _SHARDS_PER_PROCESS if n > 1 else 1)
     ]
     # what every entry's page words alike, once, before any worker is forked (the entries'
-    # trials share one pool of texts)
-    for pool in {id(a.trials.texts): a.trials.texts for _, a in items[:1] + items[-1:]}.values():
-        html_module.word_pool(pool)
+    # trials share one pool of texts; one without trials has the empty one: word_pool keeps
+    # each pool it worded)
+    for _, a in items[:1] + items[-1:]:
+        html_module.word_pool(a.trials.texts)
     with _pool(jobs, n - 1) as futures:
         rendered = _share_out(jobs, futures)
     for job, done in zip(jobs, rendered, strict=True):

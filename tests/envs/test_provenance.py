@@ -97,13 +97,15 @@ def test_a_store_that_only_reads_makes_no_machine_id(tmp_path: Path) -> None:
     assert not (records / MACHINE_ID_FILE).exists()
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(
+def _git(repo: Path, *args: str) -> str:
+    """What ``git args`` prints in ``repo`` (stripped)."""
+    return subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
         cwd=repo,
         check=True,
         capture_output=True,
-    )
+        text=True,
+    ).stdout.strip()
 
 
 def test_the_revision_is_dirty_for_changed_code_not_for_what_the_harness_writes(
@@ -179,12 +181,6 @@ LOST_REVISIONS = {
 }
 
 
-def _git_out(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
 def revisions_not_in(repo: Path, revisions: set[str]) -> set[str]:
     """Those of ``revisions`` (abbreviated or whole) that name no commit of ``repo``."""
     ordered = sorted(revisions)
@@ -203,7 +199,7 @@ def test_a_revision_outside_the_history_is_found(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x", encoding="utf-8")
     _git(tmp_path, "add", "f")
     _git(tmp_path, "commit", "-qm", "one")
-    head = _git_out(tmp_path, "rev-parse", "--short=12", "HEAD")
+    head = _git(tmp_path, "rev-parse", "--short=12", "HEAD")
     assert revisions_not_in(tmp_path, {head, "0123456789ab"}) == {"0123456789ab"}
 
 
@@ -212,7 +208,7 @@ def test_every_committed_record_was_measured_by_a_revision_in_the_history() -> N
     none of which may have measured more records than it had when it was listed."""
     here = Path(__file__).parent
     try:
-        shallow = _git_out(here, "rev-parse", "--is-shallow-repository") == "true"
+        shallow = _git(here, "rev-parse", "--is-shallow-repository") == "true"
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout: no history to find the records' revisions in")
     if shallow:
@@ -223,7 +219,7 @@ def test_every_committed_record_was_measured_by_a_revision_in_the_history() -> N
             revision = json.loads(line).get("provenance", {}).get("git_rev", "")
             if revision:
                 per_revision[revision] = per_revision.get(revision, 0) + 1
-    repo = Path(_git_out(here, "rev-parse", "--show-toplevel"))
+    repo = Path(_git(here, "rev-parse", "--show-toplevel"))
     missing = revisions_not_in(repo, set(per_revision))
     assert missing <= set(LOST_REVISIONS), (
         f"revisions not in the history: {missing - set(LOST_REVISIONS)}"
