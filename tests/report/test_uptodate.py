@@ -27,13 +27,15 @@ NOTHING_CHANGED = "nothing the report reads or writes has changed"
 
 @pytest.fixture(scope="module")
 def committed_lines() -> dict[str, list[str]]:
-    """The committed records of the two seed entries (the committed tree, never results/)."""
-    lines = (committed_records() / "vm.jsonl").read_text(encoding="utf-8").splitlines()
+    """The committed records of the two seed entries (the committed tree, never results/),
+    up to 300 each, in the order of the record files' names and their lines."""
     found: dict[str, list[str]] = {SEED: [], OTHER: []}
-    for line in lines:
-        eid = json.loads(line)["entry"]
-        if eid in found and len(found[eid]) < 300:
-            found[eid].append(line)
+    for path in sorted(committed_records().glob("*.jsonl")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for line in lines:
+            eid = json.loads(line)["entry"]
+            if eid in found and len(found[eid]) < 300:
+                found[eid].append(line)
     assert all(len(v) > 100 for v in found.values())
     return found
 
