@@ -25,7 +25,10 @@ def system(device, case):
     "good" (well conditioned), in float64 on ``device``."""
     a = torch.tensor([[1.0, 2.0, 3.0], [0.0, 1.0, 1.0], [2.0, 1.0, 4.0]], dtype=torch.float64)
     if case == "singular":
-        a[2] = a[0]  # exactly singular: elimination leaves an exact zero pivot
+        # exactly singular; LAPACK raises where its elimination meets an exact zero pivot.
+        # On an Intel Xeon, torch 1.13.1-2.10.0 returned a solution instead (residual 0)
+        # where an AMD EPYC raised: docs/evidence/provenance-remeasure.md
+        a[2] = a[0]
     elif case == "nan":
         a[1, 1] = float("nan")
     b = torch.tensor([[1.0], [2.0], [1.0]], dtype=torch.float64)  # in the singular A's range
