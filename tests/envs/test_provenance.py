@@ -3,6 +3,7 @@ machine name, which no committed record file can share."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import socket
@@ -139,19 +140,30 @@ def test_the_revision_is_dirty_for_changed_code_not_for_what_the_harness_writes(
         assert machine_provenance(repo)["git_rev"] == rev
 
 
+@functools.cache
+def _committed_revisions() -> dict[tuple[str, str], int]:
+    """How many committed records each (record file, revision) has: every committed line
+    read once for the tests below ("" for a record without a revision)."""
+    counts: dict[tuple[str, str], int] = {}
+    for path in sorted(committed_records().glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            key = (path.name, json.loads(line).get("provenance", {}).get("git_rev", ""))
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def test_no_committed_record_was_measured_by_uncommitted_code() -> None:
     """The brief's standard: every committed cell comes from code that is committed, so no
     committed record names a ``-dirty`` revision (3,655 did until they were re-measured)."""
-    records = committed_records()
+    counts = _committed_revisions()
+    lines = sum(counts.values())
     dirty: dict[str, int] = {}
-    lines = 0
-    for path in sorted(records.glob("*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            lines += 1
-            revision = json.loads(line).get("provenance", {}).get("git_rev", "")
-            if revision.endswith("-dirty"):
-                dirty[path.name] = dirty.get(path.name, 0) + 1
-    assert lines > 10_000, f"the committed store at {records} holds only {lines} records"
+    for (name, revision), n in counts.items():
+        if revision.endswith("-dirty"):
+            dirty[name] = dirty.get(name, 0) + n
+    assert lines > 10_000, (
+        f"the committed store at {committed_records()} holds only {lines} records"
+    )
     assert not dirty, f"records measured by a -dirty tree, per file: {dirty}"
 
 
@@ -181,7 +193,7 @@ def test_every_committed_record_was_measured_by_a_revision_in_the_history() -> N
     """Every committed record names a commit of the history: the code that measured it can
     be checked out (the brief: every cell measured by code that is committed). Records of
     16 revisions lost to squashed worktree branches were re-measured at 8f381be on
-    2026-12-03 (docs/provenance.md)."""
+    2026-12-03 (docs/evidence/provenance-remeasure.md)."""
     here = Path(__file__).parent
     try:
         shallow = _git(here, "rev-parse", "--is-shallow-repository") == "true"
@@ -190,11 +202,9 @@ def test_every_committed_record_was_measured_by_a_revision_in_the_history() -> N
     if shallow:
         pytest.skip("a shallow clone does not hold the history the records name")
     per_revision: dict[str, int] = {}
-    for path in sorted(committed_records().glob("*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            revision = json.loads(line).get("provenance", {}).get("git_rev", "")
-            if revision:
-                per_revision[revision] = per_revision.get(revision, 0) + 1
+    for (_, revision), n in _committed_revisions().items():
+        if revision:
+            per_revision[revision] = per_revision.get(revision, 0) + n
     repo = Path(_git(here, "rev-parse", "--show-toplevel"))
     missing = revisions_not_in(repo, set(per_revision))
     assert not missing, "records of revisions not in the history: " + ", ".join(
