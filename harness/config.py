@@ -39,6 +39,14 @@ def out_of_range(name: str, value: float) -> str | None:
     return None
 
 
+# CUDA context creation in a fresh child: ~0.3-0.6 s for the primary context on a Hopper GPU
+# with lazy module loading (CUDA 12.2+ default), plus the first cuBLAS/cuDNN handle and the
+# first kernel launches, with up to -j children creating theirs at once on one GPU: 2 s is
+# an upper estimate, so that the window is not overrun (measure it on the box and pass
+# --cuda-start-s; harness/execute/budget.py uses it)
+CUDA_START_S = 2.0
+
+
 @dataclass
 class Config:
     repo: Path
@@ -70,7 +78,7 @@ class Config:
     # first, cut to what the stored durations say fits S seconds
     order: str = "plan"  # "plan" | "value"
     budget_s: float | None = None
-    cuda_start_s: float | None = None  # None: budget.CUDA_START_S
+    cuda_start_s: float | None = None  # None: CUDA_START_S
     # run --settle S (harness/execute/settle.py): extra trials for flaky cells and open
     # claims after the plan's jobs, for at most S seconds (and what is left of --budget)
     settle_s: float | None = None

@@ -7,13 +7,16 @@ import argparse
 import fnmatch
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from harness.cli.command import Command
 from harness.config import Config
 from harness.errors import InputError
-from harness.spec.matrix import Matrix
+
+if TYPE_CHECKING:
+    from harness.spec.matrix import Matrix
 
 __all__ = ["EnvsCommand"]
 

@@ -37,7 +37,7 @@ class ReportCommand(Command):
 
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
-        from harness.execute.steps import render_reports
+        from harness.report.pipeline import render_reports
 
         return render_reports(
             Config(repo=repo), console, check=args.check, since=args.since, cache=not args.no_cache

@@ -111,7 +111,7 @@ class RunCommand(Command):
 
 def add_budget(parser: argparse.ArgumentParser, order: bool = True) -> None:
     """The options of a short window (harness/execute/budget.py), shared with plan."""
-    from harness.execute.budget import CUDA_START_S
+    from harness.config import CUDA_START_S
 
     if order:
         parser.add_argument(

@@ -12,7 +12,6 @@ from rich.console import Console
 from harness.cli.options import ranged
 from harness.config import Config
 from harness.errors import InputError
-from harness.execute.plan import parse_shard
 
 if TYPE_CHECKING:
     from harness.execute.steps import Step
@@ -58,6 +57,8 @@ def add_selection(p: argparse.ArgumentParser, shard: bool = True) -> None:
 
 def selection_config(args: argparse.Namespace, repo: Path, list_only: bool) -> Config:
     """The Config of add_selection's options (plan has no --shard: all of it, 1/1)."""
+    from harness.execute.plan import parse_shard
+
     try:
         shard = parse_shard(getattr(args, "shard", "1/1"))
     except ValueError as exc:

@@ -33,6 +33,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from harness.config import CUDA_START_S
 from harness.execute.plan import Job
 from harness.execute.runner import CUDA_START_KEY
 from harness.outcomes import Outcome
@@ -55,12 +56,6 @@ __all__ = [
 ]
 
 PHASES = ("baselines, one trial", "one trial of every other variant", "the other trials")
-# CUDA context creation in a fresh child: ~0.3-0.6 s for the primary context on a Hopper GPU
-# with lazy module loading (CUDA 12.2+ default), plus the first cuBLAS/cuDNN handle and the
-# first kernel launches, with up to -j children creating theirs at once on one GPU: 2 s is
-# an upper estimate, so that the window is not overrun (measure it on the box and pass
-# --cuda-start-s)
-CUDA_START_S = 2.0
 # before the first job: the harness's inputs, the interpreter inspected (one torch import),
 # the warm worker's torch and lightning import (cold caches on a fresh box: ~10-20 s)
 STARTUP_S = 30.0

@@ -16,8 +16,8 @@ import pytest
 from rich.console import Console
 
 from harness.config import Config
-from harness.execute.steps import render_reports
 from harness.report import outputs, uptodate
+from harness.report.pipeline import render_reports
 from tests.paths import REPO, committed_records
 
 SEED = "pytorch/grad-scale-unscale-error"
