@@ -656,7 +656,7 @@ def _load(
             if cache is not None and update:
                 table.covered = _save_snapshots(con, cache, sources)
                 snapshot.clean(cache, [p.name for p in files])
-            con.execute("DROP VIEW good")
+            con.execute("DROP VIEW good" if table.touched is None else "DROP TABLE good")
             con.execute("DROP VIEW good_all")
             for name in ("good_lines", "lines"):
                 con.execute(f"DROP TABLE {name}")
@@ -716,8 +716,11 @@ def _load_sources(
         con.execute(
             "CREATE TEMP TABLE touched AS SELECT unnest(?::VARCHAR[]) AS entry", [sorted(touched)]
         )
+        # the touched entries' rows, read once from the snapshots (the newest records
+        # are chosen over them in three statements)
+        con.execute("DROP VIEW good")
         con.execute(
-            "CREATE OR REPLACE TEMP VIEW good AS SELECT * FROM good_all "
+            "CREATE TEMP TABLE good AS SELECT * FROM good_all "
             "WHERE entry IN (SELECT entry FROM touched)"
         )
         read_by_python = [item for item in read_by_python if item[2].entry in touched]
