@@ -360,8 +360,7 @@ def main() -> int:
                 else ""
             )
             print(f"{label:{width}}  {wall:6.2f} s {cpu:6.2f} s  {wall / plain:6.1f}x{spread}")
-        rows = [(label, runs[-1]) for label, runs in rows]
-        print(f"\nlast report said: {rows[-1][1][2][:300]}")
+        print(f"\nlast report said: {rows[-1][1][-1][2][:300]}")
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 

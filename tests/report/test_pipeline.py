@@ -25,9 +25,12 @@ print("\\n".join(sorted(sys.modules)))
 """
 
 
-def _modules_of_a_report(project: Path) -> list[str]:
+def _modules_of_a_report(project: Path, script: str = SCRIPT) -> list[str]:
+    """The lines a report of an empty project printed, then every module it had imported."""
+    (project / "repros").mkdir()
+    (project / "results" / "records").mkdir(parents=True)
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(project)],
+        [sys.executable, "-c", script, str(project)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -37,27 +40,19 @@ def _modules_of_a_report(project: Path) -> list[str]:
     return done.stdout.splitlines()
 
 
+def _runners(modules: list[str]) -> list[str]:
+    return [m for m in modules if m.startswith(RUNNERS)]
+
+
 def test_a_report_imports_none_of_the_runners_modules(tmp_path: Path) -> None:
-    (tmp_path / "repros").mkdir()
-    (tmp_path / "results" / "records").mkdir(parents=True)
     modules = _modules_of_a_report(tmp_path)
     assert any(line.startswith("report: 0 records") for line in modules)  # it did report
     assert "harness.report.outputs" in modules  # and rendered
-    assert [m for m in modules if m.startswith(RUNNERS)] == []
+    assert _runners(modules) == []
 
 
 def test_the_check_sees_a_runner_module_imported(tmp_path: Path) -> None:
     """The test above can fail: the same report with the runner's steps imported first
     names them."""
-    (tmp_path / "repros").mkdir()
-    (tmp_path / "results" / "records").mkdir(parents=True)
     script = SCRIPT.replace("import runpy, sys", "import runpy, sys, harness.execute.steps")
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert "harness.execute.steps" in done.stdout.splitlines()
+    assert "harness.execute.steps" in _runners(_modules_of_a_report(tmp_path, script))
