@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.domain import cell_id, env_id  # noqa: E402
+from harness.store.jsonl import Store  # noqa: E402
 from harness.store.records import SCHEMA, Record  # noqa: E402
 
 VARIANTS = [
@@ -221,15 +222,21 @@ def append_records(
     entries = [f"pytorch/entry-{e:05d}" for e in range(first, n_entries, step)][:touched]
     entries = entries[:n_records]
     machine = ("runner-0", f"{0:012x}")
-    with open(records_dir / "runner-0.jsonl", "a") as f:
-        for i in range(n_records):
-            eid = entries[i % len(entries)]
-            variant, kind = VARIANTS[(i // len(entries)) % len(VARIANTS)]
-            device, precision = SLICES[(i // (len(entries) * len(VARIANTS))) % len(SLICES)]
-            d = _record(rnd, eid, variant, kind, env, versions, device, precision, machine, i)
-            d["started_at"] = f"2027-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}.{i % 1000:03d}+00:00"
-            d = _as_stored(d)
-            f.write(json.dumps(d) + "\n")
+    lines = []
+    for i in range(n_records):
+        eid = entries[i % len(entries)]
+        variant, kind = VARIANTS[(i // len(entries)) % len(VARIANTS)]
+        device, precision = SLICES[(i // (len(entries) * len(VARIANTS))) % len(SLICES)]
+        d = _record(rnd, eid, variant, kind, env, versions, device, precision, machine, i)
+        d["started_at"] = f"2027-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}.{i % 1000:03d}+00:00"
+        lines.append(json.dumps(_as_stored(d)) + "\n")
+    # through the store's writer, as runs and merges append (under the file's lock, with
+    # the append note the report's snapshot reads: harness/store/appends.py), in a few
+    # appends as a run's jobs finish; the machine stamped is the stored records' own
+    store, path = Store(records_dir), records_dir / "runner-0.jsonl"
+    step = max(1, len(lines) // 10)
+    for k in range(0, len(lines), step):
+        store._append_lines(lines[k : k + step], path)
     return len(entries)
 
 

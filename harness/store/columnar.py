@@ -51,7 +51,7 @@ import duckdb
 
 from harness.domain import DEVICES, KINDS, PRECISIONS
 from harness.outcomes import Outcome
-from harness.store import snapshot
+from harness.store import appends, snapshot
 from harness.store.jsonl import (
     MAX_LINE_BYTES,
     LoadResult,
@@ -647,7 +647,7 @@ def _load(
                 if src.snap is None and not src.python_only:
                     src.python_only = has_long_line(fd, 0, src.before.st_size)
                 if src.snap is not None:
-                    src.prefix = hashing.submit(snapshot.digest_prefix, fd, src.snap.bytes)
+                    src.prefix = _prefix(hashing, cache, src)
                 elif cache is not None and update and not src.python_only:
                     src.whole = hashing.submit(snapshot.digest_lines, fd)
             appended = since is not None and _only_appended(sources, since, skipped)
@@ -664,6 +664,20 @@ def _load(
     finally:
         for src in sources:
             os.close(src.fd)
+
+
+def _prefix(hashing: ThreadPoolExecutor, cache: Path | None, src: _Source) -> Future[Any]:
+    """The BlockDigest of the bytes ``src``'s snapshot covers: from the snapshot's block
+    digests where the file is the one it read or only the store appended to it since
+    (appends.py), else hashed from the file (in the background)."""
+    assert src.snap is not None
+    if cache is not None and appends.only_appended(cache, src.path.name, src.snap.file, src.before):
+        resumed = snapshot.resume(src.fd, src.snap)
+        if resumed is not None:
+            done: Future[Any] = Future()
+            done.set_result(resumed)
+            return done
+    return hashing.submit(snapshot.digest_prefix, src.fd, src.snap.bytes)
 
 
 def _only_appended(
@@ -956,6 +970,17 @@ def _save_snapshots(
     return covered if len(covered) == len(sources) else {}
 
 
+def _note_identity(cache: Path, s: _Source) -> None:
+    """A file with no line since its snapshot, whose bytes were checked now: its snapshot
+    takes the file's identity (touched, copied back, or changed while the last one read it)
+    so that the next load need not hash it again."""
+    assert s.snap is not None
+    read = appends.identity(s.before)
+    if s.snap.file != read and appends.identity(os.stat(s.path, follow_symlinks=False)) == read:
+        snapshot.save(cache, dataclasses.replace(s.snap, file=read))
+        appends.forget_unless_from(cache, s.path.name, read)
+
+
 def _save_snapshot(
     con: duckdb.DuckDBPyConnection, cache: Path, s: _Source
 ) -> tuple[int, str] | None:
@@ -965,6 +990,7 @@ def _save_snapshot(
         cut = s.tail.rfind(b"\n") + 1
         if not cut:
             if not s.tail and _result(s.prefix).hexdigest() == s.snap.sha256:
+                _note_identity(cache, s)
                 return s.snap.bytes, s.snap.sha256
             return None  # no line completed since
         digest = _result(s.prefix).copy()
@@ -1009,5 +1035,13 @@ def _save_snapshot(
         size - sum(k.bytes for k in keep),
     )
     sha = digest.hexdigest()
-    snapshot.save(cache, snapshot.Snapshot(s.path.name, size, sha, lines, (*keep, segment)))
+    # the file as it was read, if it did not change meanwhile: the next load trusts these
+    # bytes while it is that file, or that file after the store's appends (appends.py)
+    read = appends.identity(s.before)
+    file = read if appends.identity(os.stat(s.path, follow_symlinks=False)) == read else None
+    snapshot.save(
+        cache,
+        snapshot.Snapshot(s.path.name, size, sha, lines, (*keep, segment), digest.blocks(), file),
+    )
+    appends.forget_unless_from(cache, s.path.name, file)
     return size, sha

@@ -38,6 +38,7 @@ from typing import Any
 
 from harness.envs.provenance import MACHINE_ID_FILE, default_machine_name, machine_id
 from harness.outcomes import Outcome
+from harness.store import appends
 from harness.store.records import SCHEMA, MachineKey, Record, RecordKey
 from harness.store.validate import RecordRefused, safe_text, validate_record
 
@@ -618,7 +619,11 @@ class Store:
         self._append_lines([_line(record)], self.path)
 
     def _append_lines(self, lines: list[str], path: Path) -> None:
-        data = "".join(lines).encode("utf-8")
+        self._append_bytes("".join(lines).encode("utf-8"), path)
+
+    def _append_bytes(self, data: bytes, path: Path) -> None:
+        """Append ``data`` (whole lines) to record file ``path``, under its lock, on a line
+        of its own; a failed append leaves the file as it was."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             # never through a link: a record file that points outside the store is refused
@@ -633,7 +638,8 @@ class Store:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
-                size = os.fstat(fd).st_size
+                before = os.fstat(fd)
+                size = before.st_size
                 if size:
                     # a previous writer died mid-line: start ours on a fresh line so the
                     # truncated one stays alone (and is reported) instead of eating ours
@@ -655,6 +661,11 @@ class Store:
                         "the last complete record. Free space and rerun with --resume."
                     ) from exc
                 raise StoreError(f"{path}: cannot append record: {exc}") from exc
+            else:
+                # still under the lock: the note the report's snapshot needs to trust the
+                # bytes before ours without reading them (a note never fails an append)
+                with contextlib.suppress(OSError, ValueError):
+                    appends.note(path.parent, path.name, before, os.fstat(fd))
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:

@@ -7,8 +7,9 @@ holds, for its first B bytes (B always ends just after a newline: a last line wi
 one may still be being written and is never snapshotted):
 
 - a manifest, ``<file name>.json``: B, a digest of the B bytes (``BlockDigest``: a sha256 of
-  the sha256s of its 8 MiB blocks), their line count, the
-  fingerprint of the code that read them (``fingerprint``) and the segments;
+  the sha256s of its 8 MiB blocks) and those blocks' sha256s, their line count, the
+  identity of the record file it read (harness/store/appends.py), the fingerprint of the
+  code that read them (``fingerprint``) and the segments;
 - segments, each a run of consecutive lines in two Parquet files (written by DuckDB):
   the lines the engine accepted (line number ``n`` and the typed columns), and the other
   non-blank lines as they are (``n``, the bytes), which Python reads again on every load
@@ -18,7 +19,9 @@ one may still be being written and is never snapshotted):
 
 A snapshot is used only when its manifest and segment files are well-formed and their
 hashes match, the fingerprint is this harness's, and the record file still starts with
-the B bytes it covers (hashed again on every use). Anything else, and the file is read in
+the B bytes it covers: hashed again on every use, unless the file is still the one it
+read or the store's append note vouches that it only grew by the store's appends since
+(harness/store/appends.py). Anything else, and the file is read in
 full: the cache is never a source of truth, and deleting ``results/.cache/`` is always
 safe. Files are written under unique names and the manifest is replaced atomically, so
 concurrent reports never see one another's half-written files; files no manifest names
@@ -49,6 +52,7 @@ import duckdb
 from harness.atomic import write_atomically
 from harness.envs.provenance import source_digest
 from harness.paths import OutsideProject, remove_files, safe_folder
+from harness.store.appends import Identity, cache_dir
 from harness.store.records import SCHEMA
 from harness.store.sql import path_literal
 
@@ -68,21 +72,16 @@ __all__ = [
     "other_lines",
     "plan_segments",
     "refusal",
+    "resume",
     "save",
     "write_segment",
 ]
 
-FORMAT = 2  # the manifest and segment layout: a change makes every snapshot stale
+FORMAT = 3  # the manifest and segment layout: a change makes every snapshot stale
 GRACE_S = 300.0  # an unreferenced file younger than this may be a concurrent writer's
 MAX_MANIFEST_BYTES = 1 << 20
 _CHUNK = 1 << 23
 _SHA = re.compile(r"[0-9a-f]{64}")
-
-
-def cache_dir(records_dir: Path) -> Path:
-    """results/.cache/snapshot beside results/records (never inside it: the store reads
-    every *.jsonl there)."""
-    return records_dir.parent / ".cache" / "snapshot"
 
 
 def refusal(cache: Path) -> str | None:
@@ -128,6 +127,10 @@ class Snapshot:
     sha256: str
     lines: int
     segments: tuple[Segment, ...]
+    # the sha256s of the full blocks of the bytes it covers (BlockDigest.blocks)
+    blocks: tuple[str, ...] = ()
+    # the record file's identity when it was read (None: it changed while it was read)
+    file: Identity | None = None
 
     def to_json(self) -> bytes:
         d = {
@@ -138,6 +141,8 @@ class Snapshot:
             "sha256": self.sha256,
             "lines": self.lines,
             "segments": [vars(s) for s in self.segments],
+            "blocks": list(self.blocks),
+            "file": None if self.file is None else list(self.file),
         }
         return json.dumps(d, indent=1).encode()
 
@@ -213,11 +218,28 @@ def _parse(data: bytes, name: str) -> Snapshot:
         first += seg.lines
         size += seg.bytes
         segments.append(seg)
+    blocks = d.get("blocks")
+    file = d.get("file")
+    if not isinstance(blocks, list):
+        raise ValueError("no block digests")
+    if not (
+        file is None
+        or (isinstance(file, list) and len(file) == 5 and all(type(v) is int for v in file))
+    ):
+        raise ValueError("not a file's identity")
     snap = Snapshot(
-        name, _count(d.get("bytes")), _sha(d.get("sha256")), _count(d.get("lines")), tuple(segments)
+        name,
+        _count(d.get("bytes")),
+        _sha(d.get("sha256")),
+        _count(d.get("lines")),
+        tuple(segments),
+        tuple(_sha(b) for b in blocks),
+        None if file is None else (file[0], file[1], file[2], file[3], file[4]),
     )
     if (snap.bytes, snap.lines) != (size, first) or snap.lines > snap.bytes:
         raise ValueError("segments that do not add up")
+    if len(snap.blocks) != snap.bytes // _CHUNK:
+        raise ValueError("block digests that do not cover the bytes")
     return snap
 
 
@@ -267,6 +289,7 @@ class BlockDigest:
 
     def __init__(self) -> None:
         self._blocks = hashlib.sha256()  # of the full blocks' digests
+        self._full: list[bytes] = []  # those digests
         self._part = hashlib.sha256()  # of the bytes after them
         self._fill = 0  # how many bytes that is
 
@@ -275,6 +298,12 @@ class BlockDigest:
         if self._fill:
             raise ValueError("a full block after a partial one")
         self._blocks.update(digest)
+        self._full.append(digest)
+
+    def blocks(self) -> tuple[str, ...]:
+        """The sha256s of the full blocks so far (hex): with the bytes after them, what
+        ``resume`` needs to go on from here without reading the blocks again."""
+        return tuple(b.hex() for b in self._full)
 
     def update(self, data: bytes | memoryview) -> None:
         view = memoryview(data)
@@ -284,12 +313,15 @@ class BlockDigest:
             self._fill += take
             view = view[take:]
             if self._fill == _CHUNK:
-                self._blocks.update(self._part.digest())
+                digest = self._part.digest()
+                self._blocks.update(digest)
+                self._full.append(digest)
                 self._part, self._fill = hashlib.sha256(), 0
 
     def copy(self) -> BlockDigest:
         other = BlockDigest()
         other._blocks, other._part, other._fill = self._blocks.copy(), self._part.copy(), self._fill
+        other._full = list(self._full)
         return other
 
     def hexdigest(self) -> str:
@@ -333,6 +365,24 @@ def digest_prefix(fd: int, size: int) -> BlockDigest | None:
         d.update(chunk)
         at += len(chunk)
     return d
+
+
+def resume(fd: int, snap: Snapshot) -> BlockDigest | None:
+    """The BlockDigest of the bytes ``snap`` covers from its block digests and the bytes
+    after its last full block (read from ``fd``: under 8 MiB), without reading the blocks;
+    None where they do not give its digest (a manifest whose blocks do not add up, a file
+    shorter than it covers). Only for a file the append note vouches for (appends.py)."""
+    d = BlockDigest()
+    for block in snap.blocks:
+        d.add_block(bytes.fromhex(block))
+    at = len(snap.blocks) * _CHUNK
+    while at < snap.bytes:
+        chunk = os.pread(fd, snap.bytes - at, at)
+        if not chunk:
+            return None
+        d.update(chunk)
+        at += len(chunk)
+    return d if d.hexdigest() == snap.sha256 else None
 
 
 def digest_lines(fd: int) -> tuple[BlockDigest, int, int, int, os.stat_result]:
@@ -423,7 +473,7 @@ def clean(cache: Path, names: Sequence[str]) -> None:
     than GRACE_S (younger files may be a concurrent report's, not yet named)."""
     keep = set()
     for name in names:
-        keep.add(_manifest(cache, name).name)
+        keep.update((_manifest(cache, name).name, f"{name}.appends"))
         snap = open_snapshot(cache, name)
         if snap is not None:
             keep.update(x for s in snap.segments for x in (s.good, s.other))

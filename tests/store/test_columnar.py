@@ -296,6 +296,11 @@ OP = st.one_of(
     ),
     # a line written in two steps: its first bytes now, the rest with "complete"
     st.tuples(st.just("cut"), st.integers(0, FILES - 1), line(), st.integers(1, 40)),
+    # lines appended by the store's writer, as runs and merges append (with the append
+    # note that lets the next load trust the bytes before them unread: appends.py)
+    st.tuples(
+        st.just("store"), st.integers(0, FILES - 1), st.lists(line(), min_size=1, max_size=4)
+    ),
     st.tuples(st.just("complete"), st.integers(0, FILES - 1)),
     # bytes of a file changed in place, or the file cut short
     st.tuples(
@@ -409,6 +414,8 @@ def _apply(op: tuple[Any, ...], root: Path, cache: Path, pending: dict[int, byte
     if op[0] == "append":
         with open(path, "ab") as f:
             f.write(b"\n".join(op[2]) + (b"\n" if op[3] else b""))
+    elif op[0] == "store":
+        Store(root)._append_bytes(b"".join(x + b"\n" for x in op[2]), path)
     elif op[0] == "cut":
         with open(path, "ab") as f:
             f.write(op[2][: op[3]])
