@@ -30,8 +30,9 @@ tails) joined once.
 
 tests/store/test_columnar.py checks the equivalence on generated stores: mixtures of valid,
 hostile, truncated, old-schema and odd lines across several files, and, with snapshots,
-across appends, lines completed later, edits in place, truncations, removed files and
-damaged snapshot files.
+across appends (by the store's writer, with its append notes, and by other programs),
+lines completed later, edits in place, truncations, removed files and damaged snapshot
+files.
 """
 
 from __future__ import annotations
@@ -597,9 +598,10 @@ def load_latest(
     the load reads every file in full.
 
     ``since``: a basis, the ``covered`` of an earlier load. Where the record files are
-    exactly those, each still starting with the bytes its snapshot covered then (hashed, as
-    every snapshot is), only lines were appended since: the table then holds the records of
-    the entries those lines name (``touched``), every other entry's being what they were.
+    exactly those, each still starting with the bytes its snapshot covered then (hashed, or
+    vouched for by the store's append note: appends.py), only lines were appended since:
+    the table then holds the records of the entries those lines name (``touched``), every
+    other entry's being what they were.
     Anything else (a file added, removed, edited, a snapshot gone) is a full load."""
     refused = snapshot.refusal(cache) if cache is not None else None
     if refused is not None:
