@@ -8,14 +8,18 @@ rendered every entry again, or read each one's share back from the render cache
 vouches for its outputs (harness/report/uptodate.py: the state file, with each output's
 size, times and inode as it wrote them) keeps here, per entry in id order, its key and the
 small part of its share that the files of every entry need (its row of index.html and what
-the header counts of it, its verdicts, its pages and documents; what answers.js holds of
-it is read back from answers.js, as the state vouches for it). The next report, for the
+the header counts of it, its verdicts, its pages and documents; the length of its text in
+answers.js and the highest environment and message numbers it names, its text being read
+back from answers.js, as the state vouches for it). The next report, for the
 entries whose key is the same and whose page, PNG and document the state still vouches
 for, takes that part from here; for the others it takes the whole share (render cache,
 else rendered). Then:
 
-- index.html, answers.js and compat.json (the index of the aggregates' parts) are put
-  together again from every entry's part (a few MB);
+- index.html and compat.json (the index of the aggregates' parts) are put together again
+  from every entry's part (a few MB);
+- answers.js keeps every other entry's text as it is where the changed entries leave the
+  numbers of its environments and messages as they were (render/answers.py:
+  ``answers_spliced``), else every entry is numbered again;
 - a file of 16 or 64 entries none of which changed, and which the state vouches for, is
   left as it is; one with changed entries takes their new lines in place of the old ones
   (a line an entry), or, for answers/NNNN.js, is put together from its entries' shares.
@@ -40,7 +44,7 @@ from typing import Any
 
 from harness.atomic import write_atomically
 from harness.paths import OutsideProject, safe_folder
-from harness.report.render.answers import answers_heads
+from harness.report.render.answers import AnswersText, answers_pieces, answers_tables
 from harness.report.render.html import HtmlPart
 
 __all__ = [
@@ -53,7 +57,7 @@ __all__ = [
 ]
 
 ASSEMBLY_FILE = Path(".cache") / "report-assembly.json"  # under results/
-_FORMAT = 2  # 2: no entry's length in compat.json (its parts are files of lines)
+_FORMAT = 3  # 3: each entry's text in answers.js by its length and highest numbers
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class Kept:
     """What the whole files hold of one entry, beside its key."""
 
     html: HtmlPart  # its row of index.html and its counts (sections: "", in its section file)
-    head: Mapping[str, Any]  # what answers.js holds of it (render/answers.py: answers_head)
+    answers: AnswersText  # its text in answers.js (render/answers.py)
     verdicts: tuple[str, ...]
     pages: tuple[tuple[str, str], ...]  # (path under results/, SHA-256): its page and PNG
     documents: tuple[str, ...]  # the documents its blocks are written into
@@ -75,6 +79,9 @@ class Assembly:
     keys: tuple[str, ...]  # each entry's render key (harness/report/cache.py)
     kept: tuple[Kept, ...]
     n_records: int  # the records counted (compat.json's "records")
+    # answers.js's tables (its text before the entries: render/answers.py), and parsed
+    answers_tables: bytes = b""
+    tables: tuple[list[list[str]], list[list[str]]] = ([], [])
 
 
 def _strings(value: Any) -> list[str]:
@@ -89,8 +96,11 @@ def _count(value: Any) -> int:
     return value
 
 
-def _kept(value: Any, head: Mapping[str, Any]) -> Kept:
+def _kept(value: Any, text: bytes) -> Kept:
     html = value["html"]
+    length, envs_max, messages_max = value["answers"]
+    if len(text) != _count(length) or type(envs_max) is not int or type(messages_max) is not int:
+        raise ValueError("answers")
     verdicts = tuple(_count(n) for n in html["verdicts"])
     pages = value["pages"]
     if not (
@@ -118,22 +128,19 @@ def _kept(value: Any, head: Mapping[str, Any]) -> Kept:
             torches=frozenset(_strings(html["torches"])),
             lightnings=frozenset(_strings(html["lightnings"])),
         ),
-        head=head,
+        answers=AnswersText(text, envs_max, messages_max),
         verdicts=tuple(_strings(value["verdicts"])),
         pages=tuple((a, b) for a, b in pages),
         documents=tuple(_strings(value["documents"])),
     )
 
 
-_ANSWERS_START, _ANSWERS_END = b"harnessAnswers(", b");\n"
-
-
 def load_assembly(
     results: Path, code: str, token: str, vouched: Collection[str]
 ) -> Assembly | None:
     """The record kept with the state of token ``token`` by this code, else None (absent,
-    unreadable, malformed, another report's, kept through a link). What answers.js holds of
-    each entry is read from answers.js itself, where the state vouches for it (``vouched``:
+    unreadable, malformed, another report's, kept through a link). Each entry's text in
+    answers.js is cut from answers.js itself, where the state vouches for it (``vouched``:
     absolute paths) as the report that kept the record wrote it."""
     answers_js = results / "answers.js"
     if os.path.abspath(answers_js) not in vouched:
@@ -142,9 +149,6 @@ def load_assembly(
         folder = safe_folder(results, results / ASSEMBLY_FILE.parent)
         doc = json.loads((folder / ASSEMBLY_FILE.name).read_bytes())
         text = answers_js.read_bytes()
-        if not (text.startswith(_ANSWERS_START) and text.endswith(_ANSWERS_END)):
-            return None
-        answers = json.loads(text[len(_ANSWERS_START) : -len(_ANSWERS_END)])
     except (OSError, ValueError, OutsideProject, RecursionError):
         return None
     if not (
@@ -157,16 +161,21 @@ def load_assembly(
         return None
     try:
         ids, keys = _strings(doc["ids"]), _strings(doc["keys"])
-        heads = answers_heads(answers)
-        if [h["id"] for h in heads] != ids or len(doc["kept"]) != len(ids):
+        if not isinstance(doc["kept"], list) or len(doc["kept"]) != len(ids):
             return None
-        kept = [_kept(k, head) for k, head in zip(doc["kept"], heads, strict=True)]
+        pieces = answers_pieces(text, [_count(k["answers"][0]) for k in doc["kept"]])
+        if pieces is None:
+            return None
+        tables = answers_tables(pieces[0])
+        if tables is None:
+            return None
+        kept = [_kept(k, t) for k, t in zip(doc["kept"], pieces[1], strict=True)]
         n_records = _count(doc["records"])
     except (KeyError, TypeError, ValueError):
         return None
     if len(keys) != len(ids) or ids != sorted(set(ids)):
         return None
-    return Assembly(token, code, tuple(ids), tuple(keys), tuple(kept), n_records)
+    return Assembly(token, code, tuple(ids), tuple(keys), tuple(kept), n_records, pieces[0], tables)
 
 
 def save_assembly(results: Path, assembly: Assembly) -> None:
@@ -189,6 +198,7 @@ def save_assembly(results: Path, assembly: Assembly) -> None:
                     "lightnings": sorted(k.html.lightnings),
                     "contents": k.html.contents,
                 },
+                "answers": [len(k.answers.text), k.answers.envs_max, k.answers.messages_max],
                 "verdicts": list(k.verdicts),
                 "pages": [list(p) for p in k.pages],
                 "documents": list(k.documents),

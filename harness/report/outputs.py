@@ -78,12 +78,16 @@ from harness.report.render import entry_slug
 from harness.report.render import html as html_module
 from harness.report.render import jsonout as jsonout_module
 from harness.report.render.answers import (
+    AnswersText,
+    answers_bytes,
     answers_head,
     answers_index,
+    answers_layout,
     answers_part,
     answers_part_name,
-    answers_text,
+    answers_spliced,
     entry_answers,
+    named_heads,
 )
 from harness.report.render.html import (
     ANSWERS_FILE,
@@ -501,6 +505,7 @@ class _Plan:
     lines: dict[str, list[bytes]] = dataclasses.field(default_factory=dict)
     variants: dict[str, list[tuple[str, list[Any]]]] = dataclasses.field(default_factory=dict)
     need: set[int] = dataclasses.field(default_factory=set)
+    previous: Assembly | None = None  # the last report's (answers.js: its tables, its texts)
 
 
 def _read(path: Path) -> bytes | None:
@@ -514,7 +519,7 @@ def _plan(results: Path, keys: Sequence[str], previous: Previous) -> _Plan:
     """Which entries the last report's assembly gives and which files it spares (see
     harness/report/assembly.py)."""
     n = len(keys)
-    plan = _Plan()
+    plan = _Plan(previous=previous.assembly)
     a, vouched = previous.assembly, previous.vouched
     root = os.path.abspath(results)
 
@@ -553,8 +558,42 @@ def _plan(results: Path, keys: Sequence[str], previous: Previous) -> _Plan:
     return plan
 
 
+class StaleAssembly(Exception):
+    """answers.js is not what the last report's assembly says of it."""
+
+
+def _answers(
+    shares: Mapping[int, CachedEntry], plan: _Plan, n: int
+) -> tuple[bytes, list[AnswersText], dict[int, tuple[str, list[Any]]]]:
+    """answers.js (its bytes), each entry's text in it, and the changed entries' variants
+    (by position). The changed entries' texts are spliced among the others' where the
+    numbering stands (render/answers.py: ``answers_spliced``), else every entry is
+    numbered again, the kept ones named again from their texts."""
+    heads: dict[int, Mapping[str, Any]] = {}
+    own: dict[int, tuple[str, list[Any]]] = {}
+    for i, share in shares.items():
+        heads[i], own[i] = answers_head(share.answers)
+    a = plan.previous
+    if a is not None and len(a.kept) == n:
+        texts = answers_spliced(a.tables, [k.answers for k in a.kept], heads)
+        if texts is not None:
+            return answers_bytes(a.answers_tables, texts), texts, own
+    kept = sorted(plan.kept.keys() - heads.keys())
+    if kept:
+        if a is None:
+            raise StaleAssembly("entries kept without the last report's assembly")
+        try:
+            named = named_heads(a.tables, [plan.kept[i].answers.text for i in kept])
+        except ValueError as exc:
+            raise StaleAssembly(str(exc)) from None
+        heads.update(zip(kept, named, strict=True))
+    tables, texts = answers_layout(answers_index([heads[i] for i in range(n)]))
+    return answers_bytes(tables, texts), texts, own
+
+
 def _whole_files(
     results: Path,
+    ids: Sequence[str],
     shares: Mapping[int, CachedEntry],
     plan: _Plan,
     n_records: int,
@@ -569,21 +608,18 @@ def _whole_files(
     are written from (``findings``: there is a README): compat.json's whole document and
     the domains' summaries; and what the next report's assembly keeps of each entry."""
     n = len(shares.keys() | plan.kept.keys())
-    heads: list[Mapping[str, Any]] = []
-    own: dict[int, tuple[str, list[Any]]] = {}
+    answers_js, texts, own = _answers(shares, plan, n)
     kept: list[Kept] = []
     for i in range(n):
         share = shares.get(i)
         if share is None:
-            heads.append(plan.kept[i].head)
-            kept.append(plan.kept[i])
+            k = plan.kept[i]
+            kept.append(k if k.answers is texts[i] else dataclasses.replace(k, answers=texts[i]))
             continue
-        head, own[i] = answers_head(share.answers)
-        heads.append(head)
         kept.append(
             Kept(
                 html=dataclasses.replace(share.html, sections=""),
-                head=head,
+                answers=texts[i],
                 verdicts=share.verdicts,
                 pages=share.pages,
                 documents=tuple(path for path, _ in share.documents),
@@ -599,9 +635,7 @@ def _whole_files(
                 whole.append((results / name, None))
             elif kind == "answers":
                 old = dict(plan.variants.get(name, []))
-                part = [
-                    own.get(i) or (kept[i].head["id"], old[kept[i].head["id"]]) for i in members
-                ]
+                part = [own.get(i) or (ids[i], old[ids[i]]) for i in members]
                 whole.append((results / name, answers_part(part).encode("utf-8")))
             else:  # the old lines, or none where every entry's share is here
                 lines = plan.lines.get(name) or [b""] * len(members)
@@ -610,7 +644,7 @@ def _whole_files(
                     if share is not None:
                         lines[i - first] = _line(kind, share)
                 whole.append((results / name, b"".join(lines)))
-    compat = compat_index(n_records, [h["id"] for h in heads])
+    compat = compat_index(n_records, list(ids))
     compat_doc: dict[str, Any] = {}
     if domains or findings:
         compat_doc = {
@@ -625,10 +659,9 @@ def _whole_files(
         }
     pages, sections, summaries = _domain_pages(results, compat_doc, domains)
     page = assemble_html([k.html for k in kept], prelude + sections)
-    index = answers_index(heads)
     whole = [
         *grouped["cells"],
-        (results / ANSWERS_FILE, answers_text(index).encode("utf-8")),
+        (results / ANSWERS_FILE, answers_js),
         *grouped["answers"],
         *grouped["sections"],
         (results / "index.html", page.encode("utf-8")),
@@ -823,15 +856,30 @@ def render_all(
     for job, done in zip(jobs, rendered, strict=True):
         for (i, _), share in zip(job.items, done.shares, strict=True):
             shares[i] = share
-    whole, compat_doc, summaries, kept = _whole_files(
-        results,
-        shares,
-        plan,
-        n_records,
-        prelude,
-        domains,
-        readme is not None and Path(readme).is_file(),
-    )
+    try:
+        whole, compat_doc, summaries, kept = _whole_files(
+            results,
+            ids,
+            shares,
+            plan,
+            n_records,
+            prelude,
+            domains,
+            readme is not None and Path(readme).is_file(),
+        )
+    except StaleAssembly:  # answers.js is not what the last assembly says: without it
+        return render_all(
+            table,
+            entries,
+            results,
+            check=check,
+            workers=workers,
+            prelude=prelude,
+            domains=domains,
+            cache=cache,
+            readme=readme,
+            basis=basis,
+        )
     # everything rendered: the entries' files, the whole files, the documents and the
     # README staged together and renamed at the end, or none of them (a full disk, a
     # read-only folder: every output stays as it was, and the error names the file)

@@ -8,6 +8,8 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.aggregate import aggregate, aggregate_table
 from harness.catalogue.explain import _subset
@@ -15,10 +17,18 @@ from harness.report.render import STATUSES
 from harness.report.render.answers import (
     _DIGITS,
     _coded,
+    answers_bytes,
     answers_file,
+    answers_index,
+    answers_layout,
     answers_part_name,
+    answers_pieces,
+    answers_spliced,
+    answers_tables,
+    answers_text,
     entry_answers,
     js_pattern,
+    named_heads,
 )
 from tests.catalogue.test_explain import (
     CLIPPING,
@@ -187,3 +197,67 @@ def test_a_pattern_that_may_backtrack_catastrophically_never_reaches_the_page(tm
     assert part["signature"][:2] == ["RuntimeError", ""]
     safe = json.loads(entry_answers(dataclasses.replace(a, signature_message="boom: a+$"), None))
     assert safe["signature"][1] == "boom: a+$"
+
+
+# -- answers.js in pieces, and a report's splice of the entries that changed ---------------
+
+_ENVS = [["e1", "2.1", "2.1", "3.11"], ["e<2>", "2.2", "", "3.12"], ["e3&", "1.13", "1.9", "3.10"]]
+_MESSAGES = [("RuntimeError", "boom é"), ("ValueError", "</script>\u2028x"), ("E", "c")]
+
+
+@st.composite
+def _head(draw: st.DrawFn, i: int) -> dict:
+    seen = draw(st.lists(st.sampled_from(_MESSAGES), max_size=4))
+    return {
+        "id": f"pytorch/e{i}",
+        "title": draw(st.sampled_from(["t", "<b>&amp;</b>", "\u2029"])),
+        "seen": [[f"v{k}", t, m, draw(st.integers(0, 9)), [0]] for k, (t, m) in enumerate(seen)],
+        "envs": draw(st.lists(st.sampled_from(_ENVS), max_size=3, unique_by=tuple)),
+        "names": ["v0"],
+    }
+
+
+@st.composite
+def _a_report_and_the_next(draw: st.DrawFn) -> tuple[list[dict], dict[int, dict]]:
+    n = draw(st.integers(1, 6))
+    old = [draw(_head(i)) for i in range(n)]
+    changed = draw(st.sets(st.integers(0, n - 1)))
+    new = {}
+    for i in changed:
+        if draw(st.booleans()):  # only its counts, texts and order: the same names
+            new[i] = {
+                **old[i],
+                "title": "new",
+                "seen": [[*s[:3], 7, [0]] for s in reversed(old[i]["seen"])],
+            }
+        else:
+            new[i] = draw(_head(i))
+    return old, new
+
+
+@settings(max_examples=300, deadline=None)
+@given(_a_report_and_the_next())
+def test_answers_js_spliced_is_what_numbering_every_entry_again_gives(case):
+    """The pieces joined are answers_text's bytes and cut apart again; where the splice
+    keeps the other entries' texts, the file is byte for byte the one numbered anew; and an
+    entry whose names stay the same in the same order is always spliced."""
+    old, new = case
+    index = answers_index(old)
+    tables, texts = answers_layout(index)
+    data = answers_bytes(tables, texts)
+    assert data == answers_text(index).encode("utf-8")
+    assert answers_pieces(data, [len(t.text) for t in texts]) == (tables, [t.text for t in texts])
+    assert answers_pieces(data, [len(t.text) + 1 for t in texts]) is None
+    parsed = answers_tables(tables)
+    assert parsed == (index["envs"], index["messages"])
+    assert named_heads(parsed, [t.text for t in texts]) == old
+    spliced = answers_spliced(parsed, texts, new)
+    heads = [new.get(i, h) for i, h in enumerate(old)]
+    if all(new[i]["title"] == "new" for i in new):
+        assert spliced is not None
+    if spliced is not None:
+        assert answers_bytes(tables, spliced) == answers_text(answers_index(heads)).encode()
+        assert [t for i, t in enumerate(spliced) if i not in new] == [
+            t for i, t in enumerate(texts) if i not in new
+        ]
+        assert spliced == answers_layout(answers_index(heads))[1]

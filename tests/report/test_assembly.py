@@ -121,8 +121,16 @@ class Spy:
             self.plans.append(real_plan(*args))
             return self.plans[-1]
 
+        self.numbered = 0  # reports that numbered answers.js's entries anew
+        real_index = outputs.answers_index
+
+        def index(heads):
+            self.numbered += 1
+            return real_index(heads)
+
         monkeypatch.setattr(cache.RenderCache, "get", get)
         monkeypatch.setattr(outputs, "_plan", plan)
+        monkeypatch.setattr(outputs, "answers_index", index)
 
 
 def test_a_report_after_an_append_splices_the_changed_entry_into_the_whole_files(
@@ -138,6 +146,7 @@ def test_a_report_after_an_append_splices_the_changed_entry_into_the_whole_files
     _append(project)
     assert report(project)[0] == 0
     [plan] = spy.plans
+    assert spy.numbered == 0  # answers.js: SEED's text spliced in, OTHER's kept as it was
     assert set(plan.kept) == {0} and plan.need == {1}  # OTHER from the assembly
     assert set(plan.unchanged) == set(other_files)
     assert set(plan.lines) == {"cells/0001.js", "sections/0001.js", "aggregates/0001.jsonl"}
@@ -199,4 +208,53 @@ def test_an_assembly_of_another_state_or_damaged_is_not_used(project, tmp_path, 
     _append(project)
     assert report(project)[0] == 0
     assert spy.plans == []
+    assert _outputs(project) == _as_full(project, tmp_path)
+
+
+def test_answers_js_numbered_anew_names_the_kept_entries_again_from_their_texts(
+    project, tmp_path, monkeypatch
+):
+    """Where the changed entries would move the numbers (here: the splice refused), every
+    entry is numbered again, the kept ones named again from their texts in answers.js."""
+    assert report(project)[0] == 0
+    spy = Spy(monkeypatch)
+    monkeypatch.setattr(outputs, "answers_spliced", lambda *args: None)
+    _append(project)
+    assert report(project)[0] == 0
+    assert spy.numbered == 1 and set(spy.plans[0].kept) == {0}
+    assert _outputs(project) == _as_full(project, tmp_path)
+
+
+def test_an_assembly_whose_answers_lengths_do_not_cut_answers_js_is_not_used(
+    project, tmp_path, monkeypatch
+):
+    assert report(project)[0] == 0
+    kept = project / "results" / assembly.ASSEMBLY_FILE
+    doc = json.loads(kept.read_bytes())
+    doc["kept"][0]["answers"][0] += 1
+    doc["kept"][1]["answers"][0] -= 1
+    kept.write_text(json.dumps(doc))
+    spy = Spy(monkeypatch)
+    _append(project)
+    assert report(project)[0] == 0
+    assert spy.plans == []
+    assert _outputs(project) == _as_full(project, tmp_path)
+
+
+def test_kept_texts_that_do_not_read_back_make_the_report_put_everything_together(
+    project, tmp_path, monkeypatch
+):
+    """answers.js not what the assembly says of it (its texts do not read back as entries):
+    the report goes on without the assembly, every entry's share from the render cache."""
+    assert report(project)[0] == 0
+    spy = Spy(monkeypatch)
+    monkeypatch.setattr(outputs, "answers_spliced", lambda *args: None)
+
+    def unreadable(*args):
+        raise ValueError("not answers.js's entries")
+
+    monkeypatch.setattr(outputs, "named_heads", unreadable)
+    _append(project)
+    assert report(project)[0] == 0
+    assert len(spy.plans) == 1 and spy.numbered == 1  # the second pass: no plan, no splice
     assert _outputs(project) == _as_full(project, tmp_path)

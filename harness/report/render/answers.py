@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from harness.aggregate import EntryAggregate
@@ -41,6 +42,12 @@ __all__ = [
     "ANSWERS_FILE",
     "ANSWERS_PART_ENTRIES",
     "MESSAGE_CHARS",
+    "AnswersText",
+    "answers_bytes",
+    "answers_layout",
+    "answers_pieces",
+    "answers_spliced",
+    "answers_tables",
     "answers_file",
     "answers_head",
     "answers_heads",
@@ -50,6 +57,7 @@ __all__ = [
     "answers_text",
     "entry_answers",
     "js_pattern",
+    "named_heads",
 ]
 
 ANSWERS_PART_ENTRIES = 16  # entries a part of the answers file holds the variants of
@@ -238,29 +246,29 @@ def answers_index(heads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """What results/answers.js holds (``answers_text``) from every entry's head
     (``answers_head``, in entry order; not changed): each environment once, in ``envs``, and
     each message seen once, in ``messages`` ([type, message]: the same message is raised by
-    many variants and entries), the entries naming them by index."""
+    many variants and entries), the entries naming them by index.
+
+    The numbers go by first appearance: entry by entry, what an entry names that no entry
+    before it named takes the next numbers, in sorted order (not in the order the entry
+    lists them, which follows its counts: so a report whose runs changed an entry's counts
+    but not what it names leaves every number as it was, and ``answers_spliced`` keeps the
+    other entries' texts)."""
     envs: list[list[str]] = []
     index: dict[tuple[str, ...], int] = {}
     messages: list[list[str]] = []
     message_index: dict[tuple[str, str], int] = {}
     entries = []
     for i, head in enumerate(heads):
-        seen = []
-        for s in head["seen"]:  # [variant, type, message, runs, envs] -> [variant, k, runs, envs]
-            key = (s[1], s[2])
-            k = message_index.get(key)
-            if k is None:
-                k = message_index[key] = len(messages)
-                messages.append(list(key))
-            seen.append([s[0], k, *s[3:]])
-        numbers = []
-        for env in head["envs"]:
-            key = tuple(env)  # an id with the versions its records say were installed
-            n = index.get(key)
-            if n is None:
-                n = index[key] = len(envs)
-                envs.append(env)
-            numbers.append(n)
+        for key in sorted({(s[1], s[2]) for s in head["seen"]} - message_index.keys()):
+            message_index[key] = len(messages)
+            messages.append(list(key))
+        # an environment: an id with the versions its records say were installed
+        for key in sorted({tuple(env) for env in head["envs"]} - index.keys()):
+            index[key] = len(envs)
+            envs.append(list(key))
+        # [variant, type, message, runs, envs] -> [variant, k, runs, envs]
+        seen = [[s[0], message_index[(s[1], s[2])], *s[3:]] for s in head["seen"]]
+        numbers = [index[tuple(env)] for env in head["envs"]]
         entries.append({**head, "seen": seen, "envs": numbers, "part": answers_part_name(i)})
     return {
         "schema": 2,
@@ -274,6 +282,142 @@ def answers_index(heads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def answers_text(index: Mapping[str, Any]) -> str:
     """The text of results/answers.js (``answers_index``'s data)."""
     return f"harnessAnswers({script_json(index)});\n"
+
+
+# answers.js in pieces: START, the tables (everything before the entries, up to and with
+# '"entries":['), each entry's JSON joined by commas, END. script_json's escapes are each
+# of one character, and compact JSON is its parts' JSON put together, so the pieces joined
+# are answers_text's bytes (tests/report/test_answers.py).
+_START, _END = b"harnessAnswers(", b"]});\n"
+_TABLES_END = b'"entries":['
+
+
+@dataclass(frozen=True)
+class AnswersText:
+    """One entry's JSON in answers.js (script_json's, UTF-8), and the highest environment
+    and message numbers it names (-1: none)."""
+
+    text: bytes
+    envs_max: int
+    messages_max: int
+
+
+def _numbered_text(entry: Mapping[str, Any]) -> AnswersText:
+    return AnswersText(
+        script_json(entry).encode("utf-8"),
+        max(entry["envs"], default=-1),
+        max((s[1] for s in entry["seen"]), default=-1),
+    )
+
+
+def answers_layout(index: Mapping[str, Any]) -> tuple[bytes, list[AnswersText]]:
+    """answers.js of ``answers_index``'s data in pieces: its tables, its entries."""
+    if list(index)[-1] != "entries":
+        raise ValueError("answers.js's entries come last")
+    tables = script_json({**index, "entries": []}).encode("utf-8")[: -len(b"]}")]
+    return tables, [_numbered_text(e) for e in index["entries"]]
+
+
+def answers_bytes(tables: bytes, entries: Sequence[AnswersText]) -> bytes:
+    """answers.js from its pieces (``answers_layout``)."""
+    return _START + tables + b",".join(e.text for e in entries) + _END
+
+
+def answers_pieces(data: bytes, lengths: Sequence[int]) -> tuple[bytes, list[bytes]] | None:
+    """answers.js cut into its tables and its entries' texts, given each entry's length in
+    bytes (the last report's layout), or None where it does not fall apart that way."""
+    if not (data.startswith(_START) and data.endswith(_END)):
+        return None
+    at = data.find(_TABLES_END)
+    if at < 0:
+        return None
+    tables = data[len(_START) : at + len(_TABLES_END)]
+    at += len(_TABLES_END)
+    texts = []
+    for k, n in enumerate(lengths):
+        if k and data[at : at + 1] != b",":
+            return None
+        at += 1 if k else 0
+        texts.append(data[at : at + n])
+        at += n
+    if at != len(data) - len(_END):
+        return None
+    return tables, texts
+
+
+def answers_tables(tables: bytes) -> tuple[list[list[str]], list[list[str]]] | None:
+    """The environments and messages answers.js numbers (its tables), or None."""
+    try:
+        index = json.loads(tables + b"]}")
+        answers_heads(index)  # its environments and messages are lists of texts
+        return index["envs"], index["messages"]
+    except (ValueError, RecursionError, TypeError):
+        return None
+
+
+def _from(numbers: Sequence[int], start: int) -> set[int]:
+    """The numbers from ``start`` up: those an entry gives."""
+    return {n for n in numbers if n >= start}
+
+
+def answers_spliced(
+    tables: tuple[list[list[str]], list[list[str]]],
+    old: Sequence[AnswersText],
+    new: Mapping[int, Mapping[str, Any]],
+) -> list[AnswersText] | None:
+    """The entries of answers.js where entries ``new`` (by position: their heads,
+    ``answers_head``) take the place of their old texts in ``old``, every other entry's text
+    staying as it is; None where that would number any environment or message otherwise
+    than ``answers_index`` numbers them (then every entry is numbered again).
+
+    The numbers go by first appearance, in entry order (``answers_index``): the entries before
+    entry i name exactly the numbers below c_i (one more than the highest any of them
+    names), and entry i gives the next numbers, in sorted order, to what it names that they
+    do not. So the numbering stands when each new entry names only what the tables hold,
+    and, of the numbers from its c_i up, the ones its old text named."""
+    envs, messages = tables
+    env_at = {tuple(e): k for k, e in enumerate(envs)}
+    message_at = {(m[0], m[1]): k for k, m in enumerate(messages)}
+    out = list(old)
+    env_next = message_next = 0  # c_i of each table
+    for i, was in enumerate(old):
+        head = new.get(i)
+        if head is not None:
+            try:
+                env_numbers = [env_at[tuple(e)] for e in head["envs"]]
+                message_numbers = [message_at[(s[1], s[2])] for s in head["seen"]]
+                before = json.loads(was.text)
+                old_envs, old_messages = before["envs"], [s[1] for s in before["seen"]]
+            except (KeyError, ValueError, TypeError, IndexError, RecursionError):
+                return None  # a new environment or message: later numbers move
+            if _from(env_numbers, env_next) != _from(old_envs, env_next) or _from(
+                message_numbers, message_next
+            ) != _from(old_messages, message_next):
+                return None
+            numbered = {
+                **head,
+                "seen": [
+                    [s[0], k, *s[3:]] for s, k in zip(head["seen"], message_numbers, strict=True)
+                ],
+                "envs": env_numbers,
+                "part": answers_part_name(i),
+            }
+            out[i] = _numbered_text(numbered)
+        env_next = max(env_next, was.envs_max + 1)
+        message_next = max(message_next, was.messages_max + 1)
+    return out
+
+
+def named_heads(
+    tables: tuple[list[list[str]], list[list[str]]], texts: Sequence[bytes]
+) -> list[dict[str, Any]]:
+    """The heads of answers.js's entries ``texts`` named again by text (``answers_heads``);
+    ValueError where they are not that."""
+    try:
+        entries = [json.loads(t) for t in texts]
+    except RecursionError:
+        raise ValueError("not answers.js's entries") from None
+    return answers_heads({"envs": tables[0], "messages": tables[1], "entries": entries})
 
 
 def answers_heads(index: Mapping[str, Any]) -> list[dict[str, Any]]:
