@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import multiprocessing
 import os
@@ -49,6 +50,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rich.console import Console
 
 from harness.aggregate import EntryAggregate, aggregate_table
 from harness.aggregate.smells import Smell, find_smells
@@ -73,6 +76,7 @@ from harness.report.cache import (
 )
 from harness.report.findings import fill_findings, render_findings
 from harness.report.lead import latest_snapshot, markdown_lead
+from harness.report.progress import ReportProgress
 from harness.report.render import answers as answers_module
 from harness.report.render import entry_slug
 from harness.report.render import html as html_module
@@ -101,6 +105,7 @@ from harness.report.render.jsonout import COMPAT_FILE, SCHEMA, compat_index, ent
 from harness.report.render.kbdomain import (
     DomainSummary,
     domain_name,
+    plural,
     render_domain_html,
     render_domain_markdown,
     summarize_domain,
@@ -344,17 +349,34 @@ def _pool(jobs: Sequence[_Job], workers: int) -> Iterator[dict[int, Future[_Rend
     pool.shutdown(wait=True)
 
 
-def _share_out(jobs: Sequence[_Job], futures: Mapping[int, Future[_Rendered]]) -> list[_Rendered]:
+def _share_out(
+    jobs: Sequence[_Job],
+    futures: Mapping[int, Future[_Rendered]],
+    advance: Callable[[int], None] = lambda n: None,
+) -> list[_Rendered]:
     """Every shard rendered, in order: the first here, then here each next one that no
     worker has begun (its future cancelled before it started; the workers take the shards
     from the last), the rest as the workers rendered them. So the processes finish
-    together whatever each shard costs."""
+    together whatever each shard costs. ``advance`` is told the entries of each shard done,
+    wherever it was rendered."""
+    for k, future in futures.items():
+        future.add_done_callback(functools.partial(_done, advance, len(jobs[k].items)))
     done: dict[int, _Rendered] = {}
     for k in range(len(jobs)):
         if k in futures and not futures[k].cancel():
             break  # a worker has begun it, and every shard after it
         done[k] = _render(jobs[k])
-    return [done[k] if k in done else _rendered(jobs[k], futures[k]) for k in range(len(jobs))]
+        advance(len(jobs[k].items))
+    return [
+        done[k] if k in done else _rendered(jobs[k], futures[k], advance) for k in range(len(jobs))
+    ]
+
+
+def _done(advance: Callable[[int], None], n: int, future: Future[_Rendered]) -> None:
+    """A worker's shard done (not one cancelled to be rendered here, nor lost with its
+    worker: ``_rendered`` renders that one and counts it)."""
+    if not future.cancelled() and future.exception() is None:
+        advance(n)
 
 
 def _terminate(pool: ProcessPoolExecutor) -> None:
@@ -371,13 +393,17 @@ def _terminate(pool: ProcessPoolExecutor) -> None:
         w.join()
 
 
-def _rendered(job: _Job, future: Future[_Rendered]) -> _Rendered:
+def _rendered(
+    job: _Job, future: Future[_Rendered], advance: Callable[[int], None] = lambda n: None
+) -> _Rendered:
     """The worker's result; a worker that died (killed, out of memory) loses nothing: its
     shard is rendered here. An error in rendering is raised here, as the worker's."""
     try:
         return future.result()
     except BrokenProcessPool:
-        return _render(job)
+        rendered = _render(job)
+        advance(len(job.items))
+        return rendered
 
 
 def _domain_pages(
@@ -793,6 +819,7 @@ def render_all(
     readme: str | os.PathLike[str] | None = None,
     basis: Mapping[str, tuple[str, int]] | None = None,
     previous: Previous | None = None,
+    progress: ReportProgress | None = None,
 ) -> ReportSummary:
     """``records``: the records to report (the store's newest, as the engine holds them:
     harness/store/columnar.py), or Records in hand. ``workers``: how many processes render (the
@@ -806,12 +833,15 @@ def render_all(
     document. ``basis``: where the table holds only the entries appended to since an
     earlier report (RecordTable.touched), that report's ``entries``: every other entry's
     records are as they were then, and are taken from the cache; where one is not there,
-    NeedsEveryEntry."""
+    NeedsEveryEntry. ``progress``: where the report shows its phases (none: nowhere)."""
+    if progress is None:
+        progress = ReportProgress(Console(quiet=True), quiet=True)
     results = Path(results_dir)
     table = records if isinstance(records, RecordTable) else RecordTable.of(records)
     known = {e.id: e for e in entries}
     store = RenderCache(results) if cache else None
-    digests = _entry_records(table, basis, digest=store is not None)
+    with progress.phase("finding the entries whose records changed"):
+        digests = _entry_records(table, basis, digest=store is not None)
     ids = sorted(set(digests) | set(known))
     n_records = sum(n for _, n in digests.values())
 
@@ -835,7 +865,8 @@ def render_all(
         raise NeedsEveryEntry("an entry not appended to is not in the cache")
     if missed:
         wanted = [ids[i] for i in missed] if len(missed) < len(ids) else None
-        aggs = aggregate_table(table, entries, ids=wanted)
+        with progress.phase(f"aggregating {plural(len(missed), 'entry', 'entries')}"):
+            aggs = aggregate_table(table, entries, ids=wanted)
     else:
         aggs = []
     items: list[Item] = list(zip(missed, aggs, strict=True))
@@ -851,8 +882,13 @@ def render_all(
     # each pool it worded)
     for _, a in items[:1] + items[-1:]:
         html_module.word_pool(a.trials.texts)
-    with _pool(jobs, n - 1) as futures:
-        rendered = _share_out(jobs, futures)
+    with (
+        progress.phase(
+            f"rendering {plural(len(items), 'entry', 'entries')}", len(items), forks=n > 1
+        ) as advance,
+        _pool(jobs, n - 1) as futures,
+    ):
+        rendered = _share_out(jobs, futures, advance)
     for job, done in zip(jobs, rendered, strict=True):
         for (i, _), share in zip(job.items, done.shares, strict=True):
             shares[i] = share
@@ -879,57 +915,61 @@ def render_all(
             cache=cache,
             readme=readme,
             basis=basis,
+            progress=progress,
         )
     # everything rendered: the entries' files, the whole files, the documents and the
     # README staged together and renamed at the end, or none of them (a full disk, a
     # read-only folder: every output stays as it was, and the error names the file)
-    staged = Staged()
-    try:
-        writes = [_write(done, check, staged) for done in rendered]
-        whole_flags = [
-            (False, False) if blob is None else _put(path, blob, check, staged)
-            for path, blob in whole
-        ]
-        documents = [
-            write_blocks(texts, document, check=check, staged=staged)
-            for i in sorted(shares)
-            for document, texts in shares[i].documents
-        ]
-        documents += _findings(
-            Path(readme) if readme is not None else None,
-            results,
-            compat_doc,
-            summaries,
-            check,
-            staged,
-        )
-        leftovers = _leftovers(
-            results,
-            {path.relative_to(results).as_posix() for path, _ in whole}
-            | {name for k in kept for name, _ in k.pages},
-        )
-    except OSError as exc:
-        staged.discard()
-        raise ReportWriteError(exc) from exc
-    except BaseException:
-        staged.discard()
-        raise
-    try:
-        staged.commit()
-        if not check:
-            _remove(leftovers)
-    except OSError as exc:
-        raise ReportWriteError(exc) from exc
+    with progress.phase("writing the outputs and the caches"):
+        staged = Staged()
+        try:
+            writes = [_write(done, check, staged) for done in rendered]
+            whole_flags = [
+                (False, False) if blob is None else _put(path, blob, check, staged)
+                for path, blob in whole
+            ]
+            documents = [
+                write_blocks(texts, document, check=check, staged=staged)
+                for i in sorted(shares)
+                for document, texts in shares[i].documents
+            ]
+            documents += _findings(
+                Path(readme) if readme is not None else None,
+                results,
+                compat_doc,
+                summaries,
+                check,
+                staged,
+            )
+            leftovers = _leftovers(
+                results,
+                {path.relative_to(results).as_posix() for path, _ in whole}
+                | {name for k in kept for name, _ in k.pages},
+            )
+        except OSError as exc:
+            staged.discard()
+            raise ReportWriteError(exc) from exc
+        except BaseException:
+            staged.discard()
+            raise
+        try:
+            staged.commit()
+            if not check:
+                _remove(leftovers)
+        except OSError as exc:
+            raise ReportWriteError(exc) from exc
 
-    files = _entry_files(results, {i: k.pages for i, k in enumerate(kept)}, jobs, writes)
-    files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]
+        files = _entry_files(results, {i: k.pages for i, k in enumerate(kept)}, jobs, writes)
+        files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]
 
-    assembly = None
-    if store is not None and not check:
-        for i in missed:
-            store.put(keys[i], shares[i])
-        store.prune(set(keys))
-        assembly = Assembly("", code_fingerprint(), tuple(ids), tuple(keys), tuple(kept), n_records)
+        assembly = None
+        if store is not None and not check:
+            for i in missed:
+                store.put(keys[i], shares[i])
+            store.prune(set(keys))
+            assembly = Assembly(
+                "", code_fingerprint(), tuple(ids), tuple(keys), tuple(kept), n_records
+            )
 
     return dataclasses.replace(
         _summary(files, documents, kept, digests, n_records, assembly),

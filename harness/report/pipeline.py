@@ -6,20 +6,35 @@ so that a report imports what it uses, not the runner's environments, plans and 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import secrets
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from harness.config import Config
 from harness.errors import InputError
+from harness.report.progress import ReportProgress
 from harness.spec.entries import load_entries
 from harness.store.jsonl import Store
 
+if TYPE_CHECKING:
+    from harness.report.uptodate import ReportState
+
 __all__ = ["render_reports"]
+
+
+def _size(files: list[Path]) -> str:
+    """The files' size, for the phase that reads them."""
+    size = 0
+    for path in files:
+        with contextlib.suppress(OSError):  # (gone since the listing: the load says so)
+            size += path.stat().st_size
+    return f"{size / 1e6:,.0f} MB" if size >= 1e6 else f"{size:,} bytes"
 
 
 def _domains(cfg: Config, console: Console) -> list[tuple[Any, dict[str, Any]]]:
@@ -65,6 +80,26 @@ def render_reports(
             markup=False,
         )
         return 0
+    # a report that reads and renders shows its phases as it goes (harness/report/progress.py)
+    with ReportProgress(console) as progress:
+        return _read_and_render(cfg, console, progress, check, since, cache, code, last)
+
+
+def _read_and_render(
+    cfg: Config,
+    console: Console,
+    progress: ReportProgress,
+    check: bool,
+    since: str | None,
+    cache: bool,
+    code: str,
+    last: ReportState | None,
+) -> int:
+    """``render_reports`` past its shortcut: ``code`` the harness's digest and ``last`` the
+    last report's state (harness/report/uptodate.py), where the shortcut applies."""
+    from harness.report import uptodate
+
+    vouch = cache and not check and since is None
     # what this report reads, as it is before reading it (kept only where the shortcut is)
     read = (
         {
@@ -102,7 +137,10 @@ def render_reports(
 
     # read beside the store's load, which waits on the engine and on hashing (neither holds
     # the GIL); the thread is gone before any renderer is forked
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with (
+        progress.phase(f"reading the store ({_size(store.files())})"),
+        ThreadPoolExecutor(max_workers=1) as pool,
+    ):
         assembling = pool.submit(last_assembly)
         loaded = load_latest(
             store,
@@ -152,13 +190,15 @@ def render_reports(
             readme=cfg.repo / "README.md",
             basis=basis.entries if basis is not None and table.touched is not None else None,
             previous=previous,
+            progress=progress,
         )
 
     try:
         try:
             summary = render(loaded)
         except NeedsEveryEntry:  # an entry not appended to is not in the render cache
-            loaded = load_latest(store, cache_dir(cfg.records_dir))
+            with progress.phase(f"reading the store again, every entry ({_size(store.files())})"):
+                loaded = load_latest(store, cache_dir(cfg.records_dir))
             summary = render(loaded)
     except WritebackError as exc:  # an entry document without its marked blocks
         raise WritebackError(
