@@ -17,7 +17,9 @@ its compiled modules (__pycache__): on the new store; again with nothing appende
 times, 10 other entries each time); and after a run appends as many spread over every
 entry. A report repeated counts by its median, with every run's time printed beside it. ``--store DIR`` keeps the written store in DIR and, on
 a later run with the same sizes, copies it from there instead of writing it again (writing
-a million records takes about two minutes).
+a million records takes about two minutes). First it says how much Python work the
+machine's CPUs do together against one (``parallelism``): a report's two renderers and
+DuckDB's two threads gain no more than that, so it is the scale of every figure.
 """
 
 from __future__ import annotations
@@ -257,6 +259,39 @@ def _kept_store(args: argparse.Namespace, records_dir: Path) -> int:
     return int((kept / "done").read_text())
 
 
+def _python_work(_: int = 0) -> float:
+    """A fixed piece of pure-Python work (what the report's aggregation and rendering are
+    mostly made of): its CPU-bound seconds."""
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(4_000_000):
+        total += i * i % 7
+    return time.perf_counter() - t0
+
+
+def parallelism() -> tuple[float, int]:
+    """How much more Python work the machine does with a process per CPU than with one:
+    the same piece of work, alone (the fastest of three), then once in each of ``os.cpu_count()``
+    processes at once (their wall time). Where the CPUs share cores (SMT siblings), or the
+    host of a VM is busy, this is well under the CPU count, and so is what the report's
+    renderers or DuckDB's threads can gain: the times below read against it (on this
+    project's VM, two renders of the same entries at once took 1.55x as long each as one
+    alone at one hour, and no longer than alone half an hour later)."""
+    import multiprocessing
+
+    cpus = os.cpu_count() or 1
+    alone = min(_python_work() for _ in range(3))
+    context = multiprocessing.get_context(
+        "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    )
+    with context.Pool(cpus) as pool:
+        pool.map(_python_work, range(cpus))  # (the workers started, untimed)
+        t0 = time.perf_counter()
+        pool.map(_python_work, range(cpus), chunksize=1)
+        together = time.perf_counter() - t0
+    return cpus * alone / together, cpus
+
+
 def plain_read(files: list[Path], n: int) -> float:
     """The floor of any reader: the files' bytes read once and their lines counted, from
     the page cache. A store just written or copied is still being written back to disk, which
@@ -276,7 +311,7 @@ def plain_read(files: list[Path], n: int) -> float:
 
 def report(repo: Path) -> tuple[float, float, str]:
     """``python -m harness --repo <repo> report`` as a user runs it: (wall s, CPU s of it
-    and its children, its last line)."""
+    and its children, what it printed)."""
     # as a user's Python runs it: the harness's compiled modules cached in __pycache__, as
     # Python does by default (where PYTHONDONTWRITEBYTECODE is set, as on this project's
     # machines, every report would compile every module of the harness again: about 0.2 s)
@@ -292,7 +327,7 @@ def report(repo: Path) -> tuple[float, float, str]:
     if done.returncode:
         print(done.stdout[-2000:], done.stderr[-4000:], sep="\n")
         raise SystemExit(done.returncode)
-    return wall, cpu, done.stdout.strip().splitlines()[-1]
+    return wall, cpu, done.stdout.strip()
 
 
 def main() -> int:
@@ -336,7 +371,12 @@ def main() -> int:
             f"store: {n:,} records, {args.entries:,} entries, {len(files)} files, "
             f"{size / 1e6:,.0f} MB (written in {time.perf_counter() - t0:.1f} s)"
         )
-        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+        gain, cpus = parallelism()
+        print(
+            f"machine: {cpus} CPUs, load average {os.getloadavg()[0]:.1f} at start; "
+            f"{cpus} processes of Python work at once do {gain:.2f}x the work of one "
+            f"(CPUs that share cores, or a busy host, give less than {cpus}x)"
+        )
 
         plain = plain_read(files, n)
         print(f"plain read of the files: {plain:.2f} s (the fastest of 3, after one untimed)\n")
@@ -367,7 +407,15 @@ def main() -> int:
                 else ""
             )
             print(f"{label:{width}}  {wall:6.2f} s {cpu:6.2f} s  {wall / plain:6.1f}x{spread}")
-        print(f"\nlast report said: {rows[-1][1][-1][2][:300]}")
+        # the phases of 5 s or more, as the first report told them (harness/report/progress.py)
+        phases = [
+            line
+            for line in rows[0][1][0][2].splitlines()
+            if line.startswith("report: ") and line.endswith(" s")
+        ]
+        if phases:
+            print("\nthe first report's slow phases:", *(f"  {p[8:]}" for p in phases), sep="\n")
+        print(f"\nlast report said: {rows[-1][1][-1][2].splitlines()[-1][:300]}")
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 
