@@ -105,7 +105,6 @@ from harness.report.render.jsonout import COMPAT_FILE, SCHEMA, compat_index, ent
 from harness.report.render.kbdomain import (
     DomainSummary,
     domain_name,
-    plural,
     render_domain_html,
     render_domain_markdown,
     summarize_domain,
@@ -347,6 +346,10 @@ def _pool(jobs: Sequence[_Job], workers: int) -> Iterator[dict[int, Future[_Rend
         _terminate(pool)
         raise
     pool.shutdown(wait=True)
+
+
+def _entries(n: int) -> str:
+    return f"{n:,} {'entry' if n == 1 else 'entries'}"
 
 
 def _share_out(
@@ -865,7 +868,7 @@ def render_all(
         raise NeedsEveryEntry("an entry not appended to is not in the cache")
     if missed:
         wanted = [ids[i] for i in missed] if len(missed) < len(ids) else None
-        with progress.phase(f"aggregating {plural(len(missed), 'entry', 'entries')}"):
+        with progress.phase(f"aggregating {_entries(len(missed))}"):
             aggs = aggregate_table(table, entries, ids=wanted)
     else:
         aggs = []
@@ -883,9 +886,7 @@ def render_all(
     for _, a in items[:1] + items[-1:]:
         html_module.word_pool(a.trials.texts)
     with (
-        progress.phase(
-            f"rendering {plural(len(items), 'entry', 'entries')}", len(items), forks=n > 1
-        ) as advance,
+        progress.phase(f"rendering {_entries(len(items))}", len(items), forks=n > 1) as advance,
         _pool(jobs, n - 1) as futures,
     ):
         rendered = _share_out(jobs, futures, advance)

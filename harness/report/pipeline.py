@@ -18,11 +18,11 @@ from rich.markup import escape
 
 from harness.config import Config
 from harness.errors import InputError
-from harness.report.progress import ReportProgress
 from harness.spec.entries import load_entries
 from harness.store.jsonl import Store
 
 if TYPE_CHECKING:
+    from harness.report.progress import ReportProgress
     from harness.report.uptodate import ReportState
 
 __all__ = ["render_reports"]
@@ -80,7 +80,10 @@ def render_reports(
             markup=False,
         )
         return 0
-    # a report that reads and renders shows its phases as it goes (harness/report/progress.py)
+    # a report that reads and renders shows its phases as it goes (harness/report/progress.py;
+    # imported here: the report with nothing to do above need not)
+    from harness.report.progress import ReportProgress
+
     with ReportProgress(console) as progress:
         return _read_and_render(cfg, console, progress, check, since, cache, code, last)
 
