@@ -23,6 +23,7 @@ as ``\\u003c``-style escapes); the page puts its texts on the page with ``textCo
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -127,18 +128,22 @@ def _coded(rows: Sequence[Sequence[tuple[int, ...] | None]]) -> dict[str, Any]:
     return {"values": [list(v) for v in table], "rows": ["".join(map(code, row)) for row in rows]}
 
 
+@functools.lru_cache(maxsize=4096)  # a few counts recur in every cell of every entry
+def _counted(counts: tuple[tuple[str, int], ...]) -> tuple[int, ...]:
+    """A cell's counts as (outcome, trials, outcome, ...)."""
+    return tuple(x for o, n in counts for x in (_STATUS_INDEX[o], n))
+
+
 def _cells(a: EntryAggregate, name: str) -> dict[str, Any]:
     """Per slice, per environment: the variant's cell as (outcome, trials, outcome, ...)."""
     rows = []
+    cells = a.cells
+    env_ids = [e.id for e in a.envs]
     for d, p in a.slices:
         row: list[tuple[int, ...] | None] = []
-        for e in a.envs:
-            value = a.cells.get((name, e.id, d, p))
-            row.append(
-                None
-                if value is None
-                else tuple(x for o, n in value.counts for x in (_STATUS_INDEX[o], n))
-            )
+        for env in env_ids:
+            value = cells.get((name, env, d, p))
+            row.append(None if value is None else _counted(value.counts))
         rows.append(row)
     return _coded(rows)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["AxisRange", "Grid", "GridCell", "axis_ranges", "make_grid"]
+__all__ = ["AxisRange", "Grid", "GridCell", "axis_ranges", "make_grid", "release_order"]
 
 
 @dataclass(frozen=True)
@@ -70,12 +70,17 @@ def _key(text: str) -> tuple[int, Version | str]:
         return (1, text)
 
 
+def release_order(versions: Iterable[str]) -> tuple[str, ...]:
+    """The distinct releases, oldest first (a text that is not a version after them all)."""
+    return tuple(sorted(set(versions), key=_key))
+
+
 def make_grid(cells: Iterable[GridCell]) -> Grid:
     by_pair: dict[tuple[str, str], list[GridCell]] = defaultdict(list)
     for c in cells:
         by_pair[(c.torch, c.lightning)].append(c)
-    torches = tuple(sorted({t for t, _ in by_pair}, key=_key))
-    lightnings = tuple(sorted({lit for _, lit in by_pair}, key=_key))
+    torches = release_order(t for t, _ in by_pair)
+    lightnings = release_order(lit for _, lit in by_pair)
     return Grid(torches, lightnings, {k: tuple(v) for k, v in by_pair.items()})
 
 

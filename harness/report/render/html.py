@@ -296,7 +296,7 @@ class _Row:
     variant: VariantAggregate
     index: int  # the variant's place in the entry (the data file's order)
     title: str  # what the variant is: its kind, the claim it answers, its description
-    cells: list[Markup]  # per column
+    cells: Markup  # its cells, a column each, joined (the template writes them as they are)
 
 
 @dataclass(frozen=True)
@@ -359,7 +359,10 @@ def _slice_rows(a: EntryAggregate, columns: list[tuple[int, ...]], d: str, p: st
         name = v.name
         if not any((name, env, d, p) in a.cells for env in env_ids):
             continue  # not run in this slice (an fp16-only variant in the fp32 table)
-        cells = [_column_td(a, [(name, env_ids[i], d, p) for i in col]) for col in columns]
+        # (each cell is markup already: joined as text, not escaped again)
+        cells = Markup(
+            "".join([_column_td(a, [(name, env_ids[i], d, p) for i in col]) for col in columns])
+        )
         rows.append(_Row(v, index, variant_title(v), cells))
     return rows
 

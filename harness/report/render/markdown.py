@@ -19,7 +19,14 @@ from harness.aggregate import (
 )
 from harness.aggregate.smells import Smell
 from harness.report.render import GLYPH, LABEL, STATUSES, entry_slug
-from harness.report.render.grid import AxisRange, Grid, GridCell, axis_ranges, make_grid
+from harness.report.render.grid import (
+    AxisRange,
+    Grid,
+    GridCell,
+    axis_ranges,
+    make_grid,
+    release_order,
+)
 
 __all__ = [
     "md",
@@ -224,31 +231,6 @@ def variant_precisions(agg: EntryAggregate, variant: str, device: str) -> list[s
     ]
 
 
-def variant_grid(agg: EntryAggregate, variant: str, device: str) -> Grid:
-    """One variant on one device: torch rows x lightning columns; a cell holds the glyph of
-    each precision the variant ran in, in the entry's order ("_" where not run there)."""
-    precisions = variant_precisions(agg, variant, device)
-    cells = []
-    for e in agg.envs:
-        texts = [machine_cell_text(agg, (variant, e.id, device, p)) for p in precisions]
-        if not any(texts):
-            continue
-        statuses = {
-            agg.cells[(variant, e.id, device, p)].status
-            for p in precisions
-            if (variant, e.id, device, p) in agg.cells
-        }
-        cells.append(
-            GridCell(
-                _public_version(e.torch),
-                _public_version(e.lightning),
-                statuses.pop() if len(statuses) == 1 else "mixed",
-                " ".join(t or "_" for t in texts),
-            )
-        )
-    return make_grid(cells)
-
-
 def slice_grid(agg: EntryAggregate, variant: str, device: str, precision: str) -> Grid:
     key = (device, precision)
     return make_grid(
@@ -269,27 +251,62 @@ def grid_table(grid: Grid) -> list[str]:
     return _table(header, rows)
 
 
+def _variant_table(
+    agg: EntryAggregate,
+    variant: str,
+    device: str,
+    precisions: Sequence[str],
+    releases: Sequence[tuple[str, str, str]],
+) -> list[str]:
+    """One variant on one device as a torch x lightning table (none where it never ran
+    there): a cell holds the text of each precision the variant ran in, in the entry's
+    order ("_" where not run there), and where a python version splits one torch x lightning
+    pair into several environments, each environment's texts in the entry's order.
+    ``releases``: each environment's id and public torch and lightning release."""
+    cells, disagree = agg.cells, agg.disagree
+    by_pair: dict[tuple[str, str], list[str]] = {}
+    for env, torch, lightning in releases:
+        texts = []
+        for p in precisions:
+            key = (variant, env, device, p)
+            texts.append(
+                machine_cell_text(agg, key) if key in disagree else cell_text(cells.get(key))
+            )
+        if any(texts):
+            by_pair.setdefault((torch, lightning), []).append(" ".join(t or "_" for t in texts))
+    if not by_pair:
+        return []
+    torches = release_order(t for t, _ in by_pair)
+    lightnings = release_order(lit for _, lit in by_pair)
+    header = ["torch ↓ lightning →", *(md(lit) for lit in lightnings)]
+    return _table(
+        header,
+        ([md(t), *(" ".join(by_pair.get((t, lit), ())) for lit in lightnings)] for t in torches),
+    )
+
+
 def outcome_tables(
     agg: EntryAggregate, variants: Sequence[VariantAggregate] | None = None
 ) -> list[str]:
     """Per device, per variant: the torch x lightning grid (the layout of Lightning's own
     compatibility table), each cell the outcome per precision of that device."""
     variants = agg.variants if variants is None else variants
+    releases = [(e.id, _public_version(e.torch), _public_version(e.lightning)) for e in agg.envs]
     lines: list[str] = []
     for device in dict.fromkeys(d for d, _ in agg.slices):
         for v in variants:
-            grid = variant_grid(agg, v.name, device)
-            if not grid.torches:
+            precisions = variant_precisions(agg, v.name, device)
+            table = _variant_table(agg, v.name, device, precisions, releases)
+            if not table:
                 continue
-            precisions = " ".join(variant_precisions(agg, v.name, device))
             advice = advice_text(v)
             lines += [
                 "",
-                f"### {md(v.name)} ({md(v.kind)}) on {md(device)}: {precisions}"
+                f"### {md(v.name)} ({md(v.kind)}) on {md(device)}: {' '.join(precisions)}"
                 + (f", {advice}" if advice else ""),
                 "",
             ]
-            lines += grid_table(grid)
+            lines += table
     return lines
 
 
