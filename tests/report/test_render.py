@@ -390,3 +390,50 @@ def test_markdown_lists_what_each_variant_is(tmp_path):
     assert "| Variant | Kind | Claim | What it is |" in table
     assert "| wa | workaround | workaround 1 | \\<script>document.title='pwned'\\</script>" in table
     assert "\\[l\\](javascript:x) line2 \\_em\\_ |" in table  # one line, as text
+
+
+def test_markdown_grid_joins_the_environments_of_one_torch_lightning_pair(tmp_path):
+    """Two python versions of one torch x lightning pair share a cell of the page's grid:
+    each environment's texts, a precision each ("_" where it did not run there), in the
+    entry's order of environments; the heading names the precisions the variant ran in."""
+    from dataclasses import replace
+
+    from harness.report.render import GLYPH
+
+    base = records()[0]  # a baseline record of ENVS[0], cpu fp16, reproduced
+    a, b = "py3.10-torch1.12.1-lightning2.1.4", "py3.11-torch1.12.1-lightning2.1.4"
+
+    def run(env: str, precision: str, outcome: Outcome) -> Record:
+        return replace(
+            base,
+            env=env,
+            cell=f"{env}-cpu-{precision}",
+            precision=precision,
+            trial=0,
+            outcome=outcome,
+            exception=base.exception if outcome is not Outcome.OK else None,
+        )
+
+    rs = [
+        run(a, "fp16", Outcome.REPRODUCED),
+        run(b, "fp16", Outcome.OK),
+        run(b, "fp32", Outcome.REPRODUCED),
+    ]
+    [agg] = aggregate(rs, [entry(tmp_path)]).entries
+    precisions = [p for d, p in agg.slices if d == "cpu"]
+    assert sorted(precisions) == ["fp16", "fp32"]
+    text = render_entry(agg)
+    heading = f"### base (baseline) on cpu: {' '.join(precisions)}"
+    assert heading in text
+    table = text.split(heading, 1)[1].split("\n\n", 2)[1].splitlines()
+    assert table[0] == "| torch ↓ lightning → | 2.1.4 |"
+    shown = {
+        (a, "fp16"): GLYPH["reproduced"],
+        (b, "fp16"): GLYPH["ok"],
+        (b, "fp32"): GLYPH["reproduced"],
+    }
+    per_env = [
+        " ".join(shown.get((e.id, p), "_") for p in precisions) for e in agg.envs if e.id in (a, b)
+    ]
+    assert table[2] == f"| 1.12.1 | {' '.join(per_env)} |"
+    assert len(table) == 3  # one torch release, one lightning release
