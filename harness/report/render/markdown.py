@@ -245,12 +245,6 @@ def slice_grid(agg: EntryAggregate, variant: str, device: str, precision: str) -
     )
 
 
-def grid_table(grid: Grid) -> list[str]:
-    header = ["torch ↓ lightning →", *(md(lit) for lit in grid.lightnings)]
-    rows = [[md(t), *(grid.text(t, lit) for lit in grid.lightnings)] for t in grid.torches]
-    return _table(header, rows)
-
-
 def _variant_table(
     agg: EntryAggregate,
     variant: str,
@@ -263,15 +257,9 @@ def _variant_table(
     order ("_" where not run there), and where a python version splits one torch x lightning
     pair into several environments, each environment's texts in the entry's order.
     ``releases``: each environment's id and public torch and lightning release."""
-    cells, disagree = agg.cells, agg.disagree
     by_pair: dict[tuple[str, str], list[str]] = {}
     for env, torch, lightning in releases:
-        texts = []
-        for p in precisions:
-            key = (variant, env, device, p)
-            texts.append(
-                machine_cell_text(agg, key) if key in disagree else cell_text(cells.get(key))
-            )
+        texts = [machine_cell_text(agg, (variant, env, device, p)) for p in precisions]
         if any(texts):
             by_pair.setdefault((torch, lightning), []).append(" ".join(t or "_" for t in texts))
     if not by_pair:
