@@ -10,14 +10,13 @@ document) depends only on:
   of every column of every record, computed by the engine;
 - its definition (the parsed entry.yaml, its paths, the variants read from repro.py): a
   digest of the Entry's repr;
-- the names of the data file and of the section file that hold its lines
-  (CELL_FILE_ENTRIES and SECTION_FILE_ENTRIES entries a file, in id order), which its
-  section and its row name;
 - the code that renders: every harness/**/*.py, the templates and static files of the page
   (harness/report/render/templates/, static/), and the versions of the libraries that
   compute, draw or escape (DuckDB, NumPy, Pillow, Jinja2, MarkupSafe) and of Python.
 
-The key of an entry is a digest of all of these. results/.cache/render/<key>.json holds its
+Not on its place among the entries: its row and section name no file of several entries
+(the page finds the section and data files from the row's place), so an entry added or
+removed before it leaves its key as it was. The key of an entry is a digest of all of these. results/.cache/render/<key>.json holds its
 page's and PNG's names and SHA-256, its counts and the blocks written back into its
 document; <key>.bin its texts (index.html's row, the section file's line, its line of the
 aggregates' parts, the data file's line, its part of the answers files). An entry is taken
@@ -97,10 +96,10 @@ def record_digests(table: RecordTable) -> dict[str, str]:
     )
 
 
-def entry_key(eid: str, records: str, definition: str, files: str) -> str:
-    """The key of an entry: its id, the digests of its records and of its definition, and
-    ``files``: the names of the data file and section file that hold its lines."""
-    text = json.dumps([code_fingerprint(), eid, records, definition, files])
+def entry_key(eid: str, records: str, definition: str) -> str:
+    """The key of an entry: its id, the digests of its records and of its definition (not
+    its place among the entries: nothing it renders names it)."""
+    text = json.dumps([code_fingerprint(), eid, records, definition])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -199,7 +199,7 @@ Flags = tuple[Path, bool, bool]  # a file: (path, stale, written)
 
 
 def _render_entry(
-    i: int, a: EntryAggregate, entry: Entry | None, results: Path, smells: Sequence[Smell] = ()
+    a: EntryAggregate, entry: Entry | None, results: Path, smells: Sequence[Smell] = ()
 ) -> tuple[CachedEntry, list[tuple[Path, bytes]]]:
     stem = entry_slug(a.id)
     correction = None
@@ -212,7 +212,7 @@ def _render_entry(
     torch_only = [a.id] if entry is not None and not entry.uses_lightning else []
     share = CachedEntry(
         html=html_part(
-            [a], i, torch_only=torch_only, corrections={a.id: correction} if correction else None
+            [a], torch_only=torch_only, corrections={a.id: correction} if correction else None
         ),
         json=entry_json(a).encode("utf-8"),
         cell_data=render_cell_data(a),
@@ -239,8 +239,8 @@ def _render(job: _Job) -> _Rendered:
     known = {e.id: e for e in job.entries}
     shares: list[CachedEntry] = []
     pages: list[tuple[Path, bytes]] = []
-    for i, a in job.items:
-        share, files = _render_entry(i, a, known.get(a.id), job.results, job.smells.get(a.id, ()))
+    for _, a in job.items:
+        share, files = _render_entry(a, known.get(a.id), job.results, job.smells.get(a.id, ()))
         shares.append(share)
         pages += files
     return _Rendered(shares, pages)
@@ -492,13 +492,8 @@ def _keys(
 ) -> list[str]:
     """Each entry's render key (harness/report/cache.py), in ``ids`` order."""
     return [
-        entry_key(
-            eid,
-            digests.get(eid, ("", 0))[0],
-            entry_definition(known.get(eid)),
-            f"{cell_file_name(i)} {section_file_name(i)}",
-        )
-        for i, eid in enumerate(ids)
+        entry_key(eid, digests.get(eid, ("", 0))[0], entry_definition(known.get(eid)))
+        for eid in ids
     ]
 
 

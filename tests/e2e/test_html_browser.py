@@ -313,6 +313,40 @@ def test_an_entry_opens_from_its_row_and_its_section_comes_from_its_file(page, t
     assert where == "#e-pytorch__hostile"
 
 
+def test_an_entry_past_the_first_files_finds_its_section_and_data_files(tmp_path, monkeypatch):
+    """An entry's row and section name no file (an entry added before it leaves both as they
+    were): the page's script finds its section file and data file from its row's place.
+    Here each file holds one entry, so the third entry's are sections/0002.js and
+    cells/0002.js: opened from its row, its section comes from the one and a cell's details
+    from the other."""
+    from harness.report.render import html as html_module
+
+    monkeypatch.setattr(html_module, "SECTION_FILE_ENTRIES", 1)
+    monkeypatch.setattr(html_module, "CELL_FILE_ENTRIES", 1)
+    others = [dataclasses.replace(r, entry=f"pytorch/a{k}") for k in range(2) for r in records()]
+    render_all(records() + others, [hostile_entry(tmp_path)], tmp_path / "results")
+    results = tmp_path / "results"
+    assert (
+        (results / "sections" / "0002.js")
+        .read_text()
+        .startswith('harnessSection("pytorch__hostile"')
+    )
+    assert (results / "cells" / "0002.js").read_text().startswith('harnessCells("pytorch__hostile"')
+    script = LOADED + opening(
+        "e-pytorch__hostile",
+        "document.querySelector('#e-pytorch__hostile td.c').click();"
+        "when(function(){return document.getElementById('detail').textContent.indexOf('Machine')>=0;},"
+        "function(){done([loaded(),sections()]);});",
+    )
+    loaded, opened = run_script(tmp_path, results / "index.html", script)
+    # (and nightly/states.js, which a cell's details look up)
+    assert [src for src in loaded if src.startswith(("sections/", "cells/"))] == [
+        "sections/0002.js",
+        "cells/0002.js",
+    ]
+    assert opened == [["e-pytorch__hostile", 2]]
+
+
 def test_a_link_to_an_entry_opens_it(page, tmp_path):
     script = LOADED + (
         "when(function(){return sections().length;},function(){"

@@ -185,12 +185,14 @@ def test_html_escapes_markup_and_script_data(tmp_path):
     )  # self-contained
     # the entry's section is in its section file, which the page loads with <script src>
     assert section_files([html_part(aggs.entries)])[0][0] == "sections/0000.js"
-    assert 'data-part="sections/0000.js"' in page and 'class="heatmap' not in page
+    assert '<tr data-id="pytorch/hostile">' in page and 'class="heatmap' not in page
+    # the page's script names the files from the row's place and the entries a file holds
+    assert "SECTION_ENTRIES = 16, CELL_ENTRIES = 64;" in page
     # the cell details are in the entry's data file, which the page loads with <script src>
     [agg] = aggs.entries
     script = render_cell_data(agg)
     assert cell_file_name(0) == "cells/0000.js" and cell_files([agg]) == [("cells/0000.js", script)]
-    assert 'data-cells="cells/0000.js"' in section
+    assert "cells/" not in section and "sections/" not in section
     prefix = 'harnessCells("pytorch__hostile",'
     assert script.startswith(prefix) and script.endswith(");\n")
     data_text = script[len(prefix) : -3]
@@ -376,7 +378,10 @@ def test_the_page_holds_a_row_per_entry_and_no_section(tmp_path):
     assert [name for name, _ in files] == [f"sections/{k:04d}.js" for k in range(3)]
     assert [text.count("\n") for _, text in files] == [16, 16, 9]  # and pytorch/hostile
     assert all(text.count('class=\\"heatmap') >= 16 for _, text in files[:2])
-    assert 'data-part="sections/0002.js"><td><a href="#e-pytorch__e39">' in page
+    # (the page finds an entry's section file from its row's place: the rows name none)
+    assert '<tr data-id="pytorch/e39"><td><a href="#e-pytorch__e39">' in page
+    rows = page.split('<table id="summary">', 1)[1].split("</table>", 1)[0]
+    assert rows.count("<tr data-id=") == 41 and "sections/" not in rows and "data-part" not in rows
 
 
 def test_markdown_lists_what_each_variant_is(tmp_path):

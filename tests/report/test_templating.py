@@ -58,8 +58,11 @@ def test_every_template_compiles_and_the_script_takes_the_statuses_it_is_given()
     assert names == ["contents_row.html", "domain.html", "entry.html", "heatmap.html", "page.html"]
     for name in names:
         env.get_template(f"templates/{name}")  # raises a TemplateSyntaxError if broken
-    script = env.get_template("static/report.js").render(status_names=Markup('["ok"]'))
+    script = env.get_template("static/report.js").render(
+        status_names=Markup('["ok"]'), section_entries=16, cell_entries=64
+    )
     assert 'var O = ["ok"];' in script and "{{" not in script
+    assert "SECTION_ENTRIES = 16, CELL_ENTRIES = 64;" in script
 
 
 def test_the_digest_covers_every_template_and_static_file_by_name_and_bytes(tmp_path, monkeypatch):

@@ -116,13 +116,15 @@ ANSWERS_FILE = "answers.js"  # the box's data (render/answers.py), relative to i
 
 
 def cell_file_name(index: int) -> str:
-    """The data file of the entry at ``index`` (in id order), relative to index.html."""
+    """The data file of the entry at ``index`` (in id order), relative to index.html (the
+    page's script names it alike: report.js's ``fileOf``)."""
     return f"cells/{index // CELL_FILE_ENTRIES:04d}.js"
 
 
 def section_file_name(index: int) -> str:
     """The section file of the entry at ``index`` (in id order), relative to index.html: its
-    section of the page, which the page loads when the entry is opened."""
+    section of the page, which the page loads when the entry is opened (the page's script
+    names it alike: report.js's ``fileOf``)."""
     return f"sections/{index // SECTION_FILE_ENTRIES:04d}.js"
 
 
@@ -195,12 +197,12 @@ def _verdict_counts(a: EntryAggregate) -> list[int]:
 
 def html_part(
     entries: Sequence[EntryAggregate],
-    first: int = 0,
     torch_only: Collection[str] = (),
     corrections: Mapping[str, tuple[str, str]] | None = None,
 ) -> HtmlPart:
-    """The part of ``entries``, the first of them at index ``first`` of all entries;
-    ``torch_only``: the ids of the entries whose reproducers import no lightning (drawn
+    """The part of ``entries`` (consecutive entries; what it holds does not depend on where
+    they stand among all entries: the page finds an entry's section and data files from its
+    row's place, report.js's ``fileOf``); ``torch_only``: the ids of the entries whose reproducers import no lightning (drawn
     with one column per torch release); ``corrections``: entry id -> (knowledge-base id,
     domain) of the entries whose record `corrections` corrects or says why not."""
     row = environment().get_template("templates/contents_row.html")
@@ -208,12 +210,12 @@ def html_part(
     contents: list[str] = []
     sections: list[str] = []
     totals = [0] * len(_VERDICTS)
-    for i, a in enumerate(entries, first):
+    for a in entries:
         c = _verdict_counts(a)
         totals = [t + x for t, x in zip(totals, c, strict=True)]
         slug = entry_slug(a.id)
-        contents.append(row.render(a=a, slug=slug, verdict_counts=c, part=section_file_name(i)))
-        context = _section(a, slug, cell_file_name(i), a.id in torch_only)
+        contents.append(row.render(a=a, slug=slug, verdict_counts=c))
+        context = _section(a, slug, a.id in torch_only)
         context["correction"] = (corrections or {}).get(a.id)
         markup = _js_string(section.render(context))
         sections.append(f"harnessSection({script_json(slug)},{markup});\n")
@@ -247,6 +249,8 @@ def assemble_html(parts: Sequence[HtmlPart], prelude: str = "") -> str:
             torches=sorted(frozenset().union(*(p.torches for p in parts)), key=version_key),
             lightnings=sorted(frozenset().union(*(p.lightnings for p in parts)), key=version_key),
             answers=ANSWERS_FILE,
+            section_entries=SECTION_FILE_ENTRIES,
+            cell_entries=CELL_FILE_ENTRIES,
             status_glyphs=Markup(script_json([GLYPH[s] for s in STATUSES])),
             statuses=_LEGEND,
             status_names=Markup(script_json(list(STATUSES))),
@@ -367,7 +371,7 @@ def _slice_rows(a: EntryAggregate, columns: list[tuple[int, ...]], d: str, p: st
     return rows
 
 
-def _section(a: EntryAggregate, slug: str, cells: str, torch_only: bool) -> dict[str, Any]:
+def _section(a: EntryAggregate, slug: str, torch_only: bool) -> dict[str, Any]:
     """What templates/entry.html is given for entry ``a``."""
     groups, heads = _heads(a.envs, torch_only)
     columns = [c.envs for g in groups for c in g.columns]
@@ -395,7 +399,6 @@ def _section(a: EntryAggregate, slug: str, cells: str, torch_only: bool) -> dict
     return {
         "a": a,
         "slug": slug,
-        "cells": cells,
         "torch_only": torch_only,
         "heads": heads,
         "heatmaps": heatmaps,

@@ -49,7 +49,7 @@
     item(dl, "Device / precision", table.getAttribute("data-slice"));
     if (td.title) item(dl, "Seen", td.title);
     panel.appendChild(dl);
-    var data = loaded[slug], src = section.getAttribute("data-cells");
+    var data = loaded[slug], src = fileOf("cells", CELL_ENTRIES, slug);
     if (!data) {
       if (failed[src]) { panel.appendChild(el("p", "The details are missing: " + src + " could not be loaded.")); }
       else { panel.appendChild(el("p", "Loading the details…")); load(src); }
@@ -116,9 +116,22 @@
     return a ? a.closest("tr") : null;
   }
   function slugOfRow(row){ return row.querySelector("a").getAttribute("href").slice(3); }
-  var order = null;  // slug -> its row's place: the sections opened are kept in that order
+  // slug -> its row's place (the entries in id order): the sections opened are kept in that
+  // order, and it names the entry's files. An entry's section is in sections/NNNN.js and its
+  // cells' details in cells/NNNN.js, NNNN its place over the entries a file holds: nothing
+  // in an entry's own markup names them, so an entry added before it changes none of it
+  var order = null, SECTION_ENTRIES = {{ section_entries }}, CELL_ENTRIES = {{ cell_entries }};
+  function placeOf(slug){
+    if (!order) { order = {}; document.querySelectorAll("#summary tbody tr[data-id]").forEach(function(r, k){ order[slugOfRow(r)] = k; }); }
+    return order[slug];
+  }
+  function fileOf(folder, per, slug){
+    var n = String(Math.floor(placeOf(slug) / per));
+    while (n.length < 4) n = "0" + n;
+    return folder + "/" + n + ".js";
+  }
   function insertSection(slug){
-    if (!order) { order = {}; document.querySelectorAll("#summary tbody tr[data-part]").forEach(function(r, k){ order[slugOfRow(r)] = k; }); }
+    placeOf(slug);
     var doc = new DOMParser().parseFromString(markups[slug], "text/html");
     var section = document.adoptNode(doc.body.firstElementChild), after = null;
     Array.prototype.some.call(entriesDiv.children, function(s){ if (order[s.getAttribute("data-slug")] > order[slug]) { after = s; return true; } return false; });
@@ -134,7 +147,7 @@
   window.harnessSection = function(slug, markup){ markups[slug] = markup; if (waiting[slug]) opened(slug); };
   // open the entry of ``row``, then f(its section) (null where its file could not be loaded)
   function openEntry(row, f){
-    var slug = slugOfRow(row), src = row.getAttribute("data-part");
+    var slug = slugOfRow(row), src = fileOf("sections", SECTION_ENTRIES, slug);
     (waiting[slug] = waiting[slug] || []).push(f || function(){});
     if (document.getElementById("e-" + slug) || markups[slug]) { opened(slug); return; }
     if (failed[src]) { delete waiting[slug]; row.classList.add("missing"); row.title = src + " could not be loaded"; (f || function(){})(null); return; }
@@ -151,7 +164,7 @@
   }
   window.addEventListener("hashchange", openHash);
   document.getElementById("summary").addEventListener("click", function(ev){
-    var row = ev.target.closest ? ev.target.closest("tr[data-part]") : null;
+    var row = ev.target.closest ? ev.target.closest("tr[data-id]") : null;
     if (!row) return;
     ev.preventDefault();
     var slug = slugOfRow(row);
@@ -160,7 +173,7 @@
   });
   // open the entries with these ids (every entry the filter shows where ids is null), then done()
   window.harnessOpen = function(ids, done){
-    var rows = Array.prototype.filter.call(document.querySelectorAll("#summary tbody tr[data-part]"), function(r){
+    var rows = Array.prototype.filter.call(document.querySelectorAll("#summary tbody tr[data-id]"), function(r){
       return ids ? ids.indexOf(r.getAttribute("data-id")) >= 0 : !r.classList.contains("hidden");
     });
     var left = rows.length + 1;
