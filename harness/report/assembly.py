@@ -20,9 +20,15 @@ else rendered). Then:
 - answers.js keeps every other entry's text as it is where the changed entries leave the
   numbers of its environments and messages as they were (render/answers.py:
   ``answers_spliced``), else every entry is numbered again;
-- a file of 16 or 64 entries none of which changed, and which the state vouches for, is
-  left as it is; one with changed entries takes their new lines in place of the old ones
-  (a line an entry), or, for answers/NNNN.js, is put together from its entries' shares.
+- a file of 16 or 64 entries none of which changed or moved, and which the state vouches
+  for, is left as it is; any other is put together from its entries' lines (a line an
+  entry), or, for answers/NNNN.js, their variants: a kept entry's as the file it was in
+  last time holds them (an entry added or removed before it moves it to another file),
+  a changed or new entry's from its share.
+
+An entry's texts do not depend on where it stands (its row and section name no file: the
+page finds them from the row's place), so a new entry is the one entry rendered; answers.js
+is numbered again where the entries are not those of the last report.
 
 A file the state does not vouch for (edited, removed, written by another report), or one
 that is not what this record says it holds, is put together from its entries' whole shares

@@ -520,9 +520,12 @@ def _groups() -> dict[str, tuple[int, Callable[[int], str]]]:
 @dataclass
 class _Plan:
     """What a report keeps of the last one's whole files: per entry, what it takes from the
-    assembly (``kept``); the files of a few entries left as they are (``unchanged``) or
-    taken apart to be spliced (``lines``, ``variants``: the old lines or variants of each
-    entry); and the entries whose whole share is needed."""
+    assembly (``kept``); the files of a few entries left as they are (``unchanged``) or put
+    together from their entries' old lines (``lines``: per entry of the file, its line as
+    the last report wrote it, b"" where its share is needed) or old variants (``variants``:
+    (id, variants) of the entries whose part gives them); and the entries whose whole share
+    is needed. Entries are numbered by their place now; an entry kept from the last report
+    may have stood elsewhere then (entries added or removed before it)."""
 
     kept: dict[int, Kept] = dataclasses.field(default_factory=dict)
     unchanged: set[str] = dataclasses.field(default_factory=set)
@@ -530,6 +533,7 @@ class _Plan:
     variants: dict[str, list[tuple[str, list[Any]]]] = dataclasses.field(default_factory=dict)
     need: set[int] = dataclasses.field(default_factory=set)
     previous: Assembly | None = None  # the last report's (answers.js: its tables, its texts)
+    same_ids: bool = True  # the same entries as the last report, in the same places
 
 
 def _read(path: Path) -> bytes | None:
@@ -539,46 +543,68 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def _plan(results: Path, keys: Sequence[str], previous: Previous) -> _Plan:
+def _plan(results: Path, ids: Sequence[str], keys: Sequence[str], previous: Previous) -> _Plan:
     """Which entries the last report's assembly gives and which files it spares (see
     harness/report/assembly.py)."""
     n = len(keys)
-    plan = _Plan(previous=previous.assembly)
     a, vouched = previous.assembly, previous.vouched
+    plan = _Plan(previous=a, same_ids=tuple(ids) == a.ids)
     root = os.path.abspath(results)
+    old_n = len(a.ids)
+    at = {eid: j for j, eid in enumerate(a.ids)}
+    was: dict[int, int] = {}  # an entry kept: its place in the last report
 
     def holds(name: str) -> bool:  # a name under results/, as the renderers write it
         return f"{root}/{name}" in vouched
 
-    for i, (key, kept) in enumerate(zip(keys, a.kept, strict=True)):
-        if (
-            key == a.keys[i]
-            and all(holds(name) for name, _ in kept.pages)
-            and all(os.path.abspath(d) in vouched for d in kept.documents)
+    for i, (eid, key) in enumerate(zip(ids, keys, strict=True)):
+        j = at.get(eid)
+        if j is None or key != a.keys[j]:
+            continue
+        kept = a.kept[j]
+        if all(holds(name) for name, _ in kept.pages) and all(
+            os.path.abspath(d) in vouched for d in kept.documents
         ):
             plan.kept[i] = kept
-    changed = [i for i in range(n) if i not in plan.kept]
-    plan.need = set(changed)
-    for kind, (per, name_of) in _groups().items():
-        touched = {i // per for i in changed}
-        for g in range(0, (n + per - 1) // per):
-            members = range(g * per, min(n, (g + 1) * per))
-            name = name_of(g * per)
-            if g not in touched and holds(name):
-                plan.unchanged.add(name)
-                continue
+            was[i] = j
+    plan.need = set(range(n)) - plan.kept.keys()
+    # the last report's files, taken apart as needed (by kind and first entry there): each
+    # entry's line, or (id, variants) in a part of the answers file; None where a file
+    # gives none (not vouched for, or not what it should hold)
+    apart: dict[tuple[str, int], list[Any] | None] = {}
+
+    def old_piece(kind: str, per: int, name_of: Callable[[int], str], j: int) -> Any:
+        first = j - j % per
+        if (kind, first) not in apart:
+            members = range(first, min(old_n, first + per))
+            name = name_of(first)
             old = _read(results / name) if holds(name) else None
-            if old is not None and kind == "answers":
-                parts = part_variants(old, [a.ids[i] for i in members])
-                if parts is not None:
-                    plan.variants[name] = parts
-                    continue
-            elif old is not None:
-                lines = split_lines(old, len(members))
-                if lines is not None:
-                    plan.lines[name] = lines
-                    continue
-            plan.need.update(members)  # put together from its entries' shares
+            if old is None:
+                apart[kind, first] = None
+            elif kind == "answers":
+                apart[kind, first] = part_variants(old, [a.ids[k] for k in members])
+            else:
+                apart[kind, first] = split_lines(old, len(members))
+        pieces = apart[kind, first]
+        return None if pieces is None else pieces[j - first]
+
+    for kind, (per, name_of) in _groups().items():
+        for first in range(0, n, per):
+            members = range(first, min(n, first + per))
+            name = name_of(first)
+            if (
+                all(was.get(i) == i for i in members)
+                and min(old_n, first + per) == members.stop
+                and holds(name)
+            ):
+                plan.unchanged.add(name)  # the same entries, none changed
+                continue
+            pieces = [old_piece(kind, per, name_of, was[i]) if i in was else None for i in members]
+            plan.need.update(i for i, piece in zip(members, pieces, strict=True) if piece is None)
+            if kind == "answers":
+                plan.variants[name] = [piece for piece in pieces if piece is not None]
+            else:
+                plan.lines[name] = [piece or b"" for piece in pieces]
     return plan
 
 
@@ -598,7 +624,7 @@ def _answers(
     for i, share in shares.items():
         heads[i], own[i] = answers_head(share.answers)
     a = plan.previous
-    if a is not None and len(a.kept) == n:
+    if a is not None and plan.same_ids and len(a.kept) == n:
         texts = answers_spliced(a.tables, [k.answers for k in a.kept], heads)
         if texts is not None:
             return answers_bytes(a.answers_tables, texts), texts, own
@@ -662,7 +688,7 @@ def _whole_files(
                 part = [own.get(i) or (ids[i], old[ids[i]]) for i in members]
                 whole.append((results / name, answers_part(part).encode("utf-8")))
             else:  # the old lines, or none where every entry's share is here
-                lines = plan.lines.get(name) or [b""] * len(members)
+                lines = list(plan.lines.get(name) or [b""] * len(members))
                 for i in members:
                     share = shares.get(i)
                     if share is not None:
@@ -844,11 +870,13 @@ def render_all(
     n_records = sum(n for _, n in digests.values())
 
     keys = _keys(digests, ids, known) if store is not None else []
-    if previous is not None and (store is None or tuple(ids) != previous.assembly.ids):
+    if previous is not None and store is None:
         previous = None
     # without the last report's assembly, every entry's share is needed
     plan = (
-        _plan(results, keys, previous) if previous is not None else _Plan(need=set(range(len(ids))))
+        _plan(results, ids, keys, previous)
+        if previous is not None
+        else _Plan(need=set(range(len(ids))))
     )
     shares: dict[int, CachedEntry] = {}
     if store is not None:

@@ -158,6 +158,41 @@ def test_a_report_after_an_append_splices_the_changed_entry_into_the_whole_files
 
 
 @pytest.mark.parametrize(
+    ("new", "place"),
+    [
+        ("lightning/aaa-new", 0),  # before both: each kept entry one place on
+        ("lightning/zzz-new", 1),  # between them
+        ("pytorch/zzz-new", 2),  # after both
+    ],
+)
+def test_a_new_entry_is_put_among_the_kept_ones_from_their_old_lines(
+    project, tmp_path, monkeypatch, new, place
+):
+    """A run that measured a new entry: the others are taken from the assembly wherever they
+    stand now, their lines and variants from the files they were in (one entry a file
+    here, so each file after the new entry holds another entry than before); only the new
+    entry is looked up in the render cache and rendered."""
+    assert report(project)[0] == 0
+    results = project / "results"
+    spy = Spy(monkeypatch)
+    lines = [
+        json.dumps({**json.loads(line), "entry": new})
+        for line in (project / "later.jsonl").read_text().splitlines()
+    ]
+    with open(results / "records" / "vm.jsonl", "a", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    assert report(project)[0] == 0
+    [plan] = spy.plans
+    assert plan.need == {place} and set(plan.kept) == {0, 1, 2} - {place}
+    assert not plan.same_ids and len(spy.got) == 1  # the new entry alone
+    # the files before the new entry stand; each one from it on is put together anew
+    assert plan.unchanged == {
+        name_of(k) for _, name_of in outputs._groups().values() for k in range(place)
+    }
+    assert _outputs(project) == _as_full(project, tmp_path)
+
+
+@pytest.mark.parametrize(
     "damage",
     [
         "sections/0000.js",  # a file of an entry that did not change, edited
