@@ -14,8 +14,9 @@ once, from the page cache: the floor of any reader; the fastest of three reads a
 untimed one). The report runs as a user's does, keeping its caches (results/.cache) and
 its compiled modules (__pycache__): on the new store; again with nothing appended
 (``--repeat`` times); after a run appends ``--append`` records to 10 entries (``--repeat``
-times, 10 other entries each time); and after a run appends as many spread over every
-entry. A report repeated counts by its median, with every run's time printed beside it. ``--store DIR`` keeps the written store in DIR and, on
+times, 10 other entries each time); after a run measures a new entry (``--repeat`` times,
+each at another place among the entries); and after a run appends as many spread over
+every entry. A report repeated counts by its median, with every run's time printed beside it. ``--store DIR`` keeps the written store in DIR and, on
 a later run with the same sizes, copies it from there instead of writing it again (writing
 a million records takes about two minutes). First it says how much Python work the
 machine's CPUs do together against one (``parallelism``): a report's two renderers and
@@ -169,14 +170,18 @@ def _as_stored(d: dict) -> dict:
     return Record.from_dict(d).to_dict()
 
 
-def write_store(records_dir: Path, n_records: int, n_entries: int, n_machines: int) -> int:
-    """Write the store; returns the number of records written."""
-    rnd = random.Random(0)
-    envs = [
+def _envs() -> list[tuple[str, dict]]:
+    return [
         (env_id("3.10", t, lt), {"python": "3.10.14", "torch": t + "+cpu", "lightning": lt})
         for t in TORCH
         for lt in LIGHTNING
     ]
+
+
+def write_store(records_dir: Path, n_records: int, n_entries: int, n_machines: int) -> int:
+    """Write the store; returns the number of records written."""
+    rnd = random.Random(0)
+    envs = _envs()
     per_entry = max(1, n_records // n_entries)
     machines = [(f"runner-{m}", f"{m:012x}") for m in range(n_machines)]
     files = [open(records_dir / f"{name}.jsonl", "w") for name, _ in machines]  # noqa: SIM115
@@ -240,6 +245,27 @@ def append_records(
     for k in range(0, len(lines), step):
         store._append_lines(lines[k : k + step], path)
     return len(entries)
+
+
+def add_entry(records_dir: Path, eid: str, n_records: int) -> None:
+    """Append the records of a new entry ``eid`` (``n_records``, its variants over the
+    environments and slices as the stored entries'), the way a run that measured it writes
+    them: through the store's writer, in a few appends."""
+    rnd = random.Random(eid)
+    envs = _envs()
+    machine = ("runner-0", f"{0:012x}")
+    lines = []
+    for j in range(n_records):
+        variant, kind = VARIANTS[j % len(VARIANTS)]
+        env, versions = envs[j // len(VARIANTS) % len(envs)]
+        device, precision = SLICES[j // (len(VARIANTS) * len(envs)) % len(SLICES)]
+        d = _record(rnd, eid, variant, kind, env, versions, device, precision, machine, j)
+        d["started_at"] = f"2027-02-01T00:{j // 60 % 60:02d}:{j % 60:02d}+00:00"
+        lines.append(json.dumps(_as_stored(d)) + "\n")
+    store, path = Store(records_dir), records_dir / "runner-0.jsonl"
+    step = max(1, len(lines) // 10)
+    for k in range(0, len(lines), step):
+        store._append_lines(lines[k : k + step], path)
 
 
 def _kept_store(args: argparse.Namespace, records_dir: Path) -> int:
@@ -392,6 +418,16 @@ def main() -> int:
             m = append_records(records_dir, args.append, args.entries, 10, offset=7 * k)
             tens.append(report(repo))
         rows.append((f"after a run appends {args.append:,} records to {m:,} entries", tens))
+        # a run that measured an entry the store did not hold: each time at another place
+        # among the entries (early, midway, late), so that the files of several entries
+        # after it hold other entries than before
+        per_entry = max(1, n // args.entries)
+        news = []
+        for k in range(args.repeat):
+            place = (2 * k + 1) * args.entries // (2 * args.repeat)
+            add_entry(records_dir, f"pytorch/entry-{place:05d}-new", per_entry)
+            news.append(report(repo))
+        rows.append((f"after a run measures a new entry ({per_entry:,} records)", news))
         m = append_records(records_dir, args.append, args.entries, args.entries)
         rows.append(
             (f"after a run appends {args.append:,} records to {m:,} entries", [report(repo)])
