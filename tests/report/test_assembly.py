@@ -192,6 +192,30 @@ def test_a_new_entry_is_put_among_the_kept_ones_from_their_old_lines(
     assert _outputs(project) == _as_full(project, tmp_path)
 
 
+@pytest.mark.parametrize("place", [0, 1, 2])
+def test_an_entry_gone_leaves_the_others_kept_where_they_stand_now(
+    project, tmp_path, monkeypatch, place
+):
+    """The records of an entry removed (another machine's record file deleted): the entries
+    after it move a place back, taken from the assembly with their old lines; nothing is
+    rendered."""
+    gone = ["lightning/aaa-gone", "lightning/zzz-gone", "pytorch/zzz-gone"][place]
+    lines = [
+        json.dumps({**json.loads(line), "entry": gone})
+        for line in (project / "later.jsonl").read_text().splitlines()
+    ]
+    other = project / "results" / "records" / "other-machine.jsonl"
+    other.write_text("\n".join(lines) + "\n")
+    assert report(project)[0] == 0
+    spy = Spy(monkeypatch)
+    other.unlink()
+    assert report(project)[0] == 0
+    plan = spy.plans[-1]
+    assert plan.need == set() and set(plan.kept) == {0, 1} and not plan.same_ids
+    assert spy.got == []  # nothing looked up in the render cache
+    assert _outputs(project) == _as_full(project, tmp_path)
+
+
 @pytest.mark.parametrize(
     "damage",
     [
