@@ -202,9 +202,10 @@ def html_part(
 ) -> HtmlPart:
     """The part of ``entries`` (consecutive entries; what it holds does not depend on where
     they stand among all entries: the page finds an entry's section and data files from its
-    row's place, report.js's ``fileOf``); ``torch_only``: the ids of the entries whose reproducers import no lightning (drawn
-    with one column per torch release); ``corrections``: entry id -> (knowledge-base id,
-    domain) of the entries whose record `corrections` corrects or says why not."""
+    row's place, report.js's ``fileOf``). ``torch_only``: the ids of the entries whose
+    reproducers import no lightning (drawn with one column per torch release);
+    ``corrections``: entry id -> (knowledge-base id, domain) of the entries whose record
+    `corrections` corrects or says why not."""
     row = environment().get_template("templates/contents_row.html")
     section = environment().get_template("templates/entry.html")
     contents: list[str] = []
