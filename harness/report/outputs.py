@@ -613,7 +613,7 @@ class StaleAssembly(Exception):
 
 
 def _answers(
-    shares: Mapping[int, CachedEntry], plan: _Plan, n: int
+    shares: Mapping[int, CachedEntry], plan: _Plan, ids: Sequence[str]
 ) -> tuple[bytes, list[AnswersText], dict[int, tuple[str, list[Any]]]]:
     """answers.js (its bytes), each entry's text in it, and the changed entries' variants
     (by position). The changed entries' texts are spliced among the others' where the
@@ -624,8 +624,10 @@ def _answers(
     for i, share in shares.items():
         heads[i], own[i] = answers_head(share.answers)
     a = plan.previous
-    if a is not None and plan.same_ids and len(a.kept) == n:
-        texts = answers_spliced(a.tables, [k.answers for k in a.kept], heads)
+    if a is not None and len(a.kept) == len(a.ids) and set(a.ids) <= set(ids):
+        # each entry's old text where the last answers.js held it (an entry added: none)
+        at = {eid: k.answers for eid, k in zip(a.ids, a.kept, strict=True)}
+        texts = answers_spliced(a.tables, [at.get(eid) for eid in ids], heads)
         if texts is not None:
             return answers_bytes(a.answers_tables, texts), texts, own
     kept = sorted(plan.kept.keys() - heads.keys())
@@ -637,7 +639,7 @@ def _answers(
         except ValueError as exc:
             raise StaleAssembly(str(exc)) from None
         heads.update(zip(kept, named, strict=True))
-    tables, texts = answers_layout(answers_index([heads[i] for i in range(n)]))
+    tables, texts = answers_layout(answers_index([heads[i] for i in range(len(ids))]))
     return answers_bytes(tables, texts), texts, own
 
 
@@ -658,7 +660,7 @@ def _whole_files(
     are written from (``findings``: there is a README): compat.json's whole document and
     the domains' summaries; and what the next report's assembly keeps of each entry."""
     n = len(shares.keys() | plan.kept.keys())
-    answers_js, texts, own = _answers(shares, plan, n)
+    answers_js, texts, own = _answers(shares, plan, ids)
     kept: list[Kept] = []
     for i in range(n):
         share = shares.get(i)

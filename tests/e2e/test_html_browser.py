@@ -319,10 +319,12 @@ def test_an_entry_past_the_first_files_finds_its_section_and_data_files(tmp_path
     Here each file holds one entry, so the third entry's are sections/0002.js and
     cells/0002.js: opened from its row, its section comes from the one and a cell's details
     from the other."""
+    from harness.report.render import answers as answers_module
     from harness.report.render import html as html_module
 
     monkeypatch.setattr(html_module, "SECTION_FILE_ENTRIES", 1)
     monkeypatch.setattr(html_module, "CELL_FILE_ENTRIES", 1)
+    monkeypatch.setattr(answers_module, "ANSWERS_PART_ENTRIES", 1)
     others = [dataclasses.replace(r, entry=f"pytorch/a{k}") for k in range(2) for r in records()]
     render_all(records() + others, [hostile_entry(tmp_path)], tmp_path / "results")
     results = tmp_path / "results"
@@ -345,6 +347,17 @@ def test_an_entry_past_the_first_files_finds_its_section_and_data_files(tmp_path
         "cells/0002.js",
     ]
     assert opened == [["e-pytorch__hostile", 2]]
+    # the box: each entry's variants from its own part (answers/NNNN.js, NNNN its place)
+    script = (
+        LOADED
+        + ask("", "2.5.1", "2.1", "lookup-go")
+        + ("answered(function(o){done([loaded(), o.innerHTML.split('<b>base</b>').length - 1]);});")
+    )
+    loaded, bases = run_script(tmp_path, results / "index.html", script)
+    assert sorted(src for src in loaded if src.startswith("answers/")) == [
+        f"answers/{k:04d}.js" for k in range(3)
+    ]
+    assert bases == 3  # each entry's baseline row: every entry's variants found
 
 
 def test_a_link_to_an_entry_opens_it(page, tmp_path):

@@ -79,7 +79,8 @@ def the_file(tmp_path) -> dict:
     data = _call(files[0][1], "harnessAnswers")
     part = _call(files[1][1], "harnessVariants")
     assert all("variants" not in e for e in data["entries"])  # in the part, not answers.js
-    assert [e["part"] for e in data["entries"]] == ["answers/0000.js"] * 2
+    # an entry's text names no part: the box names it from the entry's place
+    assert data["part_entries"] == 16 and all("part" not in e for e in data["entries"])
     variants = dict(part["entries"])
     for x in data["entries"]:
         assert x["names"] == [v["name"] for v in variants[x["id"]]]
@@ -91,7 +92,7 @@ def the_file(tmp_path) -> dict:
 
 def test_the_file_is_inert_and_names_each_environment_and_reason_once(tmp_path):
     data = the_file(tmp_path)
-    assert data["schema"] == 2 and data["statuses"] == list(STATUSES)
+    assert data["schema"] == 3 and data["statuses"] == list(STATUSES)
     hostile, other = data["entries"]
     assert [d["id"] for d in data["entries"]] == ["pytorch/hostile", "pytorch/other"]
     # both entries ran in the same two environments: listed once, named by index
@@ -122,7 +123,7 @@ def test_the_variants_are_in_parts_of_16_entries(tmp_path):
     files = dict(answers_file(parts))
     assert sorted(files) == ["answers.js", "answers/0000.js", "answers/0001.js", "answers/0002.js"]
     index = _call(files["answers.js"], "harnessAnswers")
-    assert [e["part"] for e in index["entries"]] == [answers_part_name(i) for i in range(40)]
+    assert index["part_entries"] == 16 and all("part" not in e for e in index["entries"])
     assert answers_part_name(15) == "answers/0000.js" and answers_part_name(16) == "answers/0001.js"
     held = [
         [i for i, _ in _call(files[f"answers/{k:04d}.js"], "harnessVariants")["entries"]]
@@ -261,3 +262,41 @@ def test_answers_js_spliced_is_what_numbering_every_entry_again_gives(case):
             t for i, t in enumerate(texts) if i not in new
         ]
         assert spliced == answers_layout(answers_index(heads))[1]
+
+
+@st.composite
+def _a_report_and_an_entry_added(draw: st.DrawFn) -> tuple[list[dict], int, dict]:
+    n = draw(st.integers(1, 6))
+    old = [draw(_head(i)) for i in range(n)]
+    place = draw(st.integers(0, n))
+    if place and draw(st.booleans()):  # names only what the entries before it name
+        before = old[:place]
+        seen = [s for h in before for s in h["seen"]][:3]
+        envs = list({tuple(e): e for h in before for e in h["envs"]}.values())[:2]
+        added = {**draw(_head(place)), "seen": seen, "envs": envs}
+    else:
+        added = draw(_head(place))
+    return old, place, {**added, "id": f"pytorch/added{place}"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(_a_report_and_an_entry_added())
+def test_an_entry_added_is_spliced_where_the_numbering_stands(case):
+    """An entry the last answers.js did not hold (no old text) put among the others: where
+    the splice keeps the others' texts, the file is byte for byte the one numbered anew;
+    an entry that names only what the entries before it name is always spliced."""
+    old, place, added = case
+    tables, texts = answers_layout(answers_index(old))
+    parsed = answers_tables(tables)
+    assert parsed is not None
+    olds = [*texts[:place], None, *texts[place:]]
+    spliced = answers_spliced(parsed, olds, {place: added})
+    heads = [*old[:place], added, *old[place:]]
+    before = old[:place]
+    if {(s[1], s[2]) for s in added["seen"]} <= {
+        (s[1], s[2]) for h in before for s in h["seen"]
+    } and {tuple(e) for e in added["envs"]} <= {tuple(e) for h in before for e in h["envs"]}:
+        assert spliced is not None
+    if spliced is not None:
+        assert answers_bytes(tables, spliced) == answers_text(answers_index(heads)).encode()
+        assert spliced[:place] + spliced[place + 1 :] == list(texts)

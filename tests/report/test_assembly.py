@@ -185,6 +185,10 @@ def test_a_new_entry_is_put_among_the_kept_ones_from_their_old_lines(
     [plan] = spy.plans
     assert plan.need == {place} and set(plan.kept) == {0, 1, 2} - {place}
     assert not plan.same_ids and len(spy.got) == 1  # the new entry alone
+    # answers.js: after the first entry, the new one names only what an entry before it
+    # names, so its text is spliced among the others' as they are; first, it names first
+    # what later entries name, and every entry is numbered again
+    assert spy.numbered == (1 if place == 0 else 0)
     # the files before the new entry stand; each one from it on is put together anew
     assert plan.unchanged == {
         name_of(k) for _, name_of in outputs._groups().values() for k in range(place)

@@ -11,7 +11,9 @@ its cells. The environments are numbered once for the whole file (``answers_file
 The variants are most of it (the counts and cells of every environment): answers.js holds
 the rest, what a pasted error is matched against, and the variants are in parts
 (answers/NNNN.js) that the box loads for the entries it answers with (all of them for "look
-up every entry").
+up every entry"). An entry's text in answers.js names no part: the box finds it from the
+entry's place and ``part_entries``, so an entry added before it leaves the text as it was
+(and the report splices the new entry in: ``answers_spliced``).
 
 The box then matches a pasted error (documented, related, seen; else the closest entries by
 message, said to be guesses), chooses the environments for the versions typed, adds up their
@@ -263,7 +265,7 @@ def answers_index(heads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     messages: list[list[str]] = []
     message_index: dict[tuple[str, str], int] = {}
     entries = []
-    for i, head in enumerate(heads):
+    for head in heads:
         for key in sorted({(s[1], s[2]) for s in head["seen"]} - message_index.keys()):
             message_index[key] = len(messages)
             messages.append(list(key))
@@ -274,12 +276,16 @@ def answers_index(heads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         # [variant, type, message, runs, envs] -> [variant, k, runs, envs]
         seen = [[s[0], message_index[(s[1], s[2])], *s[3:]] for s in head["seen"]]
         numbers = [index[tuple(env)] for env in head["envs"]]
-        entries.append({**head, "seen": seen, "envs": numbers, "part": answers_part_name(i)})
+        entries.append({**head, "seen": seen, "envs": numbers})
+    # an entry's variants are in answers/NNNN.js, NNNN its place over part_entries (the
+    # box names the file: an entry's text names none, so an entry added before it leaves
+    # its text as it was)
     return {
-        "schema": 2,
+        "schema": 3,
         "statuses": list(STATUSES),
         "envs": envs,
         "messages": messages,
+        "part_entries": ANSWERS_PART_ENTRIES,
         "entries": entries,
     }
 
@@ -367,32 +373,41 @@ def _from(numbers: Sequence[int], start: int) -> set[int]:
 
 def answers_spliced(
     tables: tuple[list[list[str]], list[list[str]]],
-    old: Sequence[AnswersText],
+    old: Sequence[AnswersText | None],
     new: Mapping[int, Mapping[str, Any]],
 ) -> list[AnswersText] | None:
     """The entries of answers.js where entries ``new`` (by position: their heads,
-    ``answers_head``) take the place of their old texts in ``old``, every other entry's text
-    staying as it is; None where that would number any environment or message otherwise
-    than ``answers_index`` numbers them (then every entry is numbered again).
+    ``answers_head``) take the place of their old texts in ``old`` (None: an entry the last
+    answers.js did not hold, put among the others), every other entry's text staying as it
+    is; None where that would number any environment or message otherwise than
+    ``answers_index`` numbers them (then every entry is numbered again).
 
     The numbers go by first appearance, in entry order (``answers_index``): the entries before
     entry i name exactly the numbers below c_i (one more than the highest any of them
     names), and entry i gives the next numbers, in sorted order, to what it names that they
-    do not. So the numbering stands when each new entry names only what the tables hold,
-    and, of the numbers from its c_i up, the ones its old text named."""
+    do not. So the numbering stands when each changed entry names only what the tables hold,
+    and, of the numbers from its c_i up, the ones its old text named; an added entry, none
+    from its c_i up (it names only what the entries before it name)."""
     envs, messages = tables
     env_at = {tuple(e): k for k, e in enumerate(envs)}
     message_at = {(m[0], m[1]): k for k, m in enumerate(messages)}
-    out = list(old)
+    out: list[AnswersText] = []
     env_next = message_next = 0  # c_i of each table
     for i, was in enumerate(old):
         head = new.get(i)
-        if head is not None:
+        if head is None:
+            if was is None:
+                raise ValueError(f"entry {i}: neither an old text nor a new one")
+            out.append(was)
+        else:
             try:
                 env_numbers = [env_at[tuple(e)] for e in head["envs"]]
                 message_numbers = [message_at[(s[1], s[2])] for s in head["seen"]]
-                before = json.loads(was.text)
-                old_envs, old_messages = before["envs"], [s[1] for s in before["seen"]]
+                if was is None:
+                    old_envs, old_messages = [], []
+                else:
+                    before = json.loads(was.text)
+                    old_envs, old_messages = before["envs"], [s[1] for s in before["seen"]]
             except (KeyError, ValueError, TypeError, IndexError, RecursionError):
                 return None  # a new environment or message: later numbers move
             if _from(env_numbers, env_next) != _from(old_envs, env_next) or _from(
@@ -405,11 +420,10 @@ def answers_spliced(
                     [s[0], k, *s[3:]] for s, k in zip(head["seen"], message_numbers, strict=True)
                 ],
                 "envs": env_numbers,
-                "part": answers_part_name(i),
             }
-            out[i] = _numbered_text(numbered)
-        env_next = max(env_next, was.envs_max + 1)
-        message_next = max(message_next, was.messages_max + 1)
+            out.append(_numbered_text(numbered))
+        env_next = max(env_next, out[-1].envs_max + 1)
+        message_next = max(message_next, out[-1].messages_max + 1)
     return out
 
 
@@ -453,9 +467,7 @@ def answers_heads(index: Mapping[str, Any]) -> list[dict[str, Any]]:
             numbers = e["envs"]
             if not all(type(n) is int and n >= 0 for n in numbers):
                 raise ValueError("an environment's number")
-            head = {**e, "seen": seen, "envs": [envs[n] for n in numbers]}
-            del head["part"]
-            heads.append(head)
+            heads.append({**e, "seen": seen, "envs": [envs[n] for n in numbers]})
     except (KeyError, TypeError, IndexError) as exc:
         raise ValueError(f"not answers.js's data: {exc!r}") from None
     return heads

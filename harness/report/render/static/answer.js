@@ -21,8 +21,12 @@
   // answers.js: every entry but its variants (what an error is matched against)
   var byId = {};
   window.harnessAnswers = function(data){
-    data.entries.forEach(function(e){
+    data.entries.forEach(function(e, k){
       byId[e.id] = e;
+      // its variants' part (answers/NNNN.js): NNNN its place over the entries a part holds
+      var n = String(Math.floor(k / data.part_entries));
+      while (n.length < 4) n = "0" + n;
+      e.part = "answers/" + n + ".js";
       // [variant, message, runs, envs] -> [variant, type, message, runs, envs]
       e.seen = e.seen.map(function(s){ var m = data.messages[s[1]]; return [s[0], m[0], m[1], s[2], s[3]]; });
     });
