@@ -178,6 +178,25 @@ def _envs() -> list[tuple[str, dict]]:
     ]
 
 
+def _slot(j: int, envs: list[tuple[str, dict]]) -> tuple[str, str, str, dict, str, str]:
+    """The ``j``-th record of an entry: (variant, kind, env, versions, device, precision),
+    every variant in every environment, then in every slice."""
+    variant, kind = VARIANTS[j % len(VARIANTS)]
+    env, versions = envs[j // len(VARIANTS) % len(envs)]
+    device, precision = SLICES[j // (len(VARIANTS) * len(envs)) % len(SLICES)]
+    return variant, kind, env, versions, device, precision
+
+
+def _append_as_a_run(records_dir: Path, lines: list[str]) -> None:
+    """``lines`` through the store's writer, as runs and merges append (under the file's
+    lock, with the append note the report's snapshot reads: harness/store/appends.py), in a
+    few appends as a run's jobs finish, to runner-0's file (the machine the lines name)."""
+    store, path = Store(records_dir), records_dir / "runner-0.jsonl"
+    step = max(1, len(lines) // 10)
+    for k in range(0, len(lines), step):
+        store._append_lines(lines[k : k + step], path)
+
+
 def write_store(records_dir: Path, n_records: int, n_entries: int, n_machines: int) -> int:
     """Write the store; returns the number of records written."""
     rnd = random.Random(0)
@@ -191,13 +210,8 @@ def write_store(records_dir: Path, n_records: int, n_entries: int, n_machines: i
         for e in range(n_entries):
             eid = f"pytorch/entry-{e:05d}"
             for j in range(per_entry):
-                variant, kind = VARIANTS[j % len(VARIANTS)]
-                env, versions = envs[j // len(VARIANTS) % len(envs)]
-                device, precision = SLICES[j // (len(VARIANTS) * len(envs)) % len(SLICES)]
                 m = (j // (len(VARIANTS) * len(envs) * len(SLICES))) % n_machines
-                d = _record(
-                    rnd, eid, variant, kind, env, versions, device, precision, machines[m], i
-                )
+                d = _record(rnd, eid, *_slot(j, envs), machines[m], i)
                 if sample is None:
                     sample = d
                 files[m].write(json.dumps(d) + "\n")
@@ -237,13 +251,7 @@ def append_records(
         d = _record(rnd, eid, variant, kind, env, versions, device, precision, machine, i)
         d["started_at"] = f"2027-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}.{i % 1000:03d}+00:00"
         lines.append(json.dumps(_as_stored(d)) + "\n")
-    # through the store's writer, as runs and merges append (under the file's lock, with
-    # the append note the report's snapshot reads: harness/store/appends.py), in a few
-    # appends as a run's jobs finish; the machine stamped is the stored records' own
-    store, path = Store(records_dir), records_dir / "runner-0.jsonl"
-    step = max(1, len(lines) // 10)
-    for k in range(0, len(lines), step):
-        store._append_lines(lines[k : k + step], path)
+    _append_as_a_run(records_dir, lines)
     return len(entries)
 
 
@@ -256,16 +264,10 @@ def add_entry(records_dir: Path, eid: str, n_records: int) -> None:
     machine = ("runner-0", f"{0:012x}")
     lines = []
     for j in range(n_records):
-        variant, kind = VARIANTS[j % len(VARIANTS)]
-        env, versions = envs[j // len(VARIANTS) % len(envs)]
-        device, precision = SLICES[j // (len(VARIANTS) * len(envs)) % len(SLICES)]
-        d = _record(rnd, eid, variant, kind, env, versions, device, precision, machine, j)
+        d = _record(rnd, eid, *_slot(j, envs), machine, j)
         d["started_at"] = f"2027-02-01T00:{j // 60 % 60:02d}:{j % 60:02d}+00:00"
         lines.append(json.dumps(_as_stored(d)) + "\n")
-    store, path = Store(records_dir), records_dir / "runner-0.jsonl"
-    step = max(1, len(lines) // 10)
-    for k in range(0, len(lines), step):
-        store._append_lines(lines[k : k + step], path)
+    _append_as_a_run(records_dir, lines)
 
 
 def _kept_store(args: argparse.Namespace, records_dir: Path) -> int:

@@ -533,7 +533,6 @@ class _Plan:
     variants: dict[str, list[tuple[str, list[Any]]]] = dataclasses.field(default_factory=dict)
     need: set[int] = dataclasses.field(default_factory=set)
     previous: Assembly | None = None  # the last report's (answers.js: its tables, its texts)
-    same_ids: bool = True  # the same entries as the last report, in the same places
 
 
 def _read(path: Path) -> bytes | None:
@@ -548,7 +547,7 @@ def _plan(results: Path, ids: Sequence[str], keys: Sequence[str], previous: Prev
     harness/report/assembly.py)."""
     n = len(keys)
     a, vouched = previous.assembly, previous.vouched
-    plan = _Plan(previous=a, same_ids=tuple(ids) == a.ids)
+    plan = _Plan(previous=a)
     root = os.path.abspath(results)
     old_n = len(a.ids)
     at = {eid: j for j, eid in enumerate(a.ids)}
@@ -624,7 +623,7 @@ def _answers(
     for i, share in shares.items():
         heads[i], own[i] = answers_head(share.answers)
     a = plan.previous
-    if a is not None and len(a.kept) == len(a.ids) and set(a.ids) <= set(ids):
+    if a is not None and set(a.ids) <= set(ids):
         # each entry's old text where the last answers.js held it (an entry added: none)
         at = {eid: k.answers for eid, k in zip(a.ids, a.kept, strict=True)}
         texts = answers_spliced(a.tables, [at.get(eid) for eid in ids], heads)
@@ -690,7 +689,7 @@ def _whole_files(
                 part = [own.get(i) or (ids[i], old[ids[i]]) for i in members]
                 whole.append((results / name, answers_part(part).encode("utf-8")))
             else:  # the old lines, or none where every entry's share is here
-                lines = list(plan.lines.get(name) or [b""] * len(members))
+                lines = plan.lines.get(name) or [b""] * len(members)
                 for i in members:
                     share = shares.get(i)
                     if share is not None:

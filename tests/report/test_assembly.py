@@ -184,7 +184,7 @@ def test_a_new_entry_is_put_among_the_kept_ones_from_their_old_lines(
     assert report(project)[0] == 0
     [plan] = spy.plans
     assert plan.need == {place} and set(plan.kept) == {0, 1, 2} - {place}
-    assert not plan.same_ids and len(spy.got) == 1  # the new entry alone
+    assert new not in plan.previous.ids and len(spy.got) == 1  # the new entry alone
     # answers.js: after the first entry, the new one names only what an entry before it
     # names, so its text is spliced among the others' as they are; first, it names first
     # what later entries name, and every entry is numbered again
@@ -215,7 +215,7 @@ def test_an_entry_gone_leaves_the_others_kept_where_they_stand_now(
     other.unlink()
     assert report(project)[0] == 0
     plan = spy.plans[-1]
-    assert plan.need == set() and set(plan.kept) == {0, 1} and not plan.same_ids
+    assert plan.need == set() and set(plan.kept) == {0, 1} and gone in plan.previous.ids
     assert spy.got == []  # nothing looked up in the render cache
     assert _outputs(project) == _as_full(project, tmp_path)
 

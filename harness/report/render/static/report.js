@@ -131,10 +131,9 @@
     return folder + "/" + n + ".js";
   }
   function insertSection(slug){
-    placeOf(slug);
     var doc = new DOMParser().parseFromString(markups[slug], "text/html");
     var section = document.adoptNode(doc.body.firstElementChild), after = null;
-    Array.prototype.some.call(entriesDiv.children, function(s){ if (order[s.getAttribute("data-slug")] > order[slug]) { after = s; return true; } return false; });
+    Array.prototype.some.call(entriesDiv.children, function(s){ if (placeOf(s.getAttribute("data-slug")) > placeOf(slug)) { after = s; return true; } return false; });
     entriesDiv.insertBefore(section, after);
     applyFilters(section);
     return section;
