@@ -123,3 +123,44 @@ def test_a_missing_part_is_an_os_error(tmp_path: Path) -> None:
     (root / "aggregates/0001.jsonl").unlink()
     with pytest.raises(FileNotFoundError):
         read_compat(root)
+
+
+# what the report's JSON holds: text (any character but a lone surrogate), counts, flags,
+# nulls, rates rounded to six places, in lists and dicts keyed by text
+_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(0, 1).map(lambda x: round(x, 6))
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | texts,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+def _floats(value) -> list[float]:
+    if isinstance(value, float):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [x for v in value for x in _floats(v)] if isinstance(value, list) else []
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_values)
+def test_compact_json_is_the_standard_librarys_text_but_for_small_floats(value) -> None:
+    """orjson writes what json.dumps(ensure_ascii=False, separators=(",", ":")) writes,
+    character for character, wherever no float lies below 1e-4 in size (those it writes
+    out, 0.00005 for 5e-05); the value read back is the same either way."""
+    text = jsonout.compact_json(value)
+    standard = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    assert json.loads(text) == json.loads(standard) == value
+    if all(x == 0 or 1e-4 <= abs(x) < 1e16 for x in _floats(value)):
+        assert text == standard
+
+
+def test_compact_json_refuses_what_it_cannot_write_as_the_report_means_it() -> None:
+    for bad in ({1: "a key that is not text"}, 2**64, "\ud800"):
+        with pytest.raises(TypeError):
+            jsonout.compact_json(bad)

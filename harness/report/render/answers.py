@@ -38,6 +38,7 @@ from harness.domain import pattern_text
 from harness.report.render import STATUSES, entry_slug
 from harness.report.render.columns import public_version
 from harness.report.render.html import ANSWERS_FILE, script_json
+from harness.report.render.jsonout import compact_json
 from harness.spec.backtracking import backtracking_problem
 from harness.spec.entries import Entry
 
@@ -215,7 +216,7 @@ def entry_answers(a: EntryAggregate, entry: Entry | None) -> str:
         ],
         "variants": variants,
     }
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return compact_json(data)
 
 
 def _intern_reasons(entries: Sequence[tuple[str, list[dict[str, Any]]]]) -> list[str]:

@@ -33,7 +33,6 @@ another. ``render_html`` is the whole page in one, ``section_files`` its section
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +59,7 @@ from harness.report.render.columns import (
     public_version,
     version_key,
 )
+from harness.report.render.jsonout import compact_json
 from harness.report.render.templating import environment
 
 __all__ = [
@@ -90,7 +90,7 @@ _VERDICTS = VERDICTS
 
 def script_json(data: Any) -> str:
     """JSON that is inert inside a <script> element whatever its strings hold."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = compact_json(data)
     return (
         text.replace("&", "\\u0026")
         .replace("<", "\\u003c")
@@ -104,7 +104,7 @@ def _js_string(text: str) -> str:
     """``text`` as a JavaScript string literal in a script file of its own (never inside a
     <script> element, where ``script_json``'s escapes are needed): markup stays as it is,
     a third smaller than with ``<`` and ``>`` escaped."""
-    quoted = json.dumps(text, ensure_ascii=False)
+    quoted = compact_json(text)
     return quoted.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
