@@ -278,8 +278,15 @@ def test_markdown_shows_each_machine_of_a_cell_and_where_they_disagree(tmp_path)
     )
     [agg] = aggregate(rs, [entry(tmp_path)]).entries
     text = render(agg)
-    assert "✖/✔ ‼" in text
+    # in the torch x lightning table's row, not only in the legend's example
+    assert "\n| 1.12.1 | ✖/✔ ‼ |\n" in text
     assert "## Machines disagree" in text
+    # and in the page's heatmap: each machine's outcome, what each saw in its title
+    sections = html_part([agg]).sections
+    assert (
+        'title=\\"machines disagree: gpu-box: reproduced ×1; laptop: ok ×1\\">✖/✔ ‼</td>'
+        in sections
+    )
     assert "gpu-box: reproduced ×1; laptop: ok ×1" in text
     assert "1 cells were measured on each of gpu-box, laptop: they agree on 0" in text
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.aggregate import EntryAggregate
+from harness.aggregate.model import CellKey
 from harness.catalogue.explain import message_shape, strip_terminal
 from harness.domain import pattern_text
 from harness.report.render import STATUSES, entry_slug
@@ -137,18 +138,20 @@ def _counted(counts: tuple[tuple[str, int], ...]) -> tuple[int, ...]:
     return tuple(x for o, n in counts for x in (_STATUS_INDEX[o], n))
 
 
-def _cells(a: EntryAggregate, name: str) -> dict[str, Any]:
-    """Per slice, per environment: the variant's cell as (outcome, trials, outcome, ...)."""
-    rows = []
-    cells = a.cells
+def _cells(
+    a: EntryAggregate, name: str, counted: Mapping[CellKey, tuple[int, ...]] | None = None
+) -> dict[str, Any]:
+    """Per slice, per environment: the variant's cell as (outcome, trials, outcome, ...).
+    ``counted``: ``_counted_cells(a)``, where the caller holds it."""
+    get = (_counted_cells(a) if counted is None else counted).get
     env_ids = [e.id for e in a.envs]
-    for d, p in a.slices:
-        row: list[tuple[int, ...] | None] = []
-        for env in env_ids:
-            value = cells.get((name, env, d, p))
-            row.append(None if value is None else _counted(value.counts))
-        rows.append(row)
+    rows = [[get((name, env, d, p)) for env in env_ids] for d, p in a.slices]
     return _coded(rows)
+
+
+def _counted_cells(a: EntryAggregate) -> dict[CellKey, tuple[int, ...]]:
+    """Every cell of the entry as ``_counted`` gives it, once per entry (not once a variant)."""
+    return {key: _counted(value.counts) for key, value in a.cells.items()}
 
 
 def _rates(
@@ -168,6 +171,7 @@ def entry_answers(a: EntryAggregate, entry: Entry | None) -> str:
         claims.setdefault(verdict.subject, verdict)  # the first, as explain reads it
     message = next((v for v in a.verdicts if v.claim == "documented message"), None)
     variants = []
+    counted = _counted_cells(a)
     for v in a.variants:
         claim = claims.get(v.name)
         variants.append(
@@ -178,7 +182,7 @@ def entry_answers(a: EntryAggregate, entry: Entry | None) -> str:
                 "description": " ".join(v.description.split()),
                 "all": [v.overall.k, v.overall.n],
                 "rates": _rates(a, v.by_env),
-                "cells": _cells(a, v.name),
+                "cells": _cells(a, v.name, counted),
                 "claim": [claim.claimed, claim.label]
                 if claim and v.claimed_rate is not None
                 else None,

@@ -360,14 +360,24 @@ def _column_td(a: EntryAggregate, keys: list[CellKey]) -> Markup:
 def _slice_rows(a: EntryAggregate, columns: list[tuple[int, ...]], d: str, p: str) -> list[_Row]:
     rows = []
     env_ids = [e.id for e in a.envs]
+    # the common case, a column an environment and every cell of one machine: its td is
+    # its status's (what _column_td gives, without a call a cell)
+    alone = [env_ids[col[0]] for col in columns] if all(len(c) == 1 for c in columns) else None
+    _, td, empty = _heatmap()
+    get = a.cells.get
     for index, v in enumerate(a.variants):
         name = v.name
         if not any((name, env, d, p) in a.cells for env in env_ids):
             continue  # not run in this slice (an fp16-only variant in the fp32 table)
         # (each cell is markup already: joined as text, not escaped again)
-        cells = Markup(
-            "".join([_column_td(a, [(name, env_ids[i], d, p) for i in col]) for col in columns])
-        )
+        if alone is not None and not a.by_machine:
+            tds = [
+                empty if (value := get((name, env, d, p))) is None else td[value.status]
+                for env in alone
+            ]
+        else:
+            tds = [_column_td(a, [(name, env_ids[i], d, p) for i in col]) for col in columns]
+        cells = Markup("".join(tds))
         rows.append(_Row(v, index, variant_title(v), cells))
     return rows
 
@@ -458,6 +468,9 @@ def _worded(pool: Texts) -> tuple[list[str], np.ndarray]:
     return texts, np.array(worded, dtype=np.int64)
 
 
+_NOT_RUN = (None, 0)  # a cell's (status, trials) in the data file where it did not run
+
+
 def render_cell_data(a: EntryAggregate) -> str:
     """The entry's line in its data file: every cell's trials, for the page's detail panel.
 
@@ -472,17 +485,14 @@ def render_cell_data(a: EntryAggregate) -> str:
     cells = a.cells
     env_ids = [e.id for e in a.envs]
     status_index = _STATUS_INDEX
+    coded = {key: (status_index[value.status], value.trials) for key, value in cells.items()}
+    get = coded.get
     for d, p in a.slices:
         for v in a.variants:
             name = v.name
-            for env in env_ids:
-                value = cells.get((name, env, d, p))
-                if value is None:
-                    statuses.append(None)
-                    counts.append(0)
-                else:
-                    statuses.append(status_index[value.status])
-                    counts.append(value.trials)
+            for status, trials in [get((name, env, d, p), _NOT_RUN) for env in env_ids]:
+                statuses.append(status)
+                counts.append(trials)
 
     t = a.trials
     pool = t.texts

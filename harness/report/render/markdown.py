@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from harness.aggregate import (
     CellValue,
@@ -222,13 +222,19 @@ def _public_version(text: str) -> str:
     return text.split("+", 1)[0]  # "2.4.1+cu121" -> "2.4.1": the release a user looks up
 
 
-def variant_precisions(agg: EntryAggregate, variant: str, device: str) -> list[str]:
-    """The precisions of ``device`` that ``variant`` ran in anywhere, in the entry's order."""
-    return [
-        p
-        for d, p in agg.slices
-        if d == device and any((variant, e.id, d, p) in agg.cells for e in agg.envs)
-    ]
+def variant_precisions(
+    agg: EntryAggregate, variant: str, device: str, ran: set[tuple[str, str, str]] | None = None
+) -> list[str]:
+    """The precisions of ``device`` that ``variant`` ran in anywhere, in the entry's order.
+    ``ran``: ``_ran(agg)``, where the caller holds it."""
+    ran = _ran(agg) if ran is None else ran
+    return [p for d, p in agg.slices if d == device and (variant, d, p) in ran]
+
+
+def _ran(agg: EntryAggregate) -> set[tuple[str, str, str]]:
+    """(variant, device, precision) of every cell of the entry's environments."""
+    envs = {e.id for e in agg.envs}
+    return {(v, d, p) for v, env, d, p in agg.cells if env in envs}
 
 
 def slice_grid(agg: EntryAggregate, variant: str, device: str, precision: str) -> Grid:
@@ -245,23 +251,44 @@ def slice_grid(agg: EntryAggregate, variant: str, device: str, precision: str) -
     )
 
 
+def _cell_texts(agg: EntryAggregate) -> dict[tuple[str, str, str, str], str]:
+    """Every cell's text as ``machine_cell_text`` gives it (none empty), once per entry:
+    the tables look each up rather than calling it once a cell (a million calls at 2,500
+    entries)."""
+    texts = {key: cell_text(value) for key, value in agg.cells.items()}
+    for key in agg.disagree:
+        if key in agg.by_machine:
+            texts[key] = machine_cell_text(agg, key)
+    return texts
+
+
 def _variant_table(
     agg: EntryAggregate,
     variant: str,
     device: str,
     precisions: Sequence[str],
     releases: Sequence[tuple[str, str, str]],
+    texts: Mapping[tuple[str, str, str, str], str] | None = None,
 ) -> list[str]:
     """One variant on one device as a torch x lightning table (none where it never ran
     there): a cell holds the text of each precision the variant ran in, in the entry's
     order ("_" where not run there), and where a python version splits one torch x lightning
     pair into several environments, each environment's texts in the entry's order.
-    ``releases``: each environment's id and public torch and lightning release."""
+    ``releases``: each environment's id and public torch and lightning release; ``texts``:
+    ``_cell_texts(agg)``, where the caller holds it."""
+    get = (_cell_texts(agg) if texts is None else texts).get
     by_pair: dict[tuple[str, str], list[str]] = {}
-    for env, torch, lightning in releases:
-        texts = [machine_cell_text(agg, (variant, env, device, p)) for p in precisions]
-        if any(texts):
-            by_pair.setdefault((torch, lightning), []).append(" ".join(t or "_" for t in texts))
+    if len(precisions) == 1:  # (the common case: the one text, where the cell ran)
+        (precision,) = precisions
+        for env, torch, lightning in releases:
+            text = get((variant, env, device, precision))
+            if text:
+                by_pair.setdefault((torch, lightning), []).append(text)
+    else:
+        for env, torch, lightning in releases:
+            row = [get((variant, env, device, p), "") for p in precisions]
+            if any(row):
+                by_pair.setdefault((torch, lightning), []).append(" ".join(t or "_" for t in row))
     if not by_pair:
         return []
     torches = release_order(t for t, _ in by_pair)
@@ -280,11 +307,12 @@ def outcome_tables(
     compatibility table), each cell the outcome per precision of that device."""
     variants = agg.variants if variants is None else variants
     releases = [(e.id, _public_version(e.torch), _public_version(e.lightning)) for e in agg.envs]
+    texts, ran = _cell_texts(agg), _ran(agg)
     lines: list[str] = []
     for device in dict.fromkeys(d for d, _ in agg.slices):
         for v in variants:
-            precisions = variant_precisions(agg, v.name, device)
-            table = _variant_table(agg, v.name, device, precisions, releases)
+            precisions = variant_precisions(agg, v.name, device, ran)
+            table = _variant_table(agg, v.name, device, precisions, releases, texts)
             if not table:
                 continue
             advice = advice_text(v)

@@ -101,13 +101,13 @@ def render_png(agg: EntryAggregate) -> bytes:
     n_rows, n_cols = len(names), len(env_ids)
     if n_cols:
         band_h = LINE + n_rows * CELL + PAD
-        cells = agg.cells
+        # each cell's colour once (not once a slice and variant looked up)
+        get = {key: _INDEX[value.status] for key, value in agg.cells.items()}.get
         for si, (d, p) in enumerate(slices):
             block = np.full((n_rows, n_cols), _WHITE, dtype=np.uint8)
             for ri, v in enumerate(agg.variants):
                 name = v.name
-                row = [cells.get((name, env, d, p)) for env in env_ids]
-                block[ri] = [_WHITE if value is None else _INDEX[value.status] for value in row]
+                block[ri] = [get((name, env, d, p), _WHITE) for env in env_ids]
             pixels = np.repeat(np.repeat(block, CELL, axis=0), CELL, axis=1)
             pixels[CELL - 1 :: CELL, :] = _WHITE  # grid lines
             pixels[:, CELL - 1 :: CELL] = _WHITE
