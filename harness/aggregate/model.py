@@ -162,8 +162,9 @@ class CellValue:
     status: str  # an Outcome value, or "flaky"
     counts: tuple[tuple[str, int], ...]  # (outcome value, trials), in OUTCOME_ORDER
 
-    @property
+    @functools.cached_property
     def trials(self) -> int:
+        # (cached: a value is shared by the many cells that counted the same, read for each)
         return sum(c for _, c in self.counts)
 
     def to_dict(self) -> dict[str, Any]:
