@@ -13,9 +13,10 @@
 # (`plan --budget`) and runs nothing.
 #
 # Needs: a python3 with torch, lightning, packaging, PyYAML and rich (numpy, Pillow, duckdb,
-# jinja2 and orjson only for reports). Entries whose `requires:` the stack lacks (transformers for the huggingface
-# ones) run where their wheels came with the checkout: `bash scripts/gpu-wheels.sh` on a
-# machine with a package index writes .gpu-box/wheels/; here they are installed offline
+# jinja2 and orjson only for reports). Entries whose `requires:` the stack lacks
+# (transformers for the huggingface ones) run where their wheels came with the checkout:
+# `bash scripts/gpu-wheels.sh` on a machine with a package index writes .gpu-box/wheels/;
+# here they are installed offline
 # (pip --no-index) into .gpu-box/venv, a venv that also reads the stack's own packages, which
 # then runs everything. Without the folder those variants are `unsupported`, naming what
 # is missing. Bounded: GPU_BOX_BUDGET_S (default 600) is the whole call's wall time: the
