@@ -139,11 +139,11 @@ def _counted(counts: tuple[tuple[str, int], ...]) -> tuple[int, ...]:
 
 
 def _cells(
-    a: EntryAggregate, name: str, counted: Mapping[CellKey, tuple[int, ...]] | None = None
+    a: EntryAggregate, name: str, counted: Mapping[CellKey, tuple[int, ...]]
 ) -> dict[str, Any]:
-    """Per slice, per environment: the variant's cell as (outcome, trials, outcome, ...).
-    ``counted``: ``_counted_cells(a)``, where the caller holds it."""
-    get = (_counted_cells(a) if counted is None else counted).get
+    """Per slice, per environment: the variant's cell as (outcome, trials, outcome, ...)
+    (``counted``: ``_counted_cells(a)``, made once per entry)."""
+    get = counted.get
     env_ids = [e.id for e in a.envs]
     rows = [[get((name, env, d, p)) for env in env_ids] for d, p in a.slices]
     return _coded(rows)

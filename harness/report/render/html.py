@@ -362,7 +362,11 @@ def _slice_rows(a: EntryAggregate, columns: list[tuple[int, ...]], d: str, p: st
     env_ids = [e.id for e in a.envs]
     # the common case, a column an environment and every cell of one machine: its td is
     # its status's (what _column_td gives, without a call a cell)
-    alone = [env_ids[col[0]] for col in columns] if all(len(c) == 1 for c in columns) else None
+    alone = (
+        [env_ids[col[0]] for col in columns]
+        if all(len(c) == 1 for c in columns) and not a.by_machine
+        else None
+    )
     _, td, empty = _heatmap()
     get = a.cells.get
     for index, v in enumerate(a.variants):
@@ -370,7 +374,7 @@ def _slice_rows(a: EntryAggregate, columns: list[tuple[int, ...]], d: str, p: st
         if not any((name, env, d, p) in a.cells for env in env_ids):
             continue  # not run in this slice (an fp16-only variant in the fp32 table)
         # (each cell is markup already: joined as text, not escaped again)
-        if alone is not None and not a.by_machine:
+        if alone is not None:
             tds = [
                 empty if (value := get((name, env, d, p))) is None else td[value.status]
                 for env in alone

@@ -223,11 +223,10 @@ def _public_version(text: str) -> str:
 
 
 def variant_precisions(
-    agg: EntryAggregate, variant: str, device: str, ran: set[tuple[str, str, str]] | None = None
+    agg: EntryAggregate, variant: str, device: str, ran: set[tuple[str, str, str]]
 ) -> list[str]:
-    """The precisions of ``device`` that ``variant`` ran in anywhere, in the entry's order.
-    ``ran``: ``_ran(agg)``, where the caller holds it."""
-    ran = _ran(agg) if ran is None else ran
+    """The precisions of ``device`` that ``variant`` ran in anywhere, in the entry's order
+    (``ran``: ``_ran(agg)``, made once per entry)."""
     return [p for d, p in agg.slices if d == device and (variant, d, p) in ran]
 
 
@@ -268,15 +267,15 @@ def _variant_table(
     device: str,
     precisions: Sequence[str],
     releases: Sequence[tuple[str, str, str]],
-    texts: Mapping[tuple[str, str, str, str], str] | None = None,
+    texts: Mapping[tuple[str, str, str, str], str],
 ) -> list[str]:
     """One variant on one device as a torch x lightning table (none where it never ran
     there): a cell holds the text of each precision the variant ran in, in the entry's
     order ("_" where not run there), and where a python version splits one torch x lightning
     pair into several environments, each environment's texts in the entry's order.
     ``releases``: each environment's id and public torch and lightning release; ``texts``:
-    ``_cell_texts(agg)``, where the caller holds it."""
-    get = (_cell_texts(agg) if texts is None else texts).get
+    ``_cell_texts(agg)``, made once per entry."""
+    get = texts.get
     by_pair: dict[tuple[str, str], list[str]] = {}
     if len(precisions) == 1:  # (the common case: the one text, where the cell ran)
         (precision,) = precisions
