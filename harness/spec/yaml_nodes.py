@@ -9,11 +9,21 @@ nesting depth (``MAX_DEPTH``: PyYAML composes recursively, so 5,000 nested lists
 RecursionError) and the number of values the tree holds once its aliases are followed
 (``MAX_NODES``: an alias bomb, or an anchor that contains itself, is refused before any
 reader walks it).
+
+libyaml (PyYAML's C parser, where PyYAML was built with it) composes a file about six
+times faster than PyYAML's own Python parser; PyYAML's parser stays the reference. The C
+parser composes a text only where it holds no character PyYAML's reader refuses, its events
+stay within the limits above with one to spare, and it composes without an error; anything
+else, and every problem's wording and line, is PyYAML's own. Both give the same node tree
+(libyaml writes a plain scalar's style as "", PyYAML as None: made None):
+tests/spec/test_yaml_nodes.py compares them on every YAML file of the project and on
+generated hostile texts.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import yaml
 
@@ -27,6 +37,7 @@ __all__ = [
     "PLAIN_TAGS",
     "YamlProblem",
     "compose_plain",
+    "compose_python",
     "read_yaml_text",
 ]
 
@@ -142,6 +153,76 @@ def _refuse_tags(root: yaml.Node) -> None:
 
 def compose_plain(text: str) -> yaml.Node | None:
     """The document's node tree (None when empty). Raises YamlProblem with the line."""
+    if len(text) > MAX_BYTES:
+        raise YamlProblem(None, f"the text is longer than {MAX_BYTES} characters")
+    root = _compose_c(text)
+    if root is _UNDECIDED:
+        root = compose_python(text)
+    elif root is not None:
+        _refuse_tags(root)
+    return root
+
+
+_UNDECIDED = yaml.Node("", "", None, None)  # what _compose_c returns when PyYAML decides
+_C_LOADER: type[Any] | None = getattr(yaml, "CSafeLoader", None)  # None: no libyaml
+_NON_PRINTABLE = yaml.reader.Reader.NON_PRINTABLE  # what PyYAML's reader refuses
+_OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+
+
+def _compose_c(text: str) -> Any:
+    """The node tree as libyaml composes it, or _UNDECIDED: no libyaml, a character PyYAML's
+    reader refuses, events that come within one of a limit, or any error (PyYAML's parser
+    then decides, and words the problem)."""
+    # (a tab, which libyaml takes between tokens where PyYAML's scanner refuses it; a byte
+    # order mark past the start, which libyaml skips)
+    if _C_LOADER is None or _NON_PRINTABLE.search(text) or "\t" in text or "\ufeff" in text:
+        return _UNDECIDED
+    try:
+        # the events first (libyaml's parser keeps its own stack: no recursion), so that
+        # libyaml's composer, which recurses, never meets a deep tree
+        depth = aliases = 0
+        for event in yaml.parse(text, Loader=_C_LOADER):
+            if isinstance(event, _OPEN):
+                depth += 1
+                if depth >= MAX_DEPTH:
+                    return _UNDECIDED
+            elif isinstance(event, _CLOSE):
+                depth -= 1
+            elif isinstance(event, yaml.AliasEvent):
+                aliases += 1
+                if aliases >= MAX_ALIASES:
+                    return _UNDECIDED
+            elif isinstance(event, yaml.ScalarEvent) and (
+                depth + 1 >= MAX_DEPTH or (event.value == "" and not event.style)
+            ):
+                # (an empty plain scalar, a null: libyaml marks it where the next token
+                # starts, PyYAML where the last one ended, and a reader names its line)
+                return _UNDECIDED
+        loader = _C_LOADER(text)
+        try:
+            root = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except Exception:  # noqa: BLE001 (any error at all: PyYAML's parser decides)
+        return _UNDECIDED
+    stack = [root] if root is not None else []
+    seen: set[int] = set()
+    while stack:  # a plain scalar's style as PyYAML writes it (each node once: aliases)
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if node.style == "":
+                node.style = None
+        else:
+            stack.extend(_children(node))
+    return root
+
+
+def compose_python(text: str) -> yaml.Node | None:
+    """compose_plain by PyYAML's own parser alone (the reference the C parser is held to)."""
     if len(text) > MAX_BYTES:
         raise YamlProblem(None, f"the text is longer than {MAX_BYTES} characters")
     loader = None
