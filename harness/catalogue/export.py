@@ -13,6 +13,7 @@ uses it) and nothing else.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import shlex
 import symtable
@@ -51,7 +52,14 @@ class _Module:
 
     @classmethod
     def read(cls, path: Path) -> _Module:
-        text = path.read_text(encoding="utf-8")
+        """The file's statements. The file is read each time, parsed once per text (a
+        check or export of every variant reads repro.py and reprokit.py once a variant):
+        the module is shared, and no caller changes it."""
+        return cls._of(path, path.read_text(encoding="utf-8"))
+
+    @classmethod
+    @functools.lru_cache(maxsize=256)
+    def _of(cls, path: Path, text: str) -> _Module:
         module = cls(text.splitlines(), list(parse_source(text, str(path)).body))
         tables = {
             (t.get_name(), t.get_lineno()): t

@@ -15,6 +15,7 @@ postconditions among them.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -170,11 +171,19 @@ def parse_source(text: str, filename: str, **options: Any) -> ast.Module:
 
 
 def read_declared(path: str | os.PathLike[str]) -> Declared:
+    """What the repro.py at ``path`` declares. The file is read each time; what its text
+    declares is worked out once per text (``check`` and ``export`` ask for one file's
+    once per variant): the Declared is shared, and no caller changes it."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise DeclaredError(path, None, f"cannot read: {exc}") from exc
+    return _declared(path, text)
+
+
+@functools.lru_cache(maxsize=256)
+def _declared(path: Path, text: str) -> Declared:
     try:
         tree = parse_source(text, str(path))
     except SyntaxError as exc:

@@ -214,3 +214,14 @@ def test_an_exported_version_advice_says_what_to_install() -> None:
     text = export_script(entry, "workaround2-pin-pytorch-lightning", kit)
     assert "Install first: pip install 'pytorch-lightning<2.0'" in text
     assert "Install first" not in export_script(entry, "workaround1-on-train-epoch-end", kit)
+
+
+def test_a_source_is_read_each_time_and_parsed_once_per_text(tmp_path: Path) -> None:
+    from harness.catalogue.export import _Module
+
+    source = tmp_path / "reprokit.py"
+    source.write_text("def helper():\n    return 1\n")
+    first = _Module.read(source)
+    assert _Module.read(source) is first  # the same text: parsed once
+    source.write_text("def helper():\n    return 1\n\n\ndef other():\n    return helper()\n")
+    assert set(_Module.read(source).binds) == {"helper", "other"}  # an edit is seen

@@ -69,3 +69,17 @@ def test_variants_map_names_to_functions_or_to_none_while_not_written(tmp_path) 
     assert declared.functions == {"baseline": "base"}
     assert declared.not_written == {"control": 7}
     assert declared.can_report("moved") and not declared.can_report("base")
+
+
+def test_a_repro_is_read_each_time_and_worked_out_once_per_text(tmp_path) -> None:
+    repro = tmp_path / "repro.py"
+    repro.write_text("def a(device, precision):\n    return {}\n\n\nVARIANTS = {'a': a}\n")
+    first = declared.read_declared(repro)
+    assert declared.read_declared(repro) is first  # the same text: worked out once
+    repro.write_text(
+        "def a(device, precision):\n    return {}\n\n\ndef b(device, precision):\n    return {}\n\n\nVARIANTS = {'a': a, 'b': b}\n"
+    )
+    assert set(declared.read_declared(repro).variants) == {"a", "b"}  # an edit is seen
+    repro.write_text("VARIANTS = [\n")
+    with pytest.raises(declared.DeclaredError):
+        declared.read_declared(repro)
