@@ -18,6 +18,7 @@ import ast
 import functools
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,13 +123,14 @@ def _variants(
     return lines, functions, not_written
 
 
-def _names(tree: ast.Module) -> tuple[frozenset[str], tuple[str, ...]]:
-    """The string literals of a module, and the templates of strings it builds: an f-string
-    (its placeholders match anything) or ``"literal" + ...`` (anything may follow)."""
+def _names(nodes: Sequence[ast.AST]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The string literals of a module (``nodes``: all of them, ``ast.walk``'s), and the
+    templates of strings it builds: an f-string (its placeholders match anything) or
+    ``"literal" + ...`` (anything may follow)."""
     literals: set[str] = set()
     templates: set[str] = set()
     in_fstring: set[int] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.JoinedStr):
             parts = []
             for value in node.values:
@@ -145,7 +147,7 @@ def _names(tree: ast.Module) -> tuple[frozenset[str], tuple[str, ...]]:
             and isinstance(node.left.value, str)
         ):
             templates.add(re.escape(node.left.value) + ".+")
-    for node in ast.walk(tree):
+    for node in nodes:
         if (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
@@ -197,7 +199,8 @@ def _declared(path: Path, text: str) -> Declared:
             'e.g. VARIANTS = {"baseline": baseline}',
         )
     declared, functions, not_written = _variants(variants[0], tree, path)
-    literals, templates = _names(tree)
+    nodes = list(ast.walk(tree))  # walked once (ast.walk is the cost), read twice
+    literals, templates = _names(nodes)
     return Declared(
         path,
         declared,
@@ -205,7 +208,7 @@ def _declared(path: Path, text: str) -> Declared:
         variants[1],
         literals,
         templates,
-        uses_lightning(tree),
+        _imports_lightning(nodes),
         functions,
     )
 
@@ -221,7 +224,11 @@ def uses_lightning(tree: ast.Module) -> bool:
     """Whether a reproducer's code imports lightning anywhere (module level or inside a
     function), by an import statement, ``importlib.import_module``/``__import__`` with a
     literal name, or reprokit's lightning helpers."""
-    for node in ast.walk(tree):
+    return _imports_lightning(ast.walk(tree))
+
+
+def _imports_lightning(nodes: Iterable[ast.AST]) -> bool:
+    for node in nodes:
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
