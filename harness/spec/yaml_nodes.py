@@ -170,7 +170,7 @@ _OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
 
-def _compose_c(text: str) -> Any:
+def _compose_c(text: str) -> yaml.Node | None:
     """The node tree as libyaml composes it, or _UNDECIDED: no libyaml, a character PyYAML's
     reader refuses, events that come within one of a limit, or any error (PyYAML's parser
     then decides, and words the problem)."""
