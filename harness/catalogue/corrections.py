@@ -1,104 +1,122 @@
 """A knowledge-base record corrected by what the runs measured (``python -m harness
-corrections``).
+corrections``), by one model of what the runs can show (harness/catalogue/kbevidence.py: the
+scenario is the unit of evidence, only runs inside the record's scope count, a CPU twin never
+speaks for a CUDA claim).
 
-The record is the one kept beside the entry (entry.yaml ``origin.record``, byte for byte as
-the knowledge base holds it). Only what the runs support changes, each by one rule, read off
-the verdicts (harness/aggregate/verdicts.py: a verdict says what a reader may do, and a
-correction carries no more than that):
+A scripted reproducer is one constructed cause of an error, run across releases: it can show
+*where* a piece of advice fails, never how often it helps the people who meet the error. So:
 
-rates        a workaround's ``success_rate`` / a dead end's ``fail_rate`` becomes the measured
-             rate where the verdict's figure is understated or overstated (the claimed figure
-             lies outside the 95% interval); a confirmed figure stays; inconclusive and not
-             measurable ones stay, with why. The sensible reading decides; a literal reading
-             that differs is said in ``condition``. A dead end that fails otherwise than
-             documented keeps its figure where its documented kind is unmeasured; where it is
-             measured, its ``fail_rate`` counts every failure, and ``condition`` says how.
-condition    where the outcome depends on the versions: "works on torch 1.13.1–2.13.0; fails
-             on torch 1.10.2–1.12.1 (CPU, 54 runs)", from the counted runs per environment.
-fix rate     ``verdict.fix_success_rate`` the basis workaround's rate where the fix-rate
-             figure is understated or overstated; ``resolvable`` and ``confidence`` then as
-             the knowledge base's rules read it (true: rate >= 0.7, false: < 0.2, partial
-             between; "true"/"false" only with confidence >= 0.6, the measured confidence
-             being one minus the width of the 95% interval, capped at 0.3 below three pieces
-             of evidence); ``summary`` gains one measured sentence only where ``resolvable``
-             changes.
-signature    ``error.signature`` the message torch raised where the documented message's grade
-             is variable-parts, reworded or other-error (never from a CPU twin of a CUDA
-             message: that verdict is not measurable); ``error.regex`` kept where it matches
-             every message the runs showed and none of the controls', else the new message's
-             fixed parts (harness/catalogue/msgsearch.py), tested against the same messages.
-versions     ``environment.runtime.version_range`` (torch runtimes only) where a version row
-             was contradicted: from the first to the last release the error reproduced in.
-leads_to     a workaround whose counted runs raised another record's documented error: an
-             edge to it with the measured probability.
-dates        ``metadata.last_verification`` the newest run's date; ``error.last_confirmed`` the
-             newest run that raised the documented message verbatim; ``verdict.last_updated``
-             where the verdict changed.
-evidence     with ``--pages-url``, a link to the entry's compatibility page in each measured
-             item's ``sources`` and ``evidence_count`` one more; ``environment.additional``
-             summarises the matrix. ``metadata.review_status`` is never touched.
+rates        never written. A KB rate is a population figure; a script repeated is one
+             scenario. Where advice fails in measured in-scope releases, its ``condition``
+             says so (below); the figure stays for the maintainer to weigh.
+condition    a plain sentence appended to a workaround's or dead end's ``condition`` where a
+             reading of its text (the sensible one, or the literal one beside it) did not
+             work (a dead end: did work) in some measured in-scope releases: which releases,
+             on which device, and where the change lies between two measured releases. No
+             exception text, path or count.
+regex        grows only: each wording of the documented error the runs raised in scope (at a
+             grade that reads as it: verbatim, variable-parts, declared rewording) that the
+             record's regex misses is added as an alternative of its fixed parts. A proposal
+             must still match the record's signature, every run text the old regex matched,
+             every wording seen, and no control's message; searched as the knowledge base's
+             ``lookup`` does (case-insensitive). ``error.signature`` is never replaced.
+dates        ``error.last_confirmed`` moves only for a verbatim (or declared-reworded)
+             reproduction inside the record's scope, on its device, in the newest measured
+             torch line; the change names that run. ``metadata.last_verification`` and
+             ``verdict.last_updated`` are the maintainers' and never touched.
+untouched    fix rate, resolvable, confidence, summary, version_range (never narrowed to what
+             was measured), leads_to, evidence_count, review_status.
+
+A record with no change is not written. Each change belongs to one pull request by kind
+(``PR_SIGNATURES``, ``PR_CONDITIONS``); the outcome lines and the list of documented messages
+no measured release raises are the other two (harness/catalogue/kbcorrections.py).
 """
 
 from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from harness.aggregate import (
-    FAILS_OTHERWISE,
-    NOT_MEASURABLE,
-    OUTCOME_ORDER,
-    OVERSTATED,
-    UNDERSTATED,
-    EntryAggregate,
-    Rate,
-    VariantAggregate,
-    Verdict,
-    pct,
+from harness.aggregate import EntryAggregate, VariantAggregate
+from harness.catalogue.kbevidence import (
+    RecordScope,
+    Scenario,
+    Trial,
+    claim_device,
+    record_scope,
+    scenarios,
+    span,
+    trials,
 )
-from harness.aggregate.verdicts import best_workaround
-from harness.catalogue.kbrecord import dumps_like, loads, problems, verdict_problems
+from harness.catalogue.kbrecord import dumps_like, loads, problems
 from harness.catalogue.msgsearch import message_regex
-from harness.outcomes import NOT_COUNTED, SHOWS, Outcome
+from harness.outcomes import SHOWS, Grade
+from harness.spec.backtracking import backtracking_problem
 from harness.spec.entries import Entry
 
 __all__ = [
+    "PR_CONDITIONS",
+    "PR_SIGNATURES",
     "Change",
     "Correction",
     "Left",
+    "RegexProposal",
+    "Unraised",
     "correct",
+    "duplicate_lines",
+    "rule_breaks",
     "markdown_suggestions",
     "outcome_lines",
-    "record_signatures",
+    "plain_sentence_problem",
+    "regex_problems",
 ]
 
-_MOVED = (UNDERSTATED, OVERSTATED)
-_SHOW_GRADES = frozenset(g.value for g in SHOWS)
-_CORRECTED_GRADES = ("variable-parts", "reworded", "other-error")
-_NOT_COUNTED = frozenset(o.value for o in NOT_COUNTED)
 TOOL = "torch-error-harness"
+PR_SIGNATURES = "signatures"
+PR_CONDITIONS = "conditions"
+_CONFIRMING = (Grade.VERBATIM, Grade.REWORDED)
 
 
 @dataclass(frozen=True)
 class Change:
-    field: str  # where in the record: "workarounds[0].success_rate"
-    kind: str  # rate, condition, fix rate, resolvable, ... (the review's table groups by it)
+    field: str  # where in the record: "workarounds[0].condition"
+    kind: str  # condition, regex, date, source
     old: Any
     new: Any
-    evidence: str  # k/n, versions
+    evidence: str  # scenarios, releases, the run that decided it
     rule: str  # the rule that decided it
+    pr: str  # PR_SIGNATURES or PR_CONDITIONS
 
 
 @dataclass(frozen=True)
 class Left:
     field: str
     why: str
+
+
+@dataclass(frozen=True)
+class RegexProposal:
+    old: str
+    new: str
+    wordings: tuple[str, ...]  # every wording of the documented error the runs raised in scope
+    missed: tuple[str, ...]  # those the old regex missed (each one added)
+    old_matched: int  # run texts the old regex matched (the new one matches them all)
+
+
+@dataclass(frozen=True)
+class Unraised:
+    """A documented message no measured in-scope release raised (on the record's device)."""
+
+    message: str
+    releases: str  # the torch releases measured, "2.0.1–2.15.0"
+    devices: str
+    scenarios: int  # baseline scenarios measured
+    instead: tuple[tuple[str, int], ...]  # what the baselines raised instead, by scenarios
 
 
 @dataclass
@@ -109,22 +127,38 @@ class Correction:
     commit: str
     original: bytes
     record: dict[str, Any]
+    scope: RecordScope
     changes: list[Change] = field(default_factory=list)
     left: list[Left] = field(default_factory=list)
     page: str = ""  # the compatibility page (URL, or its path under results/)
+    seen: tuple[str, ...] = ()  # every message the baselines raised in scope (for lookup)
+    regex: RegexProposal | None = None
+    unraised: Unraised | None = None
+    holds: list[str] = field(default_factory=list)  # claims whose every reading held: why
 
-    @property
-    def text(self) -> bytes:
-        return dumps_like(self.original, self.record) if self.changes else self.original
+    def text(self, pr: str | None = None) -> bytes:
+        """The record with every change (or one pull request's) applied, written as the
+        original is; the original's bytes where nothing changed."""
+        chosen = [ch for ch in self.changes if pr is None or ch.pr == pr]
+        if not chosen:
+            return self.original
+        data = loads(self.original)
+        for ch in chosen:
+            parent, key = _walk(data, ch.field)
+            parent[key] = ch.new
+        return dumps_like(self.original, data)
 
-    def set(self, path: str, new: Any, kind: str, evidence: str, rule: str) -> None:
+    def prs(self) -> list[str]:
+        return sorted({ch.pr for ch in self.changes})
+
+    def set(self, path: str, new: Any, kind: str, evidence: str, rule: str, pr: str) -> None:
         """Set the field at ``path`` (dots and [i]) to ``new`` and note it, where it differs."""
         parent, key = _walk(self.record, path)
         old = parent.get(key) if isinstance(parent, dict) else parent[key]
         if old == new:
             return
         parent[key] = new
-        self.changes.append(Change(path, kind, old, new, evidence, rule))
+        self.changes.append(Change(path, kind, old, new, evidence, rule, pr))
 
 
 def _walk(data: Any, path: str) -> tuple[Any, Any]:
@@ -135,519 +169,409 @@ def _walk(data: Any, path: str) -> tuple[Any, Any]:
     return data, int(last) if last.isdigit() else last
 
 
-# -- what the runs say, in words a record can carry -----------------------------------------
+# -- words a record can carry -------------------------------------------------------------------
+
+_PATH = re.compile(r"(?:[\w.~-]*/[\w.-]+){2,}|\\[\w.-]+\\|\b[\w-]+\.py\b")
+_COUNT = re.compile(r"\b\d+\s*/\s*\d+\b|\b\d+ (?:runs|trials)\b")
+_DUMP = re.compile(r"Traceback|\bFile \"|\b[A-Z]\w*(?:Error|Exception): ")
 
 
-def _public(text: str) -> Version | None:
-    try:
-        return Version(Version(text).public)
-    except InvalidVersion:
-        return None
-
-
-def _span(versions: Sequence[Version]) -> str:
-    if not versions:
-        return ""
-    return str(versions[0]) if len(versions) == 1 else f"{versions[0]}–{versions[-1]}"
-
-
-def _devices(agg: EntryAggregate) -> str:
-    """The devices of the cells with a counted run (a CUDA cell skipped on a CPU machine is
-    not one)."""
-    return "/".join(d.upper() for d in _measured_devices(agg)) or "no device"
-
-
-def _measured_devices(agg: EntryAggregate) -> list[str]:
-    return sorted(
-        {
-            d
-            for (_, _, d, _), value in agg.cells.items()
-            if any(o not in _NOT_COUNTED for o, _ in value.counts)
-        }
-    )
-
-
-def _version_condition(agg: EntryAggregate, v: VariantAggregate, hit: str, miss: str) -> str:
-    """Where ``v``'s counted runs went one way or the other, by torch release: "" where every
-    release went the same way."""
-    torch_of = {e.id: _public(e.torch) for e in agg.envs}
-    per: dict[Version, list[int]] = {}
-    for env, k, n, *_ in v.by_env:
-        version = torch_of.get(env)
-        if version is None or not n:
-            continue
-        kn = per.setdefault(version, [0, 0])
-        kn[0] += k
-        kn[1] += n
-    if not per:
-        return ""
-    classes = {ver: (hit if k == n else miss if k == 0 else "mixed") for ver, (k, n) in per.items()}
-    if len(set(classes.values())) == 1:
-        return ""
-    runs: list[tuple[str, list[Version]]] = []
-    for ver in sorted(classes):
-        if runs and runs[-1][0] == classes[ver]:
-            runs[-1][1].append(ver)
-        else:
-            runs.append((classes[ver], [ver]))
-    words = []
-    for cls, versions in runs:
-        if cls == "mixed":
-            k = sum(per[x][0] for x in versions)
-            n = sum(per[x][1] for x in versions)
-            words.append(f"{hit} in {k}/{n} runs on torch {_span(versions)}")
-        else:
-            words.append(f"{cls} on torch {_span(versions)}")
-    return f"{'; '.join(words)} ({_devices(agg)}, {v.overall.n} runs)"
-
-
-def _torch_of(agg: EntryAggregate, envs: Sequence[str]) -> list[Version]:
-    of = {e.id: _public(e.torch) for e in agg.envs}
-    return sorted({v for e in envs if (v := of.get(e)) is not None})
-
-
-def _matrix_summary(agg: EntryAggregate, page: str) -> dict[str, Any]:
-    torch = sorted({v for e in agg.envs if (v := _public(e.torch)) is not None})
-    lightning = sorted({v for e in agg.envs if e.lightning and (v := _public(e.lightning))})
-    python = sorted({v for e in agg.envs if (v := _public(e.python)) is not None})
-    summary: dict[str, Any] = {
-        "torch": _span(torch),
-        "lightning": _span(lightning) or None,
-        "python": _span(python),
-        "devices": _measured_devices(agg),
-        "precisions": sorted({p for _, p in agg.slices}),
-        "environments": len(agg.envs),
-        "runs": agg.n_counted,
-        "last_run": agg.newest[:10] or None,
-        "page": page,
-    }
-    return {k: v for k, v in summary.items() if v is not None}
-
-
-# -- one record -------------------------------------------------------------------------------
-
-
-def _verdict_of(agg: EntryAggregate, subject: str, claim: str = "") -> Verdict | None:
-    for v in agg.verdicts:
-        if v.subject == subject and (not claim or v.claim.startswith(claim)):
-            return v
+def plain_sentence_problem(text: str) -> str | None:
+    """Why ``text`` is not a sentence a record's condition may carry, or None: one line, no
+    path, no exception text, no run count."""
+    if "\n" in text or "\r" in text:
+        return "more than one line"
+    if _PATH.search(text):
+        return "a path"
+    if _DUMP.search(text):
+        return "an exception text"
+    if _COUNT.search(text):
+        return "a count of runs"
     return None
 
 
-def _readings(
-    agg: EntryAggregate, ref: str
-) -> tuple[VariantAggregate | None, list[VariantAggregate]]:
-    mine = [v for v in agg.variants if v.claim_ref == ref]
-    sensible = next((v for v in mine if v.reading in (None, "sensible")), None)
-    return sensible, [v for v in mine if v.reading == "literal"]
+def _plain_description(v: VariantAggregate) -> str:
+    """A variant's description where it reads as plain words; else ""."""
+    text = re.sub(r"^the (sensible|literal) reading[^:]*:\s*", "", v.description or "", flags=re.I)
+    text = text.split(": must")[0].strip().rstrip(".")
+    return text if text and plain_sentence_problem(text) is None and len(text) <= 160 else ""
 
 
-def _evidence(agg: EntryAggregate, rate: Rate) -> str:
-    torch = sorted({v for e in agg.envs if (v := _public(e.torch)) is not None})
-    return f"{rate.text()}; torch {_span(torch)}, {_devices(agg)}"
+def _devices_words(found: Iterable[Scenario]) -> str:
+    devices = sorted({s.device for s in found})
+    return "/".join(d.upper() for d in devices) or "no device"
 
 
-def _rates(c: Correction, agg: EntryAggregate, unmeasured: Mapping[str, str]) -> None:
-    for key, ref_word, rate_key in (
-        ("workarounds", "workaround", "success_rate"),
-        ("dead_ends", "dead end", "fail_rate"),
+def _runs_of(subset: Sequence[Version], measured: Sequence[Version]) -> str:
+    """``subset`` as spans of consecutive measured releases: "2.0.1, 2.3.1–2.5.1"."""
+    chosen = set(subset)
+    parts: list[list[Version]] = []
+    previous_in = False
+    for version in measured:
+        if version in chosen:
+            if previous_in:
+                parts[-1].append(version)
+            else:
+                parts.append([version])
+        previous_in = version in chosen
+    return ", ".join(span(p) for p in parts)
+
+
+def _by_release(found: Sequence[Scenario]) -> dict[Version, str]:
+    """Each release's status over its scenarios (devices, precisions): works, fails, mixed."""
+    per: dict[Version, set[str]] = {}
+    for s in found:
+        per.setdefault(s.release, set()).add(s.status)
+    return {
+        r: (next(iter(st)) if len(st) == 1 and "flaky" not in st else "mixed")
+        for r, st in sorted(per.items())
+    }
+
+
+def _where(by: dict[Version, str], good: str, bad: str, said: dict[str, str]) -> str | None:
+    """Where the ``bad`` status holds, in words (``said``: how to say each status); None
+    where it holds nowhere."""
+    measured = list(by)
+    bads = [r for r in measured if by[r] == bad]
+    mixed = [r for r in measured if by[r] == "mixed"]
+    goods = [r for r in measured if by[r] == good]
+    if not bads and not mixed:
+        return None
+    if not goods and not mixed:
+        return f"{said[bad]} on any measured torch release ({span(measured)})"
+    parts = []
+    if bads and not mixed and bads == measured[: len(bads)]:
+        parts.append(
+            f"{said[bad]} on torch {span(bads)} and {said[good]} on torch {span(goods)}: the "
+            f"change lies between {bads[-1]} and {goods[0]}"
+        )
+    elif bads and not mixed and bads == measured[len(goods) :]:
+        parts.append(
+            f"{said[good]} on torch {span(goods)} and {said[bad]} on torch {span(bads)}: the "
+            f"change lies between {goods[-1]} and {bads[0]}"
+        )
+    else:
+        if bads:
+            parts.append(f"{said[bad]} on torch {_runs_of(bads, measured)}")
+        if goods:
+            parts.append(f"{said[good]} on torch {_runs_of(goods, measured)}")
+    if mixed:
+        parts.append(
+            f"on torch {_runs_of(mixed, measured)} it went either way (by precision, or "
+            "between trials)"
+        )
+    return "; ".join(parts)
+
+
+# -- conditions (pull request: conditions) -------------------------------------------------------
+
+
+def _conditions(c: Correction, agg: EntryAggregate, found: Sequence[Trial]) -> None:
+    by_variant: dict[str, list[Scenario]] = {}
+    for s in scenarios(found):
+        by_variant.setdefault(s.variant.name, []).append(s)
+    for key, ref_word, kind in (
+        ("workarounds", "workaround", "workaround"),
+        ("dead_ends", "dead end", "dead_end"),
     ):
         for i, item in enumerate(c.record.get(key) or []):
             ref = f"{ref_word} {i + 1}"
-            where = f"{key}[{i}]"
-            v, literals = _readings(agg, ref)
-            if v is None:
-                c.left.append(
-                    Left(f"{where}.{rate_key}", unmeasured.get(ref, "no variant runs it"))
-                )
+            where = f"{key}[{i}].condition"
+            readings = [v for v in agg.variants if v.claim_ref == ref and v.kind == kind]
+            if not readings:
+                c.left.append(Left(where, "no variant runs it"))
                 continue
-            verdict = _verdict_of(agg, v.name)
-            if verdict is None or not v.overall.n or verdict.verdict == NOT_MEASURABLE:
-                why = verdict.why if verdict is not None else "no verdict"
-                c.left.append(Left(f"{where}.{rate_key}", f"not measurable: {why}"))
+            device = claim_device(
+                c.scope,
+                str(item.get("action") or ""),
+                str(item.get("why_fails") or item.get("how") or ""),
+            )
+            inside = [v for v in readings if not (v.condition and not v.within)]
+            if not inside:
+                c.left.append(Left(where, "every variant of it lies outside its condition"))
                 continue
-            works = key == "workarounds"
-            n = v.overall.n
-            failing = Rate.of(n - v.ok.k, n)
-            otherwise = not works and verdict.advice == FAILS_OTHERWISE
-            measured = failing if otherwise and v.measured_kind else v.overall
-            if item.get(rate_key) is None:  # a document that states no figure (Markdown)
-                c.left.append(
-                    Left(f"{where}.{rate_key}", f"no figure stated; measured {v.overall.text()}")
-                )
-                claimed = None
-            else:
-                claimed = float(item[rate_key])
-            moved = claimed is not None and (
-                not measured.contains(claimed)
-                if otherwise and v.measured_kind
-                else verdict.figure in _MOVED
-            )
-            if moved and measured.value is not None:
-                new = round(measured.value, 2)
-                why = (
-                    f"figure {verdict.figure}: the record's {pct(claimed or 0.0)} lies outside "
-                    f"the measured 95% interval"
-                )
-                if otherwise:
-                    why += "; it fails, not as documented, so its failures of every kind count"
-                c.set(f"{where}.{rate_key}", new, "rate", _evidence(agg, measured), why)
-            elif claimed is not None:
-                c.left.append(Left(f"{where}.{rate_key}", f"{verdict.label}: {v.overall.text()}"))
-            parts = []
-            version_words = _version_condition(
-                agg, v, "works" if works else "fails as documented", "fails" if works else "works"
-            )
-            if version_words:
-                parts.append(version_words)
-            for lit in literals:
-                lv = _verdict_of(agg, lit.name)
-                if (
-                    lit.overall.n
-                    and lv is not None
-                    and lv.verdict != NOT_MEASURABLE
-                    and not lit.overall.contains(v.overall.value or 0.0)
-                ):
-                    parts.append(
-                        f"read literally ({lit.description}): "
-                        f"{'works' if works else 'fails as documented'} in "
-                        f"{lit.overall.k}/{lit.overall.n} runs"
+            if kind == "dead_end":
+                inside = [v for v in inside if v.measured_kind]
+                if not inside:
+                    c.left.append(
+                        Left(where, "its documented failure is of a kind the runs do not measure")
                     )
-            if otherwise and v.failures:
-                top = v.failures[0]
-                parts.append(
-                    f"it fails, though not as documented: {top.text[:200]} in {top.count}/{n} runs"
-                )
-            if parts:
-                old = str(item.get("condition") or "")
-                text = "; ".join(parts)
-                new_condition = f"{old} Measured: {text}" if old else f"Measured: {text}"
-                c.set(
-                    f"{where}.condition",
-                    new_condition,
-                    "condition",
-                    _evidence(agg, v.overall),
-                    "where the outcome depends on the versions, on the reading, or fails "
-                    "otherwise than documented",
-                )
-
-
-def _confidence(rate: Rate, evidence_count: int) -> float:
-    width = (rate.high or 1.0) - (rate.low or 0.0)
-    confidence = round(max(0.0, 1.0 - width), 2)
-    return min(confidence, 0.3) if evidence_count < 3 else confidence
-
-
-def _resolvable(rate: float, confidence: float) -> str:
-    if rate >= 0.7 and confidence >= 0.6:
-        return "true"
-    if rate < 0.2 and confidence >= 0.6:
-        return "false"
-    return "partial"
-
-
-def _fix_rate(c: Correction, agg: EntryAggregate, date: str) -> bool:
-    """The verdict block; True where it changed."""
-    verdict = _verdict_of(agg, "", "fix rate")
-    before = len(c.changes)
-    workarounds = [v for v in agg.variants if v.kind == "workaround"]
-    best = best_workaround(workarounds)
-    if verdict is None or best is None or verdict.figure not in _MOVED:
-        label = verdict.label if verdict is not None else "no workaround variant"
-        c.left.append(Left("verdict.fix_success_rate", label))
-        return False
-    rate = round(best.overall.value or 0.0, 2)
-    evidence = f"best workaround {best.name}: {_evidence(agg, best.overall)}"
-    c.set(
-        "verdict.fix_success_rate",
-        rate,
-        "fix rate",
-        evidence,
-        f"figure {verdict.figure}: the record's rate lies outside the basis workaround's 95% "
-        "interval",
-    )
-    v = c.record["verdict"]
-    count = int(c.record["metadata"]["evidence_count"])
-    old_ok = not verdict_problems(v["resolvable"], rate, v["confidence"], count)
-    resolvable = _resolvable(rate, _confidence(best.overall, count))
-    if resolvable != v["resolvable"] or not old_ok:
-        confidence = _confidence(best.overall, count)
-        rule = (
-            "the knowledge base's rules: true needs rate >= 0.7, false < 0.2, both confidence "
-            ">= 0.6 (one minus the width of the 95% interval; at most 0.3 below 3 pieces of "
-            "evidence); partial otherwise"
-        )
-        old_resolvable = v["resolvable"]
-        c.set("verdict.resolvable", resolvable, "resolvable", evidence, rule)
-        c.set("verdict.confidence", confidence, "confidence", evidence, rule)
-        if resolvable != old_resolvable:
-            torch = sorted({x for e in agg.envs if (x := _public(e.torch)) is not None})
-            sentence = (
-                f"Measured on torch {_span(torch)} ({_devices(agg)}, {best.overall.n} runs of "
-                f"the best workaround): it works in {pct(best.overall.value)} of them."
+                    continue
+            measured = {
+                v.name: [
+                    s for s in by_variant.get(v.name, []) if device != "cuda" or s.device == "cuda"
+                ]
+                for v in inside
+            }
+            if not any(measured.values()):
+                if device == "cuda":
+                    why = "a CUDA claim, and no CUDA run measured it"
+                elif not any(v.overall.n for v in inside):
+                    why = "no baseline reproduced the error where it ran, so no scenario judges it"
+                else:
+                    why = f"no counted scenario inside the record's scope ({c.scope.words()})"
+                c.left.append(Left(where, why))
+                continue
+            sentence = _claim_sentence(kind, inside, measured)
+            n = sum(len(x) for x in measured.values())
+            if sentence is None:
+                c.holds.append(f"{ref}: as documented in all {n} scenarios in scope")
+                continue
+            problem = plain_sentence_problem(sentence)
+            if problem is not None:  # a description carried something a record must not
+                c.left.append(Left(where, f"its sentence would hold {problem}"))
+                continue
+            old = str(item.get("condition") or "").strip()
+            new = f"{old} {sentence}" if old else sentence
+            evidence = "; ".join(
+                f"{v.name}: {_scenario_counts(measured[v.name])}"
+                for v in inside
+                if measured[v.name]
             )
             c.set(
-                "verdict.summary",
-                f"{v['summary'].rstrip()} {sentence}",
-                "summary",
+                where,
+                new,
+                "condition",
                 evidence,
-                f"resolvable changed ({old_resolvable} → {resolvable}): one measured sentence "
-                "added",
+                "a reading of the advice went against it in some measured in-scope releases: "
+                "the releases, appended to the condition",
+                PR_CONDITIONS,
             )
-    if len(c.changes) > before:
-        c.set("verdict.last_updated", date, "date", f"newest run {date}", "the verdict changed")
-        return True
-    return False
 
 
-def _full(m: Any, limit: int = 300) -> str:
-    """A message as a record's signature writes it: one line (a multi-line message's lines
-    joined by spaces), at most ``limit`` characters."""
+def _scenario_counts(found: Sequence[Scenario]) -> str:
+    works = sum(s.status == "works" for s in found)
+    fails = sum(s.status == "fails" for s in found)
+    flaky = len(found) - works - fails
+    text = f"works in {works}/{len(found)} scenarios, fails in {fails}"
+    return text + (f", flaky in {flaky}" if flaky else "")
+
+
+def _claim_sentence(
+    kind: str, readings: Sequence[VariantAggregate], measured: dict[str, list[Scenario]]
+) -> str | None:
+    """The condition's sentence, or None where every reading went as documented."""
+    if kind == "workaround":
+        good, bad, said = "works", "fails", {"works": "worked", "fails": "did not work"}
+    else:  # a dead end documented to fail: its advice is wrong where it works
+        good, bad, said = "fails", "works", {"fails": "failed", "works": "did not fail"}
+    words: list[tuple[VariantAggregate, str]] = []
+    clean: list[VariantAggregate] = []
+    for v in readings:
+        found = measured[v.name]
+        if not found:
+            continue
+        where = _where(_by_release(found), good, bad, said)
+        if where is None:
+            clean.append(v)
+        else:
+            words.append((v, where))
+    if not words:
+        return None
+    every = [s for v in readings for s in measured[v.name]]
+    lead = f"In a scripted reproduction by {TOOL} ({_devices_words(every)})"
+    sentences = []
+    for v, where in words:
+        if v.reading == "literal" or (len(readings) > 1 and v.reading != "sensible"):
+            described = _plain_description(v)
+            if v.reading == "literal":
+                as_ = f"done as written ({described})" if described else "done as written"
+            else:
+                as_ = f"done this way ({described})" if described else "in one reading of it"
+            sentences.append(f"{as_}, it {where}")
+        else:
+            sentences.append(f"it {where}")
+    text = f"{lead}, " + "; ".join(sentences) + "."
+    if kind == "workaround":
+        for v in clean:
+            described = _plain_description(v)
+            if described and v.reading != "literal":
+                text += f" Done this way ({described}), it worked on every measured release."
+                break
+    return text
+
+
+# -- the regex and the date (pull request: signatures) ------------------------------------------
+
+
+def _one_line(message: str, limit: int = 300) -> str:
+    """A message as a pasted text reads: one line, source excerpts cut, at most ``limit``."""
     lines = []
-    for line in m.message.splitlines():
+    for line in message.splitlines():
         line = line.strip()
-        # a source excerpt (TorchScript's, a traceback's) names the reproducer's files: the
-        # message ends before it
         if line.startswith(("File ", "Traceback")) or "repros/" in line:
             break
         if line:
             lines.append(line)
     text = " ".join(lines)
-    if len(text) > limit:
-        text = text[:limit].rsplit(" ", 1)[0]
-    return f"{m.type}: {text}" if text else m.type
+    return text[:limit].rsplit(" ", 1)[0] if len(text) > limit else text
 
 
-def _regex_for(seen: Sequence[str], controls: Sequence[str], old: str) -> tuple[str | None, str]:
-    """The record's regex where it matches every message seen and no control's; else one
-    made of the first seen message's fixed parts where that does; None: neither."""
-
-    def fits(pattern: str) -> bool:
-        try:
-            rx = re.compile(pattern)
-        except re.error:
-            return False
-        return all(rx.search(s) for s in seen) and not any(rx.search(t) for t in controls)
-
-    if fits(old):
-        return old, "the record's regex matches every message the runs showed and no control's"
-    first = seen[0]
-    exc_type, _, message = first.partition(": ")
-    candidate = re.escape(exc_type) + ": " + message_regex(message) if message else re.escape(first)
-    if fits(candidate):
-        return candidate, (
-            "the record's regex missed a message the runs showed or matched a control's: the "
-            "new message's fixed parts, in order (msgsearch.message_regex), match every one "
-            "and no control's"
-        )
-    return None, "no pattern of the seen message's fixed parts matches them all without a control's"
+def _first_sentence(message: str, limit: int = 120) -> str:
+    """A wording's first sentence (a regex alternative need not carry torch's advice after it),
+    cut at a word within ``limit`` characters."""
+    head = re.split(r"(?<=[.!?])\s", message, maxsplit=1)[0]
+    return head[:limit].rsplit(" ", 1)[0] if len(head) > limit else head
 
 
-def _signature(c: Correction, agg: EntryAggregate, entry: Entry) -> None:
-    verdict = _verdict_of(agg, "", "documented message")
-    baselines = [v for v in agg.variants if v.kind == "baseline"]
-    messages = [m for b in baselines for m in b.messages]
-    if verdict is None or verdict.verdict == NOT_MEASURABLE:
-        why = verdict.why if verdict is not None else "no baseline ran"
-        c.left.append(Left("error.signature", f"not measurable: {why}"))
-        return
-    shown = [m for m in messages if m.grade in _SHOW_GRADES]
-    seen: list[str] = []
-    if verdict.grade in _CORRECTED_GRADES:
-        # torch's words for the documented situation: a message of that grade raised in most
-        # of the baselines' counted runs together (what one reading of several raises, or a
-        # few runs, is not the situation's)
-        total = sum(b.overall.n for b in baselines)
-        counts: dict[tuple[str, str], int] = {}
-        envs: dict[tuple[str, str], set[str]] = {}
-        for m in messages:
-            if m.grade == verdict.grade:
-                key = (m.type, m.message)
-                counts[key] = counts.get(key, 0) + m.count
-                envs.setdefault(key, set()).update(m.envs)
-        chosen = [(n, key) for key, n in counts.items() if total and n / total > 0.5]
-        if chosen:
-            count, key = max(chosen)
-            best = next(m for m in messages if (m.type, m.message) == key)
-            new = _full(best)
-            c.set(
-                "error.signature",
-                new,
-                "signature",
-                f"raised in {count}/{total} counted baseline runs "
-                f"(torch {_span(_torch_of(agg, sorted(envs[key])))}); grade {verdict.grade}",
-                f"the documented message's grade is {verdict.grade}: torch's own words instead",
-            )
-            seen.append(new)
-        else:
-            most = max(messages, key=lambda m: m.count, default=None)
-            c.left.append(
-                Left(
-                    "error.signature",
-                    f"{verdict.label}; no message of grade {verdict.grade} was raised in most "
-                    f"of the baselines' counted runs"
-                    + (f" (most often: {_full(most, 160)}, {most.count} runs)" if most else ""),
-                )
-            )
-    else:
-        c.left.append(Left("error.signature", f"{verdict.label}"))
-    seen += [_full(m) for m in shown if _full(m) not in seen]
-    if not seen:
-        c.left.append(Left("error.regex", "no run showed the documented message"))
-        return
-    controls = [_full(m) for v in agg.variants if v.kind == "control" for m in v.messages]
-    old = str(c.record["error"]["regex"])
-    new, why = _regex_for(seen, controls, old)
-    if new is None:
-        c.left.append(Left("error.regex", why))
-    elif new != old:
-        c.set(
-            "error.regex",
-            new,
-            "regex",
-            f"{len(seen)} distinct messages; {len(controls)} control messages",
-            why,
-        )
+def _search(pattern: str, text: str) -> bool:
+    return re.search(pattern, text, re.IGNORECASE) is not None
 
 
-def _bounds(spec: str) -> Version | None:
+def regex_problems(
+    old: str,
+    new: str,
+    signature: str,
+    wordings: Sequence[str],
+    old_matched: Sequence[str],
+    controls: Sequence[str],
+) -> list[str]:
+    """Why ``new`` may not replace ``old``: the growth rules, searched as the knowledge base's
+    lookup searches (case-insensitive)."""
     try:
-        specs = SpecifierSet(spec)
-    except InvalidSpecifier:
-        return None
-    lows = [Version(s.version) for s in specs if s.operator in (">=", ">", "==", "~=")]
-    return min(lows) if lows else None
+        re.compile(new, re.IGNORECASE)
+    except re.error as exc:
+        return [f"does not compile: {exc}"]
+    found = []
+    problem = backtracking_problem(new)
+    if problem:
+        found.append(f"may backtrack: {problem}")
+    if signature and not _search(new, signature):
+        found.append("no longer matches the record's own signature")
+    found += [
+        f"misses a text the old regex matched: {t[:120]}"
+        for t in old_matched
+        if not _search(new, t)
+    ]
+    found += [
+        f"misses a wording the runs raised: {w[:120]}" for w in wordings if not _search(new, w)
+    ]
+    found += [
+        f"matches a control's message the old one did not: {t[:120]}"
+        for t in controls
+        if _search(new, t) and not _safe_search(old, t)
+    ]
+    return found
 
 
-def _version_range(c: Correction, agg: EntryAggregate) -> None:
-    runtime = c.record["environment"]["runtime"]
-    rows = [v for v in agg.verdicts if v.claim.startswith("version table")]
-    if runtime.get("name") != "pytorch":
-        c.left.append(
-            Left(
-                "environment.runtime.version_range",
-                f"a range over {runtime.get('name')}, not torch",
-            )
-        )
-        return
-    if not any(v.verdict == "contradicted" for v in rows):
-        label = ", ".join(sorted({v.label for v in rows})) or "no version row"
-        c.left.append(Left("environment.runtime.version_range", label))
-        return
-    torch_of = {e.id: _public(e.torch) for e in agg.envs}
-    baselines = [v for v in agg.variants if v.kind == "baseline"]
-    measured = sorted(
-        {torch_of[e] for b in baselines for r in b.ranges if r.slice == "*" for e in r.measured}
-        - {None}
-    )
-    reproduced = sorted(
-        {torch_of[e] for b in baselines for r in b.ranges if r.slice == "*" for e in r.reproduced}
-        - {None}
-    )
-    if not reproduced:
-        c.left.append(Left("environment.runtime.version_range", "it reproduced nowhere"))
-        return
-    low = reproduced[0]
-    old_low = _bounds(str(runtime.get("version_range") or ""))
-    if low == measured[0] and old_low is not None and old_low <= low:
-        lower = f">={old_low}"  # it reproduces from the oldest measured: the record's bound stays
-    else:
-        lower = f">={low}"
-    upper = ""
-    if reproduced[-1] < measured[-1]:
-        after = next(x for x in measured if x > reproduced[-1])
-        upper = f",<{after}"
-    c.set(
-        "environment.runtime.version_range",
-        lower + upper,
-        "version range",
-        f"reproduced on torch {_span(reproduced)} of {_span(measured)} measured",
-        "a version row was contradicted: the range is where the baseline reproduced (the "
-        "record's lower bound kept where it reproduces from the oldest release measured)",
-    )
-
-
-def record_signatures(entry: Entry) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """A kept record's id and the (type, message pattern) pairs that read as its documented
-    error: its signature, and torch's own wording where entry.yaml gives one (``reworded``)."""
-    pairs = [(entry.signature.type, entry.signature.message)]
-    if entry.reworded is not None:
-        pairs.append((entry.reworded.type or entry.signature.type, entry.reworded.message))
-    return str(entry.origin.get("id")), tuple(pairs)
-
-
-def _leads_to(
-    c: Correction,
-    agg: EntryAggregate,
-    others: Mapping[str, tuple[str, tuple[tuple[str, str], ...]]],
-) -> None:
-    """``others``: entry id -> ``record_signatures`` of each kept record."""
-    graph = c.record.setdefault("transition_graph", {})
-    edges = graph.setdefault("leads_to", [])
-    present = {e.get("error_id") for e in edges}
-    for v in agg.variants:
-        if v.kind != "workaround" or v.reading == "literal" or not v.overall.n:
-            continue
-        for f in v.failures:
-            exc_type, _, message = f.text.partition(": ")
-            for eid, (kb_id, pairs) in sorted(others.items()):
-                if eid == c.entry_id or kb_id in present or kb_id == c.kb_id:
-                    continue
-                if not any(_reads_as(exc_type, message, t, p) for t, p in pairs):
-                    continue
-                probability = round(f.count / v.overall.n, 2)
-                edge = {
-                    "error_id": kb_id,
-                    "probability": probability,
-                    "condition": f"after {v.claim_ref or v.name}: measured {f.count}/{v.overall.n} runs",
-                }
-                edges.append(edge)
-                present.add(kb_id)
-                c.changes.append(
-                    Change(
-                        f"transition_graph.leads_to[{len(edges) - 1}]",
-                        "leads to",
-                        None,
-                        edge,
-                        f"{v.name}: {f.text[:160]} in {f.count}/{v.overall.n} counted runs",
-                        "a workaround's runs raised another record's documented error",
-                    )
-                )
-
-
-def _reads_as(exc_type: str, message: str, sig_type: str, pattern: str) -> bool:
-    if exc_type.split(".")[-1] != sig_type.split(".")[-1]:
-        return False
+def _safe_search(pattern: str, text: str) -> bool:
     try:
-        return re.search(pattern, message) is not None
+        return _search(pattern, text)
     except re.error:
         return False
 
 
-def _cell_runs(agg: EntryAggregate) -> Iterator[tuple[VariantAggregate, Any, str, str, range]]:
-    """Each cell's trials in ``agg.trials``, which holds them in the page's order (slice,
-    variant, environment): (variant, environment, device, precision, their indices)."""
-    offset = 0
-    for d, p in agg.slices:
-        for v in agg.variants:
-            for e in agg.envs:
-                value = agg.cells.get((v.name, e.id, d, p))
-                count = value.trials if value is not None else 0
-                yield v, e, d, p, range(offset, offset + count)
-                offset += count
+def _regex(c: Correction, agg: EntryAggregate, found: Sequence[Trial]) -> None:
+    baselines = [t for t in found if t.variant.kind == "baseline"]
+    c.seen = tuple(sorted({_one_line(t.message) for t in baselines if t.message}))
+    shows = sorted({_one_line(t.message) for t in baselines if t.grade in SHOWS and t.message})
+    old = str(c.record["error"].get("regex") or "")
+    signature = str(c.record["error"].get("signature") or "")
+    if not baselines:
+        c.left.append(
+            Left("error.regex", f"no baseline run inside the record's scope ({c.scope.words()})")
+        )
+        return
+    if not shows:
+        c.left.append(Left("error.regex", "no run raised the documented error in scope"))
+        return
+    old_matched = [t for t in c.seen if _safe_search(old, t)]
+    missed = [w for w in shows if not _safe_search(old, w)]
+    controls = sorted(
+        {
+            _one_line(f"{m.type}: {m.message}")
+            for v in agg.variants
+            if v.kind == "control"
+            for m in v.messages
+        }
+    )
+    if not missed:
+        c.regex = RegexProposal(old, old, tuple(shows), (), len(old_matched))
+        c.left.append(
+            Left("error.regex", f"it matches every wording the runs raised in scope ({len(shows)})")
+        )
+        return
+    added: list[str] = []
+    for w in missed:
+        _, sep, message = w.partition(": ")
+        alternative = message_regex(_first_sentence(message if sep else w))
+        if alternative and alternative not in added and not any(_safe_search(a, w) for a in added):
+            added.append(alternative)
+    new = "|".join([old, *added]) if old else "|".join(added)
+    problems_ = regex_problems(old, new, signature, shows, old_matched, controls)
+    if problems_:
+        c.left.append(
+            Left("error.regex", "a grown regex would break a rule: " + "; ".join(problems_))
+        )
+        return
+    c.regex = RegexProposal(old, new, tuple(shows), tuple(missed), len(old_matched))
+    c.set(
+        "error.regex",
+        new,
+        "regex",
+        f"{len(missed)} of {len(shows)} wordings raised in scope were missed; each added as its "
+        f"fixed parts; still matches the signature and the {len(old_matched)} run texts the old "
+        "one matched, and no control's",
+        "a regex only grows: an observed wording of the documented error is added as an "
+        "alternative",
+        PR_SIGNATURES,
+    )
 
 
-def _last_confirmed(agg: EntryAggregate) -> str:
-    """The newest start date of a baseline run that raised the documented message verbatim."""
-    t = agg.trials
-    reproduced = OUTCOME_ORDER.index(Outcome.REPRODUCED)
-    newest = ""
-    for v, _, _, _, runs in _cell_runs(agg):
-        if v.kind == "baseline":
-            for i in runs:
-                if t.outcome[i] == reproduced:
-                    newest = max(newest, t.texts.texts[t.started[i]][:10])
-    return newest
+def _last_confirmed(c: Correction, found: Sequence[Trial]) -> None:
+    confirming = [t for t in found if t.variant.kind == "baseline" and t.grade in _CONFIRMING]
+    releases = sorted({t.release for t in found})
+    if not confirming or not releases:
+        c.left.append(
+            Left("error.last_confirmed", "no verbatim reproduction in scope on the record's device")
+        )
+        return
+    line = releases[-1].release[:2]
+    current = [t for t in confirming if t.release.release[:2] == line]
+    if not current:
+        c.left.append(
+            Left(
+                "error.last_confirmed",
+                f"reproduced verbatim only on torch {span(sorted({t.release for t in confirming}))}, "
+                f"not in the newest line measured ({'.'.join(map(str, line))})",
+            )
+        )
+        return
+    run = max(current, key=lambda t: t.started)
+    date = run.started[:10]
+    old = str(c.record["error"].get("last_confirmed") or "")
+    if date <= old:
+        c.left.append(
+            Left("error.last_confirmed", f"the newest verbatim run ({date}) is not newer")
+        )
+        return
+    c.set(
+        "error.last_confirmed",
+        date,
+        "date",
+        f"{run.variant.name} on torch {run.release} ({run.device}, {run.precision}), {run.started}",
+        "the documented message reproduced verbatim inside the record's scope, on its device, "
+        "in the newest torch line measured",
+        PR_SIGNATURES,
+    )
+
+
+def _unraised(c: Correction, found: Sequence[Trial]) -> None:
+    baselines = [t for t in found if t.variant.kind == "baseline"]
+    if not baselines or any(t.grade in SHOWS for t in baselines):
+        return
+    found_scenarios = scenarios(baselines)
+    instead: dict[str, set[tuple[str, Version, str, str]]] = {}
+    for t in baselines:
+        what = t.message.split(": ", 1)[0] if t.message else "nothing raised"
+        instead.setdefault(what, set()).add((t.variant.name, t.release, t.device, t.precision))
+    c.unraised = Unraised(
+        str(c.record["error"].get("signature") or ""),
+        span(sorted({t.release for t in baselines})),
+        _devices_words(found_scenarios),
+        len(found_scenarios),
+        tuple(sorted(((k, len(v)) for k, v in instead.items()), key=lambda kv: (-kv[1], kv[0]))),
+    )
 
 
 def correct(
@@ -655,14 +579,12 @@ def correct(
     agg: EntryAggregate,
     original: bytes,
     *,
-    others: Mapping[str, tuple[str, tuple[tuple[str, str], ...]]] = {},
-    unmeasured: Mapping[str, str] = {},
     page: str = "",
     page_url: str | None = None,
-    known_ids: Collection[str] = (),
 ) -> Correction:
     """The record ``original`` as the runs of ``agg`` say it should read."""
     record = loads(original)
+    scope = record_scope(record, entry)
     c = Correction(
         entry_id=entry.id,
         kb_id=str(entry.origin.get("id", "")),
@@ -670,68 +592,35 @@ def correct(
         commit=str(entry.origin.get("commit", "")),
         original=original,
         record=copy.deepcopy(record),
+        scope=scope,
         page=page_url or page,
     )
-    date = agg.newest[:10]
-    _rates(c, agg, unmeasured)
-    _fix_rate(c, agg, date)
-    _signature(c, agg, entry)
-    _version_range(c, agg)
-    _leads_to(c, agg, others)
-    if not c.changes and all(v.verdict == NOT_MEASURABLE for v in agg.verdicts):
-        return c  # nothing measured: the record stays as it is
-    confirmed = _last_confirmed(agg)
-    if confirmed and confirmed > str(c.record["error"].get("last_confirmed") or ""):
-        c.set(
-            "error.last_confirmed",
-            confirmed,
-            "date",
-            "the newest baseline run that raised the documented message verbatim",
-            "the documented message was seen again",
-        )
+    everywhere = list(trials(agg, entry, scope))
+    on_device = [t for t in everywhere if scope.device != "cuda" or t.device == "cuda"]
+    _conditions(c, agg, everywhere)
+    _regex(c, agg, on_device)
+    _last_confirmed(c, on_device)
+    _unraised(c, on_device)
     if page_url:
-        added = False
         for key in ("workarounds", "dead_ends"):
             for i, item in enumerate(c.record.get(key) or []):
-                measured = any(ch.field.startswith(f"{key}[{i}]") for ch in c.changes)
-                if measured and page_url not in (item.get("sources") or []):
+                changed = any(ch.field == f"{key}[{i}].condition" for ch in c.changes)
+                if changed and page_url not in (item.get("sources") or []):
                     c.set(
                         f"{key}[{i}].sources",
                         [*(item.get("sources") or []), page_url],
                         "source",
                         page_url,
-                        "the measured compatibility page, for the changed claim",
+                        "the measured compatibility page, for the changed condition",
+                        PR_CONDITIONS,
                     )
-                    added = True
-        if added:
-            count = int(c.record["metadata"]["evidence_count"])
-            c.set(
-                "metadata.evidence_count",
-                count + 1,
-                "evidence count",
-                page_url,
-                "one more piece of evidence: the measured page",
-            )
-    environment = c.record["environment"]
-    additional = dict(environment.get("additional") or {})
-    additional[TOOL] = _matrix_summary(agg, c.page)
-    c.set(
-        "environment.additional",
-        additional,
-        "matrix",
-        f"{agg.n_counted} counted runs",
-        "the matrix the corrections were measured on",
+    found = problems(c.record) + rule_breaks(
+        record,
+        c.record,
+        cuda_record=scope.device == "cuda",
+        cuda_measured=any(t.device == "cuda" for t in on_device),
+        confirmed_run=any(ch.field == "error.last_confirmed" for ch in c.changes),
     )
-    if date:
-        c.set("metadata.last_verification", date, "date", f"newest run {date}", "the newest run")
-    # the record's own references are the knowledge base's business; those added here name
-    # a kept record (``others``), which the knowledge base holds
-    added = {ch.new["error_id"] for ch in c.changes if ch.kind == "leads to"}
-    found = problems(c.record) + [
-        f"leads_to names {ref!r}, not a record of the knowledge base"
-        for ref in sorted(added - set(known_ids))
-        if known_ids
-    ]
     if found:
         raise ValueError(
             f"{entry.id}: the corrected record breaks the knowledge base's rules: {found}"
@@ -739,48 +628,158 @@ def correct(
     return c
 
 
+# -- the rules, checked on what a correction wrote --------------------------------------------
+
+_RATE_FIELDS = (("workarounds", "success_rate"), ("dead_ends", "fail_rate"))
+_NEVER = (
+    ("verdict", "fix_success_rate"),
+    ("verdict", "resolvable"),
+    ("verdict", "confidence"),
+    ("verdict", "summary"),
+    ("verdict", "last_updated"),
+    ("metadata", "last_verification"),
+    ("metadata", "review_status"),
+    ("metadata", "evidence_count"),
+    ("error", "signature"),
+)
+
+
+def rule_breaks(
+    before: dict[str, Any],
+    after: dict[str, Any],
+    *,
+    cuda_record: bool = False,
+    cuda_measured: bool = False,
+    confirmed_run: bool = False,
+) -> list[str]:
+    """Every rule a corrected record ``after`` breaks against its original ``before``:
+    ``cuda_record`` where the record speaks of a CUDA device, ``cuda_measured`` where a CUDA
+    run measured it, ``confirmed_run`` where a verbatim in-scope run on its device in the
+    newest torch line supports a moved ``last_confirmed``. Run on every correction before it
+    is written; the tests make each one fail on a constructed record."""
+    found = []
+    if cuda_record and not cuda_measured and after != before:
+        found.append("a CUDA record changed by runs that are not CUDA runs")
+    for key, rate in _RATE_FIELDS:
+        for i, (old, new) in enumerate(
+            zip(before.get(key) or [], after.get(key) or [], strict=False)
+        ):
+            if old.get(rate) != new.get(rate):
+                found.append(
+                    f"{key}[{i}].{rate} written ({old.get(rate)} -> {new.get(rate)}): a script's scenarios are not a population figure"
+                )
+            o, n = str(old.get("condition") or ""), str(new.get("condition") or "")
+            if o != n:
+                if not n.startswith(o):
+                    found.append(f"{key}[{i}].condition: the old text is not kept before the new")
+                problem = plain_sentence_problem(n[len(o) :].strip())
+                if problem:
+                    found.append(f"{key}[{i}].condition holds {problem}")
+    for group, name in _NEVER:
+        if (before.get(group) or {}).get(name) != (after.get(group) or {}).get(name):
+            found.append(f"{group}.{name} changed: never a correction's")
+    old_range = ((before.get("environment") or {}).get("runtime") or {}).get("version_range")
+    new_range = ((after.get("environment") or {}).get("runtime") or {}).get("version_range")
+    if old_range != new_range:
+        found.append(
+            f"environment.runtime.version_range changed ({old_range!r} -> {new_range!r}): a range is never narrowed to what was measured"
+        )
+    if (before.get("transition_graph") or {}) != (after.get("transition_graph") or {}):
+        found.append(
+            "transition_graph changed: a probability from one script is not a population's"
+        )
+    old_error, new_error = before.get("error") or {}, after.get("error") or {}
+    if old_error.get("last_confirmed") != new_error.get("last_confirmed"):
+        if not confirmed_run:
+            found.append(
+                "error.last_confirmed moved without a verbatim in-scope run on the record's device"
+            )
+        elif str(new_error.get("last_confirmed")) < str(old_error.get("last_confirmed") or ""):
+            found.append("error.last_confirmed moved back")
+    old_rx, new_rx = str(old_error.get("regex") or ""), str(new_error.get("regex") or "")
+    if old_rx != new_rx:
+        if old_rx and not new_rx.startswith(old_rx + "|"):
+            found.append(
+                "error.regex replaced, not grown (the old pattern is not kept as its first alternative)"
+            )
+        signature = str(old_error.get("signature") or "")
+        if signature and not _safe_search(new_rx, signature):
+            found.append("error.regex no longer matches the record's own signature")
+    return found
+
+
+def duplicate_lines(lines: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Outcome lines that repeat a record x workaround x release x device."""
+    seen: set[tuple[str, ...]] = set()
+    found = []
+    for x in lines:
+        env = x.get("environment") or {}
+        key = (
+            str(x.get("error_id")),
+            str(x.get("workaround_action")),
+            str(env.get("torch")),
+            str(env.get("device")),
+        )
+        if key in seen:
+            found.append(f"a second line for {' / '.join(key)}")
+        seen.add(key)
+    return found
+
+
 # -- outcome lines: the knowledge base's report_outcome feed -----------------------------------
 
 
-def outcome_lines(c: Correction, agg: EntryAggregate) -> list[dict[str, Any]]:
-    """One line per counted run of each workaround (its sensible reading), in the shape the
-    knowledge base's ``report_outcome`` appends: success is the run being ok."""
+def outcome_lines(c: Correction, agg: EntryAggregate, entry: Entry) -> list[dict[str, Any]]:
+    """One line per workaround x torch release x device, from the scenarios inside the
+    record's scope and the claim's condition (every reading: a failed literal reading is a
+    failure of the advice as written): success where every scenario of every reading worked.
+    ``notes`` says it is a scripted reproduction and which readings and precisions went how."""
     actions = {
-        f"workaround {i + 1}": str(w.get("action") or "")
+        f"workaround {i + 1}": (str(w.get("action") or ""), str(w.get("how") or ""))
         for i, w in enumerate(loads(c.original).get("workarounds") or [])
     }
-    t = agg.trials
-    lines: list[dict[str, Any]] = []
-    for v, e, d, p, runs in _cell_runs(agg):
-        wanted = v.kind == "workaround" and v.reading != "literal" and v.claim_ref in actions
-        if wanted and (e.id, d, p) in v.scope:
-            for i in runs:
-                outcome = OUTCOME_ORDER[int(t.outcome[i])].value
-                if outcome in _NOT_COUNTED:
-                    continue
-                versions, _ = t.texts.objects[int(t.versions[i])]
-                started = t.texts.texts[int(t.started[i])]
-                lines.append(
-                    {
-                        "timestamp": started,
-                        "error_id": c.kb_id,
-                        "workaround_action": actions[str(v.claim_ref)],
-                        "success": outcome == Outcome.OK.value,
-                        "canon_exists": True,
-                        "environment": {
-                            "python": str(versions.get("python") or e.python),
-                            "torch": str(versions.get("torch") or e.torch),
-                            "lightning": str(versions.get("lightning") or e.lightning),
-                            "device": d,
-                            "precision": p,
-                        },
-                        "notes": (
-                            f"{TOOL}: entry {c.entry_id}, variant {v.name}, environment "
-                            f"{e.id}, trial {int(t.trial[i])}: {outcome}"
-                        ),
-                    }
-                )
-    lines.sort(key=lambda x: (x["timestamp"], x["notes"]))
+    everywhere = list(trials(agg, entry, c.scope))
+    groups: dict[tuple[str, Version, str], list[Trial]] = {}
+    for t in everywhere:
+        v = t.variant
+        if v.kind != "workaround" or v.claim_ref not in actions:
+            continue
+        action, how = actions[str(v.claim_ref)]
+        if claim_device(c.scope, action, how) == "cuda" and t.device != "cuda":
+            continue
+        groups.setdefault((str(v.claim_ref), t.release, t.device), []).append(t)
+    lines = []
+    for (ref, release, device), group in groups.items():
+        found = scenarios(group)
+        worked = all(s.status == "works" for s in found)
+        readings = []
+        for name in dict.fromkeys(s.variant.name for s in found):
+            mine = [s for s in found if s.variant.name == name]
+            reading = mine[0].variant.reading or "the only reading"
+            went = ", ".join(f"{s.precision} {s.status}" for s in mine)
+            readings.append(f"{name} ({reading}): {went}")
+        pythons = sorted({str(t.versions.get("python") or "") for t in group} - {""})
+        lines.append(
+            {
+                "timestamp": max(t.started for t in group),
+                "error_id": c.kb_id,
+                "workaround_action": actions[ref][0],
+                "success": worked,
+                "canon_exists": True,
+                "environment": {
+                    "torch": str(release),
+                    "python": ", ".join(pythons),
+                    "device": device,
+                    "precisions": sorted({s.precision for s in found}),
+                },
+                "notes": (
+                    f"{TOOL}: a scripted reproduction of one cause of this error, not a user's "
+                    f"report; one line per workaround, torch release and device (entry "
+                    f"{c.entry_id}); " + "; ".join(readings)
+                ),
+            }
+        )
+    lines.sort(key=lambda x: (x["timestamp"], x["workaround_action"], x["notes"]))
     return lines
 
 
@@ -789,101 +788,92 @@ def outcome_lines(c: Correction, agg: EntryAggregate) -> list[dict[str, Any]]:
 
 def _as_record(entry: Entry) -> dict[str, Any]:
     """The facts of a Markdown entry in a record's shape, for the same rules to read."""
-    rates: dict[str, float | None] = {}
+    numbers: dict[str, int] = {}
     for v in entry.variants:
-        if v.claim_ref and (v.claim_ref not in rates or rates[v.claim_ref] is None):
-            rates[v.claim_ref] = v.claimed_rate
+        if v.claim_ref:
+            word, _, n = v.claim_ref.rpartition(" ")
+            if n.isdigit():
+                numbers[word] = max(numbers.get(word, 0), int(n))
 
-    def items(word: str, key: str) -> list[dict[str, Any]]:
-        numbers = [int(r.split()[-1]) for r in rates if r.rsplit(" ", 1)[0] == word]
+    def items(word: str) -> list[dict[str, Any]]:
         return [
-            {"action": f"{word} {i}", key: rates.get(f"{word} {i}")}
-            for i in range(1, max(numbers, default=0) + 1)
+            {"action": f"{word} {i}", "condition": ""} for i in range(1, numbers.get(word, 0) + 1)
         ]
 
     message = str(entry.origin.get("message") or entry.title)
     return {
-        "error": {"signature": message, "regex": ""},
-        "environment": {"runtime": {"name": "markdown", "version_range": ""}},
+        "error": {"signature": message, "regex": re.escape(message.split(": ", 1)[-1])},
+        # the Markdown document's version table is judged on the page; its scope here is every
+        # release the matrix measured
+        "environment": {"runtime": {"name": "pytorch", "version_range": ""}},
         "verdict": {
             "resolvable": "partial",
-            "fix_success_rate": entry.claims.fix_rate,
-            "confidence": 1.0,
+            "fix_success_rate": 0.5,
+            "confidence": 0.3,
             "summary": "",
         },
-        "workarounds": items("workaround", "success_rate"),
-        "dead_ends": items("dead end", "fail_rate"),
-        "metadata": {"evidence_count": 3},
+        "workarounds": items("workaround"),
+        "dead_ends": items("dead end"),
+        "metadata": {"evidence_count": 0},
     }
 
 
-def _markdown_field(path: str) -> str | None:
-    m = re.fullmatch(r"(workarounds|dead_ends)\[(\d+)\]\.(\w+)", path)
-    if m:
-        what = "Workaround" if m.group(1) == "workarounds" else "Dead end"
-        i = int(m.group(2)) + 1
-        if m.group(3) == "condition":
-            return f"{what} {i}: when it holds"
-        return f"{what} {i} ({'% success' if what == 'Workaround' else '% fail'})"
-    return {"verdict.fix_success_rate": "Fix Rate", "error.signature": "Title (the error)"}.get(
-        path
-    )
-
-
 def _shown(value: Any) -> str:
-    if isinstance(value, float):
-        return pct(value)
     text = "–" if value in (None, "") else str(value)
     return text.replace("|", "\\|").replace("\n", " ")
 
 
 def markdown_suggestions(entry: Entry, agg: EntryAggregate) -> str:
-    """What the runs would change in a Markdown entry's own fields (Fix Rate, each
-    workaround's and dead end's figure and condition, the title's error, the Version
-    Compatibility rows), by the rules `corrections` applies to a JSON record: the entry
-    document's ``suggested-corrections`` block. Nothing is applied to source.md."""
+    """What the runs would add to a Markdown entry (the seeds' format), by the rules
+    `corrections` applies to a JSON record: conditions where a reading of the advice went
+    against it in measured releases, the wordings of the error torch raised, and whether any
+    release raised the documented message. The entry document's ``suggested-corrections``
+    block; nothing is applied to source.md."""
     record = _as_record(entry)
-    c = Correction(entry.id, "", "", "", b"", copy.deepcopy(record))
-    _rates(c, agg, {})
-    if record["verdict"]["fix_success_rate"] is not None:
-        c.record["metadata"]["evidence_count"] = 3
-        c.record["verdict"]["last_updated"] = ""
-        _fix_rate(c, agg, "")
-    _signature(c, agg, entry)
-    rows = []
-    for ch in c.changes:
-        name = _markdown_field(ch.field)
-        if name is not None:
-            rows.append(
-                f"| {name} | {_shown(ch.old)} | {_shown(ch.new)} | {_shown(ch.evidence)} | "
-                f"{_shown(ch.rule)} |"
-            )
-    for v in agg.verdicts:
-        if v.claim.startswith("version table") and v.verdict == "contradicted":
-            rows.append(
-                f"| Version Compatibility: {_shown(v.subject)} | {_shown(v.claimed)} | "
-                f"{_shown(v.measured)} | n={v.n} | {_shown(v.why[:300])} |"
-            )
+    scope = record_scope(record, entry)
+    c = Correction(entry.id, "", "", "", b"", copy.deepcopy(record), scope)
+    everywhere = list(trials(agg, entry, scope))
+    on_device = [t for t in everywhere if scope.device != "cuda" or t.device == "cuda"]
+    _conditions(c, agg, everywhere)
+    _regex(c, agg, on_device)
+    _unraised(c, on_device)
     lines = [
         "### Suggested corrections",
         "",
-        "What the runs would change in the source document's own fields, by the rules "
-        "`python -m harness corrections` applies to a knowledge-base record "
-        "(docs/how-to/knowledge-base.md); suggested only, never applied to source.md.",
+        "What the runs would add to the source document, by the rules `python -m harness "
+        "corrections` applies to a knowledge-base record (docs/how-to/knowledge-base.md): a "
+        "scripted reproducer shows where advice fails, never how often it helps, so no figure "
+        "is proposed. Suggested only, never applied to source.md.",
         "",
     ]
+    rows = []
+    for ch in c.changes:
+        m = re.fullmatch(r"(workarounds|dead_ends)\[(\d+)\]\.condition", ch.field)
+        if m:
+            what = "Workaround" if m.group(1) == "workarounds" else "Dead end"
+            rows.append(
+                f"| {what} {int(m.group(2)) + 1}: when it holds | {_shown(ch.new)} | {_shown(ch.evidence)} |"
+            )
+    if c.regex is not None and c.regex.missed:
+        for w in c.regex.missed:
+            rows.append(
+                f"| The error's wording | torch also raises it as: {_shown(w[:200])} | a wording the runs raised |"
+            )
+    if c.unraised is not None:
+        u = c.unraised
+        rows.append(
+            f"| The error | no measured release raised the documented message (torch {u.releases}, "
+            f"{u.devices}, {u.scenarios} baseline scenarios) | raised instead: "
+            f"{_shown(', '.join(f'{k} ({n})' for k, n in u.instead[:3]))} |"
+        )
     if rows:
-        lines += [
-            "| field | the document says | the runs say | evidence | rule |",
-            "|---|---|---|---|---|",
-            *rows,
-        ]
+        lines += ["| the document's | the runs add | evidence |", "|---|---|---|", *rows]
     else:
-        lines.append("Nothing: no measured figure, condition or message differs from the document.")
+        lines.append(
+            "Nothing: every measured reading went as the document says, and no new wording was seen."
+        )
     left = [
-        f"- {name}: {_shown(item.why[:300])}"
-        for item in c.left
-        if (name := _markdown_field(item.field)) is not None
+        f"- {item.field}: {_shown(item.why[:300])}" for item in c.left if "condition" in item.field
     ]
     if left:
         lines += ["", "Left as the document says:", "", *left]

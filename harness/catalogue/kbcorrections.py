@@ -1,25 +1,30 @@
-"""Every kept knowledge-base record corrected, as files a keeper can merge (``python -m
-harness corrections``).
+"""Every kept knowledge-base record corrected, as the knowledge base takes changes: separate
+pull requests by kind, each with a one-page summary on top (``python -m harness corrections``).
 
-Under the output folder (default results/corrections/), laid out as the knowledge base's
-repository is, so that it can be copied over a checkout of it:
+Under the output folder (default results/corrections/):
 
-    data/canons/<domain>/.../<env>.json    each measured record as it should read
-    data/outcomes/<date>-torch-error-harness-<domain>.jsonl
-                                           the counted runs of each workaround, one line a run,
-                                           in the knowledge base's report_outcome shape
-    review/<domain>.md                     a pull request's description: each changed field,
-                                           old -> new, its evidence and rule; every record
-                                           left alone, with why
+    README.md                         the summary across domains: counts, the limits (devices,
+                                      what n counts, scope) stated once, records left alone
+    signatures/PULL_REQUEST.md        (a) regexes grown by the wordings the runs raised, and
+    signatures/data/canons/...            last_confirmed moved by a fresh verbatim reproduction
+    conditions/PULL_REQUEST.md        (b) conditions naming the releases where advice went
+    conditions/data/canons/...            against the record (no figure is written)
+    unraised-messages/ISSUE.md        (c) documented messages no measured release raised
+    outcomes/PULL_REQUEST.md          (d) outcome lines, one per record x workaround x release
+    outcomes/data/outcomes/...jsonl       x device
+    check.json                        what the knowledge base's own code must confirm
+                                      (scripts/kb_check.py, ``nox -s kb``)
 
-The files depend only on the records and the entries, so writing twice changes nothing and
-``check`` can say which are stale (CI runs it on the committed records).
+Each record file of a pull request holds only that pull request's changes, laid out as the
+knowledge base's repository is, so that it can be copied over a checkout. The files depend
+only on the records and the entries: writing twice changes nothing and ``--check`` says which
+are stale (CI runs it).
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,17 +32,41 @@ from typing import Any
 
 from harness.aggregate import EntryAggregate, aggregate_table
 from harness.catalogue.corrections import (
+    PR_CONDITIONS,
+    PR_SIGNATURES,
     TOOL,
     Correction,
     correct,
+    duplicate_lines,
     outcome_lines,
-    record_signatures,
 )
+from harness.catalogue.kbrecord import loads
 from harness.report.render import entry_slug
 from harness.spec.entries import Entry
 from harness.spec.triage import Triage
 
-__all__ = ["Planned", "plan_corrections", "render_review"]
+__all__ = ["Planned", "plan_corrections", "stale"]
+
+OUTCOMES = "outcomes"
+UNRAISED = "unraised-messages"
+LIMITS = (
+    "- **What the runs are.** One scripted reproducer per record: a constructed cause of the "
+    "error, run across torch releases. It shows *where* advice fails, never how often it helps "
+    "the people who meet the error, so no rate, fix rate, resolvable, confidence or summary is "
+    "changed.\n"
+    "- **What n counts.** Scenarios: a reading of the advice x torch release x device x "
+    "precision. Repeated trials of one scenario only decide whether it is flaky.\n"
+    "- **Scope.** Only runs inside the record's own `version_range` count (torch for `pytorch`, "
+    "transformers for `transformers`, Python for `cpython`, the CUDA toolkit of the torch build "
+    "for `cuda`), and only variants inside a claim's condition. A range is never narrowed.\n"
+    "- **Devices.** These runs are CPU runs unless a line says CUDA. A record whose message "
+    "only CUDA can raise, or a claim about a CUDA, cuDNN, cuSOLVER, NCCL or flash-attention "
+    "behaviour, is left alone until a CUDA run measured it; a CPU twin is named here, never "
+    "written into a record.\n"
+    "- **Dates.** `metadata.last_verification` and `verdict.last_updated` are never touched; "
+    "`error.last_confirmed` moves only for a verbatim reproduction in scope, on the record's "
+    "device, in the newest torch line measured, and the change names that run.\n"
+)
 
 
 @dataclass(frozen=True)
@@ -61,6 +90,7 @@ class Planned:
 
     files: dict[str, bytes]
     domains: list[Domain]
+    lines: int = 0
 
     def counts(self) -> tuple[Counter[str], Counter[str]]:
         """Fields changed by kind; records left alone by reason."""
@@ -81,6 +111,10 @@ def _page(entry_id: str) -> str:
     return f"results/compat/{entry_slug(entry_id)}.md"
 
 
+def _domain_of(e: Entry) -> str:
+    return str(e.origin.get("domain") or e.id.split("/")[1])
+
+
 def plan_corrections(
     table: Any,
     entries: Sequence[Entry],
@@ -88,19 +122,13 @@ def plan_corrections(
     *,
     domain: str | None = None,
     pages_url: str | None = None,
+    msgsearch: Mapping[str, Any] | None = None,
 ) -> Planned:
-    """The files of every kept record (``table``: the store's newest records)."""
+    """The files of every kept record (``table``: the store's newest records; ``msgsearch``:
+    results/msgsearch.json's entries, the evidence of the unraised messages' issue)."""
     kept = [e for e in entries if e.origin.get("record")]
-    known_ids = {str(e.origin.get("id")) for e in kept} | {
-        row.kb_id for t in triages for row in t.entries
-    }
-    others = {e.id: record_signatures(e) for e in kept if e.origin.get("format") == "deadends-json"}
     rows = {t.entry_id(row): (t, row) for t in triages for row in t.entries}
-    wanted = [
-        e
-        for e in kept
-        if domain is None or str(e.origin.get("domain") or e.id.split("/")[1]) == domain
-    ]
+    wanted = [e for e in kept if domain is None or _domain_of(e) == domain]
     aggs = {a.id: a for a in aggregate_table(table, entries, ids=[e.id for e in wanted])}
     domains: dict[str, Domain] = {}
     for t in triages:
@@ -108,51 +136,81 @@ def plan_corrections(
         if domain is None or name == domain:
             domains[name] = Domain(name, t)
     files: dict[str, bytes] = {}
-    outcomes: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    lines: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = []
     for e in wanted:
-        name = str(e.origin.get("domain") or e.id.split("/")[1])
-        d = domains.setdefault(name, Domain(name, None))
+        d = domains.setdefault(_domain_of(e), Domain(_domain_of(e), None))
         triage_row = rows.get(e.id)
-        unmeasured = {u.ref: u.why for u in triage_row[1].unmeasured} if triage_row else {}
         original = (e.dir / str(e.origin["record"])).read_bytes()
         agg = aggs[e.id]
         url = f"{pages_url.rstrip('/')}/compat/{entry_slug(e.id)}.md" if pages_url else None
-        c = correct(
-            e,
-            agg,
-            original,
-            others=others,
-            unmeasured=unmeasured,
-            page=_page(e.id),
-            page_url=url,
-            known_ids=known_ids,
-        )
+        c = correct(e, agg, original, page=_page(e.id), page_url=url)
+        mine = outcome_lines(c, agg, e)
+        lines += mine
+        checks.append(_check_row(c, mine))
         why = _why_alone(agg, c, triage_row[1].scriptable if triage_row else "")
         if why:
             d.alone.append(Alone(c.kb_id, e.id, why))
-            continue
-        d.corrected.append(c)
-        files[c.kb_path or f"data/canons/{c.kb_id}.json"] = c.text
-        for line in outcome_lines(c, agg):
-            outcomes[(line["timestamp"][:10], name)].append(line)
+        if c.changes or c.unraised is not None:
+            d.corrected.append(c)
+        for pr in c.prs():
+            files[f"{pr}/{c.kb_path or f'data/canons/{c.kb_id}.json'}"] = c.text(pr)
     for d in domains.values():
-        if d.triage is None:
-            continue
-        for row in d.triage.entries:
-            if row.scriptable == "no":
-                d.alone.append(Alone(row.kb_id, None, f"not reproducible by a script: {row.why}"))
+        if d.triage is not None:
+            for row in d.triage.entries:
+                if row.scriptable == "no":
+                    d.alone.append(
+                        Alone(row.kb_id, None, f"not reproducible by a script: {row.why}")
+                    )
         d.alone.sort(key=lambda a: a.kb_id)
         d.corrected.sort(key=lambda c: c.kb_id)
-    for (date, name), lines in sorted(outcomes.items()):
-        lines.sort(key=lambda x: (x["timestamp"], x["error_id"], x["notes"]))
-        # named apart from the knowledge base's own daily files, which its loader globs too
-        files[f"data/outcomes/{date}-{TOOL}-{name}.jsonl"] = "".join(
-            json.dumps(line, ensure_ascii=False, sort_keys=False) + "\n" for line in lines
-        ).encode("utf-8")
     ordered = [domains[k] for k in sorted(domains)]
-    for d in ordered:
-        files[f"review/{d.name}.md"] = render_review(d, pages_url).encode("utf-8")
-    return Planned(dict(sorted(files.items())), ordered)
+    every = [c for d in ordered for c in d.corrected]
+    lines.sort(key=lambda x: (x["timestamp"], x["error_id"], x["workaround_action"], x["notes"]))
+    twice = duplicate_lines(lines)
+    if twice:
+        raise ValueError(f"outcome lines repeat a scenario group: {twice[:3]}")
+    if lines:
+        newest = max(x["timestamp"] for x in lines)[:10]
+        files[f"{OUTCOMES}/data/outcomes/{newest}-{TOOL}.jsonl"] = "".join(
+            json.dumps(x, ensure_ascii=False) + "\n" for x in lines
+        ).encode("utf-8")
+    files[f"{PR_SIGNATURES}/PULL_REQUEST.md"] = _signatures_pr(every).encode("utf-8")
+    files[f"{PR_CONDITIONS}/PULL_REQUEST.md"] = _conditions_pr(every).encode("utf-8")
+    files[f"{UNRAISED}/ISSUE.md"] = _unraised_issue(every, msgsearch or {}).encode("utf-8")
+    files[f"{OUTCOMES}/PULL_REQUEST.md"] = _outcomes_pr(lines, checks).encode("utf-8")
+    files["README.md"] = _summary(ordered, lines).encode("utf-8")
+    checks.sort(key=lambda x: x["kb_id"])
+    files["check.json"] = (
+        json.dumps({"schema": 1, "records": checks}, ensure_ascii=False, indent=1) + "\n"
+    ).encode("utf-8")
+    return Planned(dict(sorted(files.items())), ordered, len(lines))
+
+
+def _check_row(c: Correction, lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What scripts/kb_check.py asks of the knowledge base's own code for this record."""
+    record = loads(c.original)
+    conditions = []
+    for ch in c.changes:
+        if ch.kind == "condition" and ch.field.startswith("workarounds["):
+            i = int(ch.field.split("[")[1].split("]")[0])
+            action = str(record["workarounds"][i].get("action") or "")
+            failed = sorted(
+                {
+                    x["environment"]["torch"]
+                    for x in lines
+                    if x["workaround_action"] == action and not x["success"]
+                }
+            )
+            conditions.append({"workaround": i, "action": action, "failed_on": failed})
+    return {
+        "kb_id": c.kb_id,
+        "kb_path": c.kb_path,
+        "entry": c.entry_id,
+        "prs": c.prs(),
+        "messages": list(c.seen),
+        "conditions": conditions,
+    }
 
 
 def _why_alone(agg: EntryAggregate, c: Correction, scriptable: str) -> str:
@@ -162,90 +220,214 @@ def _why_alone(agg: EntryAggregate, c: Correction, scriptable: str) -> str:
         if scriptable == "cuda":
             return "waiting for a GPU: every run was skipped without a CUDA device"
         return "no counted run: every run was skipped, unsupported or failed to build"
-    if not c.changes:
-        whys = "; ".join(f"{left.field}: {left.why}" for left in c.left[:3])
-        return f"nothing measurable to change: {whys}"
-    return ""
+    if c.changes or c.unraised is not None:
+        return ""
+    if c.scope.device == "cuda" and not any(d == "cuda" for _, _, d, _ in agg.cells):
+        return "waiting for a GPU: only a CUDA run can raise its message (the CPU twin's runs are named on its page)"
+    if c.holds and not any(x.field.endswith("condition") and "scenario" in x.why for x in c.left):
+        return "as documented where measured: " + "; ".join(c.holds[:3])
+    whys = "; ".join(f"{left.field}: {left.why}" for left in c.left[:3])
+    return f"nothing measured to change: {whys}"
 
 
-# -- the review: a pull request's description ---------------------------------------------------
+# -- the pull requests' texts ---------------------------------------------------------------------
 
 
-def _cell(value: Any, limit: int = 160) -> str:
-    if value is None:
-        text = "–"
-    elif isinstance(value, str):
-        text = value if value else '""'
-    else:
-        text = json.dumps(value, ensure_ascii=False)
+def _cell(value: Any, limit: int = 200) -> str:
+    text = "–" if value in (None, "") else value if isinstance(value, str) else json.dumps(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_review(d: Domain, pages_url: str | None) -> str:
-    changed: Counter[str] = Counter(ch.kind for c in d.corrected for ch in c.changes)
-    alone: Counter[str] = Counter(_reason(a.why) for a in d.alone)
-    commit = d.triage.commit if d.triage is not None else None
+def _summary(domains: Sequence[Domain], lines: Sequence[Mapping[str, Any]]) -> str:
+    every = [c for d in domains for c in d.corrected]
+    by_pr = Counter(pr for c in every for pr in c.prs())
+    changed = Counter(ch.kind for c in every for ch in c.changes)
+    unraised = [c for c in every if c.unraised is not None]
     out = [
-        f"# Corrections to the `{d.name}` domain, from measured runs",
+        f"# Corrections from measured runs ({TOOL})",
         "",
-        "Written by `python -m harness corrections` from the stored records of this "
-        "repository's reproducers: each record below is the knowledge base's own file"
-        + (f" at commit `{commit[:12]}`" if commit else "")
-        + ", changed only where the runs support it (the rules are in "
-        "harness/catalogue/corrections.py and docs/how-to/knowledge-base.md). "
-        "`metadata.review_status` is never touched. Each file passes the knowledge base's "
-        "schema and business rules as tests/catalogue/test_corrections.py writes them down.",
+        "Four separate proposals to the deadends.dev knowledge base, each reviewable on its own. "
+        "Every record file passes the knowledge base's own validator, and every proposal is "
+        "checked with its own `lookup` and `process_outcomes` (`nox -s kb`, scripts/kb_check.py).",
         "",
-        f"{len(d.corrected)} records corrected; {len(d.alone)} left alone.",
+        "| proposal | what | records |",
+        "|---|---|---:|",
+        f"| [signatures/](signatures/PULL_REQUEST.md) | regexes grown by torch's wordings; `last_confirmed` from a fresh verbatim run | {by_pr[PR_SIGNATURES]} |",
+        f"| [conditions/](conditions/PULL_REQUEST.md) | conditions naming the releases where advice went against the record | {by_pr[PR_CONDITIONS]} |",
+        f"| [unraised-messages/](unraised-messages/ISSUE.md) | documented messages no measured release raised (an issue, not a change) | {len(unraised)} |",
+        f"| [outcomes/](outcomes/PULL_REQUEST.md) | outcome lines, one per record x workaround x release x device | {len({x['error_id'] for x in lines})} ({len(lines)} lines) |",
+        "",
+        "Fields changed: "
+        + (", ".join(f"{k} {n}" for k, n in sorted(changed.items())) or "none")
+        + ".",
+        "",
+        "## Limits, stated once",
+        "",
+        LIMITS,
+        "## Per domain",
+        "",
+        "| domain | records with a proposal | left alone |",
+        "|---|---:|---:|",
+    ]
+    out += [f"| {d.name} | {len(d.corrected)} | {len(d.alone)} |" for d in domains]
+    alone = Counter(_reason(a.why) for d in domains for a in d.alone)
+    out += ["", "| left alone because | records |", "|---|---:|"]
+    out += [f"| {k} | {n} |" for k, n in sorted(alone.items(), key=lambda kv: (-kv[1], kv[0]))]
+    out += ["", "## Records left alone", ""]
+    for d in domains:
+        for a in d.alone:
+            where = f" (entry `{a.entry_id}`)" if a.entry_id else ""
+            out.append(f"- `{a.kb_id}`{where}: {_cell(a.why, 300)}")
+    return "\n".join(out) + "\n"
+
+
+def _signatures_pr(every: Sequence[Correction]) -> str:
+    mine = [c for c in every if PR_SIGNATURES in c.prs()]
+    regexes = [c for c in mine if any(ch.kind == "regex" for ch in c.changes)]
+    dates = [c for c in mine if any(ch.kind == "date" for ch in c.changes)]
+    out = [
+        "# Grow regexes by torch's own wordings; confirm messages reproduced verbatim",
+        "",
+        f"{len(mine)} records: {len(regexes)} regexes grown, {len(dates)} `last_confirmed` moved. "
+        "Nothing else in these files changes: a regex only grows (every old alternative stays, "
+        "each wording the runs raised that it missed is added as its fixed parts), and "
+        "`error.signature` is never replaced. Each grown regex was tested as `lookup` searches "
+        "(case-insensitive): it matches the record's signature, every run text the old one "
+        "matched, every wording raised in scope, and no control's message. See README.md for "
+        "the limits (devices, scope, what n counts).",
         "",
     ]
-    if changed:
-        out += ["| field kind | changed |", "|---|---:|"]
-        out += [
-            f"| {k} | {n} |" for k, n in sorted(changed.items(), key=lambda kv: (-kv[1], kv[0]))
-        ]
-        out.append("")
-    if alone:
-        out += ["| left alone because | records |", "|---|---:|"]
-        out += [f"| {k} | {n} |" for k, n in sorted(alone.items(), key=lambda kv: (-kv[1], kv[0]))]
-        out.append("")
-    if not pages_url:
-        out += [
-            "No `--pages-url` was given, so no source link was added and `evidence_count` is "
-            "unchanged; each record's measured page is named under "
-            "`environment.additional` by its path in this repository.",
-            "",
-        ]
-    for c in d.corrected:
+    for c in regexes:
+        r = c.regex
+        assert r is not None
         out += [
             f"## `{c.kb_id}`",
             "",
-            f"File `{c.kb_path}`; measured page `{c.page}` (entry `{c.entry_id}`).",
+            f"- old: `{_cell(r.old, 300)}`",
+            f"- new: `{_cell(r.new, 400)}`",
+            f"- matches: the signature, the {r.old_matched} run texts the old one matched, and "
+            f"all {len(r.wordings)} wordings raised in scope; misses none of them",
+            "- added for:",
+            *[f"  - `{_cell(w, 240)}`" for w in r.missed],
             "",
-            "| field | old | new | evidence | rule |",
-            "|---|---|---|---|---|",
         ]
-        for ch in c.changes:
-            if ch.kind == "matrix":
-                old, new = "–", "the matrix summary"
-            else:
-                old, new = _cell(ch.old), _cell(ch.new)
-            out.append(
-                f"| `{ch.field}` | {old} | {new} | {_cell(ch.evidence, 200)} | {_cell(ch.rule, 200)} |"
-            )
-        if c.left:
-            out += ["", "Left as it is:", ""]
-            out += [f"- `{left.field}`: {_cell(left.why, 300)}" for left in c.left]
-        out.append("")
-    if d.alone:
-        out += ["## Records left alone", ""]
-        for a in d.alone:
-            where = f" (entry `{a.entry_id}`)" if a.entry_id else ""
-            out.append(f"- `{a.kb_id}`{where}: {_cell(a.why, 400)}")
+    if dates:
+        out += ["## `last_confirmed`", "", "| record | old | new | the run |", "|---|---|---|---|"]
+        for c in dates:
+            ch = next(x for x in c.changes if x.kind == "date")
+            out.append(f"| `{c.kb_id}` | {ch.old} | {ch.new} | {_cell(ch.evidence, 300)} |")
         out.append("")
     return "\n".join(out)
+
+
+def _ranks(items: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [
+        str(w.get("action"))
+        for w in sorted(items, key=lambda w: -float(w.get("success_rate") or 0))
+    ]
+
+
+def _conditions_pr(every: Sequence[Correction]) -> str:
+    mine = [c for c in every if PR_CONDITIONS in c.prs()]
+    moved = [
+        c
+        for c in mine
+        if _ranks(loads(c.original).get("workarounds") or [])
+        != _ranks(loads(c.text(PR_CONDITIONS)).get("workarounds") or [])
+    ]
+    n = sum(ch.kind == "condition" for c in mine for ch in c.changes)
+    out = [
+        "# Conditions: the releases where a piece of advice went against the record",
+        "",
+        f"{n} conditions on {len(mine)} records. Each is one sentence appended to the claim's "
+        "`condition` (the old text kept before it): which torch releases, on which device, and "
+        "between which two measured releases the behaviour changes. No rate is written: a "
+        "script's scenarios are not a population, so the figure stays for you to weigh. "
+        + (
+            "No workaround's rank, and so no page's answer, changes."
+            if not moved
+            else f"The rank of workarounds changes on {len(moved)} pages: see below."
+        ),
+        "See README.md for the limits.",
+        "",
+    ]
+    for c in mine:
+        out += [f"## `{c.kb_id}`", "", "| claim | appended | scenarios |", "|---|---|---|"]
+        for ch in c.changes:
+            if ch.kind == "condition":
+                claim = ch.field.rsplit(".", 1)[0]
+                appended = ch.new[len(str(ch.old or "")) :].strip()
+                out.append(f"| `{claim}` | {_cell(appended, 600)} | {_cell(ch.evidence, 300)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _searched(found: Mapping[str, Any] | None) -> str:
+    """The message search's answer for one entry: in how many installed releases the
+    message's fixed parts were found."""
+    if not found:
+        return "not searched"
+    envs = found.get("envs") or {}
+    releases: dict[str, set[str]] = {}
+    for env in envs.values():
+        torch = str((env.get("versions") or {}).get("torch") or "")
+        releases.setdefault(str(env.get("found")), set()).add(torch)
+    every = set().union(*releases.values()) if releases else set()
+    hit = releases.get("all", set()) | releases.get("some", set())
+    if not hit:
+        return f"in none of {len(every)} releases' sources"
+    return f"all its parts in {len(releases.get('all', set()))}, some in {len(releases.get('some', set()) - releases.get('all', set()))}, of {len(every)} releases"
+
+
+def _unraised_issue(every: Sequence[Correction], msgsearch: Mapping[str, Any]) -> str:
+    mine = [c for c in every if c.unraised is not None]
+    out = [
+        "# Documented messages that no measured release raises",
+        "",
+        f"{len(mine)} records document a message that none of the measured torch releases "
+        "raised inside the record's scope when the situation the record describes was "
+        "reproduced. The records are not changed: the message may come from a release, a "
+        "device or a library the runs did not cover. The message search (results/msgsearch.json, "
+        "`python -m harness msgsearch`) looks for the message's fixed parts in each installed "
+        "release's sources and libraries.",
+        "",
+        "| record | documented message | releases measured | scenarios | raised instead | message search |",
+        "|---|---|---|---:|---|---|",
+    ]
+    for c in mine:
+        u = c.unraised
+        assert u is not None
+        instead = ", ".join(f"{k} ({n})" for k, n in u.instead[:3])
+        out.append(
+            f"| `{c.kb_id}` | {_cell(u.message, 160)} | torch {u.releases} ({u.devices}) | "
+            f"{u.scenarios} | {_cell(instead, 160)} | {_searched(msgsearch.get(c.entry_id))} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def _outcomes_pr(lines: Sequence[Mapping[str, Any]], checks: Sequence[Mapping[str, Any]]) -> str:
+    works = sum(bool(x["success"]) for x in lines)
+    records = len({x["error_id"] for x in lines})
+    return "\n".join(
+        [
+            "# Outcome lines from scripted reproductions",
+            "",
+            f"{len(lines)} lines for {records} records: one per record x workaround x torch "
+            f"release x device, {works} successes and {len(lines) - works} failures. A line "
+            "pools the scenarios (readings of the advice x precisions) of its release and "
+            "device: it is a success only where every one worked, so an advice that fails when "
+            "done as written is a failure. Out-of-scope releases and variants outside a claim's "
+            "condition are left out. `notes` marks each line as a scripted reproduction, not a "
+            "user's report, and says which reading went how: `process_outcomes` pools them as "
+            "it pools users' reports, so read its implied rates as the share of releases where "
+            "the advice worked, not as how often it helps.",
+            "",
+            "See README.md for the limits.",
+            "",
+        ]
+    )
 
 
 def stale(planned: Planned, out_dir: Path) -> tuple[list[str], list[str]]:

@@ -1,5 +1,6 @@
-"""`python -m harness corrections`: each kept knowledge-base record as the runs say it
-should read, with a review per domain and outcome lines (harness/catalogue/kbcorrections.py)."""
+"""`python -m harness corrections`: the kept knowledge-base records' corrections as separate
+proposals by kind, with a summary, outcome lines and what the knowledge base's own code must
+confirm (harness/catalogue/kbcorrections.py)."""
 
 from __future__ import annotations
 
@@ -68,13 +69,21 @@ class CorrectionsCommand(Command):
             )
         store = Store(cfg.records_dir)
         table = load_latest(store, cache_dir(cfg.records_dir), update=not args.check)
+        from harness.catalogue.msgsearch import load_results
+
+        searched = load_results(cfg.repo / "results" / "msgsearch.json")["entries"]
         planned = plan_corrections(
-            table, entries, triages, domain=args.domain, pages_url=args.pages_url
+            table,
+            entries,
+            triages,
+            domain=args.domain,
+            pages_url=args.pages_url,
+            msgsearch=searched,
         )
         changed, alone = planned.counts()
         for d in planned.domains:
             console.print(
-                f"{d.name}: {len(d.corrected)} records corrected, {len(d.alone)} left alone"
+                f"{d.name}: {len(d.corrected)} records with a proposal, {len(d.alone)} left alone"
             )
         console.print(
             "fields changed: "
@@ -83,6 +92,7 @@ class CorrectionsCommand(Command):
                 or "none"
             )
         )
+        console.print(f"outcome lines: {planned.lines}")
         console.print(
             "left alone: "
             + (
