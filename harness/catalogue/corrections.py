@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from harness.aggregate import EntryAggregate, VariantAggregate
 from harness.catalogue.kbevidence import (
@@ -414,6 +414,13 @@ def _first_sentence(message: str, limit: int = 120) -> str:
     return head[:limit].rsplit(" ", 1)[0] if len(head) > limit else head
 
 
+def _public_version(text: str) -> Version | None:
+    try:
+        return Version(Version(text).public)
+    except InvalidVersion:
+        return None
+
+
 def _search(pattern: str, text: str) -> bool:
     return re.search(pattern, text, re.IGNORECASE) is not None
 
@@ -518,9 +525,12 @@ def _regex(c: Correction, agg: EntryAggregate, found: Sequence[Trial]) -> None:
     )
 
 
-def _last_confirmed(c: Correction, found: Sequence[Trial]) -> None:
+def _last_confirmed(c: Correction, agg: EntryAggregate, found: Sequence[Trial]) -> None:
+    """``found``: the trials in scope on the record's device; the newest line is the newest
+    torch release the entry measured at all, in scope or not (a record of an old range has
+    no current release to confirm it in)."""
     confirming = [t for t in found if t.variant.kind == "baseline" and t.grade in _CONFIRMING]
-    releases = sorted({t.release for t in found})
+    releases = sorted({v for e in agg.envs if (v := _public_version(e.torch)) is not None})
     if not confirming or not releases:
         c.left.append(
             Left("error.last_confirmed", "no verbatim reproduction in scope on the record's device")
@@ -599,7 +609,7 @@ def correct(
     on_device = [t for t in everywhere if scope.device != "cuda" or t.device == "cuda"]
     _conditions(c, agg, everywhere)
     _regex(c, agg, on_device)
-    _last_confirmed(c, on_device)
+    _last_confirmed(c, agg, on_device)
     _unraised(c, on_device)
     if page_url:
         for key in ("workarounds", "dead_ends"):

@@ -272,6 +272,10 @@ def _summary(domains: Sequence[Domain], lines: Sequence[Mapping[str, Any]]) -> s
         "|---|---:|---:|",
     ]
     out += [f"| {d.name} | {len(d.corrected)} | {len(d.alone)} |" for d in domains]
+    out += ["", "## Records with a proposal", "", "| record | proposals |", "|---|---|"]
+    for c in every:
+        kinds = [*c.prs(), *([UNRAISED] if c.unraised is not None else [])]
+        out.append(f"| `{c.kb_id}` | {', '.join(kinds)} |")
     alone = Counter(_reason(a.why) for d in domains for a in d.alone)
     out += ["", "| left alone because | records |", "|---|---:|"]
     out += [f"| {k} | {n} |" for k, n in sorted(alone.items(), key=lambda kv: (-kv[1], kv[0]))]
