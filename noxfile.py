@@ -30,6 +30,9 @@ TEST_TORCH = ["torch==2.13.0", "lightning==2.6.6", "numpy"]
 # (not onnxscript: with it, torch 2.13's default exporter runs where the committed records of
 # deadends/pytorch/onnx-export-error say it cannot, and tests/e2e/test_seed_repros compares)
 TEST_REPRO_PACKAGES = ["transformers==5.24.0", "onnx==1.23.2"]
+# the knowledge base's own code and records (its validator imports jsonschema, which the
+# package lists only as an extra)
+KB_PACKAGE = ["deadends-dev==0.9.0", "jsonschema"]
 
 
 def _environment_ids() -> list[str]:
@@ -127,6 +130,16 @@ def corrections(session: nox.Session) -> None:
     per domain and outcome lines (results/corrections/; `-- --check` for CI)."""
     session.install("-e", ".")
     session.run("python", "-m", "harness", "corrections", *session.posargs)
+
+
+@nox.session(python=HARNESS_PYTHON)
+def kb(session: nox.Session) -> None:
+    """The corrections checked by the knowledge base's own code: deadends-dev's validator,
+    lookup and process_outcomes on a copy of its records with each proposal applied
+    (scripts/kb_check.py). A session of its own: the package's top-level modules are named
+    data, generator and mcp."""
+    session.install(*KB_PACKAGE)
+    session.run("python", "scripts/kb_check.py", *session.posargs)
 
 
 @nox.session(python=HARNESS_PYTHON, name="tox-ini")

@@ -80,6 +80,13 @@ TOOL = "torch-error-harness"
 PR_SIGNATURES = "signatures"
 PR_CONDITIONS = "conditions"
 _CONFIRMING = (Grade.VERBATIM, Grade.REWORDED)
+# what a machine without a CUDA device says when asked for one: the machine's lack, never a
+# wording of the record's error, whatever an entry's loose signature reads it as
+_NO_DEVICE = re.compile(
+    r"NVIDIA driver|CUDA driver version is insufficient|no CUDA GPUs|accelerator device when "
+    r"none|not compiled with CUDA",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -471,7 +478,15 @@ def _safe_search(pattern: str, text: str) -> bool:
 def _regex(c: Correction, agg: EntryAggregate, found: Sequence[Trial]) -> None:
     baselines = [t for t in found if t.variant.kind == "baseline"]
     c.seen = tuple(sorted({_one_line(t.message) for t in baselines if t.message}))
-    shows = sorted({_one_line(t.message) for t in baselines if t.grade in SHOWS and t.message})
+    shows = sorted(
+        {
+            _one_line(t.message)
+            for t in baselines
+            if t.grade in SHOWS
+            and t.message
+            and not (t.device != "cuda" and _NO_DEVICE.search(t.message))
+        }
+    )
     old = str(c.record["error"].get("regex") or "")
     signature = str(c.record["error"].get("signature") or "")
     if not baselines:

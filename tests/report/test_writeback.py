@@ -220,7 +220,9 @@ def test_a_markdown_entrys_document_suggests_the_corrections_of_its_own_fields()
     (agg,) = aggregate_table(table, [entry], ids=[entry.id])
     block = markdown_suggestions(entry, agg)
     # the document carries the block, filled from the committed records (report --check
-    # holds it there); the seed's figures it cannot measure are named with why
+    # holds it there): no figure is proposed, the message no release raised is said, and the
+    # claims no scenario judges are named with why
     assert block.strip() in entry.document.read_text(encoding="utf-8")
-    assert "Fix Rate: not measurable" in block
-    assert "| field | the document says | the runs say |" in block or "Nothing:" in block
+    assert "no figure is proposed" in block and "%" not in block
+    assert "no measured release raised the documented message" in block
+    assert "- workarounds[0].condition: no baseline reproduced the error" in block
