@@ -529,12 +529,13 @@ def smells_section(smells: Sequence[Smell]) -> list[str]:
 
 
 def correction_line(kb_id: str, domain: str) -> str:
-    """Where a knowledge-base entry's correction is: its domain's review, which shows each
-    changed field or says why the record is left alone (`python -m harness corrections`)."""
+    """Where a knowledge-base entry's corrections are: the summary of the proposals, which
+    names the proposals that carry the record or says why it is left alone (`python -m
+    harness corrections`)."""
     return (
-        f"Correction for the knowledge base: [{md(kb_id)} in the {md(domain)} review]"
-        f"(../corrections/review/{domain}.md), written by `python -m harness corrections` "
-        "(the corrected record is under ../corrections/data/canons/ where the runs change it)."
+        f"Corrections for the knowledge base: [{md(kb_id)} ({md(domain)}) in the proposals' "
+        "summary](../corrections/README.md), written by `python -m harness corrections` (it "
+        "names the proposal that carries the record, or why the record is left alone)."
     )
 
 
