@@ -126,8 +126,9 @@ def check(session: nox.Session) -> None:
 
 @nox.session(python=HARNESS_PYTHON)
 def corrections(session: nox.Session) -> None:
-    """Write each measured knowledge-base record as the runs say it should read, with a review
-    per domain and outcome lines (results/corrections/; `-- --check` for CI)."""
+    """Write the kept knowledge-base records' corrections as four proposals by kind, with a
+    summary (results/corrections/; `-- --check` for CI; `nox -s kb` checks them with the
+    knowledge base's own code)."""
     session.install("-e", ".")
     session.run("python", "-m", "harness", "corrections", *session.posargs)
 

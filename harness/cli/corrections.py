@@ -21,7 +21,7 @@ DEFAULT_DIR = Path("results") / "corrections"
 
 class CorrectionsCommand(Command):
     name = "corrections"
-    help = "write each measured knowledge-base record as the runs say it should read"
+    help = "write the kept knowledge-base records' corrections as proposals by kind"
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,14 +30,15 @@ class CorrectionsCommand(Command):
             "--output",
             default=None,
             metavar="DIR",
-            help=f"where to write, laid out as the knowledge base's repository (default: {DEFAULT_DIR})",
+            help=f"where to write the proposals, each laid out as the knowledge base's repository "
+            f"(default: {DEFAULT_DIR})",
         )
         parser.add_argument("--domain", default=None, help="one domain only (pytorch, cuda, ...)")
         parser.add_argument(
             "--pages-url",
             default=os.environ.get("HARNESS_PAGES_URL") or None,
             metavar="URL",
-            help="where results/ is published (http or https); each changed claim's sources "
+            help="where results/ is published (http or https); each changed condition's sources "
             "then link its compatibility page (default: $HARNESS_PAGES_URL; none: no link)",
         )
         parser.add_argument(
