@@ -240,6 +240,11 @@ def _cell(value: Any, limit: int = 200) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _code(text: str) -> str:
+    """Inline code in a list item: one line, no backtick (a list item needs no pipe escaped)."""
+    return text.replace("`", "'").replace("\n", " ")
+
+
 def _summary(domains: Sequence[Domain], lines: Sequence[Mapping[str, Any]]) -> str:
     every = [c for d in domains for c in d.corrected]
     by_pr = Counter(pr for c in every for pr in c.prs())
@@ -309,12 +314,12 @@ def _signatures_pr(every: Sequence[Correction]) -> str:
         out += [
             f"## `{c.kb_id}`",
             "",
-            f"- old: `{_cell(r.old, 300)}`",
-            f"- new: `{_cell(r.new, 400)}`",
+            f"- old: `{_code(r.old)}`",
+            f"- new: `{_code(r.new)}`",
             f"- matches: the signature, the {r.old_matched} run texts the old one matched, and "
             f"all {len(r.wordings)} wordings raised in scope; misses none of them",
             "- added for:",
-            *[f"  - `{_cell(w, 240)}`" for w in r.missed],
+            *[f"  - `{_code(w)}`" for w in r.missed],
             "",
         ]
     if dates:
