@@ -79,7 +79,6 @@ __all__ = [
 TOOL = "torch-error-harness"
 PR_SIGNATURES = "signatures"
 PR_CONDITIONS = "conditions"
-_CONFIRMING = (Grade.VERBATIM, Grade.REWORDED)
 # what a machine without a CUDA device says when asked for one: the machine's lack, never a
 # wording of the record's error, whatever an entry's loose signature reads it as
 _NO_DEVICE = re.compile(
@@ -544,7 +543,19 @@ def _last_confirmed(c: Correction, agg: EntryAggregate, found: Sequence[Trial]) 
     """``found``: the trials in scope on the record's device; the newest line is the newest
     torch release the entry measured at all, in scope or not (a record of an old range has
     no current release to confirm it in)."""
-    confirming = [t for t in found if t.variant.kind == "baseline" and t.grade in _CONFIRMING]
+    signature = str(c.record["error"].get("signature") or "")
+    documented = signature.split(": ", 1)[1] if ": " in signature else signature
+    confirming = [
+        t
+        for t in found
+        if t.variant.kind == "baseline"
+        and (
+            t.grade is Grade.REWORDED
+            # verbatim: the record's own words in the run's message, not only an entry's
+            # looser pattern
+            or (t.grade is Grade.VERBATIM and documented.lower() in t.message.lower())
+        )
+    ]
     releases = sorted({v for e in agg.envs if (v := _public_version(e.torch)) is not None})
     if not confirming or not releases:
         c.left.append(
