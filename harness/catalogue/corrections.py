@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from harness.aggregate import EntryAggregate, VariantAggregate
 from harness.catalogue.kbevidence import (
@@ -48,6 +48,7 @@ from harness.catalogue.kbevidence import (
     Scenario,
     Trial,
     claim_device,
+    public_version,
     record_scope,
     scenarios,
     span,
@@ -141,6 +142,8 @@ class Correction:
     regex: RegexProposal | None = None
     unraised: Unraised | None = None
     holds: list[str] = field(default_factory=list)  # claims whose every reading held: why
+    # the counted trials inside the record's scope (its outcome lines read them too)
+    found: tuple[Trial, ...] = ()
 
     def text(self, pr: str | None = None) -> bytes:
         """The record with every change (or one pull request's) applied, written as the
@@ -420,13 +423,6 @@ def _first_sentence(message: str, limit: int = 120) -> str:
     return head[:limit].rsplit(" ", 1)[0] if len(head) > limit else head
 
 
-def _public_version(text: str) -> Version | None:
-    try:
-        return Version(Version(text).public)
-    except InvalidVersion:
-        return None
-
-
 def _search(pattern: str, text: str) -> bool:
     return re.search(pattern, text, re.IGNORECASE) is not None
 
@@ -556,7 +552,7 @@ def _last_confirmed(c: Correction, agg: EntryAggregate, found: Sequence[Trial]) 
             or (t.grade is Grade.VERBATIM and documented.lower() in t.message.lower())
         )
     ]
-    releases = sorted({v for e in agg.envs if (v := _public_version(e.torch)) is not None})
+    releases = sorted({v for e in agg.envs if (v := public_version(e.torch)) is not None})
     if not confirming or not releases:
         c.left.append(
             Left("error.last_confirmed", "no verbatim reproduction in scope on the record's device")
@@ -610,6 +606,11 @@ def _unraised(c: Correction, found: Sequence[Trial]) -> None:
     )
 
 
+def _on_device(c: Correction) -> list[Trial]:
+    """The trials in scope on the record's device (a record on CUDA: CUDA runs only)."""
+    return [t for t in c.found if c.scope.device != "cuda" or t.device == "cuda"]
+
+
 def correct(
     entry: Entry,
     agg: EntryAggregate,
@@ -631,9 +632,9 @@ def correct(
         scope=scope,
         page=page_url or page,
     )
-    everywhere = list(trials(agg, entry, scope))
-    on_device = [t for t in everywhere if scope.device != "cuda" or t.device == "cuda"]
-    _conditions(c, agg, everywhere)
+    c.found = tuple(trials(agg, entry, scope))
+    on_device = _on_device(c)
+    _conditions(c, agg, c.found)
     _regex(c, agg, on_device)
     _last_confirmed(c, agg, on_device)
     _unraised(c, on_device)
@@ -765,7 +766,7 @@ def duplicate_lines(lines: Sequence[Mapping[str, Any]]) -> list[str]:
 # -- outcome lines: the knowledge base's report_outcome feed -----------------------------------
 
 
-def outcome_lines(c: Correction, agg: EntryAggregate, entry: Entry) -> list[dict[str, Any]]:
+def outcome_lines(c: Correction) -> list[dict[str, Any]]:
     """One line per workaround x torch release x device, from the scenarios inside the
     record's scope and the claim's condition (every reading: a failed literal reading is a
     failure of the advice as written): success where every scenario of every reading worked.
@@ -774,9 +775,8 @@ def outcome_lines(c: Correction, agg: EntryAggregate, entry: Entry) -> list[dict
         f"workaround {i + 1}": (str(w.get("action") or ""), str(w.get("how") or ""))
         for i, w in enumerate(loads(c.original).get("workarounds") or [])
     }
-    everywhere = list(trials(agg, entry, c.scope))
     groups: dict[tuple[str, Version, str], list[Trial]] = {}
-    for t in everywhere:
+    for t in c.found:
         v = t.variant
         if v.kind != "workaround" or v.claim_ref not in actions:
             continue
@@ -868,9 +868,9 @@ def markdown_suggestions(entry: Entry, agg: EntryAggregate) -> str:
     record = _as_record(entry)
     scope = record_scope(record, entry)
     c = Correction(entry.id, "", "", "", b"", copy.deepcopy(record), scope)
-    everywhere = list(trials(agg, entry, scope))
-    on_device = [t for t in everywhere if scope.device != "cuda" or t.device == "cuda"]
-    _conditions(c, agg, everywhere)
+    c.found = tuple(trials(agg, entry, scope))
+    on_device = _on_device(c)
+    _conditions(c, agg, c.found)
     _regex(c, agg, on_device)
     _unraised(c, on_device)
     lines = [

@@ -145,7 +145,7 @@ def plan_corrections(
         agg = aggs[e.id]
         url = f"{pages_url.rstrip('/')}/compat/{entry_slug(e.id)}.md" if pages_url else None
         c = correct(e, agg, original, page=_page(e.id), page_url=url)
-        mine = outcome_lines(c, agg, e)
+        mine = outcome_lines(c)
         lines += mine
         checks.append(_check_row(c, mine))
         why = _why_alone(agg, c, triage_row[1].scriptable if triage_row else "")

@@ -40,6 +40,7 @@ __all__ = [
     "record_on_cuda",
     "record_scope",
     "scenarios",
+    "public_version",
     "span",
     "trials",
 ]
@@ -61,7 +62,8 @@ _RUNTIME_KEY = {
 }
 
 
-def _public(text: str) -> Version | None:
+def public_version(text: str) -> Version | None:
+    """A version's public part ("2.1.2" of "2.1.2+cu121"), or None where it is no version."""
     try:
         return Version(Version(str(text)).public)
     except InvalidVersion:
@@ -87,7 +89,7 @@ class RecordScope:
     def admits(self, versions: Mapping[str, str]) -> bool:
         if self.key is None or self.specifier is None:
             return False
-        version = _public(versions.get(self.key) or "")
+        version = public_version(versions.get(self.key) or "")
         return version is not None and self.specifier.contains(version, prereleases=True)
 
     def words(self) -> str:
@@ -149,15 +151,12 @@ class Trial:
     versions: Mapping[str, str]
 
 
-def trials(
-    agg: EntryAggregate, entry: Entry, scope: RecordScope, device: str = ""
-) -> Iterator[Trial]:
-    """The counted trials inside ``scope`` (and on ``device`` where it is "cuda"), in the
-    page's order. A workaround's or dead end's trial counts only in the cells where a baseline
+def trials(agg: EntryAggregate, entry: Entry, scope: RecordScope) -> Iterator[Trial]:
+    """The counted trials inside ``scope``, in the page's order. A workaround's or dead end's trial counts only in the cells where a baseline
     reproduced (the variant's ``scope``), and only inside its claim's condition."""
     t = agg.trials
     texts = t.texts.texts
-    torch_of = {e.id: _public(e.torch) for e in agg.envs}
+    torch_of = {e.id: public_version(e.torch) for e in agg.envs}
     reworded = entry.reworded
     offset = 0
     for d, p in agg.slices:
@@ -168,7 +167,7 @@ def trials(
                 count = value.trials if value is not None else 0
                 rows = range(offset, offset + count)
                 offset += count
-                if not count or outside or (device == "cuda" and d != "cuda"):
+                if not count or outside:
                     continue
                 if v.kind in ("workaround", "dead_end") and (e.id, d, p) not in v.scope:
                     continue
@@ -233,17 +232,11 @@ class Scenario:
 def scenarios(found: Sequence[Trial]) -> list[Scenario]:
     """The trials grouped into scenarios (environments of one torch release are one release:
     another lightning beside the same torch is the same scenario for a torch record)."""
-    groups: dict[tuple[str, Version, str, str], list[Trial]] = {}
-    order: list[tuple[str, Version, str, str]] = []
+    groups: dict[tuple[str, Version, str, str], list[Trial]] = {}  # in the trials' order
     for tr in found:
-        key = (tr.variant.name, tr.release, tr.device, tr.precision)
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append(tr)
+        groups.setdefault((tr.variant.name, tr.release, tr.device, tr.precision), []).append(tr)
     out = []
-    for key in order:
-        group = groups[key]
+    for key, group in groups.items():
         out.append(
             Scenario(
                 group[0].variant,

@@ -176,7 +176,7 @@ def test_a_cuda_claim_is_not_moved_by_its_cpu_twin() -> None:
     assert agg.n_counted  # its CPU twin ran
     c = correct(entry, agg, original)
     assert c.changes == [] and c.unraised is None
-    assert outcome_lines(c, agg, entry) == []
+    assert outcome_lines(c) == []
     # the same runs, the record said to be on no GPU and of the pytorch runtime: its CPU runs
     # now count, so the device rule is what held them back
     record = loads(original)
@@ -184,7 +184,7 @@ def test_a_cuda_claim_is_not_moved_by_its_cpu_twin() -> None:
     record["environment"].pop("hardware", None)
     entry = dataclasses.replace(entry, signature=dataclasses.replace(entry.signature, device=""))
     freed = correct(entry, agg, dumps_like(original, record))
-    assert outcome_lines(freed, agg, entry)
+    assert outcome_lines(freed)
 
 
 def test_only_runs_inside_the_records_range_count() -> None:
@@ -195,12 +195,12 @@ def test_only_runs_inside_the_records_range_count() -> None:
     record["environment"]["runtime"]["version_range"] = ">=9.0"  # no run lies there
     outside = correct(entry, agg, dumps_like(original, record))
     assert outside.changes == []
-    assert outcome_lines(outside, agg, entry) == []
+    assert outcome_lines(outside) == []
     assert any("scope" in left.why for left in outside.left)
     # a range that keeps the newest line only: the lines name only its releases
     record["environment"]["runtime"]["version_range"] = ">=2.15"
     newest = correct(entry, agg, dumps_like(original, record))
-    assert {x["environment"]["torch"] for x in outcome_lines(newest, agg, entry)} == {"2.15.0"}
+    assert {x["environment"]["torch"] for x in outcome_lines(newest)} == {"2.15.0"}
 
 
 def test_no_rate_is_written_and_a_condition_is_a_plain_sentence() -> None:
