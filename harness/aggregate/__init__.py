@@ -25,7 +25,9 @@ from harness.aggregate.cells import (
 from harness.aggregate.model import (
     ADVICE,
     CONFIRMED,
+    CONSISTENT,
     CONTRADICTED,
+    DEPENDS,
     FAILS_OTHERWISE,
     FIGURES,
     FLAKY,
@@ -38,7 +40,6 @@ from harness.aggregate.model import (
     NOT_STATED,
     OUTCOME_ORDER,
     OVERSTATED,
-    UNDERSTATED,
     VERDICTS,
     WRONG,
     Aggregates,
@@ -61,7 +62,6 @@ from harness.aggregate.model import (
 )
 from harness.aggregate.stats import Rate, pct, wilson
 from harness.aggregate.verdicts import (
-    ENV_TRIALS,
     MARGIN,
     RateReading,
     documented_failure_text,
@@ -75,7 +75,6 @@ __all__ = [
     "CONTRADICTED",
     "FAILS_OTHERWISE",
     "NOT_AS_DOCUMENTED",
-    "ENV_TRIALS",
     "FIGURES",
     "FLAKY",
     "GRADE_ANSWERS",
@@ -87,7 +86,8 @@ __all__ = [
     "NOT_STATED",
     "OUTCOME_ORDER",
     "OVERSTATED",
-    "UNDERSTATED",
+    "CONSISTENT",
+    "DEPENDS",
     "VERDICTS",
     "WRONG",
     "Aggregates",

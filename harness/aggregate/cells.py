@@ -778,12 +778,31 @@ def _score(
         "(n_shows + n_related > 0 AND (roles.entry, roles.variant, cells.variant) IN "
         "(SELECT (entry, variant, baseline) FROM judged))"
     )
+    _score_trials(con, counted, hits, p)
+    # a scenario is one cell of one variant (a reading x release x device x precision): the
+    # unit every count below is in. Its trials only settle whether it is flaky: it counts as
+    # a hit (ok, related, silent) where every counted trial was one, and it shows the
+    # documented error where any trial did (one sighting is a sighting)
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE scored AS SELECT roles.r, roles.entry, roles.variant, "
-        "roles.kind, roles.scope, roles.fails, roles.errors, env, device, precision, trials, "
-        f"{counted} AS n, {hits} + coalesce(cell_silent.silent, 0) AS k, "
-        "CASE WHEN errors THEN n_related ELSE 0 END AS related, "
-        "n_ok AS ok, coalesce(cell_silent.silent, 0) AS silent, n_shows AS shows, "
+        "CREATE OR REPLACE TEMP TABLE scored AS SELECT r, entry, variant, kind, scope, fails, "
+        "errors, env, device, precision, trials, (t_n > 0)::BIGINT AS n, "
+        "(t_n > 0 AND t_k >= t_n)::BIGINT AS k, (t_k > 0 AND t_k < t_n)::BIGINT AS flaky, "
+        "(t_n > 0 AND t_related >= t_n)::BIGINT AS related, "
+        "(t_n > 0 AND t_ok >= t_n)::BIGINT AS ok, (t_n > 0 AND t_silent >= t_n)::BIGINT AS silent, "
+        "(t_shows > 0)::BIGINT AS shows, has_reproduced, in_scope FROM scored_trials"
+    )
+
+
+def _score_trials(con: Any, counted: str, hits: str, p: Params) -> None:
+    """Table scored_trials: per variant role and cell, the trials counted (t_n), the hits
+    (t_k), and whether the cell is in the role's scope."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE scored_trials AS SELECT roles.r, roles.entry, "
+        "roles.variant, roles.kind, roles.scope, roles.fails, roles.errors, env, device, "
+        "precision, trials, "
+        f"{counted} AS t_n, {hits} + coalesce(cell_silent.silent, 0) AS t_k, "
+        "CASE WHEN errors THEN n_related ELSE 0 END AS t_related, "
+        "n_ok AS t_ok, coalesce(cell_silent.silent, 0) AS t_silent, n_shows AS t_shows, "
         "n_shows > 0 AS has_reproduced, "
         f"(roles.kind NOT IN {_in(_RESTRICTED, p)} OR (roles.scope = 3 AND (entry, variant, env, "
         "device, precision) IN (SELECT (entry, variant, env, device, precision) FROM "
@@ -858,7 +877,8 @@ def _variant_rows(con: Any, roles: Sequence[tuple[Any, ...]]) -> _VariantRows:
     )
     grades: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
-        "SELECT entry, variant, grade, count(*) FROM runs SEMI JOIN baselines "
+        "SELECT entry, variant, grade, count(DISTINCT (env, device, precision)) FROM runs "
+        "SEMI JOIN baselines "
         "USING (entry, variant) WHERE grade IS NOT NULL GROUP BY ALL"
     ).fetchall():
         grades[(row[0], row[1])].append(tuple(row[2:]))
@@ -872,7 +892,9 @@ def _variant_rows(con: Any, roles: Sequence[tuple[Any, ...]]) -> _VariantRows:
         "SELECT scored.r, runs.outcome, CASE WHEN has_exception THEN exc_type || ': ' || "
         "exc_message ELSE runs.outcome || ': ' || reason END AS text, silent.rid IS NOT NULL OR "
         "(scored.kind = 'dead_end' AND scored.errors AND runs.outcome = 'other_error' "
-        f"AND runs.grade IN {_in(_SHOWS, p)}) AS documented, count(*) AS c "
+        f"AND runs.grade IN {_in(_SHOWS, p)}) AS documented, "
+        # in scenarios: the cells whose runs ended so
+        "count(DISTINCT (scored.env, scored.device, scored.precision)) AS c "
         "FROM runs JOIN scored USING (entry, variant, env, device, precision) "
         "LEFT JOIN silent ON silent.rid = runs.rid AND silent.fails = scored.fails "
         "WHERE scored.n > 0 AND scored.n <> scored.ok AND in_scope "

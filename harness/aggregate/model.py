@@ -33,7 +33,8 @@ __all__ = [
     "NOT_STATED",
     "OUTCOME_ORDER",
     "OVERSTATED",
-    "UNDERSTATED",
+    "CONSISTENT",
+    "DEPENDS",
     "VERDICTS",
     "WRONG",
     "Aggregates",
@@ -64,17 +65,22 @@ NOT_MEASURABLE = "not measurable"
 # a dead end that fails, though not as its document says (harder, another error): the
 # advice to avoid it holds, its stated reason does not
 NOT_AS_DOCUMENTED = "not as documented"
-VERDICTS = (CONFIRMED, CONTRADICTED, NOT_AS_DOCUMENTED, INCONCLUSIVE, NOT_MEASURABLE)
+# a claim that holds in some releases and not in others, the two sides apart at one change
+# between two measured releases: which side a reader is on decides what to do
+DEPENDS = "depends on the release"
+VERDICTS = (CONFIRMED, CONTRADICTED, NOT_AS_DOCUMENTED, DEPENDS, INCONCLUSIVE, NOT_MEASURABLE)
 # a rate claim's two answers: does the advice hold, is the figure right
 # (docs/reference/outcomes-and-verdicts.md)
 HOLDS = "holds"
 WRONG = "wrong"
 FAILS_OTHERWISE = "fails otherwise"  # a dead end's advice: avoid it, for another reason
-ADVICE = (HOLDS, WRONG, FAILS_OTHERWISE, INCONCLUSIVE, NOT_MEASURABLE)
-UNDERSTATED = "understated"
+ADVICE = (HOLDS, WRONG, FAILS_OTHERWISE, DEPENDS, INCONCLUSIVE, NOT_MEASURABLE)
+# a stated rate is a population figure: scenarios can show it too high, never too low, so a
+# figure the scenarios do not put below it is "consistent", never "confirmed" or "understated"
+CONSISTENT = "consistent"
 OVERSTATED = "overstated"
 NOT_STATED = "not stated"
-FIGURES = (CONFIRMED, UNDERSTATED, OVERSTATED, INCONCLUSIVE, NOT_STATED, NOT_MEASURABLE)
+FIGURES = (CONSISTENT, OVERSTATED, DEPENDS, INCONCLUSIVE, NOT_STATED, NOT_MEASURABLE)
 # a documented message's grade (harness.outcomes.Grade), or not measurable without a run
 GRADE_ANSWERS = (*(g.value for g in GRADES), NOT_MEASURABLE)
 FLAKY = "flaky"

@@ -3,17 +3,21 @@ stated in docs/reference/outcomes-and-verdicts.md; this module is where each is 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
 from harness.aggregate.model import (
     CONFIRMED,
+    CONSISTENT,
     CONTRADICTED,
+    DEPENDS,
     FAILS_OTHERWISE,
     HOLDS,
     INCONCLUSIVE,
@@ -21,7 +25,6 @@ from harness.aggregate.model import (
     NOT_MEASURABLE,
     NOT_STATED,
     OVERSTATED,
-    UNDERSTATED,
     WRONG,
     EntryAggregate,
     EnvInfo,
@@ -40,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADVICE_RULES",
-    "ENV_TRIALS",
     "FIGURE_RULES",
     "MARGIN",
     "RateReading",
@@ -53,12 +55,7 @@ __all__ = [
 # a stated rate is read as "about c": c ± MARGIN (docs/reference/outcomes-and-verdicts.md)
 MARGIN = 0.10
 _EPS = 1e-12  # rounding noise: every comparison of the rules goes through _le / _gt
-_MOST = 0.5  # "in most applicable runs"
-# runs of an environment without a sighting of the documented error after which it lacks
-# the error: the trials of the matrix's measuring profiles (matrix.yaml: cpu, full and
-# gpu-nightly run 3). A reproducer is a deterministic script: an environment that raises
-# the error now and then shows it as a flaky cell, and one sighting is a sighting
-ENV_TRIALS = 3
+_MOST = 0.5  # "in most applicable scenarios"
 _NOT_COUNTED_VALUES = frozenset(o.value for o in NOT_COUNTED)
 _WRONG_RESULT_VALUE = Outcome.WRONG_RESULT.value
 _SHOWS_VALUES = frozenset(g.value for g in SHOWS)
@@ -98,21 +95,16 @@ ADVICE_RULES: tuple[tuple[str, Callable[[float, float], bool]], ...] = (
     (WRONG, lambda low, high: _gt(_MOST, high)),  # ... in few
     (INCONCLUSIVE, lambda low, high: _le(low, _MOST) and _le(_MOST, high)),
 )
-# (answer, rule over the stated rate c and the interval): for every case exactly one applies
+# (answer, rule over the stated rate c and the scenarios' interval): for every case exactly
+# one applies. A stated rate is a population figure ("how often this helps people who hit
+# the error"); the scenarios can show it too high, never too low
 FIGURE_RULES: tuple[tuple[str, Callable[[float, float, float], bool]], ...] = (
-    # the interval lies within c ± MARGIN: the measured rate is "about c"
-    (CONFIRMED, lambda c, low, high: _le(c - MARGIN, low) and _le(high, c + MARGIN)),
-    # the interval lies above c, reaching beyond the margin: the document is too modest
-    (UNDERSTATED, lambda c, low, high: _gt(low, c) and _gt(high, c + MARGIN)),
-    # ... below c, beyond the margin: the document promises more than the runs show
+    # the interval reaches no lower than c - MARGIN: nothing measured says less than "about c"
+    (CONSISTENT, lambda c, low, high: _le(c - MARGIN, low)),
+    # the interval lies below c, reaching beyond the margin: the document promises more
     (OVERSTATED, lambda c, low, high: _gt(c, high) and _gt(c - MARGIN, low)),
-    # c lies in the interval, which also holds rates beyond the margin
-    (
-        INCONCLUSIVE,
-        lambda c, low, high: (
-            _le(low, c) and _le(c, high) and (_gt(c - MARGIN, low) or _gt(high, c + MARGIN))
-        ),
-    ),
+    # c lies in the interval, which also holds rates below the margin
+    (INCONCLUSIVE, lambda c, low, high: _le(c, high) and _gt(c - MARGIN, low)),
 )
 
 
@@ -124,6 +116,7 @@ class RateReading:
     figure: str  # one of FIGURES
     verdict: str  # contradicted for wrong advice or an overstated figure
     why: str
+    label: str = ""  # the short words, where the answer needs more than its name
 
 
 def _one(rules: Sequence[tuple[str, Callable[..., bool]]], *args: float) -> str:
@@ -137,21 +130,21 @@ def read_rate(
     *,
     why_empty: str = "",
     what: str = "works",
-    higher: str = "",
 ) -> RateReading:
     """The one rule for rate claims (docs/reference/outcomes-and-verdicts.md). ``what``:
-    what the advice says the variant does in most runs ("works", "fails as documented");
-    ``higher``: what a figure below the measured rate means to a reader, said with an
-    understated figure; ``why_empty``: why nothing can be measured, when no run is
+    what the advice says the variant does in most scenarios ("works", "fails as
+    documented"); ``why_empty``: why nothing can be measured, when no run is
     applicable."""
     if measured.n == 0:
         figure = NOT_STATED if claimed is None else NOT_MEASURABLE
         return RateReading(NOT_MEASURABLE, figure, NOT_MEASURABLE, why_empty)
     low, high = measured.low or 0.0, measured.high or 0.0
-    interval = f"the 95% interval {pct(low)[:-1]}–{pct(high)}"
+    interval = f"the scenarios' 95% interval {pct(low)[:-1]}–{pct(high)}"
     advice = _one(ADVICE_RULES, low, high)
     side = {HOLDS: "lies above 50%", WRONG: "lies below 50%", INCONCLUSIVE: "spans 50%"}
-    why = f"advice {advice}: the claim is that it {what} in most runs; {interval} {side[advice]}"
+    why = (
+        f"advice {advice}: the claim is that it {what} in most scenarios; {interval} {side[advice]}"
+    )
     if claimed is None:
         figure = NOT_STATED
         why += "; no rate stated"
@@ -161,12 +154,12 @@ def read_rate(
         why += (
             "; figure "
             + {
-                CONFIRMED: f"{figure}: {interval} lies within claimed {around}",
-                UNDERSTATED: f"{figure}: {interval} lies above claimed {c}, beyond {around}"
-                + (f": {higher}" if higher else ""),
+                CONSISTENT: f"{figure}: {interval} reaches no lower than "
+                f"{pct(max(claimed - MARGIN, 0.0))} (claimed {around}; a population figure, "
+                "which scenarios can show too high, never too low)",
                 OVERSTATED: f"{figure}: {interval} lies below claimed {c}, beyond {around}",
                 INCONCLUSIVE: f"{figure}: claimed {c} lies in {interval}, which also holds rates "
-                f"more than {pct(MARGIN)} away from it",
+                f"more than {pct(MARGIN)} below it",
             }[figure]
         )
     return RateReading(advice, figure, _rate_verdict(advice, figure), why)
@@ -186,9 +179,12 @@ def _rate_verdict(advice: str, figure: str) -> str:
 
 
 def _rate_words(reading: RateReading, claimed: float | None, measured: Rate) -> str:
-    """'holds; figure understated: 57/57 vs 80% claimed', contradicted ones said first."""
+    """'holds; figure consistent: 57/57 scenarios vs 80% claimed', contradicted ones said
+    first."""
     if reading.advice == NOT_MEASURABLE:
         return NOT_MEASURABLE
+    if reading.label:
+        return reading.label
     advice = (
         f"{INCONCLUSIVE} (n={measured.n})"
         if reading.advice == INCONCLUSIVE
@@ -196,7 +192,7 @@ def _rate_words(reading: RateReading, claimed: float | None, measured: Rate) -> 
         if reading.advice == FAILS_OTHERWISE
         else reading.advice
     )
-    words = f"{advice}; figure {reading.figure}: {measured.k}/{measured.n}"
+    words = f"{advice}; figure {reading.figure}: {measured.k}/{measured.n} scenarios"
     if claimed is not None:
         words += f" vs {pct(claimed)} claimed"
     return f"{CONTRADICTED}: {words}" if reading.verdict == CONTRADICTED else words
@@ -227,6 +223,88 @@ def _rate_verdict_of(
     )
 
 
+@dataclass(frozen=True)
+class ReleaseSplit:
+    """Where a variant's scenarios part at one change: every scenario of the releases on
+    one side was a hit (it works; a dead end fails as documented), none on the other, and
+    no release between mixes them."""
+
+    package: str  # torch or lightning
+    hits: tuple[Version, ...]  # the measured releases where every scenario was a hit
+    misses: tuple[Version, ...]  # ... where none was
+    below: Version  # the last measured release before the change
+    at: Version  # the first measured release after it
+
+    def words(self, hit: str, miss: str) -> str:
+        """'fails as documented in torch 2.6.0–2.15.0, works in 1.10.2–2.5.1: the change
+        lies between 2.5.1 and 2.6.0'."""
+
+        def span(vs: tuple[Version, ...]) -> str:
+            return str(vs[0]) if len(vs) == 1 else f"{vs[0]}–{vs[-1]}"
+
+        return (
+            f"{hit} in {self.package} {span(self.hits)} ({len(self.hits)} measured "
+            f"release{'s' if len(self.hits) > 1 else ''}), {miss} in {span(self.misses)}: the "
+            f"change lies between {self.package} {self.below} and {self.at}"
+        )
+
+
+def release_split(agg: EntryAggregate, v: VariantAggregate) -> ReleaseSplit | None:
+    """The variant's scenarios parted by one change of torch (else of lightning), or None
+    where they are not: all alike, a release that mixes hits and misses, or more than one
+    change."""
+    envs = {e.id: e for e in agg.envs}
+    for package in ("torch", "lightning"):
+        per: dict[Version, list[int]] = {}
+        for env, k, n, *_rest in v.by_env:
+            e = envs.get(env)
+            version = _env_version(e, package) if e is not None else None
+            if version is None or not n:
+                continue
+            slot = per.setdefault(version, [0, 0])
+            slot[0] += k
+            slot[1] += n
+        if any(0 < k < n for k, n in per.values()):
+            continue
+        order = sorted(per)
+        states = [per[r][0] > 0 for r in order]
+        changes = [i for i in range(1, len(states)) if states[i] != states[i - 1]]
+        if len(changes) != 1:
+            continue
+        cut = changes[0]
+        hits = tuple(r for r, hit in zip(order, states, strict=True) if hit)
+        misses = tuple(r for r, hit in zip(order, states, strict=True) if not hit)
+        return ReleaseSplit(package, hits, misses, order[cut - 1], order[cut])
+    return None
+
+
+def _split_reading(split: ReleaseSplit, reading: RateReading, hit: str, miss: str) -> RateReading:
+    """A rate claim whose scenarios part by release: the advice and the figure depend on
+    the release, said with both sides and where the change lies."""
+    words = split.words(hit, miss)
+    why = f"depends on the release: {words}; over every release: {reading.why}"
+    return RateReading(DEPENDS, DEPENDS, DEPENDS, why, f"{DEPENDS}: {words}")
+
+
+# what a variant's claim says it does, and its negation, as a release split says them
+_HIT_WORDS = {
+    "workaround": ("works", "does not work"),
+    "diagnostic": ("flags the fault and passes a good input", "does not"),
+    "dead_end": ("fails as documented", "does not fail as documented"),
+}
+
+
+def _with_split(agg: EntryAggregate, v: VariantAggregate, reading: RateReading) -> RateReading:
+    """``reading``, or the release split's where the variant's scenarios part by release."""
+    if reading.advice == NOT_MEASURABLE:
+        return reading
+    split = release_split(agg, v)
+    if split is None:
+        return reading
+    kind = "diagnostic" if v.claim_kind == "diagnostic" else v.kind
+    return _split_reading(split, reading, *_HIT_WORDS.get(kind, _HIT_WORDS["workaround"]))
+
+
 def _message_text(m: MessageSeen | None) -> str:
     return "" if m is None else f"{m.type}: {m.message}"
 
@@ -245,7 +323,7 @@ def _why_no_applicable(agg: EntryAggregate, v: VariantAggregate) -> str:
                 why += (
                     f"; where it ran, it was "
                     f"{'ok' if v.kind == 'workaround' else 'failing as documented'} in "
-                    f"{v.anywhere.k}/{v.anywhere.n} applicable runs"
+                    f"{v.anywhere.k}/{v.anywhere.n} applicable scenarios"
                     + (f" ({seen})" if seen else "")
                 )
             return why
@@ -321,13 +399,13 @@ def _fix_rate_verdict(
         )
     best = best_workaround(workarounds)
     assert best is not None
-    reading = read_rate(fix_rate, best.overall, higher="it works more often than the document says")
+    reading = _with_split(agg, best, read_rate(fix_rate, best.overall))
     why = (
-        f"basis: best workaround {best.name!r}; {reading.why}; pooled workaround runs ok: "
+        f"basis: best workaround {best.name!r}; {reading.why}; pooled workaround scenarios ok: "
         f"{pooled.text()}"
     )
     seen = ""
-    if reading.advice != HOLDS or reading.figure not in (CONFIRMED, UNDERSTATED):
+    if reading.advice != HOLDS or reading.figure != CONSISTENT:
         seen = _failures_text(best, _EXPECTED["workaround"])
     return _rate_verdict_of(
         "fix rate", "", pct(fix_rate), fix_rate, best.overall, reading, why, seen
@@ -382,19 +460,18 @@ def _variant_verdict(agg: EntryAggregate, v: VariantAggregate) -> Verdict:
         return _rate_verdict_of(
             label, v.name, claimed, v.claimed_rate, v.overall, reading, reading.why, ""
         )
-    higher = "it works more often than the document says" if v.kind == "workaround" else ""
     reading = read_rate(
         v.claimed_rate,
         v.overall,
         why_empty=_why_no_applicable(agg, v),
         what=implicit,
-        higher=higher,
     )
+    reading = _with_split(agg, v, reading)
     why = reading.why
     if v.condition and v.within:
         why += f"; within its condition ({v.condition}): {v.within}"
     seen = ""
-    settled = reading.advice == HOLDS and reading.figure in (CONFIRMED, UNDERSTATED, NOT_STATED)
+    settled = reading.advice == HOLDS and reading.figure in (CONSISTENT, NOT_STATED)
     if v.overall.n and not settled:
         seen = _failures_text(v, _EXPECTED.get(v.kind, _EXPECTED["workaround"]))
     return _rate_verdict_of(label, v.name, claimed, v.claimed_rate, v.overall, reading, why, seen)
@@ -431,31 +508,33 @@ def _dead_end_verdict(
             return _rate_verdict_of(
                 label, v.name, claimed, v.claimed_rate, v.overall, reading, why, ""
             )
-        low = failing.low or 0.0
-        if _gt(low, _MOST):
-            why = (
-                f"it fails, not as documented: it failed in {n - v.ok.k}/{n} applicable runs "
-                f"(the 95% interval {pct(low)[:-1]}–{pct(failing.high or 0.0)} lies above 50%), "
-                f"so the advice to avoid it holds; {why}"
+        # its runs never say the untested reason is false: "not as documented" would. They
+        # are a note, and only where the dead end could act: a run that raised the
+        # documented error itself left the situation as the baseline has it
+        acted = [f for f in v.failures if f.outcome != Outcome.REPRODUCED.value]
+        unchanged = sum(f.count for f in v.failures if f.outcome == Outcome.REPRODUCED.value)
+        if n - v.ok.k and not acted:
+            why += (
+                f"; applied where it cannot act: its {n - v.ok.k} failing scenarios raised the "
+                "documented error itself, as the baseline does"
             )
-            reading = RateReading(FAILS_OTHERWISE, _no_figure(v), NOT_AS_DOCUMENTED, why)
-            seen = _failures_text(v, frozenset())
-            return _rate_verdict_of(
-                label, v.name, claimed, v.claimed_rate, v.overall, reading, why, seen
+        elif n:
+            why += (
+                f"; where it could act, it failed in {n - v.ok.k - unchanged}/{n - unchanged} "
+                f"applicable scenarios and was ok in {v.ok.k}, which says nothing of its "
+                "documented failure"
             )
-        why += f"; ok in {v.ok.k}/{n} applicable runs, which says nothing of it"
         reading = RateReading(NOT_MEASURABLE, _no_figure(v), NOT_MEASURABLE, why)
-        return _rate_verdict_of(label, v.name, claimed, v.claimed_rate, v.overall, reading, why, "")
+        seen = _failures_text(v, frozenset()) if acted else ""
+        return _rate_verdict_of(
+            label, v.name, claimed, v.claimed_rate, v.overall, reading, why, seen
+        )
 
-    higher = (
-        "it fails as documented more often than the document says (the advice to avoid it holds)"
-    )
     reading = read_rate(
         v.claimed_rate,
         v.overall,
         why_empty=_why_no_applicable(agg, v),
         what="fails as documented",
-        higher=higher,
     )
     why = reading.why
     if n:
@@ -473,7 +552,7 @@ def _dead_end_verdict(
         if reading.advice != HOLDS and _gt(failing.low or 0.0, _MOST):
             # it fails in most runs, not as documented: avoid it, for another reason
             why = (
-                f"it fails, not as documented: it failed in {n - v.ok.k}/{n} applicable runs, "
+                f"it fails, not as documented: it failed in {n - v.ok.k}/{n} applicable scenarios, "
                 f"as documented in {v.overall.k}; the advice to avoid it holds, its reason "
                 f"({kind_words}) is not what happens; " + why
             )
@@ -481,17 +560,25 @@ def _dead_end_verdict(
         elif reading.advice == WRONG and not _gt(_MOST, failing.high or 0.0):
             # not as documented in most runs, yet not working in most either: undecided
             why = (
-                f"it failed in {n - v.ok.k}/{n} applicable runs, as documented in "
+                f"it failed in {n - v.ok.k}/{n} applicable scenarios, as documented in "
                 f"{v.overall.k}: whether it works is not settled; " + why
             )
             reading = RateReading(
                 INCONCLUSIVE, reading.figure, _rate_verdict(INCONCLUSIVE, reading.figure), why
             )
+    split = release_split(agg, v) if n else None
+    if split is not None:
+        reading = _split_reading(
+            split,
+            RateReading(reading.advice, reading.figure, reading.verdict, why),
+            *_HIT_WORDS["dead_end"],
+        )
+        why = reading.why
     if v.condition and v.within:
         why += f"; within its condition ({v.condition}): {v.within}"
-        reading = RateReading(reading.advice, reading.figure, reading.verdict, why)
+        reading = RateReading(reading.advice, reading.figure, reading.verdict, why, reading.label)
     seen = ""
-    settled = reading.advice == HOLDS and reading.figure in (CONFIRMED, UNDERSTATED, NOT_STATED)
+    settled = reading.advice == HOLDS and reading.figure in (CONSISTENT, NOT_STATED)
     expected = _EXPECTED["dead_end"] if v.measured_kind == "raises" else frozenset()
     if n and (not settled or v.failed_otherwise):
         seen = _failures_text(v, expected)
@@ -558,7 +645,7 @@ def _message_verdict(
     """The documented message occurs, read at its grade (harness.outcomes.grade): the best
     grade any applicable baseline run reached. A run at verbatim, variable-parts or a
     declared rewording shows the documented error and confirms the claim; none, in enough
-    applicable runs that an error occurring in half of them would have been seen (the 95%
+    applicable scenarios that an error occurring in half of them would have been seen (the 95%
     interval of 0/n lies below 50%), contradicts it; fewer runs are inconclusive."""
     claim = "documented message"
     claimed = f"{agg.signature_type}: {agg.signature_text}" if agg.signature_type else "–"
@@ -585,7 +672,9 @@ def _message_verdict(
             if slice_id.startswith(device + "-")
         )
         if not on_device:
-            elsewhere = f" ({n} runs on other devices, stand-ins that cannot show it)" if n else ""
+            elsewhere = (
+                f" ({n} scenarios on other devices, stand-ins that cannot show it)" if n else ""
+            )
             return Verdict(
                 claim,
                 "",
@@ -603,7 +692,7 @@ def _message_verdict(
     ranked = [g for g in GRADES if per_grade[g.value]]
     best = ranked[0] if ranked else None
     grade = best.value if best is not None else NOT_MEASURABLE
-    measured = f"shown in {k}/{n} applicable baseline runs"
+    measured = f"shown in {k}/{n} applicable baseline scenarios"
     if ranked:
         measured += " (" + ", ".join(f"{g.value} {per_grade[g.value]}" for g in ranked) + ")"
     related = [b for b in baselines if b.related.k]
@@ -617,7 +706,7 @@ def _message_verdict(
 
     def verdict(verdict_: str, why: str, seen_: str = "") -> Verdict:
         label = f"{verdict_} (n={n})" if verdict_ == INCONCLUSIVE else verdict_
-        words = f"{label}; grade {grade}: {k}/{n} baseline runs" if n else label
+        words = f"{label}; grade {grade}: {k}/{n} baseline scenarios" if n else label
         return Verdict(
             claim, "", claimed, measured, verdict_, why, seen_, n, grade=grade, words=words
         )
@@ -666,11 +755,13 @@ def _message_verdict(
     if retyped:
         why = f"the documented message was raised as {retyped}, not {agg.signature_type}; " + why
     if open_n < n:
-        why += f"; {open_n} of the {n} runs could show it (the others raised their own error)"
+        why += f"; {open_n} of the {n} scenarios could show it (the others raised their own error)"
     high = Rate.of(0, open_n).high or 0.0
     if high < _MOST:
         return verdict(CONTRADICTED, why, seen)
-    why += f"; in {open_n} runs an error occurring in up to {pct(high)} of runs could stay unseen"
+    why += (
+        f"; in {open_n} scenarios an error occurring in up to {pct(high)} of them could stay unseen"
+    )
     return verdict(INCONCLUSIVE, why, seen)
 
 
@@ -739,7 +830,7 @@ def _env_version(env: EnvInfo, field_name: str) -> Version | None:
 
 
 def _baseline_by_env(baselines: list[VariantAggregate]) -> dict[str, list[int]]:
-    """env id -> [runs showing the documented error at its grade, applicable baseline runs],
+    """env id -> [scenarios showing the documented error at its grade, applicable ones],
     any device, precision and trial."""
     out: dict[str, list[int]] = {}
     for b in baselines:
@@ -750,36 +841,131 @@ def _baseline_by_env(baselines: list[VariantAggregate]) -> dict[str, list[int]]:
     return out
 
 
-def _outside_bounds(
-    row: Any, envs: Iterable[EnvInfo], field_name: str, counts: Mapping[str, Sequence[int]]
-) -> list[str]:
+def _outside_bounds(row: Any, releases: Mapping[Version, Sequence[int]]) -> list[str]:
     """The row's introduced / deprecated bounds that a reproduction falls outside of (each
-    contradicts the row), named with the first environment that shows it."""
+    contradicts the row), named with the first release that shows it."""
     problems: list[str] = []
     for bound, below in (("introduced", True), ("deprecated", False)):
         raw = getattr(row, bound)
         bv = _public(_version(raw)) if raw else None
         if bv is None:
             continue
-        for e in envs:
-            ev = _env_version(e, field_name)
-            if ev is None or not counts.get(e.id, (0, 0))[0]:
-                continue
-            if (below and ev < bv) or (not below and ev >= bv):
+        for release, (shows, _n) in releases.items():
+            if shows and ((below and release < bv) or (not below and release >= bv)):
                 problems.append(
-                    f"reproduces in {e.id}, {'before' if below else 'at/after'} {bound} {raw}"
+                    f"reproduces in {release}, {'before' if below else 'at/after'} {bound} {raw}"
                 )
                 break
     return problems
 
 
+@functools.cache
+def _matrix_releases() -> Mapping[str, tuple[Version, ...]]:
+    """The releases the project measures, per package (matrix.yaml's axes): what "the release
+    just below a bound" means. Empty where the matrix cannot be read (the measured releases
+    alone then stand for it)."""
+    from harness.spec.matrix import load_matrix  # the aggregate needs the matrix only here
+
+    try:
+        axes = load_matrix(Path(__file__).resolve().parents[2] / "matrix.yaml").axes
+    except Exception:  # a checkout without its matrix: the measured releases decide
+        return {}
+    out: dict[str, tuple[Version, ...]] = {}
+    for axis, values in axes.items():
+        parsed = [_public(_version(v)) for v in values]
+        out[axis] = tuple(sorted({v for v in parsed if v is not None}))
+    return out
+
+
+def _release_states(
+    field_name: str, envs: Iterable[EnvInfo], counts: Mapping[str, Sequence[int]]
+) -> dict[Version, list[int]]:
+    """release -> [scenarios showing the documented error, applicable scenarios], the
+    environments of one release (of ``field_name``'s package) added up, in release order."""
+    out: dict[Version, list[int]] = {}
+    for e in envs:
+        v = _env_version(e, field_name)
+        shows, n = counts.get(e.id, (0, 0))
+        if v is None or not n:
+            continue
+        slot = out.setdefault(v, [0, 0])
+        slot[0] += shows
+        slot[1] += n
+    return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class _Edge:
+    """A release a row's claim rests on: where the error must show (or not)."""
+
+    release: Version | None  # None: no release of the project lies there
+    shows: bool  # what the row says happens in it
+    what: str  # "the release just below introduced 2.1"
+
+
+def _edges(row: Any, spec: Any, known: Sequence[Version], present: bool) -> list[_Edge]:
+    """The releases that settle a row: the first and the last release its spec covers, and
+    for each introduced / deprecated bound the release just below it and the release at it."""
+    inside = [v for v in known if spec.contains(v, prereleases=True)]
+    edges: list[_Edge] = []
+    if inside:
+        edges.append(_Edge(inside[0], present, f"the first release {row.spec} covers"))
+        if inside[-1] != inside[0]:
+            edges.append(_Edge(inside[-1], present, f"the last release {row.spec} covers"))
+    for bound, appears in (("introduced", True), ("deprecated", False)):
+        raw = getattr(row, bound)
+        bv = _public(_version(raw)) if raw else None
+        if bv is None:
+            continue
+        below = [v for v in known if v < bv]
+        at = [v for v in known if v >= bv]
+        edges.append(
+            _Edge(
+                below[-1] if below else None, not appears, f"the release just below {bound} {raw}"
+            )
+        )
+        edges.append(_Edge(at[0] if at else None, appears, f"the release at {bound} {raw}"))
+    return edges
+
+
+def _span(versions: Sequence[Version]) -> str:
+    return str(versions[0]) if len(versions) == 1 else f"{versions[0]}–{versions[-1]}"
+
+
+def _settle_command(
+    entry_id: str, field_name: str, low: Version | None, high: Version | None
+) -> str:
+    """The command that measures the releases between two measured ones."""
+    if low is None or high is None:
+        return f"python -m harness run --entry {entry_id} --env '*{field_name}<release>*'"
+    flag = "--lightning" if field_name == "lightning" else "--torch"
+    return (
+        f"python -m harness bisect {entry_id} --variant <baseline> --device cpu "
+        f"--precision fp32 {flag} {low}..{high}"
+    )
+
+
+def _between(
+    bound: Version, releases: Mapping[Version, Sequence[int]]
+) -> tuple[Version | None, Version | None]:
+    """The measured releases nearest a bound on each side."""
+    below = [v for v in releases if v < bound]
+    above = [v for v in releases if v >= bound]
+    return (below[-1] if below else None, above[0] if above else None)
+
+
 def _version_verdict(
     row: Any, agg: EntryAggregate, baselines: list[VariantAggregate], grade: str
 ) -> Verdict:
-    """A version-table row, judged on environments at the message's grade: an environment
-    shows the error when one of its applicable baseline runs does; it lacks it when none of
-    at least ENV_TRIALS does; fewer runs leave it undecided. A row for a message that shows
-    nowhere is not measured at all: the message's own verdict says it once."""
+    """A version-table row, judged per release at the message's grade. A release shows the
+    error when one of its applicable baseline scenarios does, and lacks it when it has
+    applicable scenarios and none does (trials only settle flakiness). A row is contradicted
+    by a release it covers that behaves otherwise, or by a reproduction outside its
+    introduced / deprecated bound; it is confirmed only where every release it rests on was
+    measured (its first and last covered release, and on both sides of each bound);
+    otherwise it is inconclusive, naming between which measured releases the change lies
+    and the command that settles it. A row for a message that shows nowhere is not measured
+    at all: the message's own verdict says it once."""
     label = f"version table: {row.spec} ({row.status})"
     claimed = row.status + "".join(
         f", {k} {v}"
@@ -795,23 +981,21 @@ def _version_verdict(
     except ValueError as exc:  # entries validate at load; a hand-built claim may not
         return verdict(NOT_MEASURABLE, "–", str(exc))
     counts = _baseline_by_env(baselines)
-    satisfying: list[EnvInfo] = []
-    for e in agg.envs:
-        v = _env_version(e, field_name)
-        if v is not None and spec.contains(v, prereleases=True):
-            satisfying.append(e)
-    applicable = [e for e in satisfying if counts.get(e.id, (0, 0))[1]]
-    shows = [e for e in applicable if counts[e.id][0]]
-    lacks = [e for e in applicable if not counts[e.id][0] and counts[e.id][1] >= ENV_TRIALS]
-    undecided = [e for e in applicable if e not in shows and e not in lacks]
-    n = sum(counts[e.id][1] for e in applicable)
+    releases = _release_states(field_name, agg.envs, counts)
+    inside = {v: sn for v, sn in releases.items() if spec.contains(v, prereleases=True)}
+    shows = [v for v, (k, _n) in inside.items() if k]
+    lacks = [v for v, (k, _n) in inside.items() if not k]
+    n = sum(sn[1] for sn in inside.values())
     at = "" if grade == Grade.VERBATIM.value else f" (read at grade {grade})"
-    measured = f"reproduces in {len(shows)}/{len(applicable)} measured envs satisfying the spec"
-    if undecided:
-        measured += f" ({len(undecided)} with too few runs to tell)"
-    if not satisfying:
-        return verdict(NOT_MEASURABLE, measured, f"no measured environment satisfies {row.spec}")
-    if not applicable:
+    measured = (
+        f"reproduces in {len(shows)}/{len(inside)} measured {field_name} releases the spec covers"
+    )
+    if not inside:
+        satisfying = (_env_version(e, field_name) for e in agg.envs)
+        if not any(v is not None and spec.contains(v, prereleases=True) for v in satisfying):
+            return verdict(
+                NOT_MEASURABLE, measured, f"no measured environment satisfies {row.spec}"
+            )
         why = (
             "every baseline run in the environments satisfying the spec was unsupported, "
             "skipped or env_failed"
@@ -824,26 +1008,52 @@ def _version_verdict(
             "it once"
         )
         return verdict(NOT_MEASURABLE, measured, why, "", n)
-    too_few = ", ".join(f"{e.id} (0/{counts[e.id][1]})" for e in undecided)
-    problems = _outside_bounds(row, agg.envs, field_name, counts)
     present = row.status.strip().lower() in PRESENT_STATUSES
+    problems = _outside_bounds(row, releases)
     if present and lacks:
-        problems.insert(
-            0,
-            "does not reproduce in " + ", ".join(f"{e.id} (0/{counts[e.id][1]})" for e in lacks),
-        )
+        problems.insert(0, "does not reproduce in " + ", ".join(f"{field_name} {v}" for v in lacks))
     elif not present and shows:
-        problems.insert(0, "reproduces in " + ", ".join(e.id for e in shows))
+        problems.insert(0, "reproduces in " + ", ".join(f"{field_name} {v}" for v in shows))
     if problems:
-        seen = _messages_instead(baselines, {e.id for e in lacks}) if present else ""
+        lacking_envs = {e.id for e in agg.envs if _env_version(e, field_name) in set(lacks)}
+        seen = _messages_instead(baselines, lacking_envs) if present else ""
         return verdict(CONTRADICTED, measured, "; ".join(problems) + at, seen, n)
-    # a present row needs every environment to show it; a fixed row one that lacks it
-    # (an undecided environment speaks against a present row, never against a fixed one)
-    if (present and undecided) or (not present and not lacks):
-        return verdict(
-            INCONCLUSIVE, measured, "too few applicable baseline runs to tell in " + too_few, "", n
+    known = sorted(set(_matrix_releases().get(field_name, ())) | set(releases))
+    missing = [e for e in _edges(row, spec, known, present) if e.release not in releases]
+    agree = shows if present else lacks
+    consistent = (
+        f"{'reproduces' if present else 'does not reproduce'} in every measured release it "
+        f"covers ({field_name} {_span(agree)}, {len(agree)} release{'s' if len(agree) > 1 else ''})"
+        + at
+    )
+    if not missing:
+        settled = (
+            "measured at and just below each bound"
+            if row.introduced or row.deprecated
+            else "its first and last covered releases measured"
         )
-    why = "consistent in " + ", ".join(e.id for e in (shows if present else lacks)) + at
-    if undecided:
-        why += "; too few runs to tell in " + too_few
-    return verdict(CONFIRMED, measured, why, "", n)
+        return verdict(CONFIRMED, measured, f"{consistent}; {settled}", "", n)
+    unsettled: list[str] = []
+    for e in missing:
+        place = f"{e.what} ({field_name} {e.release})" if e.release else e.what
+        low, high = _between(e.release, releases) if e.release is not None else (None, None)
+        span = (
+            f"the change lies between {field_name} {low} and {high}"
+            if low is not None and high is not None
+            else f"the nearest measured release is {field_name} {low or high}"
+            if (low or high) is not None
+            else ""
+        )
+        text = f"{place} was not measured" + (f": {span}" if span else "")
+        if text not in unsettled:
+            unsettled.append(text)
+    placed = [e.release for e in missing if e.release is not None]
+    low_all = max((v for v in releases if placed and v < min(placed)), default=None)
+    high_all = min((v for v in releases if placed and v > max(placed)), default=None)
+    why = (
+        consistent
+        + "; not settled: "
+        + "; ".join(unsettled)
+        + f"; settle it with `{_settle_command(agg.id, field_name, low_all, high_all)}`"
+    )
+    return verdict(INCONCLUSIVE, measured, why, "", n)
