@@ -932,17 +932,37 @@ def _span(versions: Sequence[Version]) -> str:
     return str(versions[0]) if len(versions) == 1 else f"{versions[0]}–{versions[-1]}"
 
 
-def _settle_command(
-    entry_id: str, field_name: str, low: Version | None, high: Version | None
+def _settle_commands(
+    agg: EntryAggregate,
+    baselines: Sequence[VariantAggregate],
+    field_name: str,
+    missing: Sequence[Version],
+    releases: Mapping[Version, Sequence[int]],
 ) -> str:
-    """The command that measures the releases between two measured ones."""
-    if low is None or high is None:
-        return f"python -m harness run --entry {entry_id} --env '*{field_name}<release>*'"
+    """The commands that measure the releases a row rests on: a bisect between the measured
+    releases around those that lie between two, a run of each that lies beyond them all."""
     flag = "--lightning" if field_name == "lightning" else "--torch"
-    return (
-        f"python -m harness bisect {entry_id} --variant <baseline> --device cpu "
-        f"--precision fp32 {flag} {low}..{high}"
+    base = baselines[0] if baselines else None
+    where = next(
+        (sid.split("-", 1) for b in baselines for sid, r in b.by_slice if r.n and "-" in sid),
+        ["cpu", "fp32"],
     )
+    variant = base.name if base is not None else "<baseline>"
+    inner = [v for v in missing if any(r < v for r in releases) and any(r > v for r in releases)]
+    commands = []
+    if inner:
+        low = max(r for r in releases if r < min(inner))
+        high = min(r for r in releases if r > max(inner))
+        commands.append(
+            f"python -m harness bisect {agg.id} --variant {variant} --device {where[0]} "
+            f"--precision {where[1]} {flag} {low}..{high}"
+        )
+    commands += [
+        f"python -m harness run --entry {agg.id} --env '*{field_name}{v}*'"
+        for v in missing
+        if v not in inner
+    ]
+    return "`; `".join(commands)
 
 
 def _between(
@@ -1033,27 +1053,20 @@ def _version_verdict(
             else "its first and last covered releases measured"
         )
         return verdict(CONFIRMED, measured, f"{consistent}; {settled}", "", n)
-    unsettled: list[str] = []
+    whats: dict[Version | None, list[str]] = {}
     for e in missing:
-        place = f"{e.what} ({field_name} {e.release})" if e.release else e.what
-        low, high = _between(e.release, releases) if e.release is not None else (None, None)
-        span = (
-            f"the change lies between {field_name} {low} and {high}"
-            if low is not None and high is not None
-            else f"the nearest measured release is {field_name} {low or high}"
-            if (low or high) is not None
-            else ""
-        )
-        text = f"{place} was not measured" + (f": {span}" if span else "")
-        if text not in unsettled:
-            unsettled.append(text)
-    placed = [e.release for e in missing if e.release is not None]
-    low_all = max((v for v in releases if placed and v < min(placed)), default=None)
-    high_all = min((v for v in releases if placed and v > max(placed)), default=None)
-    why = (
-        consistent
-        + "; not settled: "
-        + "; ".join(unsettled)
-        + f"; settle it with `{_settle_command(agg.id, field_name, low_all, high_all)}`"
+        whats.setdefault(e.release, []).append(e.what)
+    unmeasured = "; ".join(
+        (f"{field_name} {release} ({' and '.join(what)})" if release else " and ".join(what))
+        for release, what in whats.items()
     )
+    why = f"{consistent}; not measured: {unmeasured}"
+    placed = sorted(release for release in whats if release is not None)
+    spans = sorted({_between(v, releases) for v in placed}, key=str)
+    for low, high in spans:
+        if low is not None and high is not None:
+            why += f"; the change lies between {field_name} {low} and {high}"
+    if placed:
+        commands = _settle_commands(agg, baselines, field_name, placed, releases)
+        why += f"; settle it with `{commands}`"
     return verdict(INCONCLUSIVE, measured, why, "", n)
