@@ -1,7 +1,7 @@
 """Baselines whose documented situation raises nothing in torch (entry.yaml: a baseline's
 ``fails_as`` with ``instead``): each such baseline really fails the postconditions it names
 (the NaN loss of deadends/pytorch/loss-nan/pt2-linux, the unregistered layer, the doubled
-step...), and its entry's control, or else a workaround that answers that baseline, holds
+step...), and a workaround that answers that baseline, or else its entry's control, holds
 them: the postconditions can fail and can hold."""
 
 from __future__ import annotations
@@ -47,13 +47,17 @@ def test_a_silent_baseline_fails_its_postconditions_and_a_fixed_variant_holds_th
     repro = load(entry.id)
     checks = repro.VARIANTS[baseline](device, precision)
     assert named & failed(checks), checks
-    # the control where it reports them, else a workaround that answers this baseline
-    others = [v.name for v in entry.variants if v.kind == "control"] + [
+    # a workaround that answers this baseline (its fault, fixed), else the control
+    others = [
         v.name for v in entry.variants if v.kind == "workaround" and baseline in v.baselines
-    ]
+    ] + [v.name for v in entry.variants if v.kind == "control"]
+    # not every workaround works (that is what the runs measure): one variant holding them
+    # shows they can hold
     for other in others:
-        held = repro.VARIANTS[other](device, precision)
-        if named <= set(held):
-            assert not named & failed(held), (other, held)
+        try:
+            held = repro.VARIANTS[other](device, precision)
+        except Exception:  # noqa: BLE001 - a workaround that raises holds nothing
+            continue
+        if named <= set(held) and not named & failed(held):
             return
-    pytest.fail(f"no control or workaround of {baseline} reports {sorted(named)}")
+    pytest.fail(f"no workaround of {baseline} nor control holds {sorted(named)}")
