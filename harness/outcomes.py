@@ -18,6 +18,7 @@ __all__ = [
     "signature_named",
     "type_named",
     "variable_parts",
+    "whole_message",
 ]
 
 
@@ -62,9 +63,13 @@ def signature_named(exc_type: str, exc_message: str, sig_type: str, sig_message:
     signature, judged on the host from names alone. The child matches on the live class
     (harness/inenv/child.py, ``signature_matches``), bases included; the host sees only the
     recorded name, so a base-class match cannot be told here. Used only to re-read
-    records written before "related" existed (schema 2)."""
-    named = exc_type == sig_type or exc_type.rsplit(".", 1)[-1] == sig_type.rsplit(".", 1)[-1]
-    return named and re.search(sig_message, exc_message, re.DOTALL) is not None
+    records written before "related" existed (schema 2), or before the signature was declared.
+    ``Exception`` and ``BaseException`` name every recorded type, as the child's match on
+    the live class's bases reads them."""
+    return (
+        type_named(exc_type, sig_type)
+        and re.search(sig_message, exc_message, re.DOTALL) is not None
+    )
 
 
 # -- how a run reads against the documented message: its grade -------------------------------
@@ -106,17 +111,20 @@ def grade(
     signature_message: str,
     reworded: str | None = None,
     reworded_type: str = "",
+    whole: str = "",
 ) -> Grade | None:
     """The grade of one run against the documented signature (``signature_message`` a
     regular expression; ``reworded``: the pattern of the entry's declared rewording, and
     ``reworded_type`` the subclass of the documented type it is raised as, where it names
     one: a record keeps the exception's own class, not its bases), or
-    None for a run that is not counted (unsupported, skipped, env_failed). The one rule
+    None for a run that is not counted (unsupported, skipped, env_failed). ``whole``: the
+    document's whole message as a pattern (``whole_message``) where the signature holds only
+    its first sentence: a run is verbatim only where torch says all of it. The one rule
     that decides a grade; docs/reference/outcomes-and-verdicts.md says it in words."""
     if outcome in _NOT_COUNTED_VALUES:
         return None
     if outcome == Outcome.REPRODUCED.value:
-        return Grade.VERBATIM
+        return _whole(exc_message, whole)
     if outcome in _NOTHING_RAISED:
         return Grade.NOT_RAISED
     if outcome != Outcome.OTHER_ERROR.value or not exc_type or not signature_type:
@@ -127,12 +135,38 @@ def grade(
     if not type_named(exc_type, signature_type):
         return Grade.OTHER_ERROR
     if re.search(signature_message, exc_message, re.DOTALL):
-        return Grade.VERBATIM  # a record older than the signature, read against it now
+        return _whole(exc_message, whole)  # a record older than the signature, read now
     if variable_parts(signature_message, exc_message):
         return Grade.VARIABLE_PARTS
     if reworded and re.search(reworded, exc_message, re.DOTALL):
         return Grade.REWORDED
     return Grade.OTHER_ERROR
+
+
+def _whole(exc_message: str, whole: str) -> Grade:
+    """The grade of a run whose message holds the signature (the document's first sentence):
+    verbatim where it holds the document's whole message too (or the document says no more,
+    or the record kept no message), variable-parts where it holds the whole message's words
+    with what torch formats in, else reworded: torch said the first sentence and the rest in
+    its own words."""
+    if not whole or not exc_message or re.search(whole, exc_message, re.DOTALL):
+        return Grade.VERBATIM
+    return Grade.VARIABLE_PARTS if variable_parts(whole, exc_message) else Grade.REWORDED
+
+
+def whole_message(documented: str, signature_type: str, signature_message: str) -> str:
+    """The document's whole message (entry.yaml ``origin.message``, its ``Type: `` prefix
+    dropped) as a pattern for ``grade``'s ``whole``, or "" where the signature already reads
+    all of it (the document says one sentence, or none is kept)."""
+    text = documented.strip()
+    prefix = signature_type.rsplit(".", 1)[-1] + ":"
+    head, _, rest = text.partition(":")
+    if head.rsplit(".", 1)[-1] + ":" == prefix:
+        text = rest.strip()
+    found = re.search(signature_message, text, re.DOTALL) if text else None
+    if not text or (found is not None and found.group(0).strip() == text):
+        return ""
+    return re.escape(text).replace("\\ ", " ")
 
 
 def type_named(exc_type: str, sig_type: str) -> bool:

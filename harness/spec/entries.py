@@ -157,7 +157,10 @@ class Claims:
 class FailsAs:
     """How a dead end fails as the document says when the failure is silent (no exception):
     the run ends ``wrong_result`` with at least one of these postconditions failed
-    (entry.yaml ``fails_as``; the counting rule is in docs/reference/outcomes-and-verdicts.md)."""
+    (entry.yaml ``fails_as``; the counting rule is in docs/reference/outcomes-and-verdicts.md).
+    On a baseline, with ``instead``: the documented situation itself fails silently (torch
+    raises nothing where the document names an error), and these postconditions failing is
+    what the situation does instead of raising it."""
 
     outcome: str  # "wrong_result", the only outcome a silent failure has
     postconditions: tuple[str, ...]  # names run() returns; any one failing is the failure
@@ -165,6 +168,9 @@ class FailsAs:
     # the kind of failure these postconditions measure (one of FAILURE_KINDS but "raises"):
     # a time ratio measures "slower", a peak memory "more-memory", a dtype "precision"...
     measures: str = "wrong-result"
+    # a baseline's only: why this silent failure is the documented situation where torch
+    # raises nothing (one line, as a baseline signature's ``instead``)
+    instead: str = ""
 
 
 # the outcomes a declared silent failure may have (a failure that raises is a `signature`)
@@ -430,7 +436,11 @@ def failure_kind(v: Variant) -> str:
 def measures_kind(v: Variant) -> str | None:
     """The kind of failure a dead end's runs can show as documented, or None where they
     cannot show its documented kind: an error counts for ``raises``, ``fails_as``
-    postconditions for the kind they measure."""
+    postconditions for the kind they measure. None for any other kind: a baseline's
+    ``fails_as`` is the documented situation failing silently, never a failure it is
+    counted for (its rate is the documented error's alone)."""
+    if v.kind != "dead_end":
+        return None
     kind = failure_kind(v)
     if v.meaning.unmeasured:
         return None
@@ -845,24 +855,35 @@ def _meaning(claim: Lines, path: Path, kind: str) -> ClaimMeaning:
 
 
 def _fails_as(data: Any, path: Path, line: int, kind: str) -> FailsAs:
-    """``fails_as: {outcome: wrong_result, postconditions: [name, ...]}`` on a dead end."""
+    """``fails_as: {outcome: wrong_result, postconditions: [name, ...]}`` on a dead end; on a
+    baseline with ``instead: "why"``: the documented situation failing silently."""
     shape = "fails_as must be a mapping {outcome: wrong_result, postconditions: [name, ...]}"
-    if kind != "dead_end":
+    if kind not in ("dead_end", "baseline"):
         raise EntryError(
             path,
             line,
-            f"fails_as declares how a dead end fails as documented; a {kind} is judged on "
-            + ("reproducing the documented error" if kind == "baseline" else "passing"),
+            f"fails_as declares how a dead end fails as documented; a {kind} is judged on passing",
         )
     if not isinstance(data, Lines):
         raise EntryError(path, line, shape)
+    baseline = kind == "baseline"
     _check_keys(
         data,
-        {"outcome", "postconditions", "measures"},
-        {"outcome", "postconditions"},
+        {"outcome", "postconditions", "instead"}
+        if baseline
+        else {"outcome", "postconditions", "measures"},
+        {"outcome", "postconditions", "instead"} if baseline else {"outcome", "postconditions"},
         path,
         "fails_as",
     )
+    instead = str(data.get("instead") or "").strip()
+    if baseline and (not instead or "\n" in instead):
+        raise EntryError(
+            path,
+            data.key_lines["instead"],
+            "a baseline's fails_as.instead must be one line saying why this silent failure is "
+            "the documented situation (torch raises nothing there)",
+        )
     measures = data.get("measures", "wrong-result")
     if measures not in FAILURE_KINDS or measures == "raises":
         raise EntryError(
@@ -892,7 +913,11 @@ def _fails_as(data: Any, path: Path, line: int, kind: str) -> FailsAs:
             raise EntryError(path, pline, f"fails_as.postconditions: {name!r} twice")
         seen.add(name)
     return FailsAs(
-        outcome=str(outcome), postconditions=tuple(names), line=pline, measures=str(measures)
+        outcome=str(outcome),
+        postconditions=tuple(names),
+        line=pline,
+        measures=str(measures),
+        instead=instead,
     )
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec.entries import EntryError, load_entries, load_entry
+from harness.spec.entries import EntryError, load_entries, load_entry, measures_kind
 from tests.paths import REPO
 
 GOOD = """\
@@ -306,6 +306,69 @@ def test_a_malformed_fails_as_is_named(
         load_entry(d, tmp_path)
     assert (info.value.path, info.value.line) == (str(d / "entry.yaml"), line), str(info.value)
     assert message in info.value.message
+
+
+SILENT_BASELINE = SILENT.replace(
+    '  - {name: baseline, kind: baseline, description: "raises"}\n',
+    "  - name: baseline\n"
+    "    kind: baseline\n"
+    '    description: "the documented situation; torch raises nothing"\n'
+    "    fails_as:\n"
+    "      outcome: wrong_result\n"
+    "      postconditions: [weights_loaded]\n"
+    '      instead: "torch raises nothing: the weights stay unloaded, silently"\n',
+)
+
+
+def test_a_baseline_declares_its_silent_situation_with_instead(tmp_path: Path) -> None:
+    entry = load_entry(make(tmp_path, SILENT_BASELINE, repro=SILENT_REPRO), tmp_path)
+    baseline = entry.variant("baseline")
+    assert baseline.fails_as is not None
+    assert baseline.fails_as.postconditions == ("weights_loaded",)
+    assert baseline.fails_as.instead == "torch raises nothing: the weights stay unloaded, silently"
+    # never a failure a baseline is counted for: its rate is the documented error's alone
+    assert measures_kind(baseline) is None
+    assert entry.variant("deadend1").fails_as.instead == ""  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        # a baseline says why its silent failure is the documented situation
+        (
+            '      instead: "torch raises nothing: the weights stay unloaded, silently"\n',
+            "",
+            "lacks required key(s): instead",
+        ),
+        ('"torch raises nothing: the weights stay unloaded, silently"', '""', "must be one line"),
+        (
+            "      outcome: wrong_result\n      postconditions: [weights_loaded]\n      instead",
+            "      outcome: wrong_result\n      postconditions: [weights_loaded]\n      measures: slower\n      instead",
+            "unknown key 'measures'",
+        ),
+        ("[weights_lodaed]", "[weights_lodaed]", "never writes"),
+    ],
+)
+def test_a_malformed_baseline_fails_as_is_named(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    text = SILENT_BASELINE.replace(old, new, 1)
+    if old == "[weights_lodaed]":  # a name repro.py never writes, on the baseline's list
+        text = SILENT_BASELINE.replace("[weights_loaded]", old, 1)
+    assert text != SILENT_BASELINE
+    with pytest.raises(EntryError) as info:
+        load_entry(make(tmp_path, text, repro=SILENT_REPRO), tmp_path)
+    assert message in info.value.message, str(info.value)
+
+
+def test_instead_on_a_dead_ends_fails_as_is_refused(tmp_path: Path) -> None:
+    text = SILENT.replace(
+        "      postconditions: [weights_loaded]\n",
+        '      postconditions: [weights_loaded]\n      instead: "no"\n',
+    )
+    with pytest.raises(EntryError) as info:
+        load_entry(make(tmp_path, text, repro=SILENT_REPRO), tmp_path)
+    assert "unknown key 'instead'" in info.value.message
 
 
 # -- a documented message that torch words differently: signature.reworded --------------------
