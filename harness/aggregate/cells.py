@@ -695,11 +695,12 @@ def _count_variants(
     roles: list[tuple[str, str, str, int, str]],
     baselines: list[tuple[str, str]],
     judged: Sequence[tuple[str, str, str]] = (),
+    silent_baselines: Sequence[tuple[str, str, str]] = (),
 ) -> _VariantRows:
     """``roles``: (entry, variant, kind, scope, fails: the postconditions of its silent
     documented failure, NUL-separated); ``judged``: (entry, variant, baseline) where a
     variant names the baselines whose reproducing cells judge it."""
-    _score(con, roles, baselines, judged)
+    _score(con, roles, baselines, judged, silent_baselines)
     return _variant_rows(con, roles)
 
 
@@ -708,6 +709,7 @@ def _score(
     roles: list[tuple[str, str, str, int, str]],
     baselines: list[tuple[str, str]],
     judged: Sequence[tuple[str, str, str]] = (),
+    silent_baselines: Sequence[tuple[str, str, str]] = (),
 ) -> None:
     """Table scored: per variant role and cell, the runs counted (n), the hits (k: what the
     role counts as its success or failure, silent documented failures included), and
@@ -740,6 +742,27 @@ def _score(
             silent["fails"].append(fails)
             silent["rid"].append(rid)
     _unnest_table(con, "silent", silent, "fails VARCHAR, rid BIGINT")
+    # a baseline whose documented situation fails silently (entry.yaml fails_as with
+    # instead): the cells where one of its runs failed so reproduce the situation for the
+    # variants that name it, as a declared error of torch's own words does
+    situation: dict[str, list[Any]] = {"entry": [], "variant": [], "rid": []}
+    for eid, name, fails in silent_baselines:
+        for rid, checks in con.execute(
+            "SELECT rid, checks FROM runs WHERE entry = $e AND variant = $v AND "
+            "outcome = 'wrong_result'",
+            {"e": eid, "v": name},
+        ).fetchall():
+            if failed_silently_as_documented(
+                fails.split("\x00"), "wrong_result", json.loads(checks)
+            ):
+                situation["entry"].append(eid)
+                situation["variant"].append(name)
+                situation["rid"].append(rid)
+    _unnest_table(con, "situation", situation, "entry VARCHAR, variant VARCHAR, rid BIGINT")
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE cell_situation AS SELECT DISTINCT entry, variant, env, "
+        "device, precision FROM runs JOIN situation USING (entry, variant, rid)"
+    )
     con.execute(
         "CREATE OR REPLACE TEMP TABLE cell_silent AS SELECT entry, variant, env, device, "
         "precision, fails, count(*) AS silent FROM runs JOIN silent USING (rid) GROUP BY ALL"
@@ -775,7 +798,9 @@ def _score(
         "roles.variant, env, device, precision FROM cells JOIN baselines USING (entry, variant) "
         "JOIN roles ON roles.entry = cells.entry WHERE (n_shows > 0 AND NOT EXISTS (SELECT 1 "
         "FROM judged WHERE judged.entry = roles.entry AND judged.variant = roles.variant)) OR "
-        "(n_shows + n_related > 0 AND (roles.entry, roles.variant, cells.variant) IN "
+        "((n_shows + n_related > 0 OR (cells.entry, cells.variant, env, device, precision) IN "
+        "(SELECT (entry, variant, env, device, precision) FROM cell_situation)) AND "
+        "(roles.entry, roles.variant, cells.variant) IN "
         "(SELECT (entry, variant, baseline) FROM judged))"
     )
     _score_trials(con, counted, hits, p)
@@ -1145,12 +1170,19 @@ def aggregate_table(
     roles: set[tuple[str, str, str, int, str]] = set()
     baselines: list[tuple[str, str]] = []
     judged: set[tuple[str, str, str]] = set()
+    silent_baselines: list[tuple[str, str, str]] = []
     for eid in ids:
         specs[eid], names = _specs(known.get(eid), grouped.first_kind.get(eid, {}))
         roles.update((eid, *s.role) for s in specs[eid])
         baselines += [(eid, n) for n in names]
         judged.update((eid, s.name, b) for s in specs[eid] for b in s.judged_by)
-    rows = _count_variants(con, sorted(roles), baselines, sorted(judged))
+        entry = known.get(eid)
+        silent_baselines += [
+            (eid, v.name, "\x00".join(v.fails_as.postconditions))
+            for v in (entry.variants if entry is not None else ())
+            if v.kind == "baseline" and v.fails_as is not None and v.fails_as.instead
+        ]
+    rows = _count_variants(con, sorted(roles), baselines, sorted(judged), silent_baselines)
 
     labels = {
         eid: machine_labels((m[0], m[1]) for m in grouped.machines.get(eid, ())) for eid in ids

@@ -24,6 +24,7 @@ from harness.spec.entries import (
     ClaimMeaning,
     Claims,
     Entry,
+    FailsAs,
     Signature,
     Variant,
     VersionClaim,
@@ -265,3 +266,45 @@ def test_an_unmeasurable_dead_end_kind_is_not_measurable_whatever_its_runs(outco
         assert "applied where it cannot act" in v.why and not v.seen_instead
     else:
         assert "where it could act, it failed in 6/6" in v.why
+
+
+# -- 3. a situation that raises nothing, declared, judges the advice ---------------------------
+
+
+def test_a_baseline_declaring_its_silent_situation_makes_the_cells_that_judge_the_advice():
+    base = Variant(
+        "base",
+        "baseline",
+        "the loss goes nan",
+        fails_as=FailsAs(
+            "wrong_result", ("loss_finite",), instead="torch checks no loss: it raises nothing"
+        ),
+    )
+    wa = Variant("wa", "workaround", "w", claim_ref="workaround 1", baselines=("base",))
+    records = []
+    for t in TORCHES:
+        silent = rec("base", "baseline", t, Outcome.WRONG_RESULT)
+        records.append(
+            Record(**{**silent.__dict__, "checks": {"loss_finite": {"ok": False, "detail": "nan"}}})
+        )
+        records.append(rec("wa", "workaround", t, OK))
+    here = Path("/nonexistent/document.md")
+    e = Entry(
+        id="pytorch/rules",
+        dir=here.parent,
+        title="rules",
+        signature=Signature("RuntimeError", MSG),
+        claims=Claims(verification="ai_generated"),
+        variants=(base, wa),
+        source=here,
+        document=here,
+        repro=here,
+    )
+    agg = aggregate_entry(e, records)
+    assert claim(agg, "workaround 1").verdict == CONFIRMED
+    message = claim(agg, "documented message")
+    assert "where the documented situation raises nothing" in message.why
+    assert "postcondition loss_finite fails" in message.why
+    # without the declaration, nothing reproduces: the advice is not judged
+    plain = Entry(**{**e.__dict__, "variants": (Variant("base", "baseline", "x"), wa)})
+    assert claim(aggregate_entry(plain, records), "workaround 1").verdict == NOT_MEASURABLE
