@@ -166,7 +166,13 @@ def whole_message(documented: str, signature_type: str, signature_message: str) 
     found = re.search(signature_message, text, re.DOTALL) if text else None
     if not text or (found is not None and found.group(0).strip() == text):
         return ""
+    # a format placeholder the document kept from the source ("{type(model).__name__}") is
+    # a part it dropped: torch's message fills it in (variable-parts, never verbatim)
+    text = _PLACEHOLDER.sub("…", text)
     return re.escape(text).replace("\\ ", " ")
+
+
+_PLACEHOLDER = re.compile(r"`?\{[^{}\n]{1,200}\}`?")
 
 
 def type_named(exc_type: str, sig_type: str) -> bool:

@@ -67,3 +67,32 @@ def test_verbatim_only_where_torch_says_the_whole_documented_message(
     assert grade(outcome, "RuntimeError", message, "RuntimeError", FIRST, whole=whole) is expected
     # without the whole message the first sentence is all the signature asks for
     assert grade(outcome, "RuntimeError", message, "RuntimeError", FIRST) is Grade.VERBATIM
+
+
+def test_a_placeholder_the_document_kept_from_the_source_is_a_variable_part():
+    documented = (
+        "NotImplementedError: Support for `training_epoch_end` has been removed in v2.0.0. "
+        "`{type(model).__name__}` implements this method."
+    )
+    whole = whole_message(documented, "NotImplementedError", "Support for `training_epoch_end`")
+    said = (
+        "Support for `training_epoch_end` has been removed in v2.0.0. `OldHook` implements "
+        "this method."
+    )
+    graded = grade(
+        "reproduced", "NotImplementedError", said, "NotImplementedError", "Support for", whole=whole
+    )
+    assert graded is Grade.VARIABLE_PARTS
+    # the first sentence alone, the rest in other words: reworded
+    other = "Support for `training_epoch_end` has been removed in v2.0.0. Use another hook."
+    assert (
+        grade(
+            "reproduced",
+            "NotImplementedError",
+            other,
+            "NotImplementedError",
+            "Support for",
+            whole=whole,
+        )
+        is Grade.REWORDED
+    )

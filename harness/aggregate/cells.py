@@ -57,6 +57,7 @@ from harness.outcomes import (
     Outcome,
     grade,
     signature_named,
+    whole_message,
 )
 from harness.spec.entries import ClaimMeaning, Variant, failure_kind, measures_kind
 from harness.store.columnar import RecordTable
@@ -353,11 +354,11 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
     con.execute(
         "CREATE OR REPLACE TEMP TABLE runs AS SELECT r.*, CASE "
         f"WHEN r.outcome IN {_in(_NOT_COUNTED_VALUES, p)} THEN NULL "
-        f"WHEN r.outcome = 'reproduced' THEN {p(Grade.VERBATIM.value)} "
+        f"WHEN r.outcome = 'reproduced' THEN coalesce(g.grade, {p(Grade.VERBATIM.value)}) "
         f"WHEN r.outcome IN ('ok', 'wrong_result') THEN {p(Grade.NOT_RAISED.value)} "
         f"WHEN r.outcome = 'other_error' AND g.grade IS NOT NULL THEN g.grade "
         f"ELSE {p(Grade.OTHER_ERROR.value)} END AS grade FROM ({read}) r LEFT JOIN graded g "
-        "ON r.outcome = 'other_error' AND g.entry = r.entry AND g.exc_type = r.exc_type "
+        "ON r.outcome = g.outcome AND g.entry = r.entry AND g.exc_type = r.exc_type "
         "AND g.exc_message = r.exc_message",
         p.values,
     )
@@ -366,35 +367,57 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
 def _graded(con: Any, entries: Mapping[str, Entry], read: str, params: Mapping[str, Any]) -> None:
     """Table ``graded``: the other_error exceptions of the defined entries that read as the
     documented error all the same (harness.outcomes.grade: variable-parts, reworded, or the
-    documented text itself), each distinct (type, message) once, graded in Python. ``read``:
-    the statement of the runs as read (_runs), ``params`` its parameters."""
-    rows: dict[str, list[str]] = {"entry": [], "exc_type": [], "exc_message": [], "grade": []}
+    documented text itself), and the reproduced ones of entries whose document says more than
+    its signature reads (verbatim only where torch says all of it), each distinct (outcome,
+    type, message) once, graded in Python. ``read``: the statement of the runs as read
+    (_runs), ``params`` its parameters."""
+    rows: dict[str, list[str]] = {
+        "entry": [],
+        "outcome": [],
+        "exc_type": [],
+        "exc_message": [],
+        "grade": [],
+    }
     if entries:
-        _unnest_table(con, "defined", {"entry": list(entries)}, "entry VARCHAR")
-        for eid, exc_type, exc_message in con.execute(
-            f"SELECT DISTINCT entry, exc_type, exc_message FROM ({read}) SEMI JOIN defined "
-            "USING (entry) WHERE outcome = 'other_error' AND has_exception",
+        wholes = {
+            eid: whole_message(
+                str(e.origin.get("message") or ""), e.signature.type, e.signature.message
+            )
+            for eid, e in entries.items()
+        }
+        _unnest_table(
+            con,
+            "defined",
+            {"entry": list(entries), "long": [bool(wholes[e]) for e in entries]},
+            "entry VARCHAR, long BOOLEAN",
+        )
+        for eid, outcome, exc_type, exc_message in con.execute(
+            f"SELECT DISTINCT entry, outcome, exc_type, exc_message FROM ({read}) JOIN defined "
+            "USING (entry) WHERE has_exception AND (outcome = 'other_error' OR "
+            "(outcome = 'reproduced' AND long))",
             params,
         ).fetchall():
             e = entries[eid]
             reworded = e.reworded.message if e.reworded is not None else None
             g = grade(
-                "other_error",
+                outcome,
                 exc_type,
                 exc_message,
                 e.signature.type,
                 e.signature.message,
                 reworded,
                 e.reworded.type if e.reworded is not None else "",
+                wholes[eid],
             )
             if g is not None and g is not Grade.OTHER_ERROR:
-                for key, value in zip(rows, (eid, exc_type, exc_message, g.value), strict=True):
+                values = (eid, outcome, exc_type, exc_message, g.value)
+                for key, value in zip(rows, values, strict=True):
                     rows[key].append(value)
     _unnest_table(
         con,
         "graded",
         rows,
-        "entry VARCHAR, exc_type VARCHAR, exc_message VARCHAR, grade VARCHAR",
+        "entry VARCHAR, outcome VARCHAR, exc_type VARCHAR, exc_message VARCHAR, grade VARCHAR",
     )
 
 

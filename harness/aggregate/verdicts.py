@@ -825,8 +825,24 @@ def _shown_why(entry: Entry | None, baselines: list[VariantAggregate], best: Gra
             "torch's message holds the document's words in order, with what the document "
             "dropped between them (sizes, shapes, numbers, names): " + _example(baselines, best)
         )
-    reason = entry.reworded.why if entry is not None and entry.reworded else ""
-    return f"declared reworded in entry.yaml: {reason}; torch says: " + _example(baselines, best)
+    if entry is None or entry.reworded is None or not _example_declared(entry, baselines):
+        return (
+            "torch says the document's first sentence and the rest in its own words, not the "
+            "whole documented message: " + _example(baselines, best)
+        )
+    return f"declared reworded in entry.yaml: {entry.reworded.why}; torch says: " + _example(
+        baselines, best
+    )
+
+
+def _example_declared(entry: Entry, baselines: list[VariantAggregate]) -> bool:
+    """Whether the most frequent reworded message is the entry's declared rewording."""
+    assert entry.reworded is not None
+    seen = [m for b in baselines for m in b.messages if m.grade == Grade.REWORDED.value]
+    if not seen:
+        return False
+    m = max(seen, key=lambda m: (m.count, m.type, m.message))
+    return re.search(entry.reworded.message, m.message, re.DOTALL) is not None
 
 
 def _documented_message_other_type(agg: EntryAggregate, baselines: list[VariantAggregate]) -> str:
