@@ -8,7 +8,7 @@ The kinds (``SMELL_KINDS``):
   never-fails          a postcondition that holds in every record that reports it
   same-as-control      a variant whose every outcome equals a control's, cell by cell
   same-as-variant      ... or another variant's
-  no-declared-failure  a dead end with neither a signature nor fails_as
+  no-declared-failure  a dead end documented to raise, with neither a signature nor fails_as
   judged-elsewhere     a workaround or dead end counted in cells where one baseline
                        reproduced and another ran there and did not (say which it answers)
   environment-error    a run counted as applicable that failed for the environment's sake
@@ -27,6 +27,7 @@ from harness.aggregate.advice import measured_another_release
 from harness.aggregate.model import env_info
 from harness.domain import SMELLS, SMELLS_OF_ENTRY
 from harness.outcomes import NOT_COUNTED, SHOWS, Outcome, grade
+from harness.spec.entries import failure_kind
 from harness.store.records import ExceptionInfo, Record
 
 if TYPE_CHECKING:
@@ -307,8 +308,16 @@ def _same_outcomes(entry: Entry, by_variant: Mapping[str, Sequence[Record]]) -> 
 
 def _no_declared_failure(entry: Entry) -> Iterable[Smell]:
     for v in entry.variants:
-        # (a variant still to be written is check's to-do, not a smell)
-        if v.kind == "dead_end" and v.written and v.signature is None and v.fails_as is None:
+        # (a variant still to be written is check's to-do, not a smell); a dead end whose
+        # documented failure is no error (claim.kind slower, precision, ...) wants no
+        # signature: fails_as of its kind or claim.unmeasured, which check asks for
+        if (
+            v.kind == "dead_end"
+            and v.written
+            and v.signature is None
+            and v.fails_as is None
+            and failure_kind(v) == "raises"
+        ):
             yield Smell(
                 "no-declared-failure",
                 v.name,
