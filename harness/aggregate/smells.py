@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.aggregate.advice import measured_another_release
+from harness.aggregate.apart import refused_in_the_harness_fork
 from harness.aggregate.model import env_info
 from harness.domain import SMELLS, SMELLS_OF_ENTRY
 from harness.outcomes import NOT_COUNTED, SHOWS, Outcome, grade
@@ -168,9 +169,18 @@ def find_smells(entry: Entry, records: Iterable[Record]) -> list[Smell]:
         and r.variant not in entry.retired
         and not (r.variant in since and r.started_at < since[r.variant])
     ]
-    # nor version advice that measured another release where the cell satisfied it
+    # nor version advice that measured another release where the cell satisfied it, nor a
+    # run torch refused CUDA in for the harness's own fork (apart.py)
     apart = _another_release(records, mine)
-    mine = [r for r in mine if id(r) not in apart]
+    mine = [
+        r
+        for r in mine
+        if id(r) not in apart
+        and not (
+            r.exception is not None
+            and refused_in_the_harness_fork(entry, r.isolation, r.exception.message)
+        )
+    ]
     by_variant: dict[str, list[Record]] = defaultdict(list)
     for r in mine:
         by_variant[r.variant].append(r)
