@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.aggregate.advice import Change, change_texts, changes, measured_another_release
+from harness.aggregate.apart import FORK_REFUSAL, FORK_WHY, documents_fork_refusal
 from harness.aggregate.model import (
     KIND_ORDER,
     METRIC,
@@ -327,7 +328,7 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
     # version advice that measured another release where the cell already satisfied it:
     # not the cell's answer, listed apart (not counted, with why)
     p = Params()
-    _set_apart(con, wanted, p)
+    _set_apart(con, wanted, p, entries)
     con.execute(
         "CREATE OR REPLACE TEMP TABLE apart_runs AS SELECT entry, variant, env, outcome, why "
         "FROM records JOIN apart USING (rid)"
@@ -585,11 +586,21 @@ def _row_versions(env: str, own: Mapping[str, str]) -> dict[str, str]:
     return row
 
 
-def _set_apart(con: Any, wanted: str, p: Params) -> None:
+def _set_apart(con: Any, wanted: str, p: Params, entries: Sequence[Entry]) -> None:
     """Table ``apart``: the runs of version advice that measured another release in a cell
-    that already satisfied every requirement (advice.measured_another_release), each with
-    why; they are not read as the cell's answer, and are listed as not counted."""
+    that already satisfied every requirement (advice.measured_another_release), and the runs
+    torch refused CUDA in for the harness's own fork (apart.py), each with why; they are not
+    read as the cell's answer, and are listed as not counted."""
     rows: dict[str, list[Any]] = {"rid": [], "why": []}
+    documenting, q = [e.id for e in entries if documents_fork_refusal(e)], Params()
+    for (rid,) in con.execute(
+        f"SELECT rid FROM records WHERE isolation = 'fork' AND has_exception AND contains("
+        f"exc_message, {q(FORK_REFUSAL)}) AND NOT list_contains({q(documenting)}::VARCHAR[], "
+        f"entry) AND {wanted}",
+        q.values,
+    ).fetchall():
+        rows["rid"].append(rid)
+        rows["why"].append(FORK_WHY)
     derived = con.execute(
         "SELECT rid, env, requires, versions FROM records WHERE ran_in <> '' AND "
         f"json_extract_string(versions, '$.torch_requested') IS NULL AND {wanted}",
@@ -601,7 +612,7 @@ def _set_apart(con: Any, wanted: str, p: Params) -> None:
             why = measured_another_release(
                 _row_versions(env, own), json.loads(versions), json.loads(requires)
             )
-            if why:
+            if why and rid not in rows["rid"]:  # (a run set apart once)
                 rows["rid"].append(rid)
                 rows["why"].append(why)
     _unnest_table(con, "apart", rows, "rid BIGINT, why VARCHAR")

@@ -8,7 +8,7 @@ The kinds (``SMELL_KINDS``):
   never-fails          a postcondition that holds in every record that reports it
   same-as-control      a variant whose every outcome equals a control's, cell by cell
   same-as-variant      ... or another variant's
-  no-declared-failure  a dead end with neither a signature nor fails_as
+  no-declared-failure  a dead end documented to raise, with neither a signature nor fails_as
   judged-elsewhere     a workaround or dead end counted in cells where one baseline
                        reproduced and another ran there and did not (say which it answers)
   environment-error    a run counted as applicable that failed for the environment's sake
@@ -24,9 +24,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.aggregate.advice import measured_another_release
+from harness.aggregate.apart import refused_in_the_harness_fork
 from harness.aggregate.model import env_info
 from harness.domain import SMELLS, SMELLS_OF_ENTRY
 from harness.outcomes import NOT_COUNTED, SHOWS, Outcome, grade
+from harness.spec.entries import failure_kind
 from harness.store.records import ExceptionInfo, Record
 
 if TYPE_CHECKING:
@@ -167,9 +169,18 @@ def find_smells(entry: Entry, records: Iterable[Record]) -> list[Smell]:
         and r.variant not in entry.retired
         and not (r.variant in since and r.started_at < since[r.variant])
     ]
-    # nor version advice that measured another release where the cell satisfied it
+    # nor version advice that measured another release where the cell satisfied it, nor a
+    # run torch refused CUDA in for the harness's own fork (apart.py)
     apart = _another_release(records, mine)
-    mine = [r for r in mine if id(r) not in apart]
+    mine = [
+        r
+        for r in mine
+        if id(r) not in apart
+        and not (
+            r.exception is not None
+            and refused_in_the_harness_fork(entry, r.isolation, r.exception.message)
+        )
+    ]
     by_variant: dict[str, list[Record]] = defaultdict(list)
     for r in mine:
         by_variant[r.variant].append(r)
@@ -307,8 +318,16 @@ def _same_outcomes(entry: Entry, by_variant: Mapping[str, Sequence[Record]]) -> 
 
 def _no_declared_failure(entry: Entry) -> Iterable[Smell]:
     for v in entry.variants:
-        # (a variant still to be written is check's to-do, not a smell)
-        if v.kind == "dead_end" and v.written and v.signature is None and v.fails_as is None:
+        # (a variant still to be written is check's to-do, not a smell); a dead end whose
+        # documented failure is no error (claim.kind slower, precision, ...) wants no
+        # signature: fails_as of its kind or claim.unmeasured, which check asks for
+        if (
+            v.kind == "dead_end"
+            and v.written
+            and v.signature is None
+            and v.fails_as is None
+            and failure_kind(v) == "raises"
+        ):
             yield Smell(
                 "no-declared-failure",
                 v.name,

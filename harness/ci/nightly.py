@@ -19,7 +19,9 @@ The snapshot (``SNAPSHOT_SCHEMA``) of a night: the records it counted, every cel
 outcomes changed since the cell's previous night (new failures first, then fixes, then
 flaky, then other changes), the torch and lightning releases first measured that night,
 the claims whose verdict changed since the previous snapshot (compat.json's verdicts), and
-the count of cells per state.
+the count of cells per state. A cell whose variant was rewritten between the two nights
+(entry.yaml ``rewritten``: its code changed what it measures) is compared unlike with
+unlike: it is listed apart as ``reproducer_changed``, never as a regression or a fix.
 """
 
 from __future__ import annotations
@@ -57,15 +59,17 @@ __all__ = [
     "summary_markdown",
 ]
 
-SNAPSHOT_SCHEMA = 1
+SNAPSHOT_SCHEMA = 2  # 2: changes["reproducer_changed"], a change's "readings"
 FLAKY_LOW, FLAKY_HIGH = 0.05, 0.95
 FLAKY_MIN_RUNS = 6  # two nights of three trials
 WINDOW_NIGHTS = 14
 STATES = ("holds", "broken", "flaky", "failing")
 # the order of a snapshot's changes: what a maintainer reads first
-CHANGE_ORDER = ("new_failures", "fixes", "flaky", "other")
+CHANGE_ORDER = ("new_failures", "fixes", "flaky", "other", "reproducer_changed")
 
 CellId = tuple[str, str, str]  # entry, variant, cell
+# (entry, variant) -> when its code was last rewritten (entry.yaml ``rewritten``)
+Rewritten = Mapping[tuple[str, str], str]
 
 
 def night_of(record: Record) -> str:
@@ -86,6 +90,9 @@ class NightRuns:
     # the harness revisions that ran them: a change across another revision may be the
     # reproducer's, not the release's
     revisions: tuple[str, ...] = ()
+    # which of the variant's codes ran them: "" before its declared rewrite (or none is
+    # declared), else the rewrite's time; two nights with other readings are not comparable
+    readings: tuple[str, ...] = ()
 
     @property
     def runs(self) -> int:
@@ -133,8 +140,16 @@ class CellState:
         }
 
 
-def histories(records: Iterable[Record]) -> dict[CellId, CellHistory]:
+def _reading(r: Record, rewritten: Rewritten) -> str:
+    since = rewritten.get((r.entry, r.variant), "")
+    return since if since and r.started_at >= since else ""
+
+
+def histories(
+    records: Iterable[Record], rewritten: Rewritten | None = None
+) -> dict[CellId, CellHistory]:
     """Each cell's runs per night: per machine and key, the last record of each night."""
+    rewritten = rewritten or {}
     by_night: dict[str, list[Record]] = {}
     for r in records:
         by_night.setdefault(night_of(r), []).append(r)
@@ -159,6 +174,7 @@ def histories(records: Iterable[Record]) -> dict[CellId, CellHistory]:
                     revisions=tuple(
                         sorted({r.provenance.get("git_rev", "") for r in nights[night]} - {""})
                     ),
+                    readings=tuple(sorted({_reading(r, rewritten) for r in nights[night]})),
                 )
             )
         out[cid] = CellHistory(*cid[:2], kinds[cid], cid[2], tuple(made))
@@ -193,6 +209,8 @@ def cell_state(history: CellHistory) -> CellState | None:
 
 
 def _change_kind(before: NightRuns, now: NightRuns, state: CellState | None) -> str:
+    if before.readings != now.readings:
+        return "reproducer_changed"  # the variant's code changed, not the release's behaviour
     if now.verdict == "mixed" or (state is not None and state.state == "flaky"):
         return "flaky"
     if now.verdict == "failed" and before.verdict == "held":
@@ -230,14 +248,16 @@ def make_snapshot(
     claims: Mapping[str, Mapping[str, str]],
     previous: Mapping[str, Any] | None = None,
     settled: Sequence[Mapping[str, Any]] = (),
+    rewritten: Rewritten | None = None,
 ) -> dict[str, Any]:
     """The snapshot of ``night`` from every stored record (all nights: the history), the
-    claims' verdicts now, and the previous snapshot (for the claims it held)."""
+    claims' verdicts now, the previous snapshot (for the claims it held), and when each
+    variant's code was last rewritten (``rewritten_since``)."""
     tonight = [r for r in records if night_of(r) == night]
     before = [r for r in records if night_of(r) < night]
     changes: dict[str, list[dict[str, Any]]] = {k: [] for k in CHANGE_ORDER}
     states: Counter[str] = Counter()
-    for cid, history in sorted(histories([*before, *tonight]).items()):
+    for cid, history in sorted(histories([*before, *tonight], rewritten).items()):
         measured = [n for n in history.nights if n.runs]
         if not measured or measured[-1].night != night:
             continue
@@ -261,6 +281,7 @@ def make_snapshot(
                 "now": list(now.outcomes),
                 "revisions": list(now.revisions),
                 "same_revision": was.revisions == now.revisions,
+                "readings": {"before": list(was.readings), "now": list(now.readings)},
                 "state": state.as_dict() if state else None,
             }
         )
@@ -361,9 +382,10 @@ def summary_markdown(snapshot: Mapping[str, Any], limit: int = 50) -> str:
         "fixes": "Fixes",
         "flaky": "Flaky",
         "other": "Other outcome changes",
+        "reproducer_changed": "Changed with the reproducer (its variant rewritten between the nights)",
     }
     for key in CHANGE_ORDER:
-        changes = s["changes"][key]
+        changes = s["changes"].get(key, [])  # a schema 1 snapshot has no reproducer_changed
         crossed = sum(1 for c in changes if not c.get("same_revision", True))
         across = f" ({crossed} across another harness revision)" if crossed else ""
         lines.append(f"**{titles[key]}: {len(changes)}**{across}")

@@ -66,11 +66,12 @@ class NightlyCommand(Command):
         )
         from harness.ci.regression_issues import report_regressions
         from harness.report.render.jsonout import COMPAT_FILE, read_compat
-        from harness.spec.entries import load_entries
+        from harness.spec.entries import load_entries, rewritten_since
         from harness.store.jsonl import Store
 
         loaded = Store(repo / "results" / "records").load()
-        records = as_reported(loaded.records, load_entries(repo / "repros"))
+        entries = load_entries(repo / "repros")
+        records = as_reported(loaded.records, entries)
         if not records:
             raise InputError("results/records holds no records: no night to snapshot")
         night = args.night or max(night_of(r) for r in records)
@@ -88,7 +89,9 @@ class NightlyCommand(Command):
             json.loads(p.read_text())
             for p in sorted((repo / "results" / "settled").glob(f"{night}-*.json"))
         ]
-        snapshot = make_snapshot(records, night, claims, previous, settled)
+        snapshot = make_snapshot(
+            records, night, claims, previous, settled, rewritten_since(entries)
+        )
         target = folder / f"{night}.json"
         write_atomically(target, dumps(snapshot).encode("utf-8"))
         states = states_script([r for r in records if night_of(r) <= night], night)

@@ -10,25 +10,55 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["html_lead", "latest_snapshot", "markdown_lead"]
+__all__ = ["html_lead", "latest_snapshot", "markdown_lead", "migrated"]
 
 _NAME = re.compile(r"\d{4}-\d{2}-\d{2}\.json")
 _LISTED = 20  # regressions named on the page; the snapshot has them all
 _IN_README = 3
+_READINGS = 2  # the snapshot schema whose changes say which code ran (harness/ci/nightly.py)
 
 
-def latest_snapshot(results: Path) -> dict[str, Any] | None:
+def latest_snapshot(
+    results: Path, rewritten: Mapping[tuple[str, str], str] | None = None
+) -> dict[str, Any] | None:
+    """The newest snapshot, in the current schema (``rewritten``: when each variant's code
+    was last rewritten, harness.ci.nightly.rewritten_since, for an older snapshot's changes)."""
     found = sorted(p for p in (results / "nightly").glob("*.json") if _NAME.fullmatch(p.name))
-    return json.loads(found[-1].read_text(encoding="utf-8")) if found else None
+    if not found:
+        return None
+    return migrated(json.loads(found[-1].read_text(encoding="utf-8")), rewritten or {})
+
+
+def migrated(
+    snapshot: Mapping[str, Any], rewritten: Mapping[tuple[str, str], str]
+) -> dict[str, Any]:
+    """``snapshot`` with the changes across a rewrite of their variant apart. A snapshot
+    written before it kept readings (schema 1, harness/ci/nightly.py) listed them with the
+    others: a change of a variant whose declared rewrite is dated after the previous night
+    and no later than the snapshot's night moves to ``reproducer_changed`` (by night, what
+    schema 1 kept)."""
+    if snapshot.get("schema", 1) >= _READINGS:
+        return dict(snapshot)
+    changes: dict[str, list[Any]] = {key: [] for key in snapshot["changes"]}
+    changes["reproducer_changed"] = []
+    for key, found in snapshot["changes"].items():
+        for c in found:
+            since = rewritten.get((c["entry"], c["variant"]), "")[:10]
+            across = bool(since) and c["before"]["night"] < since <= snapshot["night"]
+            changes["reproducer_changed" if across else key].append(c)
+    return {**snapshot, "changes": changes}
 
 
 def _counts(s: Mapping[str, Any]) -> str:
     c = s["changes"]
     new = s["new_releases"]
     releases = [f"torch {v}" for v in new["torch"]] + [f"lightning {v}" for v in new["lightning"]]
+    # cells whose variant was rewritten between the nights: the reproducer changed, not torch
+    rewritten = len(c.get("reproducer_changed", ()))
+    changed = f", {rewritten} where the reproducer changed" if rewritten else ""
     return (
-        f"{len(c['fixes'])} fixed, {len(c['flaky'])} flaky, {len(c['other'])} other changes; "
-        f"new releases measured: {', '.join(releases) or 'none'}; "
+        f"{len(c['fixes'])} fixed, {len(c['flaky'])} flaky, {len(c['other'])} other changes"
+        f"{changed}; new releases measured: {', '.join(releases) or 'none'}; "
         f"{len(s['claims_changed'])} claims changed verdict; "
         f"{s['records']['counted']:,} records"
     )

@@ -112,7 +112,7 @@ from harness.report.render.kbdomain import (
 from harness.report.render.markdown import render_entry
 from harness.report.render.plots import render_png
 from harness.report.writeback import WritebackResult, blocks_for, write_blocks
-from harness.spec.entries import Entry
+from harness.spec.entries import Entry, rewritten_since
 from harness.spec.triage import Triage
 from harness.store.columnar import RecordTable
 from harness.store.records import Record
@@ -435,6 +435,7 @@ def _findings(
     summaries: Sequence[DomainSummary],
     check: bool,
     staged: Staged | None = None,
+    rewritten: Mapping[tuple[str, str], str] | None = None,
 ) -> list[WritebackResult]:
     """The README's findings block (harness/report/findings.py) written from the records;
     nothing where there is no README or it holds no findings markers."""
@@ -445,7 +446,7 @@ def _findings(
         Path(os.path.relpath(results / "domains" / f"{s.name}.md", readme.parent)).as_posix()
         for s in summaries
     ]
-    snapshot = latest_snapshot(results)
+    snapshot = latest_snapshot(results, rewritten)
     link = ""
     if snapshot is not None:
         where = results / "nightly" / f"{snapshot['night']}.json"
@@ -965,6 +966,7 @@ def render_all(
                 summaries,
                 check,
                 staged,
+                rewritten_since(entries),
             )
             leftovers = _leftovers(
                 results,

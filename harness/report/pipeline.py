@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from harness.config import Config
 from harness.errors import InputError
-from harness.spec.entries import load_entries
+from harness.spec.entries import load_entries, rewritten_since
 from harness.store.jsonl import Store
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ def _read_and_render(
         prelude = html_changes(diff_records(old, now), since)
     from harness.report.lead import html_lead, latest_snapshot
 
-    prelude = html_lead(latest_snapshot(cfg.results_dir)) + prelude
+    prelude = html_lead(latest_snapshot(cfg.results_dir, rewritten_since(entries))) + prelude
     domains = _domains(cfg, console)
 
     def render(table: Any) -> Any:

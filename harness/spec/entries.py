@@ -19,7 +19,7 @@ import datetime
 import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,7 @@ __all__ = [
     "load_entries",
     "measures_kind",
     "load_entry",
+    "rewritten_since",
 ]
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)*$")
@@ -431,6 +432,12 @@ def failure_kind(v: Variant) -> str:
     if v.meaning.kind is not None:
         return v.meaning.kind
     return v.fails_as.measures if v.fails_as is not None else "raises"
+
+
+def rewritten_since(entries: Iterable[Entry]) -> dict[tuple[str, str], str]:
+    """(entry, variant) -> when the variant's code was last rewritten (``rewritten``), for
+    the variants that declare it: runs on both sides of it measured different code."""
+    return {(e.id, v.name): v.rewritten for e in entries for v in e.variants if v.rewritten}
 
 
 def measures_kind(v: Variant) -> str | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.aggregate.smells import environment_cause, find_smells, stale_explanations
 from harness.outcomes import Outcome
-from harness.spec.entries import Entry, FailsAs, Signature, Variant
+from harness.spec.entries import ClaimMeaning, Entry, FailsAs, Signature, Variant
 from harness.store.records import ExceptionInfo, Record
 
 R, OK, OTHER, WRONG = Outcome.REPRODUCED, Outcome.OK, Outcome.OTHER_ERROR, Outcome.WRONG_RESULT
@@ -132,6 +132,18 @@ def test_a_dead_end_without_a_declared_failure_is_asked_about() -> None:
         Variant("base", "baseline", "b"), Variant("de", "dead_end", "d", written=False)
     )
     assert find_smells(unwritten, []) == []
+
+
+def test_a_dead_end_documented_to_fail_otherwise_than_by_an_error_is_not_asked_for_one() -> None:
+    # dtype-mismatch dead end 2 (precision), cudnn-rnn-backward-error dead end 1 (slower): a
+    # signature would be a substitute error, which confirms nothing of those kinds
+    for kind in ("slower", "precision", "more-memory", "security", "brittle", "wrong-result"):
+        meaning = ClaimMeaning(kind=kind, unmeasured="no run reads it")
+        e = entry(Variant("base", "baseline", "b"), Variant("de", "dead_end", "d", meaning=meaning))
+        assert find_smells(e, []) == [], kind
+    raises = ClaimMeaning(kind="raises")
+    e = entry(Variant("base", "baseline", "b"), Variant("de", "dead_end", "d", meaning=raises))
+    assert kinds(find_smells(e, [])) == [("no-declared-failure", "de", "")]
 
 
 def test_a_workaround_counted_where_only_another_baseline_reproduced() -> None:

@@ -108,7 +108,7 @@ def test_two_nights_make_a_snapshot_with_regressions_first(tmp_path: Path) -> No
     assert (second["night"], second["previous_night"]) == (NIGHT2, NIGHT1)
     assert second["records"] == {"counted": 15, "machines": ["ci-cpu-1"], "cells": 5}
     changes = second["changes"]
-    assert list(changes) == ["new_failures", "fixes", "flaky", "other"]
+    assert list(changes) == ["new_failures", "fixes", "flaky", "other", "reproducer_changed"]
     assert [c["variant"] for c in changes["new_failures"]] == ["control"]
     broke = changes["new_failures"][0]
     assert broke["before"] == {"night": NIGHT1, "outcomes": ["ok"], "revisions": []}
@@ -326,3 +326,29 @@ def test_the_command_reads_the_claims_from_compat_json_parts_and_names_a_damaged
     out = _harness(repo)
     assert out.returncode == 2
     assert f"{part}:1: not the aggregate of e/x" in out.stdout + out.stderr
+
+
+def test_a_change_across_a_rewrite_of_the_variant_is_the_reproducers_not_a_regression() -> None:
+    # parameter-sharing workaround 1's case: ok the night before its code was rewritten,
+    # wrong_result after; the rewrite (entry.yaml rewritten) falls between the two nights
+    rewritten = {("e/x", "control"): f"{NIGHT2}T00:00:00Z"}
+    snap = make_snapshot([*NIGHT_1, *NIGHT_2], NIGHT2, {}, rewritten=rewritten)
+    assert snap["changes"]["new_failures"] == []
+    (changed,) = snap["changes"]["reproducer_changed"]
+    assert (changed["variant"], changed["before"]["outcomes"], changed["now"]) == (
+        "control",
+        ["ok"],
+        ["other_error"],
+    )
+    assert changed["readings"] == {"before": [""], "now": [f"{NIGHT2}T00:00:00Z"]}
+    assert regressions(snap) == {}
+    summary = summary_markdown(snap)
+    assert "**Regressions (new failures): 0**" in summary
+    assert "**Changed with the reproducer (its variant rewritten between the nights): 1**" in (
+        summary
+    )
+    # a rewrite before both nights: both ran the same code, and the break is a regression
+    earlier = {("e/x", "control"): f"{NIGHT1}T00:00:00Z"}
+    again = make_snapshot([*NIGHT_1, *NIGHT_2], NIGHT2, {}, rewritten=earlier)
+    assert [c["variant"] for c in again["changes"]["new_failures"]] == ["control"]
+    assert again["changes"]["reproducer_changed"] == []
