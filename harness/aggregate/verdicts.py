@@ -35,6 +35,7 @@ from harness.aggregate.model import (
     _version,
 )
 from harness.aggregate.stats import Rate, pct
+from harness.aggregate.unmeasured import unmeasured_verdicts
 from harness.domain import PRESENT_STATUSES, parse_claim_spec
 from harness.outcomes import GRADES, NOT_COUNTED, SHOWS, Grade, Outcome
 
@@ -366,6 +367,7 @@ def verdicts(entry: Entry | None, agg: EntryAggregate) -> tuple[Verdict, ...]:
         ):
             continue
         out.append(_variant_verdict(agg, v))
+    out += unmeasured_verdicts(entry)  # the claims no variant measures: not measured, why
     return tuple(out)
 
 

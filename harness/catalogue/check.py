@@ -3,7 +3,8 @@
 Per entry: entry.yaml loads (schema, signatures compile, claims parse: entries.py), its
 variants and repro.py's VARIANTS agree both ways, document.md has
 every write-back block, the reproducer parses as Python 3.7 (the oldest target), the
-signature is borne out by the document's own error text (``signature_problems``). Problems
+signature is borne out by the document's own error text (``signature_problems``), and every
+claim of the document has a variant or a reason no run measures it (``vanished_claim_problems``). Problems
 are errors with file:line (exit 2); what is still to write (variants VARIANTS maps to None, TODO
 lines) is listed as to-do and does not fail the check. So are the rewordings it sees in
 the measured runs (results/compat.json): a baseline message of the documented type, at
@@ -26,12 +27,19 @@ from typing import Any
 
 from harness.aggregate.smells import Smell, find_smells, stale_explanations
 from harness.catalogue.gpu_use import gpu_use_problems
-from harness.catalogue.scaffold import PLACEHOLDER, split_type
+from harness.catalogue.scaffold import (
+    PLACEHOLDER,
+    DocumentError,
+    detect_format,
+    parse_document,
+    split_type,
+)
 from harness.domain import pattern_text
 from harness.outcomes import SHOWS, Grade, grade, type_named
 from harness.report.render.jsonout import read_compat
 from harness.spec.declared import parse_source
 from harness.spec.entries import Entry, EntryError, failure_kind, load_entry, measures_kind
+from harness.spec.triage import triage_row
 from harness.store.records import Record
 
 __all__ = [
@@ -39,8 +47,10 @@ __all__ = [
     "check_entries",
     "check_entry",
     "claim_problems",
+    "document_claims",
     "reworded_candidates",
     "signature_problems",
+    "vanished_claim_problems",
     "SmellReport",
     "check_entries",
     "check_entry",
@@ -245,6 +255,67 @@ def claim_problems(entry: Entry, yaml_path: Path) -> list[str]:
     return problems
 
 
+def document_claims(entry: Entry) -> tuple[str, ...] | None:
+    """The refs of the document's claims ("workaround 1", "dead end 2", "solution 3"), read
+    as ``new`` reads them from its kept record (origin.record) or source.md; None where the
+    document is in no format ``new`` reads (a hand-written entry). Raises DocumentError (and
+    OSError) where a document of a known format cannot be read."""
+    record = entry.origin.get("record")
+    path = entry.dir / str(record) if record else entry.source
+    text = path.read_text(encoding="utf-8")
+    fmt = entry.origin.get("format")
+    if not isinstance(fmt, str) and detect_format(text) is None:
+        return None
+    return tuple(
+        c.ref for c in parse_document(text, path, fmt if isinstance(fmt, str) else None).claims
+    )
+
+
+def _line_of_key(yaml_path: Path, key: str) -> str:
+    """entry.yaml:N of a top-level key (the file alone where it is not found)."""
+    try:
+        lines = yaml_path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return str(yaml_path)
+    n = next((i for i, t in enumerate(lines, 1) if t.startswith(f"{key}:")), None)
+    return f"{yaml_path}:{n}" if n else str(yaml_path)
+
+
+def vanished_claim_problems(entry: Entry, yaml_path: Path, repros_dir: Path) -> list[str]:
+    """Every claim of the document has a row: a variant that claims it, or the reason no run
+    measures it (its triage row's ``unmeasured``, shown as "not measured: why"). A claim with
+    neither would vanish from the page, the JSON and the corrections; a reason for a claim
+    the document does not have names nothing."""
+    try:
+        refs = document_claims(entry)
+    except (DocumentError, OSError, UnicodeDecodeError) as exc:
+        return [
+            f"{exc}: the document's claims cannot be read, so nothing says that each has a "
+            "variant or a reason"
+        ]
+    if refs is None:
+        return []
+    found = triage_row(entry.id, entry.dir, repros_dir)
+    where = f"{found[0].path}:{found[1].line}" if found else "its domain's triage.yaml"
+    claimed = {v.claim_ref for v in entry.variants if v.claim_ref}
+    reasons = [u.ref for u in entry.unmeasured]
+    problems = [
+        f"{_line_of_key(yaml_path, 'variants')}: the document's {ref} has no variant and no "
+        f"reason, so it would vanish from every page: add a variant that claims it "
+        f'(claim: {{ref: "{ref}"}}), or say why no run measures it at {where} '
+        f'(unmeasured: - {{ref: "{ref}", why: ...}})'
+        for ref in refs
+        if ref not in claimed and ref not in reasons
+    ]
+    problems += [
+        f"{where}: unmeasured names {ref!r}, which the document of {entry.id} does not have "
+        f"(its claims: {', '.join(refs) or 'none'})"
+        for ref in reasons
+        if ref not in refs
+    ]
+    return problems
+
+
 def signature_problems(entry: Entry, yaml_path: Path) -> list[str]:
     """What the document's own words say against the signature: it matches no part of the
     error text the document quotes (origin.message), or only the document's placeholder as
@@ -298,6 +369,7 @@ def check_entry(
     yaml_path = entry_dir / "entry.yaml"
     result.errors += signature_problems(entry, yaml_path)
     result.errors += claim_problems(entry, yaml_path)
+    result.errors += vanished_claim_problems(entry, yaml_path, repros_dir)
     result.errors += gpu_use_problems(entry, yaml_path, repros_dir / "reprokit.py")
     try:
         fill(entry.document.read_text(encoding="utf-8"), dict.fromkeys(BLOCKS, ""), entry.document)

@@ -43,6 +43,7 @@ from typing import Any
 from packaging.version import Version
 
 from harness.aggregate import EntryAggregate, VariantAggregate
+from harness.aggregate.unmeasured import is_unmeasured
 from harness.catalogue.kbevidence import (
     RecordScope,
     Scenario,
@@ -275,6 +276,18 @@ def _where(by: dict[Version, str], good: str, bad: str, said: dict[str, str]) ->
 # -- conditions (pull request: conditions) -------------------------------------------------------
 
 
+def _not_measured(agg: EntryAggregate, ref: str) -> str:
+    """Why no variant runs a claim: its verdict row's "not measured: why"."""
+    return next(
+        (
+            v.why
+            for v in agg.verdicts
+            if is_unmeasured(v.subject, v.why) and v.claim.startswith(f"{ref}:")
+        ),
+        "no variant runs it",
+    )
+
+
 def _conditions(c: Correction, agg: EntryAggregate, found: Sequence[Trial]) -> None:
     by_variant: dict[str, list[Scenario]] = {}
     for s in scenarios(found):
@@ -288,7 +301,7 @@ def _conditions(c: Correction, agg: EntryAggregate, found: Sequence[Trial]) -> N
             where = f"{key}[{i}].condition"
             readings = [v for v in agg.variants if v.claim_ref == ref and v.kind == kind]
             if not readings:
-                c.left.append(Left(where, "no variant runs it"))
+                c.left.append(Left(where, _not_measured(agg, ref)))
                 continue
             device = claim_device(
                 c.scope,

@@ -4,7 +4,8 @@ pull requests by kind, each with a one-page summary on top (``python -m harness 
 Under the output folder (default results/corrections/):
 
     README.md                         the summary across domains: counts, the limits (devices,
-                                      what n counts, scope) stated once, records left alone
+                                      what n counts, scope) stated once, records left alone,
+                                      claims no variant measures (not measured: why)
     signatures/PULL_REQUEST.md        (a) regexes grown by the wordings the runs raised, and
     signatures/data/canons/...            last_confirmed moved by a fresh verbatim reproduction
     conditions/PULL_REQUEST.md        (b) conditions naming the releases where advice went
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.aggregate import EntryAggregate, aggregate_table
+from harness.aggregate.unmeasured import is_unmeasured
 from harness.catalogue.corrections import (
     PR_CONDITIONS,
     PR_SIGNATURES,
@@ -76,12 +78,23 @@ class Alone:
     why: str
 
 
+@dataclass(frozen=True)
+class NotMeasured:
+    """A claim of a kept record no variant measures: its verdict row's claim and why."""
+
+    kb_id: str
+    entry_id: str
+    claim: str  # "dead end 2: failure rate"
+    why: str  # "not measured: ..."
+
+
 @dataclass
 class Domain:
     name: str  # the knowledge base's domain: pytorch, cuda, ...
     triage: Triage | None
     corrected: list[Correction] = field(default_factory=list)
     alone: list[Alone] = field(default_factory=list)
+    not_measured: list[NotMeasured] = field(default_factory=list)
 
 
 @dataclass
@@ -148,6 +161,11 @@ def plan_corrections(
         mine = outcome_lines(c)
         lines += mine
         checks.append(_check_row(c, mine))
+        d.not_measured += [
+            NotMeasured(c.kb_id, e.id, v.claim, v.why)
+            for v in agg.verdicts
+            if is_unmeasured(v.subject, v.why)
+        ]
         why = _why_alone(agg, c, triage_row[1].scriptable if triage_row else "")
         if why:
             d.alone.append(Alone(c.kb_id, e.id, why))
@@ -163,6 +181,7 @@ def plan_corrections(
                         Alone(row.kb_id, None, f"not reproducible by a script: {row.why}")
                     )
         d.alone.sort(key=lambda a: a.kb_id)
+        d.not_measured.sort(key=lambda u: u.kb_id)  # stable: the claims in their order
         d.corrected.sort(key=lambda c: c.kb_id)
     ordered = [domains[k] for k in sorted(domains)]
     every = [c for d in ordered for c in d.corrected]
@@ -289,6 +308,20 @@ def _summary(domains: Sequence[Domain], lines: Sequence[Mapping[str, Any]]) -> s
         for a in d.alone:
             where = f" (entry `{a.entry_id}`)" if a.entry_id else ""
             out.append(f"- `{a.kb_id}`{where}: {_cell(a.why, 300)}")
+    unmeasured = [u for d in domains for u in d.not_measured]
+    if unmeasured:
+        out += [
+            "",
+            "## Claims not measured",
+            "",
+            "Claims of the records no variant measures, each with why: never changed and "
+            "never counted (each has its row on its entry's page).",
+            "",
+        ]
+        out += [
+            f"- `{u.kb_id}` (entry `{u.entry_id}`), {u.claim.split(':', 1)[0]}: {_cell(u.why, 300)}"
+            for u in unmeasured
+        ]
     return "\n".join(out) + "\n"
 
 

@@ -46,6 +46,7 @@ from harness.errors import HarnessError
 from harness.outcomes import Outcome
 from harness.spec.backtracking import backtracking_problem
 from harness.spec.declared import DeclaredError, read_declared
+from harness.spec.triage import TriageError, UnmeasuredClaim, triage_row
 from harness.spec.yaml_values import Lines, YamlReader, check_keys, compose_file, plain
 
 __all__ = [
@@ -277,6 +278,9 @@ class Entry:
     retired: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
     # the entry's own smells, explained: kind -> subject (a postcondition) -> one line
     smells: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict, hash=False)
+    # the document's claims no run measures, with why (its triage row's ``unmeasured``,
+    # repros/<kb>/<domain>/triage.yaml): each still gets a verdict row, "not measured: why"
+    unmeasured: tuple[UnmeasuredClaim, ...] = ()
 
     def requirements_for(self, variant: Variant) -> tuple[str, ...]:
         """What ``variant`` adds to the cell's environment: the entry's requirements, then
@@ -1050,7 +1054,19 @@ def load_entry(
         requires=_requires(data, path),
         smells=_entry_smells(data, path),
         retired=_retired(data, path, variants),
+        unmeasured=_unmeasured(entry_id, entry_dir, root),
     )
+
+
+def _unmeasured(
+    entry_id: str, entry_dir: Path, root: str | os.PathLike[str] | None
+) -> tuple[UnmeasuredClaim, ...]:
+    """The claims the entry's triage row says no run measures (none without a row)."""
+    try:
+        found = triage_row(entry_id, entry_dir, root)
+    except TriageError as exc:  # an entry that cannot say what it leaves unmeasured fails
+        raise EntryError(exc.path, exc.line, exc.problem) from exc
+    return found[1].unmeasured if found is not None else ()
 
 
 def _entry_id(data: Any, path: Path, entry_dir: Path, root: str | os.PathLike[str] | None) -> str:

@@ -7,6 +7,7 @@ are never counted as contradicted). The file's format is described at its top.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ __all__ = [
     "UnmeasuredClaim",
     "find_triages",
     "load_triage",
+    "triage_row",
 ]
 
 # cpu: a script triggers it in any cell; cuda: it needs a CUDA device; no: no script can
@@ -240,3 +242,27 @@ def load_triage(path: str | os.PathLike[str]) -> Triage:
 def find_triages(repros: str | os.PathLike[str]) -> tuple[Triage, ...]:
     """Every triage file under repros/, sorted by path."""
     return tuple(load_triage(p) for p in sorted(Path(repros).rglob(TRIAGE_FILE)))
+
+
+@functools.lru_cache(maxsize=32)
+def _load_cached(path: str, mtime_ns: int, size: int) -> Triage:
+    # every entry of a domain asks for the same file: read it once while it is unchanged
+    return load_triage(path)
+
+
+def triage_row(
+    entry_id: str, entry_dir: Path, root: str | os.PathLike[str] | None = None
+) -> tuple[Triage, TriageEntry] | None:
+    """The triage row of an entry: the nearest triage file above ``entry_dir`` (up to
+    ``root``, repros/) that names ``entry_id``; None where none does."""
+    stop = Path(root).resolve() if root is not None else None
+    for folder in Path(entry_dir).resolve().parents:
+        path = folder / TRIAGE_FILE
+        if path.is_file():
+            st = path.stat()
+            triage = _load_cached(str(path), st.st_mtime_ns, st.st_size)
+            row = triage.by_entry().get(entry_id)
+            return (triage, row) if row is not None else None
+        if folder == stop:
+            break
+    return None

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from harness.catalogue.check import check_entries, check_entry
 from tests.spec.test_entries import GOOD, make
 
@@ -147,3 +149,77 @@ def test_check_refuses_a_measurement_of_another_kind_than_the_claims() -> None:
     assert not claim_problems(
         with_(wa, reworded=Reworded("NCCL Error 4", "why"), signature=cuda), yaml
     )
+
+
+# a real imported entry (copied): its record has workarounds 1-2 and dead ends 1-2, and
+# variants for the workarounds only; its triage row says why neither dead end is measured
+CUDNN = "deadends/cuda/cudnn-not-compiled-with-support/cuda12-linux"
+CUDNN_TRIAGE = """\
+source:
+  repository: dbwls99706/deadends.dev
+  path: data/canons/cuda/
+  id_prefix: deadends/
+entries:
+  - kb_id: cuda/cudnn-not-compiled-with-support/cuda12-linux
+    url: https://deadends.dev/cuda/cudnn-not-compiled-with-support/cuda12-linux
+    message: "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED"
+    owner: kb-c
+    scriptable: cuda
+    entry: deadends/cuda/cudnn-not-compiled-with-support/cuda12-linux
+    why: a strided conv2d
+    unmeasured:
+      - {ref: "dead end 1", why: "a cuDNN downgrade"}
+      - {ref: "dead end 2", why: "a slowdown with no figure"}
+"""
+
+
+def cudnn_repo(tmp_path: Path, triage: str) -> Path:
+    import shutil
+
+    from tests.paths import REPO
+
+    shutil.copytree(REPO / "repros" / CUDNN, tmp_path / "repros" / CUDNN)
+    shutil.copy(REPO / "repros" / "reprokit.py", tmp_path / "repros" / "reprokit.py")
+    (tmp_path / "repros" / "deadends" / "cuda" / "triage.yaml").write_text(triage)
+    return tmp_path
+
+
+def test_every_claim_of_the_document_has_a_variant_or_a_reason(tmp_path: Path) -> None:
+    from harness.catalogue.check import document_claims
+
+    repo = cudnn_repo(tmp_path, CUDNN_TRIAGE)
+    [result] = check_entries(repo / "repros")
+    assert result.ok, result.errors
+    assert result.entry is not None
+    assert document_claims(result.entry) == (
+        "workaround 1",
+        "workaround 2",
+        "dead end 1",
+        "dead end 2",
+    )
+
+
+def test_a_claim_with_neither_variant_nor_reason_fails_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    triage = CUDNN_TRIAGE.replace(
+        '      - {ref: "dead end 2", why: "a slowdown with no figure"}\n', ""
+    )
+    repo = cudnn_repo(tmp_path, triage)
+    [result] = check_entries(repo / "repros")
+    [problem] = result.errors
+    assert "the document's dead end 2 has no variant and no reason" in problem
+    assert problem.startswith(f"{repo / 'repros' / CUDNN / 'entry.yaml'}:")
+    assert "triage.yaml:6" in problem  # where its reason would go: the entry's triage row
+    assert main(["--repo", str(repo), "check"]) == 2
+    assert "dead end 2 has no variant and no reason" in capsys.readouterr().out
+
+
+def test_a_reason_for_a_claim_the_document_lacks_fails_check(tmp_path: Path) -> None:
+    triage = CUDNN_TRIAGE.replace('ref: "dead end 2"', 'ref: "dead end 3"')
+    [result] = check_entries(cudnn_repo(tmp_path, triage) / "repros")
+    assert len(result.errors) == 2, result.errors
+    assert "the document's dead end 2 has no variant and no reason" in result.errors[0]
+    assert "unmeasured names 'dead end 3', which the document of" in result.errors[1]

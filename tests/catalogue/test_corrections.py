@@ -399,3 +399,28 @@ def test_a_changed_rate_keeps_the_files_number_style_and_the_other_lines() -> No
     assert '"a": 0.90,' in written and '"f": [\n      1\n    ]' in written
     with pytest.raises(ValueError, match="two-space"):
         dumps_like(b'{"a": 1, "b": 2}', {"a": 2, "b": 2})
+
+
+def test_the_summary_lists_each_claim_no_variant_measures_with_its_reason() -> None:
+    """A claim of a record no variant measures is named with its triage's reason (its verdict
+    row's "not measured: why"), in the summary and where its condition is left alone."""
+    from harness.catalogue.kbcorrections import plan_corrections
+    from harness.spec.triage import find_triages
+
+    entries, table = _measured()
+    triages = find_triages(committed_tree() / "repros")
+    planned = plan_corrections(table, list(entries.values()), triages, domain="cuda")
+    summary = planned.files["README.md"].decode("utf-8")
+    assert "## Claims not measured" in summary
+    named = 0
+    for row in next(t for t in triages if t.path.parent.name == "cuda").entries:
+        claimed = {v.claim_ref for v in entries[row.entry].variants} if row.entry else set()
+        for u in row.unmeasured:
+            if u.ref not in claimed:
+                line = f"- `{row.kb_id}` (entry `{row.entry}`), {u.ref}: not measured: "
+                assert line + u.why[:40] in summary, (row.kb_id, u.ref)
+                named += 1
+    assert named
+    entry, agg, original = _agg("deadends/cuda/cusolver-internal-error/cuda12-a100")
+    left = {x.field: x.why for x in correct(entry, agg, original).left}
+    assert left["workarounds[2].condition"].startswith("not measured: updating the CUDA toolkit")

@@ -141,6 +141,20 @@ AGGREGATES = {
                 "no env",
                 grade="other-error",
             ),
+            # the row the aggregation writes for the claim the triage leaves unmeasured
+            # (harness/aggregate/unmeasured.py): counted through it, once
+            {
+                **verdict(
+                    "dead end 2: failure rate",
+                    "not measurable",
+                    "–",
+                    "–",
+                    n=0,
+                    advice="not measurable",
+                    figure="not measurable",
+                ),
+                "why": "not measured: a purchase",
+            },
         ],
     },
     # b has no runs yet: it must show as not measured, never as a pass

@@ -141,3 +141,32 @@ def test_imported_entries_match_their_triage_row() -> None:
             assert sig == exact or (head and len(sig.split()) >= 3), row.kb_id
             checked += 1
     assert checked
+
+
+def test_an_entry_carries_the_claims_its_triage_row_leaves_unmeasured(tmp_path: Path) -> None:
+    from harness.spec.entries import load_entry
+    from tests.spec.test_entries import GOOD as ENTRY
+    from tests.spec.test_entries import make
+
+    repros = tmp_path / "repros"
+    (repros / "kb" / "pytorch").mkdir(parents=True)
+    (repros / "kb" / "pytorch" / "triage.yaml").write_text(GOOD)
+    mine = make(repros, ENTRY.replace("demo/err", "kb/pytorch/a/env"), "kb/pytorch/a/env")
+    other = make(repros, ENTRY.replace("demo/err", "kb/pytorch/c/env"), "kb/pytorch/c/env")
+    [claim] = load_entry(mine, repros).unmeasured
+    assert (claim.ref, claim.why) == ("dead end 1", "a purchase")
+    assert load_entry(other, repros).unmeasured == ()  # no row of its own: nothing
+
+
+def test_an_invalid_triage_fails_the_entry_it_speaks_for(tmp_path: Path) -> None:
+    from harness.spec.entries import EntryError, load_entry
+    from tests.spec.test_entries import GOOD as ENTRY
+    from tests.spec.test_entries import make
+
+    repros = tmp_path / "repros"
+    (repros / "kb" / "pytorch").mkdir(parents=True)
+    path = repros / "kb" / "pytorch" / "triage.yaml"
+    path.write_text(GOOD.replace('{ref: "dead end 1", why: "a purchase"}', '{ref: "dead end 1"}'))
+    folder = make(repros, ENTRY.replace("demo/err", "kb/pytorch/a/env"), "kb/pytorch/a/env")
+    with pytest.raises(EntryError, match=r"triage.yaml:\d+: .*missing required key"):
+        load_entry(folder, repros)

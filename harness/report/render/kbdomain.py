@@ -18,12 +18,12 @@ from typing import Any
 from harness.aggregate.model import (
     ADVICE,
     FIGURES,
-    NOT_MEASURABLE,
     OVERSTATED,
     VERDICTS,
     WRONG,
 )
 from harness.aggregate.model import GRADE_ANSWERS as GRADES
+from harness.aggregate.unmeasured import is_unmeasured
 from harness.report.render import entry_slug
 from harness.report.render.templating import environment
 from harness.spec.triage import SCRIPTABLE, Triage
@@ -171,7 +171,9 @@ class DomainSummary:
     source_path: str
     entries: tuple[EntryRow, ...]
     claims: tuple[ClaimRow, ...]
-    unmeasured: tuple[tuple[str, str, str], ...]  # (entry, claim ref, why) no variant can measure
+    # (entry, claim ref, why) the triage says no run measures: listed, and counted through
+    # their verdict rows (harness/aggregate/unmeasured.py), never a second time here
+    unmeasured: tuple[tuple[str, str, str], ...]
     search_envs: int = 0  # environments the message search answered for
     search_torch: str = ""  # their torch releases, "1.10.2–2.13.0"
     search_cpu_only: bool = False  # every torch searched is a CPU-only build ("+cpu")
@@ -208,10 +210,6 @@ class DomainSummary:
         for c in self.claims:
             if c.kind in out and c.verdict in out[c.kind]:
                 out[c.kind][c.verdict] += 1
-        for _entry, ref, _why in self.unmeasured:
-            kind = claim_kind(ref)
-            if kind in out:
-                out[kind]["not measurable"] += 1
         return out
 
     def _tally(
@@ -222,10 +220,6 @@ class DomainSummary:
             answer = getattr(c, of)
             if c.kind in out and answer in out[c.kind]:
                 out[c.kind][answer] += 1
-        for _entry, ref, _why in self.unmeasured:
-            kind = claim_kind(ref)
-            if kind in out:
-                out[kind][NOT_MEASURABLE] += 1
         return out
 
     def by_advice(self) -> dict[str, dict[str, int]]:
@@ -358,9 +352,13 @@ def summarize_domain(
             continue  # its claims are never counted, not even as not measurable
         for u in row.unmeasured:
             unmeasured.append((eid, u.ref, u.why))
-        if state in (NOT_MEASURED, WAITING):
-            continue  # not measured (yet): never a pass nor a failure, nor "not measurable"
-        for v in agg.get("verdicts", ()):
+        for v in agg.get("verdicts", ()) if agg else ():
+            if state in (NOT_MEASURED, WAITING) and not is_unmeasured(
+                str(v.get("subject", "")), str(v.get("why", ""))
+            ):
+                # not measured (yet): never a pass nor a failure, nor "not measurable"; a
+                # claim no variant measures is not measurable all the same
+                continue
             verdict = _verdict_name(str(v.get("verdict", "")))
             claims.append(
                 ClaimRow(
