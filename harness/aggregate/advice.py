@@ -1,7 +1,9 @@
 """Version advice read from records: what a variant's requirements changed in the cells it
 answers for, what a cell already satisfied (as pip would, it keeps its release there), and
-the runs that measured another release in a cell that already satisfied every requirement:
-not that cell's answer. Pure functions over versions (name -> version, as records keep them).
+the runs that measured another release than pip would have left (the cell's where it
+already satisfied every requirement, its torch or lightning where no requirement names
+them): not that cell's answer. Pure functions over versions (name -> version, as records
+keep them).
 """
 
 from __future__ import annotations
@@ -56,15 +58,63 @@ def satisfied_in(row: Mapping[str, str], requirement: str) -> str | None:
     return _release(have) if admitted else None
 
 
+# the cell's axes a derived environment keeps where no requirement names them
+_AXES = ("torch", "lightning")
+
+
+def _unnamed_axes_moved(
+    row: Mapping[str, str], ran: Mapping[str, str], requires: Mapping[str, str]
+) -> list[str]:
+    """The cell's torch or lightning that no requirement names, which pip keeps, but that
+    the run had at another release, or not at all where it had pytorch-lightning in its place
+    (a derived environment made before ``pytorch-lightning`` was installed beside the cell's
+    lightning; such a run imported ``lightning`` as a version-less "?" or not at all). A
+    lightning simply absent is a reproducer that imports none: its derived environment
+    installs none."""
+    named = {canonicalize_name(Requirement(r).name) for r in requires.values()}
+    was, now = _canonical(row), _canonical(ran)
+    moved = []
+    for axis in _AXES:
+        have, after = was.get(axis), now.get(axis)
+        if axis in named or not _is_release(have):
+            continue
+        if _is_release(after):
+            if _release(after) != _release(have):
+                moved.append(f"{axis} {_release(after)} where the cell's {_release(have)} stays")
+        elif axis == "lightning" and "pytorch-lightning" in now:
+            moved.append(
+                f"pytorch-lightning {_release(now['pytorch-lightning'])} in place of the "
+                f"cell's lightning {_release(have)}"
+            )
+    return moved
+
+
+def _is_release(version: str | None) -> bool:
+    try:
+        return version is not None and bool(Version(version).release)
+    except InvalidVersion:
+        return False
+
+
 def measured_another_release(
     row: Mapping[str, str], ran: Mapping[str, str], requires: Mapping[str, str]
 ) -> str:
-    """Why a run of version advice is not its cell's answer, "" where it is: the cell (its
-    own versions ``row``) already satisfied every requirement, so pip would have kept its
-    releases, but the run (``ran``) measured another release of one of them (a derived
-    environment made before that rule replaced the cell's pin)."""
+    """Why a run of version advice is not its cell's answer, "" where it is: pip keeps
+    every release of the cell (its own versions ``row``) that the requirements do not move,
+    but the run (``ran``) measured another one. Either the cell already satisfied every
+    requirement (a derived environment made before that rule replaced the cell's pin), or
+    the cell's torch or lightning, which no requirement names, was not the run's (a
+    ``pytorch-lightning`` requirement once replaced the cell's ``lightning``)."""
     if not requires:
         return ""
+    unnamed = _unnamed_axes_moved(row, ran, requires)
+    if unnamed:
+        return (
+            f"{ANOTHER_RELEASE}: "
+            + "; ".join(unnamed)
+            + " (pip keeps what no requirement names: the run that kept it is the cell's "
+            "answer)"
+        )
     moved: list[str] = []
     now = _canonical(ran)
     for requirement in requires.values():
@@ -88,14 +138,12 @@ def changes(
     """Per package a variant's requirements name: (package, the package the environment had
     in its place, its version there or None where unknown, the version it ran with or None
     where it was not installed, whether the environment's own release satisfied it).
-    pytorch-lightning takes lightning's place (one axis)."""
+    Each package is its own: pytorch-lightning is installed beside the cell's lightning."""
     was, now = _canonical(base), _canonical(ran)
     out: list[Change] = []
     for requirement in requires.values():  # (its package: the key may name its axis)
         name = canonicalize_name(Requirement(requirement).name)
         before, before_name = was.get(name), name
-        if before is None and name == "pytorch-lightning" and "lightning" in was:
-            before, before_name = was["lightning"], "lightning"
         after = now.get(name)
         out.append(
             (
@@ -115,8 +163,8 @@ def _span(values: Sequence[str]) -> str:
 
 def change_texts(found: Sequence[tuple[str, Change]], order: Mapping[str, int]) -> tuple[str, ...]:
     """What the requirements changed, one text per package over the environments (in
-    ``order``): "torch 2.1.2 … 2.13.0 (14) → 2.0.1", "lightning 2.1.4 → pytorch-lightning
-    1.9.5", "onnx 1.17.0" (its version where the environment had none known), "numpy 1.26.4
+    ``order``): "torch 2.1.2 … 2.13.0 (14) → 2.0.1", "pytorch-lightning 1.9.5" or "onnx
+    1.17.0" (its version where the environment had none known), "numpy 1.26.4
     (unchanged)"; and, where a cell's own release already satisfied the requirement (it
     keeps it, as pip would), "already satisfied here: torch 1.10.2, 1.11.0, 1.12.1"."""
     by_package: dict[tuple[str, str], list[tuple[int, str | None, str | None]]] = {}

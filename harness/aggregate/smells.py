@@ -139,7 +139,8 @@ def _cells(cells: Iterable[Cell], n: int = _EXAMPLES) -> str:
 
 def _another_release(records: Sequence[Record], mine: Sequence[Record]) -> set[int]:
     """The ids (``id()``) of ``mine`` set apart as cells.py sets them apart: runs of version
-    advice that measured another release in a cell that already satisfied the advice."""
+    advice that measured another release than pip would have left in their cell
+    (advice.measured_another_release)."""
     own: dict[str, dict[str, str]] = {}
     for r in records:
         if not r.ran_in and "torch" in r.versions:

@@ -79,13 +79,6 @@ def _choice_key(text: str, order: tuple[str, ...]) -> tuple[int, str]:
     return (order.index(text), "") if text in order else (len(order), text)
 
 
-# the packages a requirement replaces the row's own pin of: the row's torch and lightning
-# axes (lightning 1.x is also published as pytorch-lightning), and the row's pins by name
-_AXIS_PACKAGES = {
-    "torch": "torch",
-    "lightning": "lightning",
-    "pytorch-lightning": "lightning",
-}
 _OPERATORS = (
     ("===", "aeq"),
     ("~=", "compat"),
@@ -115,9 +108,12 @@ def _requirement_slug(text: str) -> str:
 
 
 def package_of(requirement: str) -> str:
-    """The package a requirement names, canonical; torch and lightning by their axis."""
-    name = canonicalize_name(Requirement(requirement).name)
-    return _AXIS_PACKAGES.get(name, name)
+    """The distribution a requirement names, canonical: what of the row's (its torch, its
+    lightning, a pin) it replaces. ``pytorch-lightning`` is not the row's ``lightning``: it
+    provides ``pytorch_lightning``, lightning ``lightning.pytorch``, and pip installs it
+    beside the row's lightning (``pip install lightning==2.6.6 "pytorch-lightning<2.0"``
+    leaves both), which code that imports ``lightning`` still runs."""
+    return canonicalize_name(Requirement(requirement).name)
 
 
 def _exact(pin: str) -> tuple[str, str] | None:
@@ -281,9 +277,11 @@ class Environment:
         """This environment with ``requires`` applied, as pip would: itself where every
         requirement is already satisfied (``satisfied_by``; ``installed``: what the row's
         environment recorded), else a derived one of the others, each replacing the row's
-        pin of its package. ``lightning=False``: for a reproducer that imports no lightning,
-        which then plays no part in what it measures (plan.one_per_torch) and is not
-        installed."""
+        pin of its distribution (``lightning<2.0`` the row's lightning; ``pytorch-lightning<2.0``
+        none: it is installed beside it, as pip does, and the resolver refuses the pair where
+        the row's lightning excludes it). ``lightning=False``: for a reproducer that imports
+        no lightning, which then plays no part in what it measures (plan.one_per_torch) and
+        is not installed."""
         unmet = tuple(r for r in requires if not self.satisfied_by(r, installed))
         if not unmet:
             return self

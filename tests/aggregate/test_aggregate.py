@@ -871,14 +871,6 @@ def test_a_run_that_measured_another_release_where_the_cell_satisfied_the_advice
     # package the cell's versions do not name, or one requirement the cell lacks: its answer
     assert measured_another_release({"torch": "2.0.1"}, {"torch": "2.0.1+cu117"}, wanted) == ""
     assert measured_another_release({"torch": "2.5.1"}, {"torch": "2.0.1"}, wanted) == ""
-    assert (
-        measured_another_release(
-            {"lightning": "1.9.5"},
-            {"pytorch_lightning": "1.8.6"},
-            {"pytorch-lightning": "pytorch-lightning<2.0"},
-        )
-        == ""
-    )
     both = {"torch": "torch<2.1", "numpy": "numpy>=2"}
     row = {"torch": "1.12.1", "numpy": "1.26.4"}
     assert measured_another_release(row, {"torch": "2.0.1", "numpy": "2.1.0"}, both) == ""
@@ -917,14 +909,61 @@ def test_advice_on_a_package_the_cells_lack_says_what_it_added() -> None:
     entry = dataclasses.replace(
         base, variants=tuple(onnx if v.name == "wa" else v for v in base.variants)
     )
-    versions = {"pytorch_lightning": "1.9.5", "onnx": "1.17.0"}
+    # pytorch-lightning beside the cell's lightning 2.1.4, as pip leaves it (the record keeps
+    # the distribution's name, from what the derived environment holds beyond its row's)
+    versions = {"pytorch-lightning": "1.9.5", "onnx": "1.17.0"}
     wanted = {"pytorch-lightning": "pytorch-lightning<2.0", "onnx": "onnx>=1.14"}
     record = advised(rec("wa", E2, OK), wanted, **versions)
-    record = dataclasses.replace(
-        record, versions={k: v for k, v in record.versions.items() if k != "lightning"}
-    )
+    assert record.versions["lightning"] == "2.1.4"
     [wa] = [v for v in aggregate_entry(entry, [record]).variants if v.name == "wa"]
-    assert wa.changed == ("lightning 2.1.4 → pytorch-lightning 1.9.5", "onnx 1.17.0")
+    assert wa.changed == ("pytorch-lightning 1.9.5", "onnx 1.17.0")
+    assert not wa.not_counted  # the cell's answer
+
+
+def test_a_run_where_pytorch_lightning_replaced_the_cells_lightning_is_set_apart() -> None:
+    """A derived environment once replaced the cell's lightning with the pytorch-lightning a
+    requirement named: code importing ``lightning.pytorch`` then ran pytorch_lightning 1.9
+    (``lightning`` imported as a version-less "?"), where pip keeps the cell's lightning
+    beside it. Such a run measured another release: set apart, not the cell's answer."""
+    from harness.aggregate.advice import measured_another_release
+
+    wanted = {"pytorch-lightning": "pytorch-lightning<2.0"}
+    row = {"torch": "2.13.0", "lightning": "2.6.6"}
+    for ran in (
+        {"torch": "2.13.0+cpu", "pytorch_lightning": "1.9.5", "lightning": "?"},
+        {"torch": "2.13.0+cpu", "pytorch_lightning": "1.9.5"},
+    ):
+        assert measured_another_release(row, ran, wanted) == (
+            "measured another release: pytorch-lightning 1.9.5 in place of the cell's "
+            "lightning 2.6.6 (pip keeps what no requirement names: the run that kept it is "
+            "the cell's answer)"
+        )
+    # beside the cell's lightning: its answer; a requirement on lightning itself replaces it
+    kept = {"torch": "2.13.0+cpu", "lightning": "2.6.6", "pytorch-lightning": "1.9.5"}
+    assert measured_another_release(row, kept, wanted) == ""
+    assert measured_another_release(row, {"lightning": "1.9.5"}, {"lightning": "lightning<2"}) == ""
+    # a reproducer that imports no lightning installs none: not another release
+    assert measured_another_release(row, {"torch": "1.13.1"}, {"torch": "torch<2"}) == ""
+    # the cell's torch, which no requirement names, at another release
+    assert measured_another_release(row, {"torch": "2.12.1"}, {"numpy": "numpy>=2"}).startswith(
+        "measured another release: torch 2.12.1 where the cell's 2.13.0 stays"
+    )
+
+    base = make_entry()
+    pin = Variant("wa", "workaround", "pin", requires=("pytorch-lightning<2.0",))
+    entry = dataclasses.replace(
+        base, variants=tuple(pin if v.name == "wa" else v for v in base.variants)
+    )
+    records = [rec("base", E2, R), rec("base", E3, R)]
+    before = advised(rec("wa", E2, OK), wanted, pytorch_lightning="1.9.5", lightning="?")
+    now = advised(rec("wa", E3, R), wanted, **{"pytorch-lightning": "1.9.5"})
+    agg = aggregate_entry(entry, [*records, before, now])
+    wa = next(v for v in agg.variants if v.name == "wa")
+    assert (wa.overall.k, wa.overall.n) == (0, 1)  # E3: the cell's lightning still raises
+    [apart] = wa.not_counted
+    assert (apart.outcome, apart.envs) == ("ok", (E2,))
+    assert apart.reason.startswith("measured another release: pytorch-lightning 1.9.5 in place")
+    assert wa.changed == ("pytorch-lightning 1.9.5",)
 
 
 def test_what_advice_changed_is_one_line_per_package_over_the_environments() -> None:
@@ -958,13 +997,13 @@ def test_advice_that_did_not_install_changes_nothing_and_the_requirement_names_i
     )
     # keyed by its axis, as the first records of version advice were
     wanted = {"lightning": "pytorch-lightning<2.0"}
-    ran = advised(rec("wa", E2, OK), wanted, pytorch_lightning="1.9.5", lightning="?")
+    ran = advised(rec("wa", E2, OK), wanted, **{"pytorch-lightning": "1.9.5"})
     failed = dataclasses.replace(
         advised(rec("wa", E3, ENVF), wanted),
         versions={"python_requested": "3.11", "torch_requested": "2.5.1"},
     )
     [wa] = [v for v in aggregate_entry(entry, [ran, failed]).variants if v.name == "wa"]
-    assert wa.changed == ("lightning 2.1.4 → pytorch-lightning 1.9.5",)
+    assert wa.changed == ("pytorch-lightning 1.9.5",)
 
 
 def test_a_workaround_naming_its_baselines_is_judged_where_they_reproduce() -> None:

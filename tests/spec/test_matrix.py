@@ -68,7 +68,7 @@ def test_a_derived_environment_is_the_cells_with_the_variants_requirements() -> 
     assert numpy2 != env and env.with_requires(()) == env
     # torch and lightning are the row's axes: a requirement on one replaces the row's pin
     assert env.with_requires(("torch>=2.6",)).requirements()[:2] == ("lightning==2.1.4", "numpy<2")
-    for name in ("lightning<2.0", "pytorch-lightning<2.0", "pytorch_lightning<2.0"):
+    for name in ("lightning<2.0", "Lightning<2.0"):
         reqs = env.with_requires((name,)).requirements()
         assert reqs == ("torch==1.12.1", "numpy<2", "setuptools<70", name)
     # for a reproducer that imports no lightning, the derived environment installs none (it
@@ -158,6 +158,38 @@ def test_only_the_package_the_row_does_not_satisfy_changes() -> None:
     assert partly.base == old
 
 
+def test_pytorch_lightning_is_installed_beside_the_rows_lightning_as_pip_leaves_it() -> None:
+    """``pip install lightning==2.6.6 "pytorch-lightning<2.0"`` leaves both: two
+    distributions, ``lightning.pytorch`` from the first, ``pytorch_lightning`` from the second
+    (lightning 2.6 even depends on pytorch-lightning, and resolves with 1.9.5). A derived
+    environment once replaced the row's lightning with it, and code importing
+    ``lightning.pytorch`` ran pytorch_lightning 1.9 where a user's would still fail."""
+    row = Environment("3.11", "2.13.0", "2.6.6", pins=("setuptools",), find_links=("/w",))
+    for name in ("pytorch-lightning<2.0", "pytorch_lightning<2.0", "PyTorch-Lightning<2.0"):
+        derived = row.with_requires((name,))
+        assert (derived.torch, derived.lightning) == ("2.13.0", "2.6.6")
+        assert derived.requirements() == ("torch==2.13.0", "lightning==2.6.6", "setuptools", name)
+        assert derived.base == row and derived.installs_lightning
+    # its id is the cell's with what it added: the row's torch, lightning and pins stay
+    derived = row.with_requires(("pytorch-lightning<2.0",))
+    assert derived.id == "py3.11-torch2.13.0-lightning2.6.6-with-pytorch-lightning-lt2.0"
+    # lightning itself is the row's distribution: a requirement on it replaces the row's
+    pinned = row.with_requires(("lightning<2.0",))
+    assert pinned.lightning == "" and pinned.requirements() == (
+        "torch==2.13.0",
+        "setuptools",
+        "lightning<2.0",
+    )
+    # both named: the row's lightning replaced, pytorch-lightning beside the new one
+    both = row.with_requires(("lightning<2.0", "pytorch-lightning<2.0"))
+    assert both.requirements() == (
+        "torch==2.13.0",
+        "setuptools",
+        "lightning<2.0",
+        "pytorch-lightning<2.0",
+    )
+
+
 def test_rows_of_one_torch_with_other_pins_derive_environments_named_apart() -> None:
     """A requirement that replaces the row's lightning leaves the torch naming the row; two
     rows of that torch with other pins (1.9's app pins, 2.0's none) once derived one folder
@@ -166,11 +198,11 @@ def test_rows_of_one_torch_with_other_pins_derive_environments_named_apart() -> 
     app = ("numpy<2", "setuptools<70", "pydantic<2")
     old = Environment("3.10", "1.12.1", "1.8.6", pins=app)
     new = Environment("3.10", "1.12.1", "2.0.9.post0", pins=("numpy<2", "setuptools<70"))
-    a, b = (row.with_requires(("pytorch-lightning<2.0",)) for row in (old, new))
+    a, b = (row.with_requires(("lightning>=1.9,<2.0",)) for row in (old, new))
     assert a.requirements() != b.requirements() and a != b
     assert a.id != b.id
     assert a.id == (
-        "py3.10-torch1.12.1-with-pytorch-lightning-lt2.0-and-numpy-lt2-and-setuptools-lt70"
+        "py3.10-torch1.12.1-with-lightning-lt2.0-ge1.9-and-numpy-lt2-and-setuptools-lt70"
         "-and-pydantic-lt2"
     )
     # where torch and lightning both stay, they name the row and its pins with it

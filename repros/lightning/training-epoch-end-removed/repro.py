@@ -5,7 +5,9 @@ A LightningModule that collects its step losses in `training_epoch_end(self, out
 hook Lightning 2.0.0 removed (CHANGELOG.md 2.0.0, "Removed", #16520), trained for one epoch
 of four batches on the CPU. The workarounds and the dead end change where the epoch-end code
 lives; workaround 2 (pin Lightning below 2.0) is version advice: the harness installs the
-pinned release (entry.yaml `requires`), and the variant trains the baseline's module there.
+pinned release as pip would (entry.yaml `requires`), and the variant trains the baseline's
+module there: `pytorch-lightning<2.0` (the document's command) beside the cell's lightning,
+which the module's `lightning.pytorch` still is; `lightning<2.0` in its place.
 """
 
 from __future__ import annotations
@@ -105,7 +107,8 @@ def workaround1_on_train_epoch_end(device, precision):
 
 
 def workaround2_pin_pytorch_lightning(device, precision):
-    # pytorch-lightning<2.0 is installed by the harness (entry.yaml requires)
+    # pytorch-lightning<2.0 is installed by the harness (entry.yaml requires) beside the
+    # cell's lightning, as pip leaves it; the module imports lightning.pytorch as before
     return train(device, precision, "old")
 
 
