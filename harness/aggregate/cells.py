@@ -710,7 +710,8 @@ def _sum(columns: Iterable[str]) -> str:
 class _VariantRows:
     """What the engine counted per variant (by entry, name, kind and scope)."""
 
-    totals: dict[tuple[Any, ...], tuple[int, int, int]]  # runs, counted, hits anywhere
+    # runs, counted scenarios, hits anywhere, counted trials (the entry's "N runs (M applicable)")
+    totals: dict[tuple[Any, ...], tuple[int, int, int, int]]
     per_slice: dict[tuple[Any, ...], list[tuple[Any, ...]]]  # (d, p, k, n, related, ok, silent)
     ranges: dict[tuple[Any, ...], list[tuple[Any, ...]]]  # (d, p, env, reproduced)
     failures: dict[tuple[Any, ...], list[tuple[str, str, bool, int]]]
@@ -848,7 +849,7 @@ def _score(
         "(t_n > 0 AND t_k >= t_n)::BIGINT AS k, (t_k > 0 AND t_k < t_n)::BIGINT AS flaky, "
         "(t_n > 0 AND t_related >= t_n)::BIGINT AS related, "
         "(t_n > 0 AND t_ok >= t_n)::BIGINT AS ok, (t_n > 0 AND t_silent >= t_n)::BIGINT AS silent, "
-        "(t_shows > 0)::BIGINT AS shows, has_reproduced, in_scope FROM scored_trials"
+        "(t_shows > 0)::BIGINT AS shows, has_reproduced, in_scope, t_n FROM scored_trials"
     )
 
 
@@ -904,9 +905,9 @@ def _variant_rows(con: Any, roles: Sequence[tuple[Any, ...]]) -> _VariantRows:
     totals = {
         role: rows[0]
         for role, rows in by_role(
-            "SELECT r, sum(trials)::BIGINT AS runs, sum(n)::BIGINT AS n, sum(k)::BIGINT AS k "
-            "FROM scored GROUP BY r ORDER BY r",
-            "runs n k",
+            "SELECT r, sum(trials)::BIGINT AS runs, sum(n)::BIGINT AS n, sum(k)::BIGINT AS k, "
+            "sum(t_n)::BIGINT AS t_n FROM scored GROUP BY r ORDER BY r",
+            "runs n k t_n",
         ).items()
     }
     per_slice = by_role(
@@ -999,7 +1000,8 @@ def _variant(
     env_rank: Mapping[str, int],
 ) -> tuple[VariantAggregate, int]:
     role = (eid, *spec.role)
-    runs, counted, anywhere = rows.totals.get(role, (0, 0, 0))
+    # counted: scenarios (anywhere's n); counted_runs: their applicable trials, beside runs
+    runs, counted, anywhere, counted_runs = rows.totals.get(role, (0, 0, 0, 0))
 
     def by_env(envs: Iterable[str]) -> tuple[str, ...]:
         return tuple(sorted(set(envs), key=env_rank.__getitem__))
@@ -1067,7 +1069,7 @@ def _variant(
         env_shows=tuple(sorted(rows.env_shows.get(role, ()), key=lambda e: env_rank[e[0]])),
         scope=frozenset(rows.scope.get(role, ())),
     )
-    return va, counted
+    return va, counted_runs
 
 
 def _with_advice(

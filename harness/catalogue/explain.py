@@ -749,15 +749,15 @@ def _seen_instead(v: VariantAggregate) -> str:
 
 
 def _most(measured: Rate, what: str) -> str:
-    """The report's advice rule ("in most applicable runs"), in explain's three words."""
+    """The report's advice rule ("in most applicable scenarios"), in explain's three words."""
     advice = read_rate(None, measured, what=what).advice
     return {HOLDS: CONFIRMED, WRONG: CONTRADICTED}.get(advice, advice)
 
 
 def advise(v: VariantAggregate, whole: VariantAggregate) -> tuple[str, str]:
     """(advice, words): does the variant work (a dead end: fail as documented) for these
-    versions, read as "in most applicable runs" (aggregate.read_rate's advice rule). Where the runs here
-    are too few to call alone, the verdict over every measured version is given when
+    versions, read as "in most applicable scenarios" (aggregate.read_rate's advice rule). Where the
+    scenarios here are too few to call alone, the verdict over every measured version is given when
     these runs agree with it, said so."""
     kind = v.kind if v.kind in _ADVICE else "workaround"
     here, everywhere = v.overall, whole.overall
@@ -768,7 +768,7 @@ def advise(v: VariantAggregate, whole: VariantAggregate) -> tuple[str, str]:
         if v.anywhere.n and kind != "baseline":
             text = (
                 f"not judged here: the documented error did not reproduce in these cells; where "
-                f"it ran it was {_DID[kind]} in {v.anywhere.k}/{v.anywhere.n} runs"
+                f"it ran it was {_DID[kind]} in {v.anywhere.k}/{v.anywhere.n} scenarios"
             )
         else:
             reasons = "; ".join(
@@ -779,15 +779,15 @@ def advise(v: VariantAggregate, whole: VariantAggregate) -> tuple[str, str]:
             text += also + f" ({_ADVICE[kind][overall]})"
         return NOT_MEASURABLE, text
     advice = _most(here, _IMPLICIT[kind])
-    counts = f"{_DID[kind]} in {here.k}/{here.n} runs here{where}"
+    counts = f"{_DID[kind]} in {here.k}/{here.n} scenarios here{where}"
     if kind == "dead_end" and advice != CONFIRMED:
-        # it fails in most runs here, though not as documented (harder, another error):
+        # it fails in most scenarios here, though not as documented (harder, another error):
         # avoid it all the same; its stated reason is not what happens
         failing = Rate.of(here.n - v.ok.k, here.n)
         if _most(failing, "fails") == CONFIRMED:
             return NOT_AS_DOCUMENTED, (
-                f"fails, not as documented: avoid it: failed in {here.n - v.ok.k}/{here.n} runs "
-                f"here{where}, as documented in {here.k}{also}"
+                f"fails, not as documented: avoid it: failed in {here.n - v.ok.k}/{here.n} "
+                f"scenarios here{where}, as documented in {here.k}{also}"
             )
     if advice == INCONCLUSIVE:
         agrees = (overall == CONFIRMED and here.k * 2 > here.n) or (

@@ -20,7 +20,18 @@ from harness.aggregate import (
 from harness.aggregate.cells import environment_failure
 from harness.spec.entries import ClaimMeaning, Entry, FailsAs, Variant
 from harness.store.records import ExceptionInfo, Record
-from tests.aggregate.test_aggregate import E1, E2, OK, OTHER, R, make_entry, rec, verdict, wrong
+from tests.aggregate.test_aggregate import (
+    E1,
+    E2,
+    OK,
+    OTHER,
+    R,
+    across,
+    make_entry,
+    rec,
+    verdict,
+    wrong,
+)
 
 
 def with_dead_end(**fields) -> Entry:
@@ -31,18 +42,38 @@ def with_dead_end(**fields) -> Entry:
 
 
 def baseline_reproduces() -> list[Record]:
-    return [rec("base", E1, R), rec("base", E2, R)]
+    """Six reproducing scenarios: two environments x three precisions."""
+    return across([rec("base", E1, R), rec("base", E2, R)])
+
+
+def in_scenarios(variant_records: list[Record]) -> list[Record]:
+    """The records in each of the six scenarios baseline_reproduces makes."""
+    return across(variant_records)
 
 
 def test_a_substitute_error_never_confirms_a_failure_of_another_kind() -> None:
     """dtype-mismatch dead end 2 ("loses mixed precision benefits") came back with the
-    documented error itself: before, 18/18 "holds"; the document's failure is precision."""
+    documented error itself: before, 18/18 "holds"; the document's failure is precision,
+    which these runs cannot measure: not measurable, never "not as documented"."""
     meaning = ClaimMeaning(kind="precision", unmeasured="no dtype read")
-    records = baseline_reproduces() + [rec("de", e, R, trial=t) for e in (E1, E2) for t in (0, 1)]
+    records = baseline_reproduces() + in_scenarios(
+        [rec("de", e, R, trial=t) for e in (E1, E2) for t in (0, 1)]
+    )
     v = verdict(aggregate_entry(with_dead_end(meaning=meaning), records), "dead end 1")
-    assert v.advice == FAILS_OTHERWISE and v.verdict == NOT_AS_DOCUMENTED
+    assert v.advice == NOT_MEASURABLE and v.verdict == NOT_MEASURABLE
     assert v.figure == NOT_MEASURABLE  # only runs that fail as documented decide the figure
     assert "the document's failure is lost precision" in v.why
+    # it raised the baseline's own error: it never acted, which its runs say as a note
+    assert "applied where it cannot act: its 6 failing scenarios raised the documented" in v.why
+    assert v.seen_instead == ""
+    # failing in most scenarios with another error says nothing of lost precision either
+    other = baseline_reproduces() + in_scenarios(
+        [rec("de", e, OTHER, trial=t, message="boom") for e in (E1, E2) for t in (0, 1)]
+    )
+    v = verdict(aggregate_entry(with_dead_end(meaning=meaning), other), "dead end 1")
+    assert (v.advice, v.verdict) == (NOT_MEASURABLE, NOT_MEASURABLE)
+    assert "where it could act, it failed in 6/6 applicable scenarios and was ok in 0" in v.why
+    assert v.seen_instead == "ValueError: boom (×6)"
     # the same runs with an error as the documented failure: as documented
     plain = verdict(aggregate_entry(with_dead_end(), records), "dead end 1")
     assert plain.advice == HOLDS and plain.verdict == CONFIRMED
@@ -52,7 +83,9 @@ def test_an_unmeasured_kind_that_runs_ok_is_not_measurable_never_wrong() -> None
     """state-dict-key-mismatch dead end 2 ("brittle") read "wrong 0/57" from one checkpoint
     that cannot show brittleness."""
     meaning = ClaimMeaning(kind="brittle", unmeasured="nothing changes the model")
-    records = baseline_reproduces() + [rec("de", e, OK, trial=t) for e in (E1, E2) for t in (0, 1)]
+    records = baseline_reproduces() + in_scenarios(
+        [rec("de", e, OK, trial=t) for e in (E1, E2) for t in (0, 1)]
+    )
     v = verdict(aggregate_entry(with_dead_end(meaning=meaning), records), "dead end 1")
     assert v.verdict == NOT_MEASURABLE and v.advice == NOT_MEASURABLE
     assert "brittle" in v.why and "nothing changes the model" in v.why
@@ -66,14 +99,16 @@ def test_a_measured_kind_counts_its_postconditions_and_not_an_error() -> None:
     meaning = ClaimMeaning(kind="slower")
     fails = FailsAs("wrong_result", ("within_2x_of_control",), measures="slower")
     entry = with_dead_end(meaning=meaning, fails_as=fails)
-    slow = [
-        Record(**{**r.__dict__, "variant": "de"})
-        for r in (wrong(e, t, ("within_2x_of_control",)) for e in (E1, E2) for t in (0, 1))
-    ]
+    slow = in_scenarios(
+        [
+            Record(**{**r.__dict__, "variant": "de"})
+            for r in (wrong(e, t, ("within_2x_of_control",)) for e in (E1, E2) for t in (0, 1))
+        ]
+    )
     agg = aggregate_entry(entry, baseline_reproduces() + slow)
-    assert agg.variant("de").overall.k == 4
+    assert agg.variant("de").overall.k == 6
     assert verdict(agg, "dead end 1").advice == HOLDS
-    errors = [rec("de", e, R, trial=t) for e in (E1, E2) for t in (0, 1)]
+    errors = in_scenarios([rec("de", e, R, trial=t) for e in (E1, E2) for t in (0, 1)])
     agg = aggregate_entry(entry, baseline_reproduces() + errors)
     assert agg.variant("de").overall.k == 0
     assert agg.variant("de").related.k == 0
@@ -87,9 +122,9 @@ def test_a_claim_outside_its_condition_is_not_judged() -> None:
     cond = "Only applicable when torch.compile() is used"
     outside = dataclasses.replace(entry.variants[1], meaning=ClaimMeaning(condition=cond))
     inside = dataclasses.replace(outside, meaning=ClaimMeaning(condition=cond, within="compiled"))
-    records = baseline_reproduces() + [
-        rec("wa", e, OTHER, trial=t) for e in (E1, E2) for t in (0, 1)
-    ]
+    records = baseline_reproduces() + in_scenarios(
+        [rec("wa", e, OTHER, trial=t) for e in (E1, E2) for t in (0, 1)]
+    )
     for variant, want in ((outside, NOT_MEASURABLE), (inside, "contradicted")):
         e = Entry(**{**entry.__dict__, "variants": (entry.variants[0], variant)})
         v = verdict(aggregate_entry(e, records), "workaround 1")
@@ -165,17 +200,20 @@ def test_explain_says_a_dead_end_failing_otherwise_is_to_avoid() -> None:
     documented" of a dead end that fails harder: it says to avoid it, and why not."""
     from harness.catalogue.explain import advise
 
-    records = baseline_reproduces() + [
-        rec("de", e, OTHER, trial=t, message="AssertionError at step")
-        for e in (E1, E2)
-        for t in (0, 1)
-    ]
+    records = baseline_reproduces() + in_scenarios(
+        [
+            rec("de", e, OTHER, trial=t, message="AssertionError at step")
+            for e in (E1, E2)
+            for t in (0, 1)
+        ]
+    )
     agg = aggregate_entry(with_dead_end(), records)
     v = agg.variant("de")
     assert v.by_env and all(len(row) == 6 for row in v.by_env)  # the ok count per environment
     advice, words = advise(v, v)
     assert advice == NOT_AS_DOCUMENTED
-    assert words.startswith("fails, not as documented: avoid it: failed in 4/4 runs here")
+    # its counts are scenarios, as the report's
+    assert words.startswith("fails, not as documented: avoid it: failed in 6/6 scenarios here")
 
 
 def test_a_cuda_only_message_is_decided_by_cuda_runs_alone() -> None:
@@ -186,14 +224,16 @@ def test_a_cuda_only_message_is_decided_by_cuda_runs_alone() -> None:
     cuda_only = Entry(
         **{**entry.__dict__, "signature": dataclasses.replace(entry.signature, device="cuda")}
     )
-    cpu_twin = [
-        rec("base", e, OTHER, trial=t, message="singular") for e in (E1, E2) for t in (0, 1)
-    ]
+    cpu_twin = across(
+        [rec("base", e, OTHER, trial=t, message="singular") for e in (E1, E2) for t in (0, 1)]
+    )
     before = verdict(aggregate_entry(entry, cpu_twin), "documented message")
     assert before.verdict == "contradicted"  # the reading this rule replaces
     v = verdict(aggregate_entry(cuda_only, cpu_twin), "documented message")
     assert v.verdict == NOT_MEASURABLE and "waiting for a CUDA run" in v.why
-    assert v.measured == "no cuda run (4 runs on other devices, stand-ins that cannot show it)"
+    assert v.measured == (
+        "no cuda run (6 scenarios on other devices, stand-ins that cannot show it)"
+    )
     on_cuda = cpu_twin + [rec("base", E1, R, device="cuda"), rec("base", E2, R, device="cuda")]
     v = verdict(aggregate_entry(cuda_only, on_cuda), "documented message")
-    assert v.verdict == CONFIRMED and v.n == 2  # the two CUDA runs, not the six
+    assert v.verdict == CONFIRMED and v.n == 2  # the two CUDA scenarios, not the eight

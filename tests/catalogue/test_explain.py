@@ -212,7 +212,9 @@ def test_newcomers_question_in_one_command() -> None:
     text = out.stdout
     assert "matched by the documented signature" in text
     assert "measured at torch 2.5.1 + lightning 2.5.6" in text
-    assert re.search(r"✔ solution2-plain-optimizer \(solution 2\): works: ok in \d+/\d+ runs", text)
+    assert re.search(
+        r"✔ solution2-plain-optimizer \(solution 2\): works: ok in \d+/\d+ scenarios", text
+    )
     assert re.search(r"✖ solution1-trainer-bf16-mixed \(solution 1\): does not work", text)
     # a baseline whose documented error does not reproduce has a glyph of its own, never a
     # fix's ✔ (issue 35: readers took ✔ as "your error does not happen here")

@@ -419,9 +419,9 @@ def test_the_box_answers_the_newcomers_question(tmp_path):
     assert "for your versions: measured at torch 2.5.1 + lightning 2.5.6" in text
     rows = {line.split("\t")[1].split(" (")[0]: line for line in text.split("\n") if "\t" in line}
     # every run ok, and none: however many trials the committed machines measured there
-    assert re.search(r"works: ok in (\d+)/\1 runs here", rows["solution2-plain-optimizer"])
+    assert re.search(r"works: ok in (\d+)/\1 scenarios here", rows["solution2-plain-optimizer"])
     assert re.search(
-        r"does not work: ok in 0/[1-9]\d* runs here", rows["solution1-trainer-bf16-mixed"]
+        r"does not work: ok in 0/[1-9]\d* scenarios here", rows["solution1-trainer-bf16-mixed"]
     )
     assert "the documented error reproduces" in rows["baseline-fabric-plugin"]
     assert f"--entry {CLIPPING}" in text

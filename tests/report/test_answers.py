@@ -145,10 +145,11 @@ def test_coded_rows_decode_to_the_cells_and_rates(tmp_path):
     assert decode(base["cells"], 1) == {}  # not run on cuda/bf16
     assert decode(wa["cells"], 1) == {0: [skipped, 1]}
     assert decode(wa["cells"], 0) == {0: [other_error, 2], 1: [other_error, 2]}
-    # per environment: k, n of the metric, k, n anywhere; the baseline reproduced in both
+    # per environment: k, n of the metric, k, n anywhere, in scenarios (the cells above
+    # count trials: two each); the baseline reproduced in both
     # (k, n, k anywhere, n anywhere, ok of n): a baseline reproduced, none ok
-    assert decode(base["rates"], 0) == {0: [2, 2, 2, 2, 0], 1: [2, 2, 2, 2, 0]}
-    assert decode(wa["rates"], 0) == {0: [0, 2, 0, 2, 0], 1: [0, 2, 0, 2, 0]}
+    assert decode(base["rates"], 0) == {0: [1, 1, 1, 1, 0], 1: [1, 1, 1, 1, 0]}
+    assert decode(wa["rates"], 0) == {0: [0, 1, 0, 1, 0], 1: [0, 1, 0, 1, 0]}
 
 
 def test_more_than_62_values_take_two_characters_each():

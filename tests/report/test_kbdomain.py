@@ -132,7 +132,7 @@ AGGREGATES = {
                 "workaround3-u",
                 n=57,
                 advice="holds",
-                figure="understated",
+                figure="consistent",
             ),
             verdict(
                 "version table: torch>=2.0 (active)",
@@ -203,6 +203,7 @@ def test_counts_by_kind_and_verdict(tmp_path: Path) -> None:
         "confirmed": 1,
         "contradicted": 2,
         "not as documented": 0,
+        "depends on the release": 0,
         "inconclusive": 0,
         "not measurable": 0,
     }
@@ -213,6 +214,7 @@ def test_counts_by_kind_and_verdict(tmp_path: Path) -> None:
         "confirmed": 1,
         "contradicted": 0,
         "not as documented": 0,
+        "depends on the release": 0,
         "inconclusive": 0,
         "not measurable": 1,
     }
@@ -225,6 +227,7 @@ def test_counts_by_advice_figure_and_grade(tmp_path: Path) -> None:
         "holds": 1,
         "wrong": 1,
         "fails otherwise": 0,
+        "depends on the release": 0,
         "inconclusive": 1,
         "not measurable": 0,
     }
@@ -232,6 +235,7 @@ def test_counts_by_advice_figure_and_grade(tmp_path: Path) -> None:
         "holds": 0,
         "wrong": 0,
         "fails otherwise": 0,
+        "depends on the release": 0,
         "inconclusive": 1,
         "not measurable": 0,
     }
@@ -240,14 +244,15 @@ def test_counts_by_advice_figure_and_grade(tmp_path: Path) -> None:
         "holds": 0,
         "wrong": 0,
         "fails otherwise": 0,
+        "depends on the release": 0,
         "inconclusive": 1,
         "not measurable": 1,
     }
     figure = s.by_figure()
     assert figure["workaround"] == {
-        "confirmed": 0,
-        "understated": 1,
+        "consistent": 1,
         "overstated": 2,
+        "depends on the release": 0,
         "inconclusive": 0,
         "not stated": 0,
         "not measurable": 0,
@@ -265,7 +270,7 @@ def test_counts_by_advice_figure_and_grade(tmp_path: Path) -> None:
 
 def test_most_wrong_lists_wrong_advice_and_invented_messages_first(tmp_path: Path) -> None:
     wrong = summary(tmp_path).most_wrong()
-    # wrong advice, then the invented message, then an overstated figure; an understated
+    # wrong advice, then the invented message, then an overstated figure; a consistent
     # figure (workaround 3: 57/57 against 60%) is never among them
     assert [(w.claim, round(w.gap, 1)) for w in wrong] == [
         ("workaround 2: success rate", 62.2),
@@ -291,13 +296,14 @@ def test_entries_unmeasured_and_not_scriptable(tmp_path: Path) -> None:
 def test_markdown_links_the_evidence(tmp_path: Path) -> None:
     md = render_domain_markdown(summary(tmp_path))
     assert "# Domain kb-pytorch" in md
-    assert "| documented message | 0 | 1 | 0 | 0 | 0 |" in md
-    assert "| all | 2 | 3 | 0 | 1 | 2 |" in md
+    # confirmed, contradicted, not as documented, depends on the release, inconcl., n.m.
+    assert "| documented message | 0 | 1 | 0 | 0 | 0 | 0 |" in md
+    assert "| all | 2 | 3 | 0 | 0 | 1 | 2 |" in md
     assert "## Rate claims by advice" in md and "## Rate claims by figure" in md
-    assert (
-        "| workaround | 1 | 1 | 0 | 1 | 0 |" in md
-    )  # holds, wrong, fails otherwise, inconcl., n.m.
-    assert "| workaround | 0 | 1 | 2 | 0 | 0 | 0 |" in md  # confirmed / understated / overstated …
+    # holds, wrong, fails otherwise, depends on the release, inconcl., n.m.
+    assert "| workaround | 1 | 1 | 0 | 0 | 1 | 0 |" in md
+    # consistent, overstated, depends on the release, inconcl., not stated, n.m.
+    assert "| workaround | 1 | 2 | 0 | 0 | 0 | 0 |" in md
     assert "## Documented messages by grade" in md
     assert "| 0 | 0 | 0 | 1 | 0 | 0 |" in md
     assert "[kb/pytorch/a/env](../compat/kb__pytorch__a__env.md)" in md
@@ -480,6 +486,7 @@ def test_a_mixed_domain(tmp_path: Path) -> None:
         "confirmed": 1,
         "contradicted": 0,
         "not as documented": 0,
+        "depends on the release": 0,
         "inconclusive": 0,
         "not measurable": 2,
     }

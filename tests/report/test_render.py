@@ -152,8 +152,11 @@ def test_markdown_keeps_hostile_text_as_text(tmp_path):
         widths = {len(re.findall(r"(?<!\\)\|", r)) for r in rows}
         assert len(widths) == 1, rows
     assert "no CUDA \\| here" in text
-    # the workaround never worked: 0/4 against 80%
-    assert "**contradicted: wrong; figure overstated: 0/4 vs 80% claimed**" in text
+    # the workaround never worked: 0/2 scenarios (four trials) against 80%
+    assert (
+        "**contradicted: inconclusive (n=2); figure overstated: 0/2 scenarios vs 80% claimed**"
+        in text
+    )
 
 
 def sections_of(aggs: Any, torch_only: Any = ()) -> str:
@@ -243,9 +246,11 @@ def test_json_schema_and_content(tmp_path):
     }
     assert e["cells"]["base"]["cuda-bf16"]["status"] == [None, None]
     wa = next(v for v in e["variants"] if v["name"] == "wa")
+    # the rates count scenarios, the runs trials
     assert (
         wa["overall"]["k"] == 0
-        and wa["overall"]["n"] == 4
+        and wa["overall"]["n"] == 2
+        and wa["runs"] == 5
         and wa["not_counted"][0]["reason"] == "no CUDA | here"
     )
 

@@ -103,7 +103,7 @@ def test_write_back_preserves_every_byte_outside_the_markers(tmp_path):
     # one run: 90% lies in the interval, but so does nearly everything else
     assert (
         "| fix rate | – | 90% | 1/1 = 100% (CI 20.7–100%) | **inconclusive (n=1); figure "
-        "inconclusive: 1/1 vs 90% claimed** |" in new
+        "inconclusive: 1/1 scenarios vs 90% claimed** |" in new
     )
 
 

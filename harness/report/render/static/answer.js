@@ -298,7 +298,7 @@
     return {exact: false, envs: chosen, said: said};
   }
 
-  // -- the answer (explain.advise: the report's advice rule, "in most applicable runs") ------
+  // -- the answer (explain.advise: the report's advice rule, "in most applicable scenarios")
   var Z = 1.959963984540054, EPS = 1e-12;
   function wilson(k, n){
     var p = k / n, z2 = Z * Z, denom = 1 + z2 / n, centre = (p + z2 / (2 * n)) / denom;
@@ -319,15 +319,15 @@
     var also = "; over every measured version " + all[0] + "/" + all[1];
     if (!s.n) {
       var text;
-      if (s.na && kind !== "baseline") text = "not judged here: the documented error did not reproduce in these cells; where it ran it was " + DID[kind] + " in " + s.ka + "/" + s.na + " runs";
+      if (s.na && kind !== "baseline") text = "not judged here: the documented error did not reproduce in these cells; where it ran it was " + DID[kind] + " in " + s.ka + "/" + s.na + " scenarios";
       else text = "no applicable run here" + (s.reasons ? " (" + s.reasons + ")" : "");
       if (all[1]) text += also + " (" + ADVICE[kind][overall] + ")";
       return ["not measurable", text];
     }
-    var advice = most(s.k, s.n), counts = DID[kind] + " in " + s.k + "/" + s.n + " runs here" + where;
-    // a dead end failing in most runs, not as documented: avoid it all the same (explain.py's advise)
+    var advice = most(s.k, s.n), counts = DID[kind] + " in " + s.k + "/" + s.n + " scenarios here" + where;
+    // a dead end failing in most scenarios, not as documented: avoid it all the same (explain.py's advise)
     if (kind === "dead_end" && advice !== "confirmed" && most(s.n - s.ok, s.n) === "confirmed")
-      return ["not as documented", ADVICE[kind]["not as documented"] + ": failed in " + (s.n - s.ok) + "/" + s.n + " runs here" + where + ", as documented in " + s.k + also];
+      return ["not as documented", ADVICE[kind]["not as documented"] + ": failed in " + (s.n - s.ok) + "/" + s.n + " scenarios here" + where + ", as documented in " + s.k + also];
     if (advice === "inconclusive") {
       var agree = (overall === "confirmed" && s.k * 2 > s.n) || (overall === "contradicted" && s.k * 2 < s.n);
       if (agree) return [overall, ADVICE[kind][overall] + ": " + counts + ", too few to call alone, as over every measured version (" + all[0] + "/" + all[1] + ")"];
