@@ -723,6 +723,8 @@ class _VariantRows:
     by_env: dict[tuple[Any, ...], list[tuple[Any, ...]]]
     # the cells whose runs are counted in the metric: (env, device, precision)
     scope: dict[tuple[Any, ...], list[tuple[str, str, str]]] = field(default_factory=dict)
+    # the environments where a counted scenario is flaky (its trials disagree)
+    flaky: dict[tuple[Any, ...], list[tuple[str]]] = field(default_factory=dict)
 
 
 def _count_variants(
@@ -935,6 +937,9 @@ def _variant_rows(con: Any, roles: Sequence[tuple[Any, ...]]) -> _VariantRows:
         "SELECT r, env, device, precision FROM scored WHERE n > 0 AND in_scope ORDER BY r",
         "env device precision",
     )
+    flaky = by_role(
+        "SELECT DISTINCT r, env FROM scored WHERE flaky > 0 AND in_scope ORDER BY r", "env"
+    )
     grades: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
     for row in con.execute(
         "SELECT entry, variant, grade, count(DISTINCT (env, device, precision)) FROM runs "
@@ -968,7 +973,8 @@ def _variant_rows(con: Any, roles: Sequence[tuple[Any, ...]]) -> _VariantRows:
     # its grades, for Python to pick from, doubled the query's time
     p = Params()
     for row in con.execute(
-        "SELECT entry, variant, exc_type, exc_message, count(*), list(DISTINCT outcome), "
+        "SELECT entry, variant, exc_type, exc_message, count(DISTINCT (env, device, precision)), "
+        "list(DISTINCT outcome), "
         "list(DISTINCT env), coalesce(arg_min(grade, list_position("
         f"{p(_GRADE_VALUES)}::VARCHAR[], grade)), '') FROM runs WHERE has_exception GROUP BY ALL",
         p.values,
@@ -988,7 +994,17 @@ def _variant_rows(con: Any, roles: Sequence[tuple[Any, ...]]) -> _VariantRows:
     ).fetchall():
         not_counted[(row[0], row[1])].append(row[2:])
     return _VariantRows(
-        totals, per_slice, ranges, failures, messages, not_counted, env_shows, grades, by_env, scope
+        totals,
+        per_slice,
+        ranges,
+        failures,
+        messages,
+        not_counted,
+        env_shows,
+        grades,
+        by_env,
+        scope,
+        flaky,
     )
 
 
@@ -1068,6 +1084,7 @@ def _variant(
         by_env=tuple(sorted(rows.by_env.get(role, ()), key=lambda e: env_rank[e[0]])),
         env_shows=tuple(sorted(rows.env_shows.get(role, ()), key=lambda e: env_rank[e[0]])),
         scope=frozenset(rows.scope.get(role, ())),
+        flaky_envs=frozenset(e for (e,) in rows.flaky.get(role, ())),
     )
     return va, counted_runs
 

@@ -208,7 +208,7 @@ def cell_value_of(counts: Mapping[str, int]) -> CellValue:
 class MessageSeen:
     type: str
     message: str
-    count: int
+    count: int  # the scenarios (cells) whose runs raised it
     outcomes: tuple[str, ...]
     envs: tuple[str, ...]
     # how it reads against the documented message (a Grade's value; "" for a variant whose
@@ -354,6 +354,9 @@ class VariantAggregate:
     # reproduces, for workarounds and dead ends (the corrections' outcome lines, one per
     # counted run, walk them; not in the JSON)
     scope: frozenset[tuple[str, str, str]] = frozenset()
+    # the environments where a counted scenario's trials disagree (not in the JSON): a
+    # release holding one mixes hits and misses, and parts no claim
+    flaky_envs: frozenset[str] = frozenset()
 
     @property
     def failed_otherwise(self) -> int:

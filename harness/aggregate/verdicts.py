@@ -257,6 +257,7 @@ def release_split(agg: EntryAggregate, v: VariantAggregate) -> ReleaseSplit | No
     envs = {e.id: e for e in agg.envs}
     for package in ("torch", "lightning"):
         per: dict[Version, list[int]] = {}
+        flaky: set[Version] = set()
         for env, k, n, *_rest in v.by_env:
             e = envs.get(env)
             version = _env_version(e, package) if e is not None else None
@@ -265,6 +266,10 @@ def release_split(agg: EntryAggregate, v: VariantAggregate) -> ReleaseSplit | No
             slot = per.setdefault(version, [0, 0])
             slot[0] += k
             slot[1] += n
+            if env in v.flaky_envs:
+                flaky.add(version)
+        if flaky:
+            continue  # a flaky scenario mixes hits and misses in its release
         if any(0 < k < n for k, n in per.values()):
             continue
         order = sorted(per)

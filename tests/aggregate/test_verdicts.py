@@ -570,14 +570,14 @@ def test_a_row_is_confirmed_only_with_the_releases_at_its_edges_measured() -> No
     fixed, active = (v for v in agg.verdicts if v.claim.startswith("version table"))
     assert fixed.verdict == M.CONFIRMED
     assert active.verdict == M.INCONCLUSIVE
-    assert "the last release torch<1.12 covers (torch 1.11.0) was not measured" in active.why
+    assert "not measured: torch 1.11.0 (the last release torch<1.12 covers)" in active.why
     assert "the change lies between torch 1.10.2 and 1.12.1" in active.why
     assert "python -m harness bisect pytorch/demo" in active.why and "1.10.2..1.12.1" in active.why
     # ... and without 2.15.0, the last the other covers, neither is
     records = [r for r in records if r.env != E5]
     fixed = verdict(aggregate_entry(make_entry(table=table), records), "version table: torch>=")
     assert fixed.verdict == M.INCONCLUSIVE
-    assert "the last release torch>=1.12 covers (torch 2.15.0) was not measured" in fixed.why
+    assert "not measured: torch 2.15.0 (the last release torch>=1.12 covers)" in fixed.why
 
 
 def test_one_scenario_decides_a_release_either_way() -> None:
