@@ -119,8 +119,8 @@ class ClaimRow:
     def wrongness(self) -> int | None:
         """Where the claim stands among the most wrong, first first: wrong advice (a user
         following it fails), an invented message (the documented message never shows), an
-        overstated figure, then any other contradicted claim; None: not wrong. An understated
-        figure is never here: the document was too modest, its advice holds."""
+        overstated figure, then any other contradicted claim; None: not wrong. A claim that
+        depends on the release is never here: it holds on one side of a change."""
         if self.kind in RATE_KINDS and self.advice == WRONG:
             return 0
         if self.kind == "documented message" and self.verdict == "contradicted":
@@ -624,14 +624,17 @@ def _claims_sections(s: DomainSummary, base: str) -> list[str]:
         "",
         "## Rate claims by advice",
         "",
-        "Does the workaround work, does the dead end fail as documented, in most applicable runs?",
+        "Does the workaround work, does the dead end fail as documented, in most applicable "
+        "scenarios (a reading x release x device x precision)?",
         "",
         *_answer_table(s.by_advice(), ADVICE),
         "",
         "## Rate claims by figure",
         "",
-        "Is the stated rate right? Confirmed: the 95% interval lies within the claim ± 10 "
-        "points; understated: above it (the document is too modest); overstated: below it.",
+        "Is the stated rate too high? A stated rate is a population figure: scenarios can show "
+        "it too high, never too low. Consistent: the scenarios' 95% interval reaches no lower "
+        "than the claim less 10 points; overstated: it lies below that; depends on the "
+        "release: the advice holds on one side of a change only.",
         "",
         *_answer_table(s.by_figure(), FIGURES),
         "",
@@ -649,7 +652,7 @@ def _claims_sections(s: DomainSummary, base: str) -> list[str]:
         "## The most wrong claims first",
         "",
         "Wrong advice first, then invented messages, then overstated figures, then other "
-        "contradicted claims; an understated figure is never here.",
+        "contradicted claims.",
         "",
     ]
     return out + _wrong_table(s, base)

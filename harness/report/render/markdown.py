@@ -574,7 +574,9 @@ def render_entry(
         "",
         "## Rates",
         "",
-        "Reproduction: reproduced / applicable runs. Success (workaround) and failure (dead end): "
+        "Every k/n counts scenarios (a variant in one release x device x precision: one cell); "
+        "a scenario is a hit only where every trial was one. Reproduction: reproduced / "
+        "applicable scenarios. Success (workaround) and failure (dead end): "
         "in cells where a baseline reproduces: where one of its runs shows the documented error "
         "at the message's grade (verbatim, variable-parts, reworded: docs/reference/outcomes-and-verdicts.md). Not "
         "applicable (never counted): unsupported, skipped, env_failed.",
