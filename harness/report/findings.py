@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.aggregate.model import NOT_MEASURABLE
+from harness.aggregate.model import DEPENDS, INCONCLUSIVE, NOT_MEASURABLE
 from harness.report.render.kbdomain import (
     MEASURED,
     WAITING,
@@ -53,9 +53,10 @@ def _runs_on(entry: Mapping[str, Any], device: str) -> int:
 # 600-character bullets could not be read at a glance); the sentences stay on the pages
 _HEADER = (
     "| Source | Entries | Measured | Waiting for a GPU | Claims confirmed | contradicted "
-    "| not as documented | not measurable | Messages verbatim / reworded | invented |"
+    "| not as documented | depends on the release | inconclusive | not measurable "
+    "| Messages verbatim / reworded | invented |"
 )
-_RULE = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+_RULE = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 _SHOWS = ("verbatim", "variable-parts", "reworded")
 _INVENTED = ("other-error", "not-raised")
 
@@ -69,7 +70,7 @@ def _seed_row(entry: Mapping[str, Any]) -> str:
     return (
         f"| [{entry['id']}]({page}) (seed) | 1 | {1 if entry.get('runs') else 0} | 0 "
         f"| {seen['confirmed']} | {seen['contradicted']} | {seen['not as documented']} "
-        f"| {seen[NOT_MEASURABLE]} | {1 if grade in _SHOWS else 0} "
+        f"| {seen[DEPENDS]} | {seen[INCONCLUSIVE]} | {seen[NOT_MEASURABLE]} | {1 if grade in _SHOWS else 0} "
         f"| {1 if grade in _INVENTED else 0} |"
     )
 
@@ -82,7 +83,8 @@ def _domain_row(s: DomainSummary, page: str) -> str:
     return (
         f"| {name} | {len(s.entries)} | {states[MEASURED]} | {states[WAITING]} "
         f"| {v.get('confirmed', 0)} | {v.get('contradicted', 0)} "
-        f"| {v.get('not as documented', 0)} | {v.get(NOT_MEASURABLE, 0)} "
+        f"| {v.get('not as documented', 0)} | {v.get(DEPENDS, 0)} | {v.get(INCONCLUSIVE, 0)} "
+        f"| {v.get(NOT_MEASURABLE, 0)} "
         f"| {sum(g.get(x, 0) for x in _SHOWS)} | {sum(g.get(x, 0) for x in _INVENTED)} |"
     )
 
