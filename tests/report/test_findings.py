@@ -75,5 +75,5 @@ def test_the_block_names_grades_advice_and_figures(tmp_path: Path) -> None:
     )
     cells = row.split(" | ")
     assert cells[5] == "2"  # contradicted: the fix rate and workaround 1, 0/4 each
-    assert cells[8] == "1" and cells[9] == "0 |"  # the message shown (verbatim), not invented
+    assert cells[10] == "1" and cells[11] == "0 |"  # the message shown (verbatim), not invented
     assert "| Source | Entries | Measured |" in block
