@@ -225,4 +225,4 @@ def test_a_markdown_entrys_document_suggests_the_corrections_of_its_own_fields()
     assert block.strip() in entry.document.read_text(encoding="utf-8")
     assert "no figure is proposed" in block and "%" not in block
     assert "no measured release raised the documented message" in block
-    assert "- workarounds[0].condition: no baseline reproduced the error" in block
+    assert "- dead_ends[0].condition: no baseline reproduced the error" in block
