@@ -16,7 +16,7 @@ from harness.catalogue.explain import strip_terminal
 from harness.envs.backends import BuiltEnv
 from harness.execute.plan import Job
 from harness.execute.runner import run_job
-from harness.outcomes import Outcome
+from harness.outcomes import Outcome, signature_named
 from harness.spec.entries import load_entries
 from harness.spec.matrix import Cell, Environment
 from harness.store.jsonl import Store, latest
@@ -125,10 +125,11 @@ def _located(message: str) -> str:
 
 
 def _signature_says(signature, exc) -> bool:
+    # the harness's own rule for reading a record against a signature (a signature of type
+    # Exception names every type, as the child's match on the class's bases does)
     if signature is None or exc is None:
         return False
-    names = {exc.type, exc.type.rsplit(".", 1)[-1]}
-    return signature.type in names and re.search(signature.message, exc.message, re.DOTALL)
+    return signature_named(exc.type, exc.message, signature.type, signature.message)
 
 
 def _as_classified_now(record, entry, variant) -> Outcome:
