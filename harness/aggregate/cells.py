@@ -768,41 +768,38 @@ def _score(
         {"entry": [b[0] for b in baselines], "variant": [b[1] for b in baselines]},
         "entry VARCHAR, variant VARCHAR",
     )
-    # a dead end's silent documented failure (verdicts.failed_silently_as_documented), run
-    # by run: the wrong_result runs of the variants that declare one
+    # a baseline whose documented situation fails silently (entry.yaml fails_as with
+    # instead): the cells where one of its runs failed so reproduce the situation for the
+    # variants that name it, as a declared error of torch's own words does
+    _unnest_table(
+        con,
+        "situations",
+        {
+            name: [b[i] for b in silent_baselines]
+            for i, name in enumerate(("entry", "variant", "fails"))
+        },
+        "entry VARCHAR, variant VARCHAR, fails VARCHAR",
+    )
+    # a silent documented failure (verdicts.failed_silently_as_documented), run by run: the
+    # wrong_result runs of the dead ends that declare one, and of those baselines
     silent: dict[str, list[int]] = {"fails": [], "rid": []}
     for rid, fails, checks in con.execute(
         "SELECT rid, fails, checks FROM runs JOIN (SELECT DISTINCT entry, variant, fails FROM "
-        "roles WHERE fails <> '') USING (entry, variant) WHERE outcome = 'wrong_result'"
+        "roles WHERE fails <> '' UNION SELECT entry, variant, fails FROM situations) "
+        "USING (entry, variant) WHERE outcome = 'wrong_result'"
     ).fetchall():
         if failed_silently_as_documented(fails.split("\x00"), "wrong_result", json.loads(checks)):
             silent["fails"].append(fails)
             silent["rid"].append(rid)
     _unnest_table(con, "silent", silent, "fails VARCHAR, rid BIGINT")
-    # a baseline whose documented situation fails silently (entry.yaml fails_as with
-    # instead): the cells where one of its runs failed so reproduce the situation for the
-    # variants that name it, as a declared error of torch's own words does
-    situation: dict[str, list[Any]] = {"entry": [], "variant": [], "rid": []}
-    for eid, name, fails in silent_baselines:
-        for rid, checks in con.execute(
-            "SELECT rid, checks FROM runs WHERE entry = $e AND variant = $v AND "
-            "outcome = 'wrong_result'",
-            {"e": eid, "v": name},
-        ).fetchall():
-            if failed_silently_as_documented(
-                fails.split("\x00"), "wrong_result", json.loads(checks)
-            ):
-                situation["entry"].append(eid)
-                situation["variant"].append(name)
-                situation["rid"].append(rid)
-    _unnest_table(con, "situation", situation, "entry VARCHAR, variant VARCHAR, rid BIGINT")
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE cell_situation AS SELECT DISTINCT entry, variant, env, "
-        "device, precision FROM runs JOIN situation USING (entry, variant, rid)"
-    )
+    # (a baseline's role has no fails: its silent runs join no role's counts below)
     con.execute(
         "CREATE OR REPLACE TEMP TABLE cell_silent AS SELECT entry, variant, env, device, "
         "precision, fails, count(*) AS silent FROM runs JOIN silent USING (rid) GROUP BY ALL"
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE cell_situation AS SELECT DISTINCT entry, variant, env, "
+        "device, precision FROM cell_silent SEMI JOIN situations USING (entry, variant, fails)"
     )
     counted = f"trials - ({_sum('n_' + v for v in _NOT_COUNTED_VALUES)})"
     p = Params()

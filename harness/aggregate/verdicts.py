@@ -239,13 +239,9 @@ class ReleaseSplit:
     def words(self, hit: str, miss: str) -> str:
         """'fails as documented in torch 2.6.0–2.15.0, works in 1.10.2–2.5.1: the change
         lies between 2.5.1 and 2.6.0'."""
-
-        def span(vs: tuple[Version, ...]) -> str:
-            return str(vs[0]) if len(vs) == 1 else f"{vs[0]}–{vs[-1]}"
-
         return (
-            f"{hit} in {self.package} {span(self.hits)} ({len(self.hits)} measured "
-            f"release{'s' if len(self.hits) > 1 else ''}), {miss} in {span(self.misses)}: the "
+            f"{hit} in {self.package} {_span(self.hits)} ({len(self.hits)} measured "
+            f"release{'s' if len(self.hits) > 1 else ''}), {miss} in {_span(self.misses)}: the "
             f"change lies between {self.package} {self.below} and {self.at}"
         )
 
@@ -254,25 +250,14 @@ def release_split(agg: EntryAggregate, v: VariantAggregate) -> ReleaseSplit | No
     """The variant's scenarios parted by one change of torch (else of lightning), or None
     where they are not: all alike, a release that mixes hits and misses, or more than one
     change."""
-    envs = {e.id: e for e in agg.envs}
+    counts = {env: (k, n) for env, k, n, *_rest in v.by_env}
     for package in ("torch", "lightning"):
-        per: dict[Version, list[int]] = {}
-        flaky: set[Version] = set()
-        for env, k, n, *_rest in v.by_env:
-            e = envs.get(env)
-            version = _env_version(e, package) if e is not None else None
-            if version is None or not n:
-                continue
-            slot = per.setdefault(version, [0, 0])
-            slot[0] += k
-            slot[1] += n
-            if env in v.flaky_envs:
-                flaky.add(version)
-        if flaky:
-            continue  # a flaky scenario mixes hits and misses in its release
-        if any(0 < k < n for k, n in per.values()):
+        per = _release_states(package, agg.envs, counts)
+        # a flaky scenario mixes hits and misses in its release, as a mixed release does
+        flaky = _release_states(package, agg.envs, {e: counts.get(e, (0, 0)) for e in v.flaky_envs})
+        if flaky or any(0 < k < n for k, n in per.values()):
             continue
-        order = sorted(per)
+        order = list(per)
         states = [per[r][0] > 0 for r in order]
         changes = [i for i in range(1, len(states)) if states[i] != states[i - 1]]
         if len(changes) != 1:
@@ -573,14 +558,8 @@ def _dead_end_verdict(
             reading = RateReading(
                 INCONCLUSIVE, reading.figure, _rate_verdict(INCONCLUSIVE, reading.figure), why
             )
-    split = release_split(agg, v) if n else None
-    if split is not None:
-        reading = _split_reading(
-            split,
-            RateReading(reading.advice, reading.figure, reading.verdict, why),
-            *_HIT_WORDS["dead_end"],
-        )
-        why = reading.why
+    reading = _with_split(agg, v, RateReading(reading.advice, reading.figure, reading.verdict, why))
+    why = reading.why
     if v.condition and v.within:
         why += f"; within its condition ({v.condition}): {v.within}"
         reading = RateReading(reading.advice, reading.figure, reading.verdict, why, reading.label)
@@ -636,12 +615,17 @@ def _messages_instead(baselines: list[VariantAggregate], envs: set[str] | None =
     return "; ".join(f"{t}: {msg} (×{c})" for (t, msg), c in top[:3])
 
 
+def _top_message(baselines: list[VariantAggregate], grade: Grade) -> MessageSeen | None:
+    """The most frequent baseline message read at ``grade``."""
+    seen = [m for b in baselines for m in b.messages if m.grade == grade.value]
+    return max(seen, key=lambda m: (m.count, m.type, m.message)) if seen else None
+
+
 def _example(baselines: list[VariantAggregate], grade: Grade, limit: int = 240) -> str:
     """The most frequent baseline message read at ``grade``, as 'Type: message'."""
-    seen = [m for b in baselines for m in b.messages if m.grade == grade.value]
-    if not seen:
+    m = _top_message(baselines, grade)
+    if m is None:
         return ""
-    m = max(seen, key=lambda m: (m.count, m.type, m.message))
     text = " ".join(f"{m.type}: {m.message}".split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -845,11 +829,8 @@ def _shown_why(entry: Entry | None, baselines: list[VariantAggregate], best: Gra
 def _example_declared(entry: Entry, baselines: list[VariantAggregate]) -> bool:
     """Whether the most frequent reworded message is the entry's declared rewording."""
     assert entry.reworded is not None
-    seen = [m for b in baselines for m in b.messages if m.grade == Grade.REWORDED.value]
-    if not seen:
-        return False
-    m = max(seen, key=lambda m: (m.count, m.type, m.message))
-    return re.search(entry.reworded.message, m.message, re.DOTALL) is not None
+    m = _top_message(baselines, Grade.REWORDED)
+    return m is not None and re.search(entry.reworded.message, m.message, re.DOTALL) is not None
 
 
 def _documented_message_other_type(agg: EntryAggregate, baselines: list[VariantAggregate]) -> str:
@@ -942,32 +923,27 @@ class _Edge:
     """A release a row's claim rests on: where the error must show (or not)."""
 
     release: Version | None  # None: no release of the project lies there
-    shows: bool  # what the row says happens in it
     what: str  # "the release just below introduced 2.1"
 
 
-def _edges(row: Any, spec: Any, known: Sequence[Version], present: bool) -> list[_Edge]:
+def _edges(row: Any, spec: Any, known: Sequence[Version]) -> list[_Edge]:
     """The releases that settle a row: the first and the last release its spec covers, and
     for each introduced / deprecated bound the release just below it and the release at it."""
     inside = [v for v in known if spec.contains(v, prereleases=True)]
     edges: list[_Edge] = []
     if inside:
-        edges.append(_Edge(inside[0], present, f"the first release {row.spec} covers"))
+        edges.append(_Edge(inside[0], f"the first release {row.spec} covers"))
         if inside[-1] != inside[0]:
-            edges.append(_Edge(inside[-1], present, f"the last release {row.spec} covers"))
-    for bound, appears in (("introduced", True), ("deprecated", False)):
+            edges.append(_Edge(inside[-1], f"the last release {row.spec} covers"))
+    for bound in ("introduced", "deprecated"):
         raw = getattr(row, bound)
         bv = _public(_version(raw)) if raw else None
         if bv is None:
             continue
         below = [v for v in known if v < bv]
         at = [v for v in known if v >= bv]
-        edges.append(
-            _Edge(
-                below[-1] if below else None, not appears, f"the release just below {bound} {raw}"
-            )
-        )
-        edges.append(_Edge(at[0] if at else None, appears, f"the release at {bound} {raw}"))
+        edges.append(_Edge(below[-1] if below else None, f"the release just below {bound} {raw}"))
+        edges.append(_Edge(at[0] if at else None, f"the release at {bound} {raw}"))
     return edges
 
 
@@ -1082,7 +1058,7 @@ def _version_verdict(
         seen = _messages_instead(baselines, lacking_envs) if present else ""
         return verdict(CONTRADICTED, measured, "; ".join(problems) + at, seen, n)
     known = sorted(set(_matrix_releases().get(field_name, ())) | set(releases))
-    missing = [e for e in _edges(row, spec, known, present) if e.release not in releases]
+    missing = [e for e in _edges(row, spec, known) if e.release not in releases]
     agree = shows if present else lacks
     consistent = (
         f"{'reproduces' if present else 'does not reproduce'} in every measured release it "
