@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.outcomes import SHOWS, Outcome, grade
+from harness.outcomes import SHOWS, Outcome
 
 if TYPE_CHECKING:
     from harness.spec.entries import Entry
@@ -31,17 +31,7 @@ FORK_WHY = (
 
 def documents_fork_refusal(entry: Entry) -> bool:
     """Whether the entry's documented error is torch's fork guard itself."""
-    sig, reworded = entry.signature, entry.reworded
-    shown = grade(
-        Outcome.OTHER_ERROR.value,
-        "RuntimeError",
-        FORK_REFUSAL,
-        sig.type,
-        sig.message,
-        reworded.message if reworded is not None else None,
-        reworded.type if reworded is not None else "",
-    )
-    return shown in SHOWS
+    return entry.grade(Outcome.OTHER_ERROR.value, "RuntimeError", FORK_REFUSAL) in SHOWS
 
 
 def refused_in_the_harness_fork(entry: Entry, isolation: str, exc_message: str) -> str | None:

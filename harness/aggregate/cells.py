@@ -56,7 +56,6 @@ from harness.outcomes import (
     SHOWS,
     Grade,
     Outcome,
-    grade,
     signature_named,
     whole_message,
 )
@@ -182,17 +181,7 @@ _DOES_NOT_IMPORT = re.compile(
 def _expected_error(entry: Entry, variant: str, exc_type: str, exc_message: str) -> bool:
     """Whether an exception is one the entry expects: the documented error read at its grade
     (harness.outcomes.grade, the one rule for it), or the variant's own signature."""
-    sig, reworded = entry.signature, entry.reworded
-    shown = grade(
-        Outcome.OTHER_ERROR.value,
-        exc_type,
-        exc_message,
-        sig.type,
-        sig.message,
-        reworded.message if reworded is not None else None,
-        reworded.type if reworded is not None else "",
-    )
-    if shown in SHOWS:
+    if entry.grade(Outcome.OTHER_ERROR.value, exc_type, exc_message) in SHOWS:
         return True
     own = next((v.signature for v in entry.variants if v.name == variant), None)
     return own is not None and signature_named(exc_type, exc_message, own.type, own.message)
@@ -398,18 +387,7 @@ def _graded(con: Any, entries: Mapping[str, Entry], read: str, params: Mapping[s
             "(outcome = 'reproduced' AND long))",
             params,
         ).fetchall():
-            e = entries[eid]
-            reworded = e.reworded.message if e.reworded is not None else None
-            g = grade(
-                outcome,
-                exc_type,
-                exc_message,
-                e.signature.type,
-                e.signature.message,
-                reworded,
-                e.reworded.type if e.reworded is not None else "",
-                wholes[eid],
-            )
+            g = entries[eid].grade(outcome, exc_type, exc_message, wholes[eid])
             if g is not None and g is not Grade.OTHER_ERROR:
                 values = (eid, outcome, exc_type, exc_message, g.value)
                 for key, value in zip(rows, values, strict=True):

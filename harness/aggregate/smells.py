@@ -27,7 +27,7 @@ from harness.aggregate.advice import measured_another_release
 from harness.aggregate.apart import refused_in_the_harness_fork
 from harness.aggregate.model import env_info
 from harness.domain import SMELLS, SMELLS_OF_ENTRY
-from harness.outcomes import NOT_COUNTED, SHOWS, Outcome, grade
+from harness.outcomes import NOT_COUNTED, SHOWS, Outcome
 from harness.spec.entries import failure_kind
 from harness.store.records import ExceptionInfo, Record
 
@@ -340,15 +340,7 @@ def _no_declared_failure(entry: Entry) -> Iterable[Smell]:
 
 def _shows(entry: Entry, r: Record) -> bool:
     exc = r.exception
-    found = grade(
-        r.outcome.value,
-        exc.type if exc else "",
-        exc.message if exc else "",
-        entry.signature.type,
-        entry.signature.message,
-        entry.reworded.message if entry.reworded else None,
-        entry.reworded.type if entry.reworded else "",
-    )
+    found = entry.grade(r.outcome.value, exc.type if exc else "", exc.message if exc else "")
     return found in SHOWS
 
 

@@ -35,7 +35,7 @@ from harness.catalogue.scaffold import (
     split_type,
 )
 from harness.domain import pattern_text
-from harness.outcomes import SHOWS, Grade, grade, type_named
+from harness.outcomes import SHOWS, Grade, type_named
 from harness.report.render.jsonout import read_compat
 from harness.spec.declared import parse_source
 from harness.spec.entries import Entry, EntryError, failure_kind, load_entry, measures_kind
@@ -148,17 +148,7 @@ def reworded_candidates(entry: Entry, measured: Mapping[str, Any]) -> list[str]:
     ]
     if reworded is not None:
         matched = any(
-            grade(
-                "other_error",
-                m["type"],
-                m["message"],
-                sig.type,
-                sig.message,
-                reworded.message,
-                reworded.type,
-            )
-            in SHOWS
-            for m, _ in messages
+            entry.grade("other_error", m["type"], m["message"]) in SHOWS for m, _ in messages
         )
         if messages and not matched:
             return [
@@ -169,7 +159,7 @@ def reworded_candidates(entry: Entry, measured: Mapping[str, Any]) -> list[str]:
     documented = _words(pattern_text(sig.message))
     found: dict[tuple[str, str], list[Any]] = {}
     for m, variant in messages:
-        read = grade("other_error", m["type"], m["message"], sig.type, sig.message)
+        read = entry.grade("other_error", m["type"], m["message"])  # no rewording declared
         shared = sorted(documented & _words(m["message"]))
         if read is not Grade.OTHER_ERROR or not shared or not type_named(m["type"], sig.type):
             continue

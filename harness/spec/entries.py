@@ -43,7 +43,7 @@ from harness.domain import (
     parse_claim_spec,
 )
 from harness.errors import HarnessError
-from harness.outcomes import Outcome
+from harness.outcomes import Grade, Outcome, grade
 from harness.spec.backtracking import backtracking_problem
 from harness.spec.declared import DeclaredError, read_declared
 from harness.spec.triage import TriageError, UnmeasuredClaim, triage_row
@@ -287,6 +287,21 @@ class Entry:
         the variant's own (one on a package the entry names replaces the entry's)."""
         own = {_package(r) for r in variant.requires}
         return (*(r for r in self.requires if _package(r) not in own), *variant.requires)
+
+    def grade(self, outcome: str, exc_type: str, exc_message: str, whole: str = "") -> Grade | None:
+        """A run's grade against the documented signature and the declared rewording (the
+        one rule: harness.outcomes.grade; ``whole`` as there)."""
+        r = self.reworded
+        return grade(
+            outcome,
+            exc_type,
+            exc_message,
+            self.signature.type,
+            self.signature.message,
+            r.message if r is not None else None,
+            r.type if r is not None else "",
+            whole,
+        )
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
