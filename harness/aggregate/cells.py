@@ -23,6 +23,7 @@ import numpy as np
 
 from harness.aggregate.advice import Change, change_texts, changes, measured_another_release
 from harness.aggregate.apart import FORK_REFUSAL, FORK_WHY, documents_fork_refusal
+from harness.aggregate.bottomline import bottom_line
 from harness.aggregate.model import (
     KIND_ORDER,
     METRIC,
@@ -1256,7 +1257,8 @@ def aggregate_table(
             n_counted=n_counted,
             newest=grouped.newest.get(eid, "") or "",
         )
-        out.append(EntryAggregate(**{**agg.__dict__, "verdicts": _verdicts(entry, agg)}))
+        judged = EntryAggregate(**{**agg.__dict__, "verdicts": _verdicts(entry, agg)})
+        out.append(dataclasses.replace(judged, bottom_line=bottom_line(entry, judged)))
     return _with_trials(con, out)
 
 

@@ -551,6 +551,8 @@ class EntryAggregate:
     n_runs: int = 0
     n_counted: int = 0
     newest: str = ""  # started_at of the newest record ("" if none carry one)
+    # the verdicts in five or six plain sentences (harness/aggregate/bottomline.py)
+    bottom_line: tuple[str, ...] = ()
 
     def variant(self, name: str) -> VariantAggregate:
         for v in self.variants:

@@ -32,6 +32,7 @@ from packaging.version import InvalidVersion, Version
 from harness.aggregate import (
     CONFIRMED,
     CONTRADICTED,
+    DEPENDS,
     HOLDS,
     INCONCLUSIVE,
     NOT_AS_DOCUMENTED,
@@ -52,6 +53,8 @@ from harness.store.columnar import RecordTable
 
 __all__ = [
     "DOCUMENTED",
+    "PASTE_KINDS",
+    "SITUATION",
     "GUESS",
     "MATCH_CHARS",
     "MATCH_SECONDS",
@@ -79,7 +82,12 @@ DOCUMENTED = "documented"
 RELATED = "related"
 SEEN = "seen"
 GUESS = "guess"
+SITUATION = "situation"
 _HOW_RANK = {DOCUMENTED: 0, RELATED: 1, SEEN: 2, GUESS: 3}
+# what a paste is for an entry: its documented error; the error one of its baselines raises
+# (the situation the entry is about, in torch's words, whatever the document wrote); the
+# error a workaround or dead end runs into (RELATED); or none of these (GUESS)
+PASTE_KINDS = (DOCUMENTED, SITUATION, RELATED, GUESS)
 
 # -- what the user pasted ------------------------------------------------------------------
 
@@ -118,6 +126,7 @@ _LOOSE = re.compile(
 )
 _IN_TRACEBACK = re.compile(rf"^(?P<type>{_NAME})(?::[ \t]?(?P<msg>.*))?$")
 _TRACEBACK = "Traceback (most recent call last):"
+_RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:[ \t]?", re.MULTILINE)
 _CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 
 
@@ -137,6 +146,7 @@ def parse_error(text: str) -> tuple[Raised, ...]:
     exception is the first line after its frames; without a traceback, the first line that
     reads ``SomeError: message``; failing both, the whole text is the message."""
     cleaned = strip_terminal(text).replace("\r\n", "\n").replace("\r", "\n")
+    cleaned = _RANK_PREFIX.sub("", cleaned)  # torchrun's "[rank0]: " before every line
     lines = cleaned.split("\n")
     found: list[Raised] = []
     i = 0
@@ -153,15 +163,27 @@ def parse_error(text: str) -> tuple[Raised, ...]:
                 found.append(Raised(m["type"], _message_lines(lines, j, m["msg"] or "")))
         i = j + 1
     if not found:
-        for j, line in enumerate(lines):
-            m = _LOOSE.match(line)
-            if m and (m["msg"] or "").strip():
-                found.append(Raised(m["type"], _message_lines(lines, j, m["msg"] or "")))
-                break
+        # a log's warnings come before the error: a Warning is the error only where no
+        # other line reads as one
+        loose = [
+            (j, m)
+            for j, line in enumerate(lines)
+            if (m := _LOOSE.match(line)) and (m["msg"] or "").strip()
+        ]
+        errors = [(j, m) for j, m in loose if not m["type"].endswith("Warning")] or loose
+        if errors:
+            j, m = errors[-1] if len(errors) > 1 and _is_log(lines, errors) else errors[0]
+            found.append(Raised(m["type"], _message_lines(lines, j, m["msg"] or "")))
     if not found:
         message = " ".join(cleaned.split())
         return (Raised("", message),) if message else ()
     return tuple(reversed(found))
+
+
+def _is_log(lines: Sequence[str], errors: Sequence[tuple[int, Any]]) -> bool:
+    """Whether the error lines are a log's (the same type repeated, or log prefixes), where
+    the last one is what stopped the program."""
+    return len({m["type"] for _, m in errors}) == 1
 
 
 def _same_type(asked: str, known: str) -> bool:
@@ -667,10 +689,30 @@ class EntryAnswer:
     baselines: tuple[VariantAnswer, ...]
     variants: tuple[VariantAnswer, ...]  # workarounds, then dead ends
     command: str
+    # what the paste is for this entry, in words (PASTE_KINDS), and the plain sentences
+    # around it: on which devices the answer was measured, where the error occurs, what
+    # the runs measured of a remedy the paste's own message names, the entry's bottom line
+    kind: str = ""
+    said: str = ""
+    devices: str = ""
+    occurs: str = ""
+    remedies: tuple[str, ...] = ()
+    bottom_line: tuple[str, ...] = ()
+
+    @property
+    def foreign(self) -> bool:
+        """The paste is not the entry's error: its advice answers another error."""
+        return self.kind == RELATED
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "entry": self.match.entry,
+            "kind": self.kind,
+            "said": self.said,
+            "devices": self.devices,
+            "occurs": self.occurs,
+            "remedies": list(self.remedies),
+            "bottom_line": list(self.bottom_line),
             "match": self.match.to_dict(),
             "title": self.title,
             "signature": self.signature,
@@ -688,6 +730,8 @@ class Explanation:
     raised: tuple[Raised, ...]
     versions: Versions
     answers: tuple[EntryAnswer, ...]
+    headline: str = ""  # what the paste is, in one sentence
+    remedy: str = ""  # the remedy the paste's own message names ("" if none)
 
     @property
     def guessed(self) -> bool:
@@ -699,6 +743,8 @@ class Explanation:
             "raised": [r.to_dict() for r in self.raised],
             "versions": self.versions.to_dict(),
             "guessed": self.guessed,
+            "headline": self.headline,
+            "remedy": self.remedy,
             "answers": [a.to_dict() for a in self.answers],
         }
 
@@ -724,6 +770,7 @@ _ADVICE = {
         NOT_MEASURABLE: "not measured",
     },
 }
+_NOT_COUNTED = ("unsupported", "skipped", "env_failed")
 _DID = {"workaround": "ok", "dead_end": "failed as documented", "baseline": "reproduced"}
 _IMPLICIT = {"workaround": "works", "dead_end": "fails as documented", "baseline": "reproduces"}
 # what a dead end's or workaround's run did that its metric does not count as a hit
@@ -754,7 +801,9 @@ def _most(measured: Rate, what: str) -> str:
     return {HOLDS: CONFIRMED, WRONG: CONTRADICTED}.get(advice, advice)
 
 
-def advise(v: VariantAggregate, whole: VariantAggregate) -> tuple[str, str]:
+def advise(
+    v: VariantAggregate, whole: VariantAggregate, runs: int = 0, flaky: bool = False
+) -> tuple[str, str]:
     """(advice, words): does the variant work (a dead end: fail as documented) for these
     versions, read as "in most applicable scenarios" (aggregate.read_rate's advice rule). Where the
     scenarios here are too few to call alone, the verdict over every measured version is given when
@@ -778,6 +827,20 @@ def advise(v: VariantAggregate, whole: VariantAggregate) -> tuple[str, str]:
         if everywhere.n:
             text += also + f" ({_ADVICE[kind][overall]})"
         return NOT_MEASURABLE, text
+    if here.k in (0, here.n) and not flaky and runs:
+        # every run at these versions agrees: what they did is the answer here, said with
+        # how many setups and runs it rests on (one setup is weak evidence, said so)
+        every = here.k == here.n
+        advice = CONFIRMED if every else CONTRADICTED
+        if kind == "dead_end" and not every and v.ok.k < here.n:
+            advice = NOT_AS_DOCUMENTED
+        setups = "the one setup" if here.n == 1 else f"all {here.n} setups"
+        words = (
+            f"{_ADVICE[kind][advice]}: {_DID[kind] if every else 'not ' + _DID[kind]} in every "
+            f"run here ({runs} run{'s' if runs != 1 else ''} in {setups}{where}"
+            f"){also}"
+        )
+        return advice, words
     advice = _most(here, _IMPLICIT[kind])
     counts = f"{_DID[kind]} in {here.k}/{here.n} scenarios here{where}"
     if kind == "dead_end" and advice != CONFIRMED:
@@ -813,6 +876,10 @@ def _cells(agg: EntryAggregate, variant: str) -> tuple[CellSeen, ...]:
     return tuple(out)
 
 
+def _documented(agg: EntryAggregate) -> Verdict | None:
+    return next((v for v in agg.verdicts if v.claim == "documented message"), None)
+
+
 def _claim(agg: EntryAggregate, variant: str) -> Verdict | None:
     return next((v for v in agg.verdicts if v.subject == variant), None)
 
@@ -841,7 +908,10 @@ def _variant_answer(here: EntryAggregate | None, whole: EntryAggregate, name: st
             not_counted=(),
             runs=0,
         )
-    advice, words = advise(v, all_v)
+    cells = _cells(here, name) if here is not None else ()
+    # the applicable runs of its cells here (every one did the same where advise says so)
+    runs = sum(c for cell in cells for outcome, c in cell.counts if outcome not in _NOT_COUNTED)
+    advice, words = advise(v, all_v, runs, any(c.status == "flaky" for c in cells))
     return VariantAnswer(
         name=v.name,
         kind=v.kind,
@@ -854,11 +924,161 @@ def _variant_answer(here: EntryAggregate | None, whole: EntryAggregate, name: st
         advice=advice,
         words=words,
         seen_instead=_seen_instead(v) if v.overall.n else "",
-        cells=_cells(here, name) if here is not None else (),
+        cells=cells,
         claim_here=_claim(here, name) if here is not None else None,
         claim_all=_claim(whole, name),
         all_versions=all_v.overall,
     )
+
+
+# -- what the paste is, in words --------------------------------------------------------------
+
+_KIND_WORDS = {"workaround": "a workaround", "dead_end": "a dead end", "control": "a control"}
+_CUDA_PASTE = re.compile(
+    r"\bcuda\b|cudnn|cublas|cusolver|nccl|device-side|\bnvidia\b|cuda:\d", re.IGNORECASE
+)
+# a remedy a message names: "`name=value`", "name=value" or "set `name` to value"
+_REMEDY = re.compile(
+    r"`?(?P<name>[A-Za-z_][\w.]*)`?\s*(?:=|set to|to)\s*`?(?P<value>True|False|None|[\w.'\"-]+)`?"
+)
+_REMEDY_CUES = re.compile(
+    r"\b(?:please use|use |set |setting|re-running|rerun|try |consider|pass |instead|to fix|"
+    r"you can|you should|did you mean)",
+    re.IGNORECASE,
+)
+
+
+def paste_kind(m: Match, whole: EntryAggregate) -> str:
+    """What the pasted error is for this entry (one of PASTE_KINDS)."""
+    if m.how in (DOCUMENTED, GUESS):
+        return m.how
+    try:
+        kind = whole.variant(m.variant).kind
+    except KeyError:
+        kind = ""
+    return SITUATION if kind == "baseline" else RELATED
+
+
+def _said(kind: str, m: Match, whole: EntryAggregate, message: Verdict | None) -> str:
+    title = whole.title
+    if kind == DOCUMENTED:
+        text = f"This is the error the entry “{title}” documents"
+        if message is not None and message.verdict == CONTRADICTED:
+            text += ", though no run raised its message word for word (see below)"
+        return text + "."
+    if kind == SITUATION:
+        where = (
+            f" ({m.runs} runs" + (f", torch {m.releases})" if m.releases else ")") if m.runs else ""
+        )
+        return (
+            f"This is the error of the entry “{title}”: its reproducer of the documented "
+            f"situation raises exactly this{where}, whatever words the document used."
+        )
+    if kind == RELATED:
+        v = whole.variant(m.variant)
+        ref = f" ({v.claim_ref})" if v.claim_ref else ""
+        where = f", raised in {m.runs} runs on torch {m.releases}" if m.runs and m.releases else ""
+        return (
+            f"This is not the error the entry “{title}” documents: it is what "
+            f"{_KIND_WORDS.get(v.kind, 'a step')} of it{ref} runs into{where}: "
+            f"{' '.join(v.description.split())[:200]}."
+        )
+    return f"Not this entry's error: it looks like “{title}”, but is not ({m.score:.0%} alike)."
+
+
+def _devices_said(whole: EntryAggregate, text: str) -> str:
+    from harness.aggregate.bottomline import devices_measured
+
+    ran, missing = devices_measured(whole)
+    said = f"Measured on {' and '.join(ran)}" if ran else "No device ran it"
+    if missing:
+        said += f", not on {' and '.join(missing)}"
+    said += "."
+    if _CUDA_PASTE.search(text) and "CUDA" not in ran:
+        said += " Your error comes from a CUDA run: this answer comes from CPU runs, so it is a CPU answer."
+    return said
+
+
+def _occurs(kind: str, m: Match, whole: EntryAggregate) -> str:
+    from harness.aggregate.bottomline import where_it_occurs
+
+    if kind in (DOCUMENTED, SITUATION):
+        return where_it_occurs(whole)
+    if kind == RELATED:
+        verdict = _claim(whole, m.variant)
+        if verdict is not None and verdict.advice == DEPENDS:
+            return f"That step {verdict.words.split(': ', 1)[-1]}."
+        if m.releases:
+            return f"Its runs raised it on torch {m.releases}."
+    return ""
+
+
+def named_remedy(raised: Sequence[Raised]) -> tuple[str, tuple[str, ...]]:
+    """The remedy the pasted message names (its sentence), and the settings it names
+    (``weights_only=False``), or ("", ())."""
+    if not raised:
+        return "", ()
+    message = raised[0].message
+    sentences = re.split(r"(?<=[.!?])\s+|\n", message)
+    for sentence in sentences:
+        if not _REMEDY_CUES.search(sentence):
+            continue
+        settings = tuple(
+            dict.fromkeys(
+                f"{m['name']}={m['value'].strip('`')}"
+                for m in _REMEDY.finditer(sentence)
+                if m["value"] in ("True", "False", "None") or "`" in sentence
+            )
+        )
+        return " ".join(sentence.split())[:300], settings
+    return "", ()
+
+
+def _remedies(settings: Sequence[str], whole: EntryAggregate) -> tuple[str, ...]:
+    """What the runs measured of each setting the paste's message names: every variant
+    whose reading applies it, with what it is and what its runs did."""
+    out = []
+    labels = {v.subject: v for v in whole.verdicts if v.subject}
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        pattern = re.compile(rf"\b{re.escape(name)}\s*=\s*{re.escape(value)}\b")
+        for v in whole.variants:
+            if v.kind == "control" or not pattern.search(v.description):
+                continue
+            verdict = labels.get(v.name)
+            did = _did_in_words(v)
+            out.append(
+                f"{setting}: {' '.join(v.description.split())[:220]} — {did}"
+                + (f" ({verdict.label})" if verdict is not None else "")
+            )
+    return tuple(out)
+
+
+def _did_in_words(v: VariantAggregate) -> str:
+    """What a variant's runs did, in words: its most frequent end."""
+    ends = sorted(((f.count, f.outcome, f.text) for f in v.failures), reverse=True)
+    if v.ok.k and (not ends or v.ok.k >= ends[0][0]):
+        return f"it ran to its end in {v.ok.k}/{v.ok.n} setups"
+    if not ends:
+        return "no applicable run"
+    count, outcome, text = ends[0]
+    if outcome == "wrong_result":
+        return f"it ran to its end, but {text} ({count} setups)"
+    return f"it failed: {strip_terminal(text)[:160]} ({count} setups)"
+
+
+def headline(x_answers: Sequence[EntryAnswer], remedy: str) -> str:
+    """What the paste is, in one sentence: the first answer's, or no catalogued error."""
+    if not x_answers:
+        line = "No catalogued error matches this, and no entry is close."
+    elif all(a.kind == GUESS for a in x_answers):
+        names = "; ".join(f"“{a.title}”" for a in x_answers)
+        line = f"No catalogued error matches this. It looks like, but is not: {names}."
+    else:
+        line = x_answers[0].said
+    if remedy:
+        line += f" Your message names its own remedy: “{remedy}”."
+    return line
 
 
 def _subset(table: RecordTable, envs: Sequence[str], entry: str) -> RecordTable:
@@ -892,6 +1112,7 @@ def explain(
     """The entries ``text`` is, and for ``versions`` what each workaround and dead end did
     in the runs. ``aggs``: the aggregates of ``table`` where already made."""
     raised = parse_error(text)
+    remedy, settings = named_remedy(raised)
     if aggs is None:
         aggs = aggregate_table(table, entries)
     by_id: Mapping[str, EntryAggregate] = {a.id: a for a in aggs}
@@ -912,7 +1133,7 @@ def explain(
                 title=whole.title,
                 signature=f"{whole.signature_type}: {whole.signature_text}",
                 uses_lightning=uses_lightning,
-                message=next((v for v in whole.verdicts if v.claim == "documented message"), None),
+                message=_documented(whole),
                 where=where,
                 baselines=tuple(
                     _variant_answer(here, whole, n)
@@ -926,6 +1147,12 @@ def explain(
                     if whole.variant(n).kind == kind
                 ),
                 command=command(versions.python, m.entry, harness),
+                kind=(kind := paste_kind(m, whole)),
+                said=_said(kind, m, whole, _documented(whole)),
+                devices=_devices_said(whole, text),
+                occurs=_occurs(kind, m, whole),
+                remedies=_remedies(settings, whole) if kind != GUESS else (),
+                bottom_line=whole.bottom_line,
             )
         )
-    return Explanation(raised, versions, tuple(answers))
+    return Explanation(raised, versions, tuple(answers), headline(answers, remedy), remedy)

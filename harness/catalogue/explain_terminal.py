@@ -188,24 +188,23 @@ def _variant_lines(v: VariantAnswer, console: Console) -> None:
         console.print(f"      {escape(v.description)}", style="italic")
 
 
-def _answer(a: EntryAnswer, console: Console) -> None:
+def _answer(a: EntryAnswer, console: Console, first: bool) -> None:
     m = a.match
     console.rule(f"[bold]{escape(m.entry)}[/]", align="left")
     how = _HOW[m.how].format(variant=m.variant, runs=m.runs, score=m.score)
-    foreign = m.how in (SEEN, RELATED)
+    foreign = a.foreign
+    if not first:  # the first answer's is the headline
+        console.print(f"[{'bold yellow' if foreign else 'bold'}]{escape(a.said)}[/]")
+    for line in (a.occurs, a.devices):
+        if line:
+            console.print(escape(line))
+    for remedy in a.remedies:
+        console.print(f"  [bold]the remedy your message names, as measured:[/] {escape(remedy)}")
+    if a.bottom_line:
+        console.print("[bold]In short, over every measured version:[/]")
+        for sentence in a.bottom_line:
+            console.print(f"  • {escape(sentence)}")
     if foreign:
-        # the pasted error is not the entry's: say so first, and what the runs did with it
-        said = (
-            "no entry documents this error"
-            if m.how == SEEN
-            else "this is not the error the entry documents (a variant's own declared error)"
-        )
-        console.print(
-            f"[bold yellow]{said}:[/] variant {escape(m.variant)} of this entry raised it"
-            + (f" in {m.runs} runs" if m.runs else "")
-            + (f", on torch {escape(m.releases)}" if m.releases else "")
-            + "; the advice below is for the entry's own error, not for yours"
-        )
         for name, description, label in m.readings:
             console.print(
                 f"  the same step read otherwise, {escape(name)} ({escape(description[:160])}): "
@@ -239,8 +238,9 @@ def _answer(a: EntryAnswer, console: Console) -> None:
 
 def _guesses(x: Explanation, console: Console) -> None:
     console.print(
-        "[bold yellow]No entry knows this error.[/] The closest entries by message "
-        "[bold](guesses, not matches)[/]:"
+        "[bold yellow]No entry knows this error.[/] The closest entries by message look "
+        "like it but are not it [bold](guesses, not matches: their fixes are for their own "
+        "errors)[/]:"
     )
     for a in x.answers:
         m = a.match
@@ -253,13 +253,13 @@ def _guesses(x: Explanation, console: Console) -> None:
 
 def render(x: Explanation, how: str, console: Console) -> None:
     raised = x.raised[0].text() if x.raised else "(nothing)"
+    console.print(f"[bold]{escape(x.headline)}[/]")
     console.print(f"[bold]your error:[/] {escape(raised[:500])}")
     console.print(f"[bold]your versions:[/] {escape(x.versions.text())} ({escape(how)})")
     if not x.answers:
-        console.print("[bold yellow]No entry knows this error, and none is close.[/]")
         return
     if x.guessed:
         _guesses(x, console)
         return
-    for a in x.answers:
-        _answer(a, console)
+    for i, a in enumerate(x.answers):
+        _answer(a, console, first=i == 0)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.aggregate import EntryAggregate
+from harness.aggregate.bottomline import devices_measured, where_it_occurs
 from harness.aggregate.model import CellKey
 from harness.catalogue.explain import message_shape, strip_terminal
 from harness.domain import pattern_text
@@ -212,6 +213,11 @@ def entry_answers(a: EntryAggregate, entry: Entry | None) -> str:
         "lightning": entry.uses_lightning if entry is not None else True,
         "signature": _signature(a.signature_type, a.signature_message),
         "message": [message.label, message.measured] if message is not None else None,
+        # the plain words the box shows as explain does (harness/aggregate/bottomline.py)
+        "bottom": list(a.bottom_line),
+        "occurs": where_it_occurs(a),
+        "devices": [list(d) for d in devices_measured(a)],
+        "baselines": [v.name for v in a.variants if v.kind == "baseline"],
         "related": related,
         "seen": _messages(a, env_index),
         "slices": [f"{d}-{p}" for d, p in a.slices],

@@ -555,6 +555,9 @@ def render_entry(
             f"Documented signature: {md(agg.signature_type)}: {md(agg.signature_text)}",
             "",
         ]
+    if agg.bottom_line:
+        # the verdicts in plain sentences (harness/aggregate/bottomline.py); the tables follow
+        lines += ["## Bottom line", "", *(f"- {md(s)}" for s in agg.bottom_line), ""]
     lines += [
         f"Measured on {agg.n_runs} runs ({agg.n_counted} applicable), newest run "
         f"{md(agg.newest[:10]) or '–'}, harness {md(', '.join(agg.harness_versions)) or '–'}.",

@@ -105,7 +105,7 @@
   }
   function parseError(text){
     text = text.slice(-PASTE_CHARS);  // explain reads the last 32 KiB too (a traceback's end)
-    var cleaned = stripTerminal(text).replace(/\r\n/g, "\n").replace(/\r/g, "\n");
+    var cleaned = stripTerminal(text).replace(/\r\n/g, "\n").replace(/\r/g, "\n").replace(/^\[(?:rank|default)\d+\]:[ \t]?/gm, "");
     var lines = cleaned.split("\n"), found = [], i = 0, m;
     while (i < lines.length) {
       if (lines[i].trim() !== TRACEBACK) { i++; continue; }
@@ -118,9 +118,18 @@
       i = j + 1;
     }
     if (!found.length) {
+      // a log's warnings come before the error (explain.py's parse_error)
+      var loose = [];
       for (var k = 0; k < lines.length; k++) {
         m = LOOSE.exec(lines[k]);
-        if (m && (m[2] || "").trim()) { found.push({type: m[1], message: messageLines(lines, k, m[2] || "")}); break; }
+        if (m && (m[2] || "").trim()) loose.push([k, m]);
+      }
+      var errors = loose.filter(function(p){ return !/Warning$/.test(p[1][1]); });
+      if (!errors.length) errors = loose;
+      if (errors.length) {
+        var types = {}; errors.forEach(function(p){ types[p[1][1]] = 1; });
+        var pick = errors.length > 1 && Object.keys(types).length === 1 ? errors[errors.length - 1] : errors[0];
+        found.push({type: pick[1][1], message: messageLines(lines, pick[0], pick[1][2] || "")});
       }
     }
     if (!found.length) {
@@ -324,6 +333,12 @@
       if (all[1]) text += also + " (" + ADVICE[kind][overall] + ")";
       return ["not measurable", text];
     }
+    // every run here agrees: what they did is the answer (explain.py's advise)
+    if ((s.k === 0 || s.k === s.n) && !s.flaky && s.runs) {
+      var every = s.k === s.n, verdict = every ? "confirmed" : "contradicted";
+      if (kind === "dead_end" && !every && s.ok < s.n) verdict = "not as documented";
+      return [verdict, ADVICE[kind][verdict] + ": " + (every ? DID[kind] : "not " + DID[kind]) + " in every run here (" + s.runs + " run" + (s.runs !== 1 ? "s" : "") + " in " + (s.n === 1 ? "the one setup" : "all " + s.n + " setups") + where + ")" + also];
+    }
     var advice = most(s.k, s.n), counts = DID[kind] + " in " + s.k + "/" + s.n + " scenarios here" + where;
     // a dead end failing in most scenarios, not as documented: avoid it all the same (explain.py's advise)
     if (kind === "dead_end" && advice !== "confirmed" && most(s.n - s.ok, s.n) === "confirmed")
@@ -343,6 +358,12 @@
     chosen.forEach(function(x){ on[x.i] = true; });
     v.envs.forEach(function(r){ if (on[r[0]]) { s.k += r[1]; s.n += r[2]; s.ka += r[3]; s.na += r[4]; s.ok += r[5]; } });
     v.cellList.forEach(function(c){ if (on[c[0]]) s.cells.push(c); });
+    s.runs = 0; s.flaky = false;
+    s.cells.forEach(function(c){
+      var counted = 0;
+      for (var i = 2; i < c.length; i += 2) if (NOT_COUNTED.indexOf(D.statuses[c[i]]) < 0) { s.runs += c[i + 1]; counted++; }
+      if (counted > 1 || D.statuses[c[2]] === "flaky") s.flaky = true;
+    });
     var vi = e.variants.indexOf(v);
     var raised = e.seen.filter(function(m){ return m[0] === vi && m[4].some(function(i){ return on[i]; }); });
     if (raised.length) s.instead = raised[0][1] + ": " + raised[0][2];
@@ -459,7 +480,7 @@
     var entries = matches.map(function(m){ return m.e; });
     withVariants(entries, function(){
       if (missing(entries).length) { f(null, missing(entries)); return; }
-      f({raised: raised, guessed: guessed, answers: matches.map(function(m){
+      f({raised: raised, text: text, guessed: guessed, answers: matches.map(function(m){
         var e = m.e, where = chooseEnvs(e, torch, lightning);
         return {m: m, e: e, where: where, variants: e.variants.filter(function(v){ return v.kind !== "control"; }).map(function(v){ return [v, variantHere(e, v, where.envs)]; })};
       })});
@@ -485,11 +506,13 @@
     out.textContent = "";
     if (!x) { out.appendChild(el("p", missingText(lost))); return; }
     if (!x.raised.length) { out.appendChild(el("p", "Paste an error message or a traceback first, or look up every entry at these versions.")); return; }
+    var remedy = namedRemedy(x.raised[0]);
+    out.appendChild(el("p", headline(x, remedy), "glance"));
     out.appendChild(el("p", "your error: " + raisedText(x.raised[0]).slice(0, 500)));
     out.appendChild(el("p", "your versions: " + versionsText(torch, lightning)));
-    if (!x.answers.length) { out.appendChild(el("p", "No entry knows this error, and none is close.", "guess")); return; }
+    if (!x.answers.length) return;
     if (x.guessed) {
-      out.appendChild(el("p", "No entry knows this error. The closest entries by message (guesses, not matches):", "guess"));
+      out.appendChild(el("p", "The closest entries by message look like it but are not it (guesses, not matches: their fixes are for their own errors):", "guess"));
       x.answers.forEach(function(a){
         var d = el("div", null, "answer");
         d.appendChild(heading(a.e, " guess: " + Math.round(a.m.score * 100) + "% alike"));
@@ -500,12 +523,19 @@
       return;
     }
     out.appendChild(legend());
-    x.answers.forEach(function(a){
+    x.answers.forEach(function(a, i){
       var e = a.e, m = a.m, d = el("div", null, "answer");
       d.appendChild(heading(e));
-      // the pasted error is not the entry's: say so first (explain_terminal.py's _answer)
-      var foreign = m.how === "seen" || m.how === "related";
-      if (foreign) d.appendChild(el("p", (m.how === "seen" ? "no entry documents this error" : "this is not the error the entry documents (a variant's own declared error)") + ": variant " + m.variant + " of this entry raised it" + (m.runs ? " in " + m.runs + " runs" : "") + "; the advice below is for the entry's own error, not for yours", "said near"));
+      // what the paste is for this entry (explain.py's paste_kind and _said)
+      var kind = pasteKind(e, m), foreign = kind === "related";
+      if (i > 0) d.appendChild(el("p", said(e, m, kind), foreign ? "said near" : "said"));
+      if ((kind === "documented" || kind === "situation") && e.occurs) d.appendChild(el("p", e.occurs));
+      d.appendChild(el("p", devicesSaid(e, x.text || "")));
+      remedies(remedy, a.variants).forEach(function(t){ d.appendChild(el("p", "the remedy your message names, as measured: " + t)); });
+      if (e.bottom && e.bottom.length) {
+        var box = el("div", null, "bottom-line"); box.appendChild(el("strong", "In short, over every measured version:"));
+        var ul = el("ul"); e.bottom.forEach(function(t){ ul.appendChild(el("li", t)); }); box.appendChild(ul); d.appendChild(box);
+      }
       d.appendChild(el("p", "matched by " + howText(m) + ": " + m.what.slice(0, 300)));
       if (e.message) d.appendChild(el("p", "the runs on " + (m.how === "documented" ? "it" : "the documented message (" + e.signature[2] + ")") + ": " + e.message[0] + ", " + e.message[1], "legend-words"));
       d.appendChild(el("p", "for your versions: " + a.where.said, a.where.exact ? "said" : "said near"));
@@ -515,6 +545,64 @@
       d.appendChild(command(e));
       out.appendChild(d);
     });
+  }
+  // what a paste is, in words: explain.py's paste_kind, _said, _devices_said, named_remedy
+  function pasteKind(e, m){
+    if (m.how === "documented" || m.how === "guess") return m.how;
+    return (e.baselines || []).indexOf(m.variant) >= 0 ? "situation" : "related";
+  }
+  function said(e, m, kind){
+    if (kind === "documented") return "This is the error the entry “" + e.title + "” documents.";
+    if (kind === "situation") return "This is the error of the entry “" + e.title + "”: its reproducer of the documented situation raises exactly this" + (m.runs ? " (" + m.runs + " runs)" : "") + ", whatever words the document used.";
+    if (kind === "related") return "This is not the error the entry “" + e.title + "” documents: it is what its step " + m.variant + " runs into" + (m.runs ? ", raised in " + m.runs + " runs" : "") + ".";
+    return "Not this entry's error: it looks like “" + e.title + "”, but is not.";
+  }
+  function headline(x, remedy){
+    var line;
+    if (!x.answers.length) line = "No catalogued error matches this, and no entry is close.";
+    else if (x.guessed) line = "No catalogued error matches this. It looks like, but is not: " + x.answers.map(function(a){ return "“" + a.e.title + "”"; }).join("; ") + ".";
+    else line = said(x.answers[0].e, x.answers[0].m, pasteKind(x.answers[0].e, x.answers[0].m));
+    if (remedy.sentence) line += " Your message names its own remedy: “" + remedy.sentence + "”.";
+    return line;
+  }
+  var CUDA_PASTE = /\bcuda\b|cudnn|cublas|cusolver|nccl|device-side|\bnvidia\b|cuda:\d/i;
+  function devicesSaid(e, text){
+    var ran = (e.devices || [[], []])[0], missing = (e.devices || [[], []])[1];
+    var t = ran.length ? "Measured on " + ran.join(" and ") : "No device ran it";
+    if (missing.length) t += ", not on " + missing.join(" and ");
+    t += ".";
+    if (CUDA_PASTE.test(text) && ran.indexOf("CUDA") < 0) t += " Your error comes from a CUDA run: this answer comes from CPU runs, so it is a CPU answer.";
+    return t;
+  }
+  var REMEDY_CUES = /\b(?:please use|use |set |setting|re-running|rerun|try |consider|pass |instead|to fix|you can|you should|did you mean)/i;
+  var REMEDY = /`?([A-Za-z_][\w.]*)`?\s*(?:=|set to|to)\s*`?(True|False|None|[\w.'"-]+)`?/g;
+  function namedRemedy(r){
+    var none = {sentence: "", settings: []};
+    if (!r) return none;
+    var sentences = r.message.slice(0, 4000).split(/(?<=[.!?])\s+|\n/);
+    for (var i = 0; i < sentences.length; i++) {
+      var s = sentences[i];
+      if (!REMEDY_CUES.test(s)) continue;
+      var settings = [], m;
+      REMEDY.lastIndex = 0;
+      while ((m = REMEDY.exec(s)) !== null) {
+        var v = m[2].replace(/`/g, "");
+        if ((["True", "False", "None"].indexOf(m[2]) >= 0 || s.indexOf("`") >= 0) && settings.indexOf(m[1] + "=" + v) < 0) settings.push(m[1] + "=" + v);
+      }
+      return {sentence: s.split(/\s+/).join(" ").slice(0, 300), settings: settings};
+    }
+    return none;
+  }
+  function remedies(remedy, variants){
+    var out = [];
+    remedy.settings.forEach(function(setting){
+      var parts = setting.split("="), rx = new RegExp("\\b" + parts[0].replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "\\s*=\\s*" + parts[1].replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "\\b");
+      variants.forEach(function(pair){
+        var v = pair[0];
+        if (v.kind !== "control" && rx.test(v.description)) out.push(setting + ": " + v.description.slice(0, 220) + (v.claim ? " (" + v.claim[1] + ")" : ""));
+      });
+    });
+    return out;
   }
   function lookup(){
     var torch = document.getElementById("lookup-torch").value.trim(), lightning = document.getElementById("lookup-lightning").value.trim();
