@@ -977,7 +977,11 @@ def _said(kind: str, m: Match, whole: EntryAggregate, message: Verdict | None) -
     if kind == RELATED:
         v = whole.variant(m.variant)
         ref = f" ({v.claim_ref})" if v.claim_ref else ""
-        where = f", raised in {m.runs} runs on torch {m.releases}" if m.runs and m.releases else ""
+        where = (
+            f", raised in {m.runs} setup{'s' if m.runs != 1 else ''} on torch {m.releases}"
+            if m.runs and m.releases
+            else ""
+        )
         return (
             f"This is not the error the entry “{title}” documents: it is what "
             f"{_KIND_WORDS.get(v.kind, 'a step')} of it{ref} runs into{where}: "
@@ -1002,8 +1006,10 @@ def _devices_said(whole: EntryAggregate, text: str) -> str:
 def _occurs(kind: str, m: Match, whole: EntryAggregate) -> str:
     from harness.aggregate.bottomline import where_it_occurs
 
-    if kind in (DOCUMENTED, SITUATION):
-        return where_it_occurs(whole)
+    if kind in (DOCUMENTED, SITUATION) and (said := where_it_occurs(whole)):
+        return said
+    if kind == SITUATION and m.releases:
+        return f"The entry's runs raised it on torch {m.releases}."
     if kind == RELATED:
         verdict = _claim(whole, m.variant)
         if verdict is not None and verdict.advice == DEPENDS:

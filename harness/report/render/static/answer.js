@@ -553,8 +553,8 @@
   }
   function said(e, m, kind){
     if (kind === "documented") return "This is the error the entry “" + e.title + "” documents.";
-    if (kind === "situation") return "This is the error of the entry “" + e.title + "”: its reproducer of the documented situation raises exactly this" + (m.runs ? " (" + m.runs + " runs)" : "") + ", whatever words the document used.";
-    if (kind === "related") return "This is not the error the entry “" + e.title + "” documents: it is what its step " + m.variant + " runs into" + (m.runs ? ", raised in " + m.runs + " runs" : "") + ".";
+    if (kind === "situation") return "This is the error of the entry “" + e.title + "”: its reproducer of the documented situation raises exactly this" + (m.runs ? " (in " + m.runs + " setup" + (m.runs !== 1 ? "s" : "") + ")" : "") + ", whatever words the document used.";
+    if (kind === "related") return "This is not the error the entry “" + e.title + "” documents: it is what its step " + m.variant + " runs into" + (m.runs ? ", raised in " + m.runs + " setup" + (m.runs !== 1 ? "s" : "") : "") + ".";
     return "Not this entry's error: it looks like “" + e.title + "”, but is not.";
   }
   function headline(x, remedy){
