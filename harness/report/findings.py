@@ -49,8 +49,9 @@ def _runs_on(entry: Mapping[str, Any], device: str) -> int:
     return total
 
 
-# the README's table: one row per seed entry and per knowledge-base domain (issue 35: five
-# 600-character bullets could not be read at a glance); the sentences stay on the pages
+# the README's table: one row per entry outside a knowledge-base domain ("single entry":
+# the seeds and the entries written here) and one per domain (five 600-character bullets
+# could not be read at a glance); the sentences stay on the pages
 _HEADER = (
     "| Source | Entries | Measured | Waiting for a GPU | Claims confirmed | contradicted "
     "| not as documented | depends on the release | inconclusive | not measurable "
@@ -68,7 +69,7 @@ def _seed_row(entry: Mapping[str, Any]) -> str:
     grade = message.get("grade") or NOT_MEASURABLE
     page = f"results/compat/{entry['id'].replace('/', '__')}.md"
     return (
-        f"| [{entry['id']}]({page}) (seed) | 1 | {1 if entry.get('runs') else 0} | 0 "
+        f"| [{entry['id']}]({page}) (single entry) | 1 | {1 if entry.get('runs') else 0} | 0 "
         f"| {seen['confirmed']} | {seen['contradicted']} | {seen['not as documented']} "
         f"| {seen[DEPENDS]} | {seen[INCONCLUSIVE]} | {seen[NOT_MEASURABLE]} | {1 if grade in _SHOWS else 0} "
         f"| {1 if grade in _INVENTED else 0} |"
