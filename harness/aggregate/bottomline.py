@@ -18,6 +18,7 @@ variant, scenario): docs/reference/outcomes-and-verdicts.md maps them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from packaging.version import InvalidVersion, Version
@@ -176,13 +177,30 @@ def _label(v: Verdict) -> str:
     return v.claim.split(":", 1)[0]
 
 
+# an entry's descriptions name its failing code by the harness's word for it
+_BASELINE_WORDS = (
+    (re.compile(r"\bbaseline-[\w.-]*\w"), "the failing code"),
+    (re.compile(r"\b[Tt]he baseline's\b"), "the failing code's"),
+    (re.compile(r"\b[Tt]he baseline\b"), "the failing code"),
+    (re.compile(r"\bthe variant\b"), "it"),
+    (re.compile(r"\bbaselines\b"), "failing codes"),
+    (re.compile(r"\bbaseline\b"), "failing code"),
+)
+
+
+def _plain_words(text: str) -> str:
+    for pattern, words in _BASELINE_WORDS:
+        text = pattern.sub(words, text)
+    return text
+
+
 def _what(agg: EntryAggregate, v: Verdict) -> str:
     """The variant the verdict judges, by what it does."""
     try:
         description = agg.variant(v.subject).description
     except KeyError:
         description = ""
-    return plain(description) if description.strip() else _label(v)
+    return plain(_plain_words(description)) if description.strip() else _label(v)
 
 
 def _count(v: Verdict) -> tuple[int, int] | None:
@@ -254,8 +272,6 @@ def _unmeasured_message(message: Verdict, baselines: Sequence[VariantAggregate])
 
 def _shown(message: Verdict) -> tuple[int, int]:
     """(setups that showed the message, setups tried) of the message verdict's words."""
-    import re
-
     m = re.search(
         r"(\d+)/(\d+) (?:applicable )?baseline scenarios", message.words or message.measured
     )
@@ -383,7 +399,7 @@ def _reason(v: Verdict) -> str:
         why = why[len("not measured: ") :]
     if why.startswith("none of its runs in reproducing cells"):
         return "none of its runs could be made where the error occurred"
-    return plain(why, 90)
+    return plain(_plain_words(why), 90)
 
 
 def _weak(verdicts: Sequence[Verdict]) -> str:

@@ -967,9 +967,10 @@ def _said(kind: str, m: Match, whole: EntryAggregate, message: Verdict | None) -
             text += ", though no run raised its message word for word (see below)"
         return text + "."
     if kind == SITUATION:
-        where = (
-            f" ({m.runs} runs" + (f", torch {m.releases})" if m.releases else ")") if m.runs else ""
-        )
+        where = ""
+        if m.runs:
+            where = f" (in {m.runs} setup{'s' if m.runs != 1 else ''}"
+            where += f", torch {m.releases})" if m.releases else ")"
         return (
             f"This is the error of the entry “{title}”: its reproducer of the documented "
             f"situation raises exactly this{where}, whatever words the document used."
@@ -990,16 +991,21 @@ def _said(kind: str, m: Match, whole: EntryAggregate, message: Verdict | None) -
     return f"Not this entry's error: it looks like “{title}”, but is not ({m.score:.0%} alike)."
 
 
-def _devices_said(whole: EntryAggregate, text: str) -> str:
+def _devices_said(whole: EntryAggregate, text: str, occurs: str) -> str:
+    """On which devices the answer was measured (where ``occurs`` has not said it), and that
+    a CUDA paste answered from CPU runs is a CPU answer."""
     from harness.aggregate.bottomline import devices_measured
 
     ran, missing = devices_measured(whole)
-    said = f"Measured on {' and '.join(ran)}" if ran else "No device ran it"
-    if missing:
-        said += f", not on {' and '.join(missing)}"
-    said += "."
+    said = ""
+    if not occurs:
+        said = f"Measured on {' and '.join(ran)}" if ran else "No device ran it"
+        said += f", not on {' and '.join(missing)}." if missing else "."
     if _CUDA_PASTE.search(text) and "CUDA" not in ran:
-        said += " Your error comes from a CUDA run: this answer comes from CPU runs, so it is a CPU answer."
+        said += (" " if said else "") + (
+            "Your error comes from a CUDA run: this answer comes from CPU runs, so it is a "
+            "CPU answer."
+        )
     return said
 
 
@@ -1155,8 +1161,8 @@ def explain(
                 command=command(versions.python, m.entry, harness),
                 kind=(kind := paste_kind(m, whole)),
                 said=_said(kind, m, whole, _documented(whole)),
-                devices=_devices_said(whole, text),
-                occurs=_occurs(kind, m, whole),
+                occurs=(occurs := _occurs(kind, m, whole)),
+                devices=_devices_said(whole, text, occurs),
                 remedies=_remedies(settings, whole) if kind != GUESS else (),
                 bottom_line=whole.bottom_line,
             )

@@ -420,3 +420,119 @@ def test_each_signature_search_is_bounded_in_size_and_time() -> None:
     assert not ex._signature_hits(Signature("RuntimeError", "boom"), far)
     # a timer set before (pytest-timeout's) is set again
     assert (signal.getitimer(signal.ITIMER_REAL)[0] > 0) == (before > 0)
+
+
+# -- what the paste is, in words (issue: answers an engineer reads in ten seconds) ----------
+
+WEIGHTS_ONLY = (
+    "Traceback (most recent call last):\n"
+    '  File "train.py", line 12, in <module>\n'
+    '    model = torch.load("model.pt")\n'
+    "_pickle.UnpicklingError: Weights only load failed. This file can still be loaded, to do "
+    "so you have two options, do those steps only if you trust the source of the checkpoint. \n"
+    "\t(1) In PyTorch 2.6, we changed the default value of the `weights_only` argument in "
+    "`torch.load` from `False` to `True`. Re-running `torch.load` with `weights_only` set to "
+    "`False` will likely succeed, but it can result in arbitrary code execution. Do it only if "
+    "you got the file from a trusted source.\n"
+    "\tWeightsUnpickler error: Unsupported global: GLOBAL __main__.Net was not an allowed "
+    "global by default.\n"
+)
+
+
+def _answer(committed: Committed, paste: str, torch: str, lightning: str = "") -> Explanation:
+    return explain(
+        paste,
+        Versions(torch=torch, lightning=lightning),
+        committed.entries,
+        committed.table,
+        aggs=committed.aggs,
+    )
+
+
+def test_the_headline_says_what_the_paste_is(committed):
+    from harness.catalogue.explain import PASTE_KINDS, SITUATION
+
+    newcomer = _answer(
+        committed,
+        "NotImplementedError: Gradient clipping is not implemented for optimizers handling the "
+        "unscaling",
+        "2.5.1",
+        "2.5",
+    )
+    assert newcomer.answers[0].kind == DOCUMENTED
+    assert newcomer.headline.startswith("This is the error the entry “NotImplementedError")
+    # the error a baseline raises is the entry's error, whatever the document's wording
+    scaler = _answer(
+        committed,
+        'Traceback (most recent call last):\n  File "t.py", line 9, in <module>\n'
+        "    scaler.step(opt)\nAssertionError: No inf checks were recorded for this optimizer.\n",
+        "2.4.1",
+    )
+    first = scaler.answers[0]
+    assert (first.match.entry, first.kind) == (GRAD_SCALE, SITUATION)
+    assert not first.foreign
+    assert scaler.headline.startswith("This is the error of the entry “RuntimeError: GradScaler")
+    assert re.search(r"\(in \d+ setups, torch 2\.3\.1–2\.15\.0\)", scaler.headline)
+    # the error a dead end runs into is not the entry's: its advice is for another error
+    weights = _answer(committed, WEIGHTS_ONLY, "2.6.0")
+    assert weights.answers[0].kind == RELATED and weights.answers[0].foreign
+    assert weights.headline.startswith("This is not the error the entry")
+    unknown = _answer(committed, "ValueError: the frobnicator rejected its quux spline", "2.5.1")
+    assert all(a.kind == GUESS for a in unknown.answers)
+    assert unknown.headline.startswith("No catalogued error matches this")
+    assert "looks like, but is not" in unknown.headline or not unknown.answers
+    assert {a.kind for x in (newcomer, scaler, weights, unknown) for a in x.answers} <= set(
+        PASTE_KINDS
+    )
+
+
+def test_the_remedy_the_message_names_is_answered_with_what_the_runs_did(committed):
+    x = _answer(committed, WEIGHTS_ONLY, "2.6.0")
+    assert "`weights_only` set to `False` will likely succeed" in x.remedy
+    assert "Your message names its own remedy" in x.headline
+    remedies = x.answers[0].remedies
+    assert remedies and all(r.startswith("weights_only=False: ") for r in remedies)
+    # the file with a payload loads, and its code runs; a class gone since saving fails
+    assert any("it ran to its end, but" in r and "the payload ran" in r for r in remedies)
+    assert any("AttributeError" in r for r in remedies)
+    # and where the refusal appears: the step's release split
+    assert "between torch 2.5.1 and 2.6.0" in x.answers[0].occurs
+
+
+def test_a_cuda_paste_answered_from_cpu_runs_says_so(committed):
+    paste = (
+        "RuntimeError: Error(s) in loading state_dict for Net:\n"
+        '\tMissing key(s) in state_dict: "fc.weight".\n'
+        "(while loading on cuda:0)\n"
+    )
+    x = _answer(committed, paste, "2.5.1")
+    assert x.answers[0].match.entry == CHECKPOINT
+    assert "this answer comes from CPU runs, so it is a CPU answer" in x.answers[0].devices
+    quiet = _answer(committed, paste.replace("(while loading on cuda:0)\n", ""), "2.5.1")
+    assert "CPU answer" not in quiet.answers[0].devices
+
+
+def test_a_baseline_that_reproduced_in_every_run_here_reproduces(committed):
+    x = _answer(committed, WEIGHTS_ONLY, "2.6.0")
+    baseline = next(b for b in x.answers[0].baselines if b.name == "baseline-module-prefix")
+    assert baseline.advice == CONFIRMED
+    assert re.search(r"reproduced in every run here \(\d+ runs in the one setup\)", baseline.words)
+
+
+def test_the_error_line_is_found_after_warnings_and_rank_prefixes():
+    log = (
+        "/opt/venv/lib/python3.11/site-packages/torch/amp/grad_scaler.py:132: UserWarning: "
+        "torch.cuda.amp.GradScaler is enabled, but CUDA is not available.\n"
+        "Epoch 0:  12%|█▏        | 3/25 [00:01<00:09, 2.31it/s]\n"
+        "RuntimeError: Expected all tensors to be on the same device\n"
+    )
+    [raised] = parse_error(log)
+    assert raised.type == "RuntimeError", raised
+    ranked = (
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "train.py", line 3, in <module>\n'
+        "[rank0]:     main()\n"
+        "[rank0]: RuntimeError: NCCL error: invalid argument\n"
+    )
+    [raised] = parse_error(ranked)
+    assert (raised.type, raised.message) == ("RuntimeError", "NCCL error: invalid argument")

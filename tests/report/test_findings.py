@@ -36,7 +36,9 @@ def test_the_block_is_written_from_the_records_and_stays_put(tmp_path: Path) -> 
     block = text.split(findings.BEGIN)[1].split(findings.END)[0]
     assert "10,137" not in block
     assert "13 runs" in block  # the records' count, none on CUDA
-    assert "| [pytorch/hostile](results/compat/pytorch__hostile.md) (single entry) | 1 | 1 |" in block
+    assert (
+        "| [pytorch/hostile](results/compat/pytorch__hostile.md) (single entry) | 1 | 1 |" in block
+    )
     assert text.startswith("# project\n\nSome prose a person wrote.\n\n" + findings.BEGIN)
     assert text.endswith(findings.END + "\n\nMore prose.\n")
     # the same records: nothing to write, nothing stale

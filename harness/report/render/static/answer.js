@@ -529,8 +529,10 @@
       // what the paste is for this entry (explain.py's paste_kind and _said)
       var kind = pasteKind(e, m), foreign = kind === "related";
       if (i > 0) d.appendChild(el("p", said(e, m, kind), foreign ? "said near" : "said"));
-      if ((kind === "documented" || kind === "situation") && e.occurs) d.appendChild(el("p", e.occurs));
-      d.appendChild(el("p", devicesSaid(e, x.text || "")));
+      var occurs = (kind === "documented" || kind === "situation") ? e.occurs : "";
+      if (occurs) d.appendChild(el("p", occurs));
+      var devices = devicesSaid(e, x.text || "", occurs);
+      if (devices) d.appendChild(el("p", devices));
       remedies(remedy, a.variants).forEach(function(t){ d.appendChild(el("p", "the remedy your message names, as measured: " + t)); });
       if (e.bottom && e.bottom.length) {
         var box = el("div", null, "bottom-line"); box.appendChild(el("strong", "In short, over every measured version:"));
@@ -566,12 +568,10 @@
     return line;
   }
   var CUDA_PASTE = /\bcuda\b|cudnn|cublas|cusolver|nccl|device-side|\bnvidia\b|cuda:\d/i;
-  function devicesSaid(e, text){
-    var ran = (e.devices || [[], []])[0], missing = (e.devices || [[], []])[1];
-    var t = ran.length ? "Measured on " + ran.join(" and ") : "No device ran it";
-    if (missing.length) t += ", not on " + missing.join(" and ");
-    t += ".";
-    if (CUDA_PASTE.test(text) && ran.indexOf("CUDA") < 0) t += " Your error comes from a CUDA run: this answer comes from CPU runs, so it is a CPU answer.";
+  function devicesSaid(e, text, occurs){
+    var ran = (e.devices || [[], []])[0], missing = (e.devices || [[], []])[1], t = "";
+    if (!occurs) t = (ran.length ? "Measured on " + ran.join(" and ") : "No device ran it") + (missing.length ? ", not on " + missing.join(" and ") : "") + ".";
+    if (CUDA_PASTE.test(text) && ran.indexOf("CUDA") < 0) t += (t ? " " : "") + "Your error comes from a CUDA run: this answer comes from CPU runs, so it is a CPU answer.";
     return t;
   }
   var REMEDY_CUES = /\b(?:please use|use |set |setting|re-running|rerun|try |consider|pass |instead|to fix|you can|you should|did you mean)/i;
