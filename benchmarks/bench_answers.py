@@ -76,7 +76,7 @@ RIGHT, PARTLY, MISLEADING = "right", "partly right", "misleading"
 GRADES = (RIGHT, PARTLY, MISLEADING)
 # the share right measured on the committed records when the benchmark was written
 # (before the headline rewrite of issue 56): raise it as answers improve, never lower it
-FLOOR_RIGHT = 0.0
+FLOOR_RIGHT = 0.65
 _VARIANT_ID = re.compile(r"^(?:baseline|workaround|deadend|solution|control|example)[\w.-]*$")
 _KEYS = {"id", "category", "source", "note", "paste", "error", "versions", "expected"}
 _EXPECTED_KEYS = {"entry", "as", "fix", "must_not", "why"}
