@@ -398,6 +398,8 @@ def print_tables(judged: Sequence[Judged], each: bool) -> None:
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)  # a CI log: the per-case table unfolded
     if each:
         t = Table(title="each case", show_lines=False)
         for col in ("case", "category", "grade", "answered", "why"):
