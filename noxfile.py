@@ -96,9 +96,11 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=HARNESS_PYTHON)
 def benchmarks(session: nox.Session) -> None:
     """The report's benchmark against a plain read of its store (`-- --quick`: a minute,
-    what CI runs, so a change that breaks or slows the report shows in its log)."""
+    what CI runs, so a change that breaks or slows the report shows in its log); then the
+    benchmark of answers, which fails below its floor of answers right."""
     session.install("-e", ".")
     session.run("python", "benchmarks/bench_report.py", *session.posargs)
+    session.run("python", "benchmarks/bench_answers.py", "--check", *session.posargs)
 
 
 @nox.session(python=HARNESS_PYTHON)
