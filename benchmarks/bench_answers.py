@@ -41,11 +41,12 @@ whose advice is `contradicted` ("does not fail as documented").
 
 What is read of the answer (Explanation.to_dict(); keep these stable, or change this file
 with them): `guessed`; `raised[0].type` (the exception explain read; "" where it read the
-whole text as a message, which is not held against it); per answer `entry`, `match.how`
-(documented, related, seen, guess), `match.variant`; per variant `name`, `kind`, `advice`. The headline is read from
-`match.how` alone (`headline_owns`: documented owns the paste, related and seen disown it,
-as the terminal and the page word them today); a headline that says otherwise belongs in
-the JSON and in that one function. `must_not` phrases are looked for in the terminal
+whole text as a message, which is not held against it); per answer `entry`, `kind` (what
+the paste is: documented, situation, related, near, guess), `match.how`, `match.variant`;
+per variant `name`, `kind`, `advice`. A headline owns the paste where its kind is
+documented or situation (`headline_owns`); an answer that disowns it titles the entry's
+fixes as for the entry's own error, so none of them is offered as working for the paste
+(`offered`). `must_not` phrases are looked for in the terminal
 answer (harness/catalogue/explain_terminal.py `render`), case-insensitively.
 """
 
@@ -254,10 +255,21 @@ def presented_as_working(variant: Mapping[str, Any]) -> bool:
     )
 
 
+OWNING_KINDS = ("documented", "situation")
+
+
 def headline_owns(answer: Mapping[str, Any]) -> bool:
-    """Whether the answer's headline says the paste is the entry's own (documented) error:
-    today read from how it matched (the terminal's and the page's wording follow it)."""
+    """Whether the answer's headline says the paste is the entry's own error: its ``kind``
+    (explain's PASTE_KINDS: the documented error, or the situation a baseline raises)."""
+    if "kind" in answer:
+        return answer["kind"] in OWNING_KINDS
     return answer["match"]["how"] == "documented"
+
+
+def offered(answer: Mapping[str, Any], variant: Mapping[str, Any]) -> bool:
+    """A variant presented as working for the paste: an answer whose headline disowns the
+    paste titles its fixes as for the entry's own error, not the paste's."""
+    return headline_owns(answer) and presented_as_working(variant)
 
 
 def judge(case: Case, x: Mapping[str, Any], text: str = "") -> Judged:
@@ -274,7 +286,7 @@ def judge(case: Case, x: Mapping[str, Any], text: str = "") -> Judged:
     partly: list[str] = []
     for a in named:
         for v in a["variants"]:
-            if v["name"] in case.must_not and presented_as_working(v):
+            if v["name"] in case.must_not and offered(a, v):
                 misleading.append(f"{v['name']} ({a['entry']}) presented as working: {v['advice']}")
     raised = (x.get("raised") or [{}])[0].get("type", "")
     read = raised.rsplit(".", 1)[-1]
@@ -305,7 +317,7 @@ def judge(case: Case, x: Mapping[str, Any], text: str = "") -> Judged:
                 working = [
                     v["name"]
                     for v in top["variants"]
-                    if v["name"] in case.fixes and presented_as_working(v)
+                    if v["name"] in case.fixes and offered(top, v)
                 ]
                 if not working:
                     said = {
@@ -313,7 +325,7 @@ def judge(case: Case, x: Mapping[str, Any], text: str = "") -> Judged:
                     }
                     partly.append(f"expected fix not presented as working: {said or 'absent'}")
     elif top is not None:
-        working = [v["name"] for v in top["variants"] if presented_as_working(v)]
+        working = [v["name"] for v in top["variants"] if offered(top, v)]
         if headline_owns(top):
             misleading.append(f"names {top['entry']} as the answer (its documented signature)")
         elif working:

@@ -53,6 +53,7 @@ from harness.store.columnar import RecordTable
 
 __all__ = [
     "DOCUMENTED",
+    "NEAR",
     "PASTE_KINDS",
     "SITUATION",
     "GUESS",
@@ -83,11 +84,14 @@ RELATED = "related"
 SEEN = "seen"
 GUESS = "guess"
 SITUATION = "situation"
+NEAR = "near"
 _HOW_RANK = {DOCUMENTED: 0, RELATED: 1, SEEN: 2, GUESS: 3}
 # what a paste is for an entry: its documented error; the error one of its baselines raises
 # (the situation the entry is about, in torch's words, whatever the document wrote); the
 # error a workaround or dead end runs into (RELATED); or none of these (GUESS)
-PASTE_KINDS = (DOCUMENTED, SITUATION, RELATED, GUESS)
+# or NEAR: the same words as one of these, but the parts that vary (the names a pattern
+# leaves open, the sizes and dimensions of a shape) differ from every run's: a near miss
+PASTE_KINDS = (DOCUMENTED, SITUATION, RELATED, NEAR, GUESS)
 
 # -- what the user pasted ------------------------------------------------------------------
 
@@ -124,6 +128,9 @@ _EXC_WORD = r"(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Failed|Ite
 _LOOSE = re.compile(
     rf"^\s*(?:\S.*?:\d+: )?(?P<type>(?:[A-Za-z_]\w*\.)*\w*{_EXC_WORD})(?::[ \t]?(?P<msg>.*))?$"
 )
+# a line that starts with an exception is read so first (a warning later on the same line,
+# "...Good luck!/usr/lib/x.py:175: UserWarning: ...", does not take its place)
+_AT_START = re.compile(rf"^\s*(?P<type>(?:[A-Za-z_]\w*\.)*\w*{_EXC_WORD})(?::[ \t]?(?P<msg>.*))?$")
 _IN_TRACEBACK = re.compile(rf"^(?P<type>{_NAME})(?::[ \t]?(?P<msg>.*))?$")
 _TRACEBACK = "Traceback (most recent call last):"
 _RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:[ \t]?", re.MULTILINE)
@@ -168,7 +175,7 @@ def parse_error(text: str) -> tuple[Raised, ...]:
         loose = [
             (j, m)
             for j, line in enumerate(lines)
-            if (m := _LOOSE.match(line)) and (m["msg"] or "").strip()
+            if (m := _first_exception(line)) and (m["msg"] or "").strip()
         ]
         errors = [(j, m) for j, m in loose if not m["type"].endswith("Warning")] or loose
         if errors:
@@ -178,6 +185,15 @@ def parse_error(text: str) -> tuple[Raised, ...]:
         message = " ".join(cleaned.split())
         return (Raised("", message),) if message else ()
     return tuple(reversed(found))
+
+
+def _first_exception(line: str) -> re.Match[str] | None:
+    """The exception a line names: the one it starts with, unless that is a warning; else
+    the one after a ``file:line:`` prefix (a warning's own line)."""
+    m = _AT_START.match(line)
+    if m is not None and not m["type"].endswith("Warning"):
+        return m
+    return _LOOSE.match(line)
 
 
 def _is_log(lines: Sequence[str], errors: Sequence[tuple[int, Any]]) -> bool:
@@ -702,7 +718,7 @@ class EntryAnswer:
     @property
     def foreign(self) -> bool:
         """The paste is not the entry's error: its advice answers another error."""
-        return self.kind == RELATED
+        return self.kind in (RELATED, NEAR)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -735,7 +751,10 @@ class Explanation:
 
     @property
     def guessed(self) -> bool:
-        return bool(self.answers) and all(a.match.how == GUESS for a in self.answers)
+        """No entry knows the paste: every answer is a guess or a near miss."""
+        return bool(self.answers) and all(
+            a.match.how == GUESS or a.kind == NEAR for a in self.answers
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -948,15 +967,69 @@ _REMEDY_CUES = re.compile(
 )
 
 
-def paste_kind(m: Match, whole: EntryAggregate) -> str:
-    """What the pasted error is for this entry (one of PASTE_KINDS)."""
-    if m.how in (DOCUMENTED, GUESS):
-        return m.how
+def paste_kind(m: Match, whole: EntryAggregate, pattern: str = "") -> str:
+    """What the pasted error is for this entry (one of PASTE_KINDS); ``pattern``: the
+    documented signature's, where it matched."""
+    if m.how == GUESS:
+        return GUESS
+    if m.how == DOCUMENTED:
+        return NEAR if _open_parts_differ(pattern, m.raised.message, whole) else DOCUMENTED
     try:
         kind = whole.variant(m.variant).kind
     except KeyError:
         kind = ""
+    if m.how == SEEN and _shape_numbers_differ(m.raised.message, m.what):
+        return NEAR
     return SITUATION if kind == "baseline" else RELATED
+
+
+# a pattern's open parts: what a signature leaves to vary between its fixed words
+_OPEN = re.compile(r"\.[*+]\??")
+
+
+def _open_parts(pattern: str, message: str) -> tuple[str, ...] | None:
+    """What ``pattern``'s open parts (``.*``, ``.+?``) matched in ``message``, each with its
+    numbers let vary; None where it does not match (or is no safe pattern)."""
+    grouped = _OPEN.sub(lambda g: f"({g.group(0)})", pattern)
+    if grouped == pattern or bounded_search(grouped, message) is not True:
+        return None
+    found = _compiled(grouped)
+    hit = found.search(message[:MATCH_CHARS]) if found is not None else None
+    if hit is None:
+        return None
+    return tuple(message_shape(g or "").lower() for g in hit.groups())
+
+
+def _open_parts_differ(pattern: str, message: str, whole: EntryAggregate) -> bool:
+    """Whether the paste fills the documented pattern's open parts otherwise than every
+    message the entry's baselines raised that it matches ('expected scalar type Long but
+    found Int' where every run said 'Half ... Float'): another cause, the same words."""
+    mine = _open_parts(pattern, message) if pattern else None
+    if not mine or not any(mine):
+        return False
+    theirs = {
+        parts
+        for v in whole.variants
+        if v.kind == "baseline"
+        for seen in v.messages
+        if (parts := _open_parts(pattern, seen.message)) is not None
+    }
+    return bool(theirs) and mine not in theirs
+
+
+_SHAPE_NUMBER = re.compile(r"(?<![\w.])\d+(?![\w.])")
+
+
+def _shape_numbers_differ(pasted: str, seen: str) -> bool:
+    """Whether a message matched only with its numbers let vary names other sizes or
+    dimensions than the run's: small whole numbers (a tensor's sizes, a dimension; not a
+    memory size or a count of bytes) that differ ('(4) ... (3) at non-singleton dimension 0'
+    where the runs said '(4) ... (2) at ... dimension 1')."""
+    seen_text = seen.split(": ", 1)[-1]
+    mine = [int(n) for n in _SHAPE_NUMBER.findall(pasted)]
+    theirs = [int(n) for n in _SHAPE_NUMBER.findall(seen_text)]
+    small = all(n <= 64 for n in mine + theirs)
+    return bool(mine) and small and len(mine) == len(theirs) and mine != theirs
 
 
 def _said(kind: str, m: Match, whole: EntryAggregate, message: Verdict | None) -> str:
@@ -987,6 +1060,12 @@ def _said(kind: str, m: Match, whole: EntryAggregate, message: Verdict | None) -
             f"This is not the error the entry “{title}” documents: it is what "
             f"{_KIND_WORDS.get(v.kind, 'a step')} of it{ref} runs into{where}: "
             f"{' '.join(v.description.split())[:200]}."
+        )
+    if kind == NEAR:
+        return (
+            f"Not this entry's error: it reads like “{title}”, but the parts of the message "
+            f"that vary differ from every run's (the runs raised “{m.what[:200]}”): another "
+            "cause, so the entry's fixes are not offered for it."
         )
     return f"Not this entry's error: it looks like “{title}”, but is not ({m.score:.0%} alike)."
 
@@ -1083,9 +1162,12 @@ def headline(x_answers: Sequence[EntryAnswer], remedy: str) -> str:
     """What the paste is, in one sentence: the first answer's, or no catalogued error."""
     if not x_answers:
         line = "No catalogued error matches this, and no entry is close."
-    elif all(a.kind == GUESS for a in x_answers):
+    elif all(a.kind in (GUESS, NEAR) for a in x_answers):
         names = "; ".join(f"“{a.title}”" for a in x_answers)
         line = f"No catalogued error matches this. It looks like, but is not: {names}."
+        near = next((a for a in x_answers if a.kind == NEAR), None)
+        if near is not None:
+            line += f" {near.said}"
     else:
         line = x_answers[0].said
     if remedy:
@@ -1159,11 +1241,11 @@ def explain(
                     if whole.variant(n).kind == kind
                 ),
                 command=command(versions.python, m.entry, harness),
-                kind=(kind := paste_kind(m, whole)),
+                kind=(kind := paste_kind(m, whole, entry.signature.message if entry else "")),
                 said=_said(kind, m, whole, _documented(whole)),
                 occurs=(occurs := _occurs(kind, m, whole)),
                 devices=_devices_said(whole, text, occurs),
-                remedies=_remedies(settings, whole) if kind != GUESS else (),
+                remedies=_remedies(settings, whole) if kind not in (GUESS, NEAR) else (),
                 bottom_line=whole.bottom_line,
             )
         )

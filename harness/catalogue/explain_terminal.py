@@ -244,6 +244,9 @@ def _guesses(x: Explanation, console: Console) -> None:
     )
     for a in x.answers:
         m = a.match
+        if m.how != GUESS:  # a near miss: the same words, other parts where they vary
+            console.print(f"  ≈ [bold]{escape(m.entry)}[/] (near miss): {escape(a.said)}")
+            continue
         console.print(
             f"  ? [bold]{escape(m.entry)}[/] ({m.score:.0%} alike): {escape(m.what[:200])}"
         )

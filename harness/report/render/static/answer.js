@@ -94,6 +94,8 @@
   function stripTerminal(t){ return t.replace(TERMINAL, ""); }
   var EXC = "(?:Error|Exception|Warning|Exit|Interrupt|Fault|Failure|Failed|Iteration)";
   var LOOSE = new RegExp("^\\s*(?:\\S.*?:\\d+: )?((?:[A-Za-z_]\\w*\\.)*\\w*" + EXC + ")(?::[ \\t]?(.*))?$");
+  var AT_START = new RegExp("^\\s*((?:[A-Za-z_]\\w*\\.)*\\w*" + EXC + ")(?::[ \\t]?(.*))?$");
+  function firstException(line){ var m = AT_START.exec(line); return m && !/Warning$/.test(m[1]) ? m : LOOSE.exec(line); }
   var IN_TRACEBACK = /^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?::[ \t]?(.*))?$/;
   var TRACEBACK = "Traceback (most recent call last):";
   var CHAIN = ["During handling of the above exception", "The above exception was the direct cause"];
@@ -121,7 +123,7 @@
       // a log's warnings come before the error (explain.py's parse_error)
       var loose = [];
       for (var k = 0; k < lines.length; k++) {
-        m = LOOSE.exec(lines[k]);
+        m = firstException(lines[k]);
         if (m && (m[2] || "").trim()) loose.push([k, m]);
       }
       var errors = loose.filter(function(p){ return !/Warning$/.test(p[1][1]); });
@@ -197,15 +199,15 @@
   var RANK = {documented: 0, related: 1, seen: 2, guess: 3};
   function entryMatch(e, raised){
     var i, j;
-    for (i = 0; i < raised.length; i++) if (hits(e.signature, raised[i])) return {e: e, how: "documented", what: e.signature[2], runs: 0};
+    for (i = 0; i < raised.length; i++) if (hits(e.signature, raised[i])) return {e: e, how: "documented", what: e.signature[2], runs: 0, raised: raised[i]};
     for (i = 0; i < raised.length; i++) for (j = 0; j < e.related.length; j++) {
       var rel = e.related[j];
-      if (hits([rel[1], rel[2]], raised[i])) return {e: e, how: "related", what: rel[3], variant: rel[0], runs: 0};
+      if (hits([rel[1], rel[2]], raised[i])) return {e: e, how: "related", what: rel[3], variant: rel[0], runs: 0, raised: raised[i]};
     }
     for (i = 0; i < raised.length; i++) {
       var best = null;
       e.seen.forEach(function(s){
-        if (seenHits(raised[i], s[1], s[2]) && (!best || s[3] > best.runs)) best = {e: e, how: "seen", what: s[1] + ": " + s[2], variant: e.names[s[0]], runs: s[3]};
+        if (seenHits(raised[i], s[1], s[2]) && (!best || s[3] > best.runs)) best = {e: e, how: "seen", what: s[1] + ": " + s[2], variant: e.names[s[0]], runs: s[3], raised: raised[i]};
       });
       if (best) return best;
     }
@@ -476,11 +478,15 @@
   // (the variants of the entries matched loaded first: f(answer), or f(null, the parts missing))
   function explainError(text, torch, lightning, f){
     var raised = parseError(text), matches = raised.length ? matchEntries(raised) : [];
-    var guessed = matches.length > 0 && matches[0].how === "guess";
     var entries = matches.map(function(m){ return m.e; });
     withVariants(entries, function(){
       if (missing(entries).length) { f(null, missing(entries)); return; }
-      f({raised: raised, text: text, guessed: guessed, answers: matches.map(function(m){
+      // the entries the paste is first; near misses after them (explain.py's PASTE_KINDS order)
+      var ORDER = ["documented", "situation", "related", "near", "guess"];
+      var ranked = matches.map(function(m, i){ return [ORDER.indexOf(pasteKind(m.e, m)), i, m]; })
+        .sort(function(x, y){ return x[0] - y[0] || x[1] - y[1]; }).map(function(x){ return x[2]; });
+      var guessed = ranked.length > 0 && ranked.every(function(m){ var k = pasteKind(m.e, m); return k === "guess" || k === "near"; });
+      f({raised: raised, text: text, guessed: guessed, answers: ranked.map(function(m){
         var e = m.e, where = chooseEnvs(e, torch, lightning);
         return {m: m, e: e, where: where, variants: e.variants.filter(function(v){ return v.kind !== "control"; }).map(function(v){ return [v, variantHere(e, v, where.envs)]; })};
       })});
@@ -515,7 +521,8 @@
       out.appendChild(el("p", "The closest entries by message look like it but are not it (guesses, not matches: their fixes are for their own errors):", "guess"));
       x.answers.forEach(function(a){
         var d = el("div", null, "answer");
-        d.appendChild(heading(a.e, " guess: " + Math.round(a.m.score * 100) + "% alike"));
+        d.appendChild(heading(a.e, a.m.how === "guess" ? " guess: " + Math.round(a.m.score * 100) + "% alike" : " near miss"));
+        if (a.m.how !== "guess") d.appendChild(el("p", said(a.e, a.m, "near"), "said near"));
         d.appendChild(el("p", "closest message: " + a.m.what.slice(0, 300), "sig"));
         d.appendChild(command(a.e));
         out.appendChild(d);
@@ -527,7 +534,7 @@
       var e = a.e, m = a.m, d = el("div", null, "answer");
       d.appendChild(heading(e));
       // what the paste is for this entry (explain.py's paste_kind and _said)
-      var kind = pasteKind(e, m), foreign = kind === "related";
+      var kind = pasteKind(e, m), foreign = kind === "related" || kind === "near";
       if (i > 0) d.appendChild(el("p", said(e, m, kind), foreign ? "said near" : "said"));
       var occurs = (kind === "documented" || kind === "situation") ? e.occurs : "";
       if (occurs) d.appendChild(el("p", occurs));
@@ -550,19 +557,50 @@
   }
   // what a paste is, in words: explain.py's paste_kind, _said, _devices_said, named_remedy
   function pasteKind(e, m){
-    if (m.how === "documented" || m.how === "guess") return m.how;
+    if (m.how === "guess") return "guess";
+    if (m.how === "documented") return openPartsDiffer(e, m.raised) ? "near" : "documented";
+    if (m.how === "seen" && shapeNumbersDiffer(m.raised.message, m.what)) return "near";
     return (e.baselines || []).indexOf(m.variant) >= 0 ? "situation" : "related";
+  }
+  // a near miss (explain.py's _open_parts_differ, _shape_numbers_differ): the same words,
+  // other parts where they vary
+  function openParts(pattern, message){
+    var grouped = pattern.replace(/\.[*+]\??/g, function(g){ return "(" + g + ")"; });
+    if (!pattern || grouped === pattern) return null;
+    var re; try { re = new RegExp(grouped, "s"); } catch (err) { return null; }
+    var hit = re.exec(message.slice(0, MATCH_CHARS));
+    return hit ? hit.slice(1).map(function(g){ return shape(g || "").toLowerCase(); }).join("\u0000") : null;
+  }
+  function openPartsDiffer(e, r){
+    if (!r) return false;
+    var mine = openParts(e.signature[1], r.message);
+    if (mine === null || !mine.replace(/\u0000/g, "")) return false;
+    var theirs = e.seen.filter(function(s){ return (e.baselines || []).indexOf(e.names[s[0]]) >= 0; })
+      .map(function(s){ return openParts(e.signature[1], s[2]); }).filter(function(x){ return x !== null; });
+    return theirs.length > 0 && theirs.indexOf(mine) < 0;
+  }
+  var SHAPE_NUMBER = /(?<![\w.])\d+(?![\w.])/g;
+  function shapeNumbersDiffer(pasted, seen){
+    var cut = seen.indexOf(": "), text = cut >= 0 ? seen.slice(cut + 2) : seen;
+    var mine = (pasted.match(SHAPE_NUMBER) || []).map(Number), theirs = (text.match(SHAPE_NUMBER) || []).map(Number);
+    var small = mine.concat(theirs).every(function(n){ return n <= 64; });
+    return mine.length > 0 && small && mine.length === theirs.length && mine.join(",") !== theirs.join(",");
   }
   function said(e, m, kind){
     if (kind === "documented") return "This is the error the entry “" + e.title + "” documents.";
     if (kind === "situation") return "This is the error of the entry “" + e.title + "”: its reproducer of the documented situation raises exactly this" + (m.runs ? " (in " + m.runs + " setup" + (m.runs !== 1 ? "s" : "") + ")" : "") + ", whatever words the document used.";
+    if (kind === "near") return "Not this entry's error: it reads like “" + e.title + "”, but the parts of the message that vary differ from every run's (the runs raised “" + m.what.slice(0, 200) + "”): another cause, so the entry's fixes are not offered for it.";
     if (kind === "related") return "This is not the error the entry “" + e.title + "” documents: it is what its step " + m.variant + " runs into" + (m.runs ? ", raised in " + m.runs + " setup" + (m.runs !== 1 ? "s" : "") : "") + ".";
     return "Not this entry's error: it looks like “" + e.title + "”, but is not.";
   }
   function headline(x, remedy){
     var line;
     if (!x.answers.length) line = "No catalogued error matches this, and no entry is close.";
-    else if (x.guessed) line = "No catalogued error matches this. It looks like, but is not: " + x.answers.map(function(a){ return "“" + a.e.title + "”"; }).join("; ") + ".";
+    else if (x.guessed) {
+      line = "No catalogued error matches this. It looks like, but is not: " + x.answers.map(function(a){ return "“" + a.e.title + "”"; }).join("; ") + ".";
+      var near = x.answers.filter(function(a){ return pasteKind(a.e, a.m) === "near"; })[0];
+      if (near) line += " " + said(near.e, near.m, "near");
+    }
     else line = said(x.answers[0].e, x.answers[0].m, pasteKind(x.answers[0].e, x.answers[0].m));
     if (remedy.sentence) line += " Your message names its own remedy: “" + remedy.sentence + "”.";
     return line;
