@@ -267,8 +267,11 @@ def headline_owns(answer: Mapping[str, Any]) -> bool:
 
 
 def offered(answer: Mapping[str, Any], variant: Mapping[str, Any]) -> bool:
-    """A variant presented as working for the paste: an answer whose headline disowns the
-    paste titles its fixes as for the entry's own error, not the paste's."""
+    """A variant presented as working for the paste: an answer whose kind disowns the paste
+    titles its fixes as for the entry's own error, not the paste's (an answer without a
+    kind, as explain wrote before it said what a paste is: every fix shown as working)."""
+    if "kind" not in answer:
+        return presented_as_working(variant)
     return headline_owns(answer) and presented_as_working(variant)
 
 

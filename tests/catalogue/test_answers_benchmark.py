@@ -218,3 +218,18 @@ def test_the_share_right_holds_its_floor(judged: list[Any]) -> None:
     assert table["total"]["cases"] == len(judged)
     assert sum(table["total"][g] for g in bench.GRADES) == len(judged)
     assert share >= bench.FLOOR_RIGHT, (share, [j.to_dict() for j in judged])
+
+
+def test_an_answer_that_disowns_the_paste_offers_none_of_its_fixes():
+    """explain's kind says what the paste is: the documented error or a baseline's situation
+    own it (its fixes are offered); a step's related error or a near miss disown it (the
+    entry's fixes are titled as for the entry's own error)."""
+    for kind in ("documented", "situation"):
+        owned = {**_answer("E", variants=(WORKS,)), "kind": kind}
+        assert bench.headline_owns(owned) and bench.offered(owned, owned["variants"][0])
+    for kind in ("related", "near"):
+        disowned = {**_answer("E", variants=(WORKS,)), "kind": kind}
+        assert not bench.headline_owns(disowned)
+        assert not bench.offered(disowned, disowned["variants"][0])
+        judged = _judge(_x(disowned), category="near_miss", entries=(), fixes=(), must_not=("w1",))
+        assert judged.grade != bench.MISLEADING, judged.reasons

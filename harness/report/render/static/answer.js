@@ -497,7 +497,7 @@
     withData(function(){ explainError(text, torch, lightning, function(x, lost){
       if (!x) { done({missing: lost}); return; }
       done({raised: x.raised, guessed: x.guessed, answers: x.answers.map(function(a){
-        return {entry: a.e.id, how: a.m.how, what: a.m.what, variant: a.m.variant || "", score: a.m.score || 1,
+        return {entry: a.e.id, kind: pasteKind(a.e, a.m), how: a.m.how, what: a.m.what, variant: a.m.variant || "", score: a.m.score || 1,
           where: {exact: a.where.exact, said: a.where.said, envs: a.where.envs.map(function(x){ return x.id; })},
           variants: a.variants.map(function(p){ return {name: p[0].name, kind: p[0].kind, advice: p[1].advice, words: p[1].words, k: p[1].k, n: p[1].n, cells: p[1].cells.map(function(c){ return cellText(a.e, c); })}; })};
       })});
