@@ -75,9 +75,9 @@ CATEGORIES = ("catalogued", "near_miss", "none")
 AS = ("documented", "related")
 RIGHT, PARTLY, MISLEADING = "right", "partly right", "misleading"
 GRADES = (RIGHT, PARTLY, MISLEADING)
-# the share right measured on the committed records when the benchmark was written
-# (before the headline rewrite of issue 56): raise it as answers improve, never lower it
-FLOOR_RIGHT = 0.65
+# the share right measured on the committed records (37 of 43): raise it as answers
+# improve, never lower it
+FLOOR_RIGHT = 0.86
 _VARIANT_ID = re.compile(r"^(?:baseline|workaround|deadend|solution|control|example)[\w.-]*$")
 _KEYS = {"id", "category", "source", "note", "paste", "error", "versions", "expected"}
 _EXPECTED_KEYS = {"entry", "as", "fix", "must_not", "why"}
