@@ -1070,6 +1070,12 @@ def _said(kind: str, m: Match, whole: EntryAggregate, message: Verdict | None) -
     return f"Not this entry's error: it looks like “{title}”, but is not ({m.score:.0%} alike)."
 
 
+def plain(text: str, limit: int) -> str:
+    from harness.aggregate.bottomline import plain as _plain
+
+    return _plain(text, limit)
+
+
 def _devices_said(whole: EntryAggregate, text: str, occurs: str) -> str:
     """On which devices the answer was measured (where ``occurs`` has not said it), and that
     a CUDA paste answered from CPU runs is a CPU answer."""
@@ -1139,7 +1145,7 @@ def _remedies(settings: Sequence[str], whole: EntryAggregate) -> tuple[str, ...]
             verdict = labels.get(v.name)
             did = _did_in_words(v)
             out.append(
-                f"{setting}: {' '.join(v.description.split())[:220]} — {did}"
+                f"{setting}: {plain(v.description, 220)} — {did}"
                 + (f" ({verdict.label})" if verdict is not None else "")
             )
     return tuple(out)

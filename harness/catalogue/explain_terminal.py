@@ -196,7 +196,7 @@ def _answer(a: EntryAnswer, console: Console, first: bool) -> None:
     if not first:  # the first answer's is the headline
         console.print(f"[{'bold yellow' if foreign else 'bold'}]{escape(a.said)}[/]")
     for line in (a.occurs, a.devices):
-        if line:
+        if line and line not in a.bottom_line:  # said once, in the bottom line below
             console.print(escape(line))
     for remedy in a.remedies:
         console.print(f"  [bold]the remedy your message names, as measured:[/] {escape(remedy)}")

@@ -214,7 +214,10 @@ def test_report_since_a_revision_opens_the_page_with_what_changed(tmp_path: Path
     assert out.returncode == 0, out.stdout + out.stderr
     page = (tmp_path / "results" / "index.html").read_text()
     main = page.split("<main>", 1)[1]
-    # the latest night's regressions lead (the committed results/nightly), then what changed
+    # the paste box first, then the latest night's regressions (the committed
+    # results/nightly), then what changed
+    assert main.startswith('<section id="ask" ')
+    main = main.split("</section>", 1)[1]
     assert main.startswith('<section id="nightly"><h2>Latest night, ')
     main = main.split("</section>", 1)[1]
     assert main.startswith('<section id="changed-since"><h2>Changed since HEAD</h2>')

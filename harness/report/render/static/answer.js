@@ -537,7 +537,7 @@
       var kind = pasteKind(e, m), foreign = kind === "related" || kind === "near";
       if (i > 0) d.appendChild(el("p", said(e, m, kind), foreign ? "said near" : "said"));
       var occurs = (kind === "documented" || kind === "situation") ? e.occurs : "";
-      if (occurs) d.appendChild(el("p", occurs));
+      if (occurs && (e.bottom || []).indexOf(occurs) < 0) d.appendChild(el("p", occurs));
       var devices = devicesSaid(e, x.text || "", occurs);
       if (devices) d.appendChild(el("p", devices));
       remedies(remedy, a.variants).forEach(function(t){ d.appendChild(el("p", "the remedy your message names, as measured: " + t)); });
