@@ -32,6 +32,7 @@ NAMES = (
     "envs",
     "explain",
     "corrections",
+    "try",
 )
 
 
