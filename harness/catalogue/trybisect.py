@@ -21,8 +21,13 @@ from harness.catalogue.bisect import (
     BisectResult,
     Step,
     bisect,
+    build_plan,
+    conclusion,
     environment_for,
+    index_listing,
     list_releases,
+    may_build,
+    run_cap,
 )
 from harness.catalogue.tryscript import Row, Trial
 from harness.spec.matrix import Environment
@@ -31,8 +36,8 @@ __all__ = ["bisect_rows", "neighbours"]
 
 
 def neighbours(rows: Sequence[Row], axis: str) -> list[tuple[Row, Row]]:
-    """The pairs of neighbouring rows along ``axis`` whose outcomes differ (neither of them
-    env_failed): along torch, one row per torch (the newest lightning); along lightning, the
+    """The pairs of neighbouring rows along ``axis`` whose outcomes differ, over the rows
+    that could not be measured (env_failed, unmeasured: the bisect meets them again): along torch, one row per torch (the newest lightning); along lightning, the
     lightnings of each torch."""
     other = "lightning" if axis == "torch" else "torch"
     if axis == "torch":
@@ -49,9 +54,8 @@ def neighbours(rows: Sequence[Row], axis: str) -> list[tuple[Row, Row]]:
         lines = [sorted(g, key=lambda r: Version(r.env.lightning)) for g in groups.values()]
     pairs = []
     for line in lines:
-        for a, b in itertools.pairwise(line):
-            if "env_failed" in (a.seen.outcome, b.seen.outcome):
-                continue
+        measured = [r for r in line if r.seen.outcome not in ("env_failed", "unmeasured")]
+        for a, b in itertools.pairwise(measured):
             if a.seen.key != b.seen.key:
                 pairs.append((a, b))
     return pairs
@@ -78,7 +82,7 @@ def _one(trial: Trial, axis: str, a: Row, b: Row) -> BisectResult:
             return a.env
         if version == hi:
             return b.env
-        return environment_for(trial.matrix, axis, version, with_torch=held_torch)
+        return trial.derive(environment_for(trial.matrix, axis, version, with_torch=held_torch))
 
     versions, source = list_releases(
         axis,
@@ -108,17 +112,30 @@ def _one(trial: Trial, axis: str, a: Row, b: Row) -> BisectResult:
     def report(step: Step) -> None:
         trial.say(f"  step: {axis} {step.version} ({step.env.id}) -> {step.outcome} [{step.how}]")
 
+    index_listing("torch", trial.cfg.envs_dir / ".index-cache")
+    builds = [
+        may_build(env_of(v), trial.cfg.envs_dir / ".index-cache")
+        for v in versions
+        if v not in stored and not trial.is_built(env_of(v))
+    ]
+    left = trial.builds_left()
+    for line in build_plan(builds, run_cap(len(versions)), left):
+        trial.say(f"  {line}")
     try:
-        result = bisect(axis, versions, env_of, stored, trial.is_built, measure, report)
+        result = bisect(
+            axis,
+            versions,
+            env_of,
+            stored,
+            trial.is_built,
+            measure,
+            report,
+            max_builds=left,
+            fresh=[getattr(r.env, axis) for r in (a, b) if r.how != "stored run"],
+        )
     except BisectError as exc:
         trial.say(f"--bisect {axis} {lo}..{hi}: {exc}")
         return BisectResult(axis, versions)
-    if result.boundary:
-        x, y = result.boundary
-        trial.say(
-            f"the outcome changes between {axis} {x} ({result.known[x]}) and **{y}** "
-            f"({result.known[y]})"
-        )
-    for note in result.notes:
-        trial.say(f"  note: {note}")
+    for line in conclusion(result, trial.script.name):
+        trial.say(line)
     return result

@@ -58,6 +58,7 @@ __all__ = [
 ]
 
 OUTCOMES = ("ok", "raised", "wrong_exit", "crashed", "timeout", "env_failed")
+# a row that --max-builds left unbuilt is shown as "unmeasured", never stored
 STDERR_KEPT = 4000  # characters of a run's standard error kept in its record
 SCHEMA = 1
 
@@ -191,9 +192,11 @@ def script_hash(path: Path) -> str:
 
 def env_key(env: Environment, device: str, uses_lightning: bool) -> str:
     """Runs of one key measure the same thing: a script that imports no lightning is the
-    same run whatever lightning lies beside its torch (the run's own rule, one_per_torch)."""
+    same run whatever lightning lies beside its torch (the run's own rule, one_per_torch);
+    the requirements --with added are part of it."""
     lit = env.lightning if uses_lightning else "*"
-    return f"py{env.python}-torch{env.torch}-lightning{lit}-{device}"
+    extra = "".join(f" +{r}" for r in sorted(env.requires))
+    return f"py{env.python}-torch{env.torch}-lightning{lit}-{device}{extra}"
 
 
 @dataclass
@@ -232,7 +235,8 @@ class TryStore:
         """key -> the newest stored run of it (env_key)."""
         out: dict[str, dict[str, Any]] = {}
         for rec in self.load():
-            env = Environment(rec["python"], rec["torch"], rec["lightning"])
+            requires = tuple(rec.get("requires") or ())
+            env = Environment(rec["python"], rec["torch"], rec["lightning"], requires=requires)
             out[env_key(env, rec["device"], uses_lightning)] = rec
         return out
 
@@ -256,6 +260,7 @@ def record_for(
         "torch": env.torch,
         "lightning": env.lightning,
         "device": device,
+        "requires": list(env.requires),
         **{k: v for k, v in asdict(seen).items()},
         "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         **extra,
@@ -327,6 +332,7 @@ class TryRequest:
     expect: str | None = None
     bisect: bool = False
     store: str | None = None  # default results/try
+    requires: tuple[str, ...] = ()  # --with: requirements added to every environment
     rerun: bool = False
     max_builds: int | None = None
     save_as: str | None = None
@@ -382,6 +388,13 @@ class Trial:
     def stored(self) -> dict[str, dict[str, Any]]:
         return {} if self.request.rerun else self.store.latest(self.uses_lightning)
 
+    def derive(self, env: Environment) -> Environment:
+        """``env`` with the --with requirements, derived as a variant's ``requires:`` is
+        (Environment.with_requires: itself where the row already satisfies them)."""
+        if not self.request.requires:
+            return env
+        return env.with_requires(self.request.requires, lightning=self.uses_lightning)
+
     def key_of(self, env: Environment) -> str:
         return env_key(env, self.request.device, self.uses_lightning)
 
@@ -395,7 +408,7 @@ class Trial:
 
         if (self.cfg.envs_dir / env.id / MARKER).is_file():
             return env
-        if self.uses_lightning:
+        if self.uses_lightning or env.requires:
             return None
         for other in self.matrix_envs():
             if (other.python, other.torch) == (env.python, env.torch) and (
@@ -409,12 +422,22 @@ class Trial:
             {e for row in self.matrix.rows if not row.interpreter for e in row.environments()}
         )
 
+    def builds_left(self) -> int | None:
+        """How many more environments --max-builds allows (None: no cap)."""
+        cap = self.request.max_builds
+        return None if cap is None else max(cap - len(self.built), 0)
+
     def observe(self, env: Environment) -> Row:
-        """The stored run of ``env``'s key, else a run (building the environment if needed)."""
+        """The stored run of ``env``'s key, else a run (building the environment if needed,
+        where --max-builds allows one more)."""
         held = self.stored().get(self.key_of(env))
         if held is not None:
             return Row(env, seen_of(held, self.request.expect), "stored run")
-        return self.measure(self.built_env(env) or env)
+        ready = self.built_env(env)
+        if ready is None and self.builds_left() == 0:
+            cap = self.request.max_builds
+            return Row(env, Seen("unmeasured", detail=f"not built (--max-builds {cap})"), "-")
+        return self.measure(ready or env)
 
     def measure(self, env: Environment) -> Row:
         from harness.envs.backends import EnvFailed
@@ -424,7 +447,7 @@ class Trial:
         try:
             built = self._backend.ensure(env)
         except EnvFailed as exc:
-            seen = Seen("env_failed", detail=_first_words(str(exc), 300))
+            seen = Seen("env_failed", detail=_failure(str(exc)))
             self.store.append(record_for(self.script, self.sha, env, self.request.device, seen, {}))
             return Row(env, seen, "environment failed", time.monotonic() - started)
         how = "run (environment reused)"
@@ -473,6 +496,14 @@ class Trial:
 SCRIPT_RUNNER = Path(__file__).parents[1] / "inenv" / "script.py"
 
 
+def _failure(text: str) -> str:
+    """What a failed build says, in a line: the installer's reason (its last lines) after
+    the command it ran."""
+    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+    reason = " ".join(lines[1:][-3:]) or (lines[0] if lines else "")
+    return _first_words(reason, 300)
+
+
 def _first_words(text: str, limit: int) -> str:
     """At most ``limit`` characters of ``text``'s first line, cut at a word's end."""
     first = text.strip().splitlines()[0] if text.strip() else ""
@@ -480,6 +511,24 @@ def _first_words(text: str, limit: int) -> str:
         return first
     cut = first[:limit].rsplit(" ", 1)[0]
     return cut + " ..."
+
+
+def check_requires(requires: Sequence[str]) -> None:
+    """--with takes requirements (PEP 508) of packages other than the axes: torch and
+    lightning are chosen by --torch, --lightning and --env."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    for text in requires:
+        try:
+            name = canonicalize_name(Requirement(text).name)
+        except InvalidRequirement as exc:
+            raise TryError(f"--with {text!r}: not a requirement ({exc})") from exc
+        if name in ("torch", "lightning", "pytorch-lightning"):
+            raise TryError(
+                f"--with {text!r}: {name} is an axis; choose its releases with --torch, "
+                "--lightning or --env"
+            )
 
 
 def _script(path: str, repo: Path) -> Path:
@@ -547,6 +596,7 @@ def run_try(request: TryRequest, cfg: Config, console: Console) -> int:
         parse_range(request.lightning)
     if request.expect is not None:
         _expect_matches(request.expect, "", "")  # a bad regex is said before anything runs
+    check_requires(request.requires)
     script = _script(request.script, cfg.repo)
     matrix = load_matrix(cfg.matrix_path)
     uses = uses_lightning_script(script)
@@ -555,9 +605,12 @@ def run_try(request: TryRequest, cfg: Config, console: Console) -> int:
     if root.resolve() == cfg.records_dir.resolve():
         raise TryError(f"--store {root}: that is the catalogue's record store; name another")
     trial = Trial(request, cfg, console, matrix, script, sha, uses, TryStore(root, script, sha))
-    envs = select_environments(
-        matrix, request.profile, request.torch, request.lightning, request.envs, uses
-    )
+    envs = [
+        trial.derive(e)
+        for e in select_environments(
+            matrix, request.profile, request.torch, request.lightning, request.envs, uses
+        )
+    ]
     trial.say(
         f"{script}: {len(envs)} environment(s)"
         + ("" if uses else " (the script imports no lightning: one per torch release)")
@@ -591,4 +644,12 @@ def plan_builds(trial: Trial, envs: Sequence[Environment]) -> None:
     stored = trial.stored()
     to_build = [e for e in envs if trial.key_of(e) not in stored and not trial.is_built(e)]
     if to_build:
-        trial.say(f"environments to build ({len(to_build)}): " + ", ".join(e.id for e in to_build))
+        from harness.catalogue.bisect import build_plan, index_listing, may_build
+
+        cache = trial.cfg.envs_dir / ".index-cache"
+        index_listing("torch", cache)
+        if trial.uses_lightning:
+            index_listing("lightning", cache)
+        builds = [may_build(e, cache) for e in to_build]
+        for line in build_plan(builds, len(builds), trial.request.max_builds):
+            trial.say(line)

@@ -8,20 +8,10 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.cli.command import Command
-from harness.cli.options import machine_name, ranged
+from harness.cli.options import builds_count, machine_name, ranged
 from harness.config import Config
 
 __all__ = ["TryCommand"]
-
-
-def _builds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
 
 
 class TryCommand(Command):
@@ -45,6 +35,15 @@ class TryCommand(Command):
         )
         parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
         parser.add_argument(
+            "--with",
+            dest="requires",
+            action="append",
+            default=[],
+            metavar="REQ",
+            help="a requirement added to every environment, as entry.yaml's requires: "
+            "derives one (e.g. 'pydantic<2'); not torch or lightning",
+        )
+        parser.add_argument(
             "--expect",
             metavar="REGEX",
             default=None,
@@ -57,7 +56,7 @@ class TryCommand(Command):
         )
         parser.add_argument(
             "--max-builds",
-            type=_builds,
+            type=builds_count,
             default=None,
             metavar="N",
             help="build at most N environments (the rest are said and left unmeasured)",
@@ -101,6 +100,7 @@ class TryCommand(Command):
             rerun=args.rerun,
             max_builds=args.max_builds,
             save_as=args.save_as,
+            requires=tuple(args.requires),
         )
         cfg = Config(repo=repo, matrix_file=args.matrix)
         cfg.machine = args.machine

@@ -157,7 +157,11 @@ def test_neighbours_that_differ_are_the_bisects_pairs() -> None:
         row("2.6.0", "2.6.6", "ok"),
     ]
     pairs = neighbours(rows, "torch")
-    assert [(a.env.torch, b.env.torch) for a, b in pairs] == [("2.1.2", "2.4.1")]
+    # over the row that could not be built: 2.4.1 and 2.6.0 are neighbours
+    assert [(a.env.torch, b.env.torch) for a, b in pairs] == [
+        ("2.1.2", "2.4.1"),
+        ("2.4.1", "2.6.0"),
+    ]
     lines = neighbours([row("2.4.1", "2.0.9", "ok"), row("2.4.1", "2.1.4", "timeout")], "lightning")
     assert [(a.env.lightning, b.env.lightning) for a, b in lines] == [("2.0.9", "2.1.4")]
 
@@ -212,3 +216,18 @@ def test_try_on_real_torch_tables_stores_and_saves(tmp_path: Path) -> None:
     assert (
         repo / "repros" / "pytorch" / "weights-only" / "script.py"
     ).read_text() == script.read_text()
+
+
+def test_with_takes_requirements_other_than_the_axes() -> None:
+    from harness.catalogue.tryscript import check_requires
+
+    check_requires(["pydantic<2", "numpy>=1.24,<2"])
+    with pytest.raises(TryError, match="not a requirement"):
+        check_requires(["pydantic<<2"])
+    for axis in ("torch<2", "lightning==2.0.0", "pytorch-lightning<2"):
+        with pytest.raises(TryError, match="is an axis"):
+            check_requires([axis])
+    # a derived environment is its own key: its runs never stand for the row's
+    row = Environment("3.10", "1.12.1", "2.0.9.post0")
+    derived = row.with_requires(("pydantic<2",))
+    assert env_key(derived, "cpu", True) != env_key(row, "cpu", True)
