@@ -987,7 +987,6 @@ def conclusion(result: BisectResult, what: str) -> list[str]:
 
 def _words(text: str, limit: int) -> str:
     """The first line of ``text``, at most ``limit`` characters, cut at a word's end."""
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    if len(first) <= limit:
-        return first
-    return first[:limit].rsplit(" ", 1)[0] + " ..."
+    from harness.domain import clip
+
+    return clip(text.strip().splitlines()[0] if text.strip() else "", limit)

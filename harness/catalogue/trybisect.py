@@ -30,6 +30,7 @@ from harness.catalogue.bisect import (
     run_cap,
 )
 from harness.catalogue.tryscript import Row, Trial
+from harness.domain import clip
 from harness.spec.matrix import Environment
 
 __all__ = ["bisect_rows", "neighbours"]
@@ -107,7 +108,7 @@ def _one(trial: Trial, axis: str, a: Row, b: Row) -> BisectResult:
 
     def measure(version: str, env: Environment) -> Step:
         row = trial.measure(trial.built_env(env) or env)
-        return Step(version, env, row.seen.key, row.how, row.seen.text[:160])
+        return Step(version, env, row.seen.key, row.how, clip(row.seen.text, 160))
 
     def report(step: Step) -> None:
         trial.say(f"  step: {axis} {step.version} ({step.env.id}) -> {step.outcome} [{step.how}]")

@@ -41,6 +41,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.config import Config
+from harness.domain import clip
 from harness.errors import InputError
 from harness.spec.matrix import Cell, Environment, Matrix
 
@@ -179,7 +180,7 @@ def classify(child: Any, timeout_s: float, expect: str | None = None) -> Seen:
             _expect_matches(expect, exc_type, message),
         )
     last = [x for x in child.stderr_tail.splitlines() if x.strip()][-1:]
-    said = f": {last[0].strip()[:200]}" if last else ""
+    said = f": {clip(last[0].strip(), 200)}" if last else ""
     return Seen("wrong_exit", detail=f"exit status {child.exit_code} without a traceback{said}")
 
 
@@ -506,11 +507,7 @@ def _failure(text: str) -> str:
 
 def _first_words(text: str, limit: int) -> str:
     """At most ``limit`` characters of ``text``'s first line, cut at a word's end."""
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    if len(first) <= limit:
-        return first
-    cut = first[:limit].rsplit(" ", 1)[0]
-    return cut + " ..."
+    return clip(text.strip().splitlines()[0] if text.strip() else "", limit)
 
 
 def check_requires(requires: Sequence[str]) -> None:

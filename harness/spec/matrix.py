@@ -15,7 +15,7 @@ import hashlib
 import itertools
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -598,14 +598,25 @@ class Matrix:
         )
 
 
-def describe(expansion: Expansion) -> list[str]:
-    """Plain lines for ``--list``: each environment and its cells, then every excluded cell."""
+def describe(expansion: Expansion, only: Collection[str] | None = None) -> list[str]:
+    """Plain lines for ``--list``: each environment and its cells, then every excluded cell;
+    ``only``: the environment ids to show (those a filtered plan selects), the rest counted."""
     envs = expansion.environments
     lines = [
         f"profile {expansion.profile}: {len(expansion.cells)} cells in {len(envs)} "
         f"environments, {expansion.trials} trial(s) each; "
         f"{len(expansion.excluded)} cells excluded by rule"
     ]
+    if only is not None:
+        shown = [e for e in envs if e.id in only]
+        lines.append(
+            f"the filters select {len(shown)} of them (the other {len(envs) - len(shown)} "
+            "are not listed):"
+        )
+        envs = tuple(shown)
+        expansion = dataclasses.replace(
+            expansion, excluded=tuple(x for x in expansion.excluded if x.cell.env.id in only)
+        )
     for env in envs:
         cells = [cell for cell in expansion.cells if cell.env == env]
         lines.append(env.id)
