@@ -483,3 +483,38 @@ def test_an_end_this_call_just_ran_is_not_run_again() -> None:
     result = bisect("torch", VERSIONS, _env, stored, lambda env: True, measure, fresh=["2.15.0"])
     assert ran[0] == "2.0.0" and "2.15.0" not in ran
     assert result.boundary == ("2.3.0", "2.4.0")
+
+
+def test_a_reproducer_without_lightning_runs_where_its_torch_is_already_built(
+    tmp_path: Path,
+) -> None:
+    """The issue's bisect built torch 2.4.0 and 2.1.1 beside stored runs of the same torch in
+    another lightning's environment: a lightning-free entry's step now goes to a built
+    environment of its torch and python, whatever its lightning; an entry that imports
+    lightning keeps the matrix's pairing."""
+    from rich.console import Console
+
+    from harness.catalogue.bisect import BisectRequest, _Bisection
+    from harness.config import Config
+    from harness.envs.backends import MARKER
+
+    matrix = load_matrix(REPO / "matrix.yaml")
+    envs = tmp_path / "envs"
+    built = envs / "py3.11-torch2.4.1-lightning2.3.3"
+    built.mkdir(parents=True)
+    (built / MARKER).write_text("{}")
+    cfg = Config(repo=REPO)
+    cfg.envs_root = str(envs)
+
+    def env_of(entry_id: str, version: str) -> str:
+        entry = _entry(entry_id)
+        variant = entry.variants[0]
+        request = BisectRequest(entry_id, variant.name, "cpu", "fp32", "torch", "2.4..2.5")
+        run = _Bisection(request, cfg, Console(file=None), matrix, entry, variant)
+        return run.env_of(version).id
+
+    free = "pytorch/grad-scale-unscale-error"  # imports no lightning
+    assert env_of(free, "2.4.1") == "py3.11-torch2.4.1-lightning2.3.3"
+    assert env_of(free, "2.5.1") == "py3.11-torch2.5.1-lightning2.6.6"  # nothing built: the pairing
+    lightning = "lightning/gradient-clipping-optimizer-handles-unscaling"
+    assert env_of(lightning, "2.4.1") == "py3.11-torch2.4.1-lightning2.6.6"
