@@ -15,6 +15,7 @@ from packaging.specifiers import SpecifierSet
 from harness.outcomes import NOT_COUNTED, Outcome
 
 __all__ = [
+    "clip",
     "CLAIM_PACKAGES",
     "COMPILE_NEEDS",
     "DEVICES",
@@ -174,3 +175,13 @@ def pattern_text(pattern: str) -> str:
         if varying and not (out and out[-1] == "…"):
             out.append("…")
     return "".join(out)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, cut at the end of a word (never inside a
+    quoted name: "No module named '" is no message) with " ..." where it was cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 4, 1)]
+    at = cut.rfind(" ")
+    return (cut[:at] if at > 0 else cut).rstrip(" :,;") + " ..."

@@ -7,7 +7,8 @@ smells out; `harness check --smells` and each entry's page show them.
 The kinds (``SMELL_KINDS``):
   never-fails          a postcondition that holds in every record that reports it
   same-as-control      a variant whose every outcome equals a control's, cell by cell
-  same-as-variant      ... or another variant's
+  same-as-variant      ... or another variant's (not two that each equal a control: they
+                       agree by construction, and each is asked about against it)
   no-declared-failure  a dead end documented to raise, with neither a signature nor fails_as
   judged-elsewhere     a workaround or dead end counted in cells where one baseline
                        reproduced and another ran there and did not (say which it answers)
@@ -299,11 +300,16 @@ def _same_outcomes(entry: Entry, by_variant: Mapping[str, Sequence[Record]]) -> 
                 f"every outcome equals {', '.join(c for c, _ in same)}'s, in all "
                 f"{max(n for _, n in same)} cells both ran: what does it do the control does not?",
             )
-        # two baselines that both reproduce are two ways to the error, not a duplicate
+        # two baselines that both reproduce are two ways to the error, not a duplicate; two
+        # variants that each equal a control agree by construction (each is already said
+        # against the control): their pair is no smell of its own
+        like_control = {
+            w.name for w in earlier if any(_equal(outcomes[w.name], outcomes[c]) for c in controls)
+        }
         others = [
             (w.name, _equal(mine, outcomes[w.name]))
             for w in earlier
-            if not (w.kind == v.kind == "baseline")
+            if not (w.kind == v.kind == "baseline") and not (same and w.name in like_control)
         ]
         others = [(w, n) for w, n in others if n]
         if others:

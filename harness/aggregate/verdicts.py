@@ -466,7 +466,38 @@ def _variant_verdict(agg: EntryAggregate, v: VariantAggregate) -> Verdict:
     settled = reading.advice == HOLDS and reading.figure in (CONSISTENT, NOT_STATED)
     if v.overall.n and not settled:
         seen = _failures_text(v, _EXPECTED.get(v.kind, _EXPECTED["workaround"]))
-    return _rate_verdict_of(label, v.name, claimed, v.claimed_rate, v.overall, reading, why, seen)
+    verdict = _rate_verdict_of(
+        label, v.name, claimed, v.claimed_rate, v.overall, reading, why, seen
+    )
+    left = _left_unmeasured(v)
+    if not left:
+        return verdict
+    return Verdict(**{**verdict.__dict__, "words": f"{verdict.words}; {left}"})
+
+
+def _left_unmeasured(v: VariantAggregate) -> str:
+    """Version advice that could not be followed everywhere: "not measured on torch 2.12.1,
+    2.13.0 (its requirements did not install there)", the torch releases where a variant
+    with ``requires`` has env_failed runs, or runs the index could not serve, and no counted
+    run; "" elsewhere."""
+    if not v.requires:
+        return ""
+    from harness.domain import parse_env_id
+
+    torches = {
+        parse_env_id(env).torch
+        for nc in v.not_counted
+        if nc.outcome == Outcome.ENV_FAILED.value
+        or (nc.outcome == Outcome.UNSUPPORTED.value and "requirements" in nc.reason)
+        for env in nc.envs
+    }
+    torches.discard("")
+    # a release where other cells measured it is measured: only those left with none
+    torches -= {parse_env_id(row[0]).torch for row in v.by_env}
+    if not torches:
+        return ""
+    listed = ", ".join(sorted(torches, key=Version))
+    return f"not measured on torch {listed} (its requirements did not install there)"
 
 
 # a dead end's documented failure, as the reports say it (entries.FAILURE_KINDS)

@@ -24,11 +24,15 @@ line of the range (the lightning sweep's 2.4.1), unless ``--with-torch`` says an
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import math
 import os
+import re
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +57,12 @@ __all__ = [
     "parse_range",
     "records_dir_for",
     "run_bisect",
+    "run_cap",
+    "build_plan",
+    "index_listing",
+    "may_build",
+    "in_uv_cache",
+    "wheel_bytes",
 ]
 
 PYPI_JSON = "https://pypi.org/pypi/{name}/json"
@@ -130,13 +140,20 @@ def list_releases(
             data = fetch(url)
         except OSError as exc:
             raise BisectError(f"cannot list {package} releases from {url}: {exc}") from exc
+        releases = (data.get("releases") or {}).items()
         files = {
             v: [f.get("filename", "") for f in entries if not f.get("yanked")]
-            for v, entries in (data.get("releases") or {}).items()
+            for v, entries in releases
+        }
+        sizes = {
+            f.get("filename", ""): f["size"]
+            for _, entries in releases
+            for f in entries
+            if isinstance(f.get("size"), int)
         }
         cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"fetched": now, "files": files}))
+        tmp.write_text(json.dumps({"fetched": now, "files": files, "sizes": sizes}))
         os.replace(tmp, cache)
         source = f"{url} (cached in {cache})"
     out = []
@@ -150,6 +167,98 @@ def list_releases(
         if any(_wheel_fits(n, python_of(str(v))) for n in names):
             out.append(v)
     return [str(v) for v in sorted(out)], source
+
+
+def wheel_bytes(package: str, version: str, python: str, cache_dir: Path) -> int | None:
+    """The size of the Linux wheel of ``package`` ``version`` for ``python``, from the listing
+    ``list_releases`` cached (None where it holds no size: not listed yet, or no such wheel)."""
+    try:
+        cached = json.loads((cache_dir / f"pypi-{package}.json").read_text())
+        names, sizes = cached["files"].get(version, []), cached.get("sizes", {})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    fits = [sizes[n] for n in names if _wheel_fits(n, python) and isinstance(sizes.get(n), int)]
+    return max(fits) if fits else None
+
+
+def uv_cache_dir() -> Path:
+    """uv's cache: UV_CACHE_DIR, else $XDG_CACHE_HOME/uv (~/.cache/uv)."""
+    if os.environ.get("UV_CACHE_DIR"):
+        return Path(os.environ["UV_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "uv"
+
+
+def in_uv_cache(package: str, version: str, cache: Path | None = None) -> bool:
+    """Whether uv's cache already holds the unpacked wheel of ``package`` ``version`` (a
+    local build such as 2.13.0+cpu counts): installing it downloads nothing."""
+    root = (cache or uv_cache_dir()) / "archive-v0"
+    name = package.replace("-", "_")
+    return any(root.glob(f"*/{name}-{version}.dist-info")) or any(
+        root.glob(f"*/{name}-{version}+*.dist-info")
+    )
+
+
+@dataclass(frozen=True)
+class Build:
+    """An environment a bisect may build, and what building it downloads."""
+
+    env: Environment
+    bytes: int | None  # the wheels not in uv's cache; None: a size the listing lacks
+    said: str  # "torch 2.5.0 wheel 906 MB; lightning 2.6.6 in the uv cache"
+
+
+def may_build(env: Environment, cache_dir: Path, uv_cache: Path | None = None) -> Build:
+    """What building ``env`` downloads: its torch and lightning wheels where uv's cache does
+    not hold them (a CUDA torch also brings its nvidia-* libraries where they are not
+    cached: not counted, the listing does not size them)."""
+    total: int | None = 0
+    said = []
+    for package, version in (("torch", env.torch), ("lightning", env.lightning)):
+        if not version:
+            continue
+        if in_uv_cache(package, version, uv_cache):
+            said.append(f"{package} {version} in the uv cache")
+            continue
+        size = wheel_bytes(package, version, env.python, cache_dir)
+        if size is None:
+            said.append(f"{package} {version} wheel (size not listed)")
+            total = None
+        else:
+            said.append(f"{package} {version} wheel {size / 1e6:,.0f} MB")
+            total = None if total is None else total + size
+    return Build(env, total, "; ".join(said))
+
+
+def build_plan(builds: Sequence[Build], cap: int, max_builds: int | None) -> list[str]:
+    """The lines printed before anything is built: each environment that may be built and
+    its download, and the most that can be downloaded (the largest of as many as may be
+    built: ``cap``, or fewer under ``max_builds``)."""
+    if not builds:
+        return ["environments it may build: none (every version is stored or built)"]
+    most = min(cap, len(builds))
+    capped = max_builds is not None and max_builds < most
+    most = min(most, max_builds) if max_builds is not None else most
+    lines = [
+        f"environments it may build: {len(builds)}, at most {most} of them"
+        + (f" (--max-builds {max_builds})" if capped else "")
+        + "; each with what it downloads:"
+    ]
+    lines += [f"  {b.env.id}: {b.said}" for b in builds]
+    sized = sorted((b.bytes for b in builds if b.bytes is not None), reverse=True)
+    worst = sum(sized[:most])
+    lines.append(
+        f"at most {worst / 1e9:.1f} GB of wheels to download"
+        + (" (some sizes not listed)" if len(sized) < len(builds) else "")
+        + "; a CUDA torch adds its nvidia-* libraries where uv's cache lacks them"
+    )
+    return lines
+
+
+def index_listing(package: str, cache_dir: Path) -> None:
+    """Fill (or keep) the cached listing of ``package`` that sizes its wheels; where the
+    index cannot be reached the sizes are said to be unlisted."""
+    with contextlib.suppress(BisectError):
+        list_releases(package, Version("0"), Version("0"), lambda v: "3.11", cache_dir)
 
 
 def _series(version: str) -> tuple[int, ...]:
@@ -277,7 +386,7 @@ def _profile_environments(matrix: Matrix) -> frozenset[str]:
 class Step:
     version: str
     env: Environment
-    outcome: str
+    outcome: str  # what two steps must share to be one outcome (see bisect's docstring)
     how: str  # "stored record", "run (environment reused)", "run (environment built)"
     detail: str = ""
 
@@ -291,6 +400,14 @@ class BisectResult:
     boundary: tuple[str, str] | None = None  # last version with the low outcome, first other
     notes: list[str] = field(default_factory=list)
     built: list[str] = field(default_factory=list)  # environment ids built by this bisect
+    # why the search stopped before a boundary: a third outcome midway, an end that does not
+    # hold when re-run, the run cap ("" where it found one)
+    stopped: str = ""
+    # versions inside the boundary left unmeasured (not built under --max-builds, or their
+    # environment failed): the change lies somewhere among them
+    unmeasured: list[str] = field(default_factory=list)
+    runs: int = 0
+    builds: int = 0
 
     @property
     def monotonic(self) -> bool:
@@ -298,6 +415,16 @@ class BisectResult:
 
 
 Measure = Callable[[str, Environment], Step]
+
+
+def run_cap(n: int) -> int:
+    """The most runs one boundary may take among ``n`` versions: the two ends and a binary
+    search's ceil(log2 n) steps."""
+    return math.ceil(math.log2(max(n, 2))) + 2
+
+
+class _Stop(Exception):
+    """The search cannot go on; its message says why (BisectResult.stopped)."""
 
 
 def bisect(
@@ -308,22 +435,48 @@ def bisect(
     is_built: Callable[[Environment], bool],
     measure: Measure,
     report: Callable[[Step], None] = lambda step: None,
+    *,
+    max_builds: int | None = None,
+    fresh: Collection[str] = (),
 ) -> BisectResult:
-    """Binary search over ``versions`` (sorted) for the first change of outcome.
+    """Binary search over ``versions`` (sorted) for the first change of outcome, checking
+    itself as it goes.
 
-    ``stored`` maps a version to the outcome its stored records give (no run needed);
+    ``stored`` maps a version to the outcome its stored runs give (no run needed);
     ``measure`` runs the cell (building the environment if it must) and returns a Step.
+    An outcome is a string compared whole: the caller puts in it what must agree (an entry's
+    outcome with the raised type and its grade; a script's exception type and masked
+    message), so that a step's error is the same error as an end's, not merely an error.
+
+    The rules: both ends are measured first (or read from stored runs, and then run again
+    where their environment is built, unless this call has just run it, ``fresh``: an end that
+    does not hold stops it); every other step
+    must give one end's outcome, else the search stops and says which version gave what; an
+    environment that fails, or would be one build more than ``max_builds``, is left
+    unmeasured and the search goes on around it (the boundary then spans what is
+    unmeasured); at most ``run_cap(len(versions))`` runs; stored outcomes that contradict
+    the boundary found are reported as a non-monotonic history.
     """
     if len(versions) < 2:
         raise BisectError(f"{len(versions)} release(s) in the range: nothing to bisect")
-    search = _Search(BisectResult(axis, list(versions)), env_of, stored, is_built, measure, report)
+    search = _Search(
+        BisectResult(axis, list(versions)),
+        env_of,
+        stored,
+        is_built,
+        measure,
+        report,
+        max_builds,
+        run_cap(len(versions)),
+        frozenset(fresh),
+    )
     return search.run()
 
 
 @dataclass
 class _Search:
     """One bisection's state: the outcomes known so far (stored or measured), the versions
-    whose environment could not be built, and the range [lo, hi] that holds the change."""
+    left unmeasured, and the range [lo, hi] that holds the change."""
 
     result: BisectResult
     env_of: Callable[[str], Environment]
@@ -331,24 +484,14 @@ class _Search:
     is_built: Callable[[Environment], bool]
     measure: Measure
     report: Callable[[Step], None]
+    max_builds: int | None
+    cap: int
+    fresh: frozenset[str] = frozenset()
     unusable: set[int] = field(default_factory=set)
 
     @property
     def versions(self) -> list[str]:
         return self.result.versions
-
-    def outcome(self, i: int) -> str:
-        v = self.versions[i]
-        known = self.result.known
-        if v not in known:
-            if v in self.stored:
-                step = Step(v, self.env_of(v), self.stored[v], "stored record")
-            else:
-                step = self.measure(v, self.env_of(v))
-            known[v] = step.outcome
-            self.result.steps.append(step)
-            self.report(step)
-        return known[v]
 
     def price(self, v: str) -> int:
         """A stored outcome costs nothing, a built environment one run, else a build too."""
@@ -356,19 +499,101 @@ class _Search:
             return 0
         return 1 if self.is_built(self.env_of(v)) else 2
 
+    def can_build(self) -> bool:
+        return self.max_builds is None or self.result.builds < self.max_builds
+
+    def run_one(self, v: str) -> Step:
+        """A fresh run of ``v`` (building its environment where it must), within the cap."""
+        if self.result.runs >= self.cap:
+            raise _Stop(
+                f"the run cap is reached ({self.cap} runs: ceil(log2 {len(self.versions)}) + 2)"
+            )
+        env = self.env_of(v)
+        builds = not self.is_built(env)
+        step = self.measure(v, env)
+        self.result.runs += 1
+        self.result.builds += builds
+        return step
+
+    def outcome(self, i: int) -> str | None:
+        """``versions[i]``'s outcome: known, stored, or measured; None where measuring it
+        would be a build more than --max-builds allows."""
+        v = self.versions[i]
+        known = self.result.known
+        if v not in known:
+            if v in self.stored:
+                step = Step(v, self.env_of(v), self.stored[v], "stored record")
+            elif self.price(v) == 2 and not self.can_build():
+                return None
+            else:
+                step = self.run_one(v)
+            known[v] = step.outcome
+            self.result.steps.append(step)
+            self.report(step)
+        return known[v]
+
     def end(self, i: int) -> str:
+        v = self.versions[i]
         seen = self.outcome(i)
+        if seen is None:
+            raise BisectError(
+                f"{v}: its environment is not built and --max-builds {self.max_builds} allows "
+                "no further build; choose ends that are stored or built, or allow more builds"
+            )
         if seen == "env_failed":  # stop here: the other end is not built for nothing
             raise BisectError(
-                f"{self.versions[i]}: its environment could not be built (stored as "
-                "env_failed); choose a range whose ends build"
+                f"{v}: its environment could not be built (stored as env_failed); choose a "
+                "range whose ends build"
             )
+        first = self.result.steps[-1] if self.result.steps else None
+        stored_now = first is not None and first.version == v and first.how == "stored record"
+        if stored_now and v not in self.fresh:
+            if self.is_built(self.env_of(v)):  # re-checked by a run: no build needed
+                again = self.run_one(v)
+                self.result.steps.append(again)
+                self.report(again)
+                if again.outcome != seen:
+                    raise _Stop(
+                        f"the end {v} does not hold: its stored runs give {seen}, a run now "
+                        f"gives {again.outcome}; nothing bisected"
+                    )
+            else:
+                self.result.notes.append(
+                    f"{v}: read from stored runs, not re-run (its environment is not built here)"
+                )
         return seen
 
+    def choose(self, inside: list[int], lo: int, hi: int) -> int:
+        """The next version to measure: the cheapest (stored, then built), nearest the middle,
+        among those that keep the search within the run cap whatever they give (a cheap
+        version near an end would leave too wide an interval for the runs left)."""
+        left = self.cap - self.result.runs
+
+        def need(width: int) -> int:  # the runs a binary search over ``width`` may take
+            return math.ceil(math.log2(width + 1)) if width > 0 else 0
+
+        def fits(i: int) -> bool:
+            if self.price(self.versions[i]) == 0:
+                return True  # no run
+            worst = max(len([j for j in inside if j < i]), len([j for j in inside if j > i]))
+            return 1 + need(worst) <= left
+
+        middle = (lo + hi) / 2
+        allowed = [i for i in inside if fits(i)] or inside
+        return min(allowed, key=lambda i: (self.price(self.versions[i]), abs(i - middle)))
+
     def run(self) -> BisectResult:
+        try:
+            return self._run()
+        except _Stop as stop:
+            self.result.stopped = str(stop)
+            return self.result
+
+    def _run(self) -> BisectResult:
         versions, notes = self.versions, self.result.notes
         lo, hi = 0, len(versions) - 1
-        low, high = self.end(lo), self.end(hi)
+        low = self.end(lo)
+        high = self.end(hi)
         if low == high:
             notes.append(
                 f"the outcome is {low} at both ends ({versions[lo]}, {versions[hi]}): no "
@@ -379,9 +604,19 @@ class _Search:
             inside = [i for i in range(lo + 1, hi) if i not in self.unusable]
             if not inside:
                 break
-            middle = (lo + hi) / 2
-            mid = min(inside, key=lambda i, m=middle: (self.price(versions[i]), abs(i - m)))
-            seen = self.outcome(mid)
+            mid = self.choose(inside, lo, hi)
+            try:
+                seen = self.outcome(mid)
+            except _Stop as stop:
+                self.result.boundary = (versions[lo], versions[hi])
+                self.result.unmeasured = versions[lo + 1 : hi]
+                raise _Stop(
+                    f"{stop}; the change lies between {versions[lo]} and {versions[hi]}"
+                ) from None
+            if seen is None:
+                self.unusable.add(mid)
+                notes.append(f"{versions[mid]}: not built (--max-builds {self.max_builds})")
+                continue
             if seen == "env_failed":
                 self.unusable.add(mid)
                 notes.append(f"{versions[mid]}: environment could not be built, skipped")
@@ -391,12 +626,14 @@ class _Search:
             elif seen == high:
                 hi = mid
             else:
-                notes.append(
-                    f"non-monotonic: {versions[mid]} gives {seen}, neither {low} "
-                    f"({versions[lo]}) nor {high} ({versions[hi]}); bisecting the first change"
+                raise _Stop(
+                    f"{versions[mid]} gives {seen}, neither {low} ({versions[lo]}) nor {high} "
+                    f"({versions[hi]}): not the same outcome as either end; stopped there (a "
+                    f"bisect between {versions[lo]} and {versions[mid]}, or {versions[mid]} "
+                    f"and {versions[hi]}, asks about one change)"
                 )
-                hi, high = mid, seen
         self.result.boundary = (versions[lo], versions[hi])
+        self.result.unmeasured = versions[lo + 1 : hi]
         self.check_one_change(lo, hi, low, high)
         return self.result
 
@@ -412,7 +649,7 @@ class _Search:
                 self.result.notes.append(
                     f"non-monotonic: {v} gives {seen}, before the change from {low}"
                 )
-            elif i >= hi and seen != high and i != len(versions) - 1:
+            elif i >= hi and seen != high:
                 self.result.notes.append(
                     f"non-monotonic: {v} gives {seen}, after the change to {high}"
                 )
@@ -427,14 +664,66 @@ def summarise(outcomes: Sequence[str]) -> str:
     return kinds[0] if len(kinds) == 1 else "flaky(" + "/".join(kinds) + ")"
 
 
+def outcome_key(entry: Entry, outcome: str, exc_type: str = "", message: str = "") -> str:
+    """What two steps of an entry's bisect must share: the outcome and, for a run that
+    raised, the exception's type and how its message reads against the entry's signature
+    (its grade: verbatim, variable-parts, reworded, other-error): "reproduced
+    (RuntimeError, verbatim)". A step that raised another type, or the same type worded
+    otherwise, is another error than the end's."""
+    if not exc_type:
+        return outcome
+    graded = entry.grade(outcome, exc_type, message)
+    return f"{outcome} ({exc_type}, {graded})" if graded is not None else f"{outcome} ({exc_type})"
+
+
+_ENV_ID = re.compile(r"^py(?P<python>[\d.]+)-torch(?P<torch>[^-]+)-lightning(?P<lightning>[^-]+)$")
+
+
+def same_run(uses_lightning: bool) -> Callable[[str], tuple[str, ...] | None]:
+    """An environment id -> what makes two runs of a variant measure the same thing: the
+    whole id, or for a reproducer that imports no lightning its python and torch (the run's
+    rule, ``one_per_torch``: the lightning beside it plays no part). None for an id that
+    is no row's (a derived environment's)."""
+
+    def key(env_id: str) -> tuple[str, ...] | None:
+        found = _ENV_ID.match(env_id)
+        if found is None:
+            return None
+        if uses_lightning:
+            return (env_id,)
+        return (found["python"], found["torch"])
+
+    return key
+
+
 def stored_outcomes(
-    records: Sequence, entry: Entry, variant: Variant, cells: dict[str, str]
+    records: Sequence,
+    entry: Entry,
+    variant: Variant,
+    device: str,
+    precision: str,
+    version_of: dict[tuple[str, ...], str],
 ) -> dict[str, str]:
-    """version -> outcome of the stored records of each cell id in ``cells`` (cell -> version)."""
+    """version -> the outcome key (``outcome_key``) of the stored records of the variant on
+    ``device``/``precision`` in an environment equivalent to the version's (``same_run``:
+    ``version_of`` maps its key to the version)."""
+    key = same_run(entry.uses_lightning)
     by_version: dict[str, list[str]] = {}
     for r in records:
-        if r.entry == entry.id and r.variant == variant.name and r.cell in cells:
-            by_version.setdefault(cells[r.cell], []).append(r.outcome.value)
+        if (r.entry, r.variant, r.device, r.precision) != (
+            entry.id,
+            variant.name,
+            device,
+            precision,
+        ):
+            continue
+        version = version_of.get(key(r.env) or ("",))
+        if version is None:
+            continue
+        exc = r.exception
+        by_version.setdefault(version, []).append(
+            outcome_key(entry, r.outcome.value, exc.type if exc else "", exc.message if exc else "")
+        )
     return {v: summarise(o) for v, o in by_version.items()}
 
 
@@ -449,6 +738,7 @@ class BisectRequest:
     python: str | None = None
     with_lightning: str | None = None
     with_torch: str | None = None
+    max_builds: int | None = None
 
 
 def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
@@ -461,8 +751,24 @@ def run_bisect(request: BisectRequest, cfg: Config, console: Console) -> int:
     run = _Bisection(request, cfg, console, matrix, entry, variant)
     versions = run.releases()
     stored = run.stored(versions)
+    for package in ("torch", "lightning"):  # the wheels' sizes, for the build plan
+        index_listing(package, cfg.envs_dir / ".index-cache")
+    builds = [
+        may_build(run.env_of(v), cfg.envs_dir / ".index-cache")
+        for v in versions
+        if v not in stored and not run.is_built(run.env_of(v))
+    ]
+    for line in build_plan(builds, run_cap(len(versions)), request.max_builds):
+        run.say(line)
     result = bisect(
-        request.axis, versions, run.env_of, stored, run.is_built, run.measure, run.report
+        request.axis,
+        versions,
+        run.env_of,
+        stored,
+        run.is_built,
+        run.measure,
+        run.report,
+        max_builds=request.max_builds,
     )
     run.conclude(result)
     return 0
@@ -523,14 +829,31 @@ class _Bisection:
         self.console.print(text, markup=False)
 
     def env_of(self, version: str) -> Environment:
+        """The matrix's pairing for ``version``; for a reproducer that imports no lightning,
+        an environment of the same python and torch already built here, whatever its
+        lightning (the run's rule: it measures the same thing), before one to build."""
         r = self.request
-        return environment_for(
+        env = environment_for(
             self.matrix,
             r.axis,
             version,
             python=r.python,
             with_lightning=r.with_lightning,
             with_torch=self.held,
+        )
+        if self.entry.uses_lightning or self.is_built(env):
+            return env
+        for other in self.row_envs:
+            if (other.python, other.torch) == (env.python, env.torch) and self.is_built(other):
+                return other
+        return env
+
+    @functools.cached_property
+    def row_envs(self) -> list[Environment]:
+        return sorted(
+            {e for row in self.matrix.rows if not row.interpreter for e in row.environments()},
+            key=lambda e: (Version(e.lightning), e.python),
+            reverse=True,
         )
 
     def releases(self) -> list[str]:
@@ -567,8 +890,12 @@ class _Bisection:
         for cell in self.cell_of.values():
             self.store_of(cell.env)
         records = [r for each in self.stores.values() for r in each.load().records]
-        cells = {self.cell_of[v].id: v for v in versions}
-        return stored_outcomes(latest(records), self.entry, self.variant, cells)
+        key = same_run(self.entry.uses_lightning)
+        version_of = {key(self.cell_of[v].env.id) or (v,): v for v in versions}
+        r = self.request
+        return stored_outcomes(
+            latest(records), self.entry, self.variant, r.device, r.precision, version_of
+        )
 
     def is_built(self, env: Environment) -> bool:
         from harness.envs.backends import MARKER
@@ -587,7 +914,7 @@ class _Bisection:
             built = self.backend.ensure(env)
         except EnvFailed as exc:
             self.store_of(env).append(env_failed_record(job, str(exc), self.machine))
-            return Step(version, env, "env_failed", "environment failed", str(exc)[:200])
+            return Step(version, env, "env_failed", "environment failed", _words(str(exc), 200))
         how = "run, environment " + ("reused" if built.reused else "built")
         if not built.reused:
             self.built_ids.append(env.id)
@@ -606,12 +933,12 @@ class _Bisection:
                 provenance=provenance,
             )
         self.store_of(env).append(record)
-        detail = record.reason or (
-            f"{record.exception.type}: {record.exception.message}" if record.exception else ""
+        exc = record.exception
+        detail = record.reason or (f"{exc.type}: {exc.message}" if exc else "")
+        key = outcome_key(
+            self.entry, record.outcome.value, exc.type if exc else "", exc.message if exc else ""
         )
-        return Step(
-            version, env, record.outcome.value, how, detail.splitlines()[0][:160] if detail else ""
-        )
+        return Step(version, env, key, how, _words(detail, 160))
 
     def report(self, step: Step) -> None:
         r = self.request
@@ -624,18 +951,42 @@ class _Bisection:
 
     def conclude(self, result: BisectResult) -> None:
         r = self.request
-        if result.boundary:
-            a, b = result.boundary
-            self.say(
-                f"the outcome of {self.entry.id}::{self.variant.name} on {r.device}-"
-                f"{r.precision} changes between {r.axis} {a} ({result.known[a]}) and "
-                f"{b} ({result.known[b]})"
-            )
-        for note in result.notes:
-            self.say(f"note: {note}")
+        cell = f"{self.entry.id}::{self.variant.name} on {r.device}-{r.precision}"
+        for line in conclusion(result, cell):
+            self.say(line)
         runs = sum(1 for s in result.steps if s.how != "stored record")
         self.say(
             f"{len(result.steps)} steps: {len(result.steps) - runs} from stored records, {runs} "
             f"runs; environments built: {', '.join(self.built_ids) or 'none'}; records in "
             + ", ".join(str(each.path) for each in self.stores.values())
         )
+
+
+def conclusion(result: BisectResult, what: str) -> list[str]:
+    """The lines that say what a bisect found: the boundary (exact, or spanning the versions
+    left unmeasured), why it stopped, and its notes."""
+    lines = []
+    if result.stopped:
+        lines.append(f"stopped: {result.stopped}")
+    if result.boundary and not result.stopped:
+        a, b = result.boundary
+        if result.unmeasured:
+            lines.append(
+                f"the outcome of {what} changes after {result.axis} {a} ({result.known[a]}) "
+                f"and by {b} ({result.known[b]}); {len(result.unmeasured)} release(s) between "
+                f"them unmeasured: {', '.join(result.unmeasured)}"
+            )
+        else:
+            lines.append(
+                f"the outcome of {what} changes between {result.axis} {a} "
+                f"({result.known[a]}) and {b} ({result.known[b]})"
+            )
+    lines += [f"note: {note}" for note in result.notes]
+    return lines
+
+
+def _words(text: str, limit: int) -> str:
+    """The first line of ``text``, at most ``limit`` characters, cut at a word's end."""
+    from harness.domain import clip
+
+    return clip(text.strip().splitlines()[0] if text.strip() else "", limit)

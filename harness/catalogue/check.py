@@ -34,7 +34,7 @@ from harness.catalogue.scaffold import (
     parse_document,
     split_type,
 )
-from harness.domain import pattern_text
+from harness.domain import clip, pattern_text
 from harness.outcomes import SHOWS, Grade, type_named
 from harness.report.render.jsonout import read_compat
 from harness.spec.declared import parse_source
@@ -123,7 +123,9 @@ def _todo_lines(path: Path) -> list[str]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return []
-    return [f"{path}:{n}: {ln.strip()[:100]}" for n, ln in enumerate(lines, 1) if _TODO.search(ln)]
+    return [
+        f"{path}:{n}: {clip(ln.strip(), 100)}" for n, ln in enumerate(lines, 1) if _TODO.search(ln)
+    ]
 
 
 def _words(text: str) -> set[str]:
@@ -168,7 +170,7 @@ def reworded_candidates(entry: Entry, measured: Mapping[str, Any]) -> list[str]:
         slot[1].add(variant)
     ranked = sorted(found.items(), key=lambda kv: (-kv[1][0], kv[0]))
     return [
-        f"{where}: reworded? {t}: {' '.join(msg.split())[:160]} ({count} runs of "
+        f"{where}: reworded? {t}: {clip(' '.join(msg.split()), 160)} ({count} runs of "
         f"{', '.join(sorted(variants))}; shares {', '.join(map(repr, shared))}): if it is the "
         "documented error in torch's words, declare it as signature.reworded {message, why}"
         for (t, msg), (count, variants, shared) in ranked[:3]
@@ -338,7 +340,7 @@ def signature_problems(entry: Entry, yaml_path: Path) -> list[str]:
     elif not as_written and not as_printed:
         problems.append(
             f"{where}: signature.message does not match the document's own error text "
-            f"(origin.message: {' '.join(text.split())[:160]})"
+            f"(origin.message: {clip(' '.join(text.split()), 160)})"
         )
     return problems
 

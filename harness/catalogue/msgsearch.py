@@ -38,6 +38,7 @@ __all__ = [
     "merge_results",
     "search_env",
     "site_packages",
+    "variable_parts",
     "verdict",
     "write_results",
 ]
@@ -64,6 +65,11 @@ _VARIABLE = re.compile(
     re.VERBOSE,
 )
 _EDGE = " \t\n:;,.()[]{}"
+
+
+def variable_parts(message: str, mark: str) -> str:
+    """``message`` with each part torch formats in (``_VARIABLE``) replaced by ``mark``."""
+    return _VARIABLE.sub(mark, message)
 
 
 def fixed_parts(message: str) -> tuple[str, ...]:

@@ -73,6 +73,9 @@ class Claimed:
     # documented failure, a workaround's promise (fix or diagnostic); and its condition
     meaning_kind: str | None = None
     condition: str | None = None
+    # version advice read from its words ("pin torch<2.1", "downgrade to lightning 1.9"):
+    # the PEP 508 requirements its variant lists under requires: (version_advice)
+    requires: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -704,14 +707,98 @@ def detect_format(text: str) -> str | None:
     return None
 
 
+# -- version advice ------------------------------------------------------------------------
+
+# a package as documents name it -> its distribution ("PyTorch" is torch; "PyTorch Lightning"
+# and pytorch_lightning the pytorch-lightning distribution, "lightning" the unified one)
+_PACKAGE = (
+    r"(?P<name>pytorch[ _-]lightning|lightning|pytorch|torch(?:vision|audio)?|numpy|"
+    r"setuptools|transformers|onnx|scipy|pandas|protobuf|pydantic|[a-z][a-z0-9_.-]*[a-z0-9])"
+)
+_VERSION = r"v?(?P<version>\d+(?:\.\d+){0,2}(?:\.post\d+)?)"
+_OP = r"(?P<op>==|<=|>=|~=|!=|<|>)"
+_ADVICE = (
+    # "pin torch<2.1", "pip install 'lightning<2.0'", "`numpy<2`"
+    (
+        "exact",
+        re.compile(
+            rf"(?:\bpin(?:ning)?|\binstall|`|\bto)\s*[\"'`]?{_PACKAGE}\s*{_OP}\s*{_VERSION}", re.I
+        ),
+    ),
+    # "downgrade torch below 2.1", "downgrade numpy to below 2"
+    (
+        "<",
+        re.compile(
+            rf"\bdowngrad\w*\s+{_PACKAGE}\s+(?:to\s+)?(?:below|under|before)\s+{_VERSION}", re.I
+        ),
+    ),
+    # "downgrade to lightning 1.9", "downgrade torch to 2.0.1"
+    (
+        "==",
+        re.compile(
+            rf"\bdowngrad\w*\s+(?:to\s+)?{_PACKAGE}\s+(?:to\s+)?(?:version\s+)?{_VERSION}", re.I
+        ),
+    ),
+    # "upgrade to torch 2.6", "upgrade lightning to 2.1 or later"
+    (
+        ">=",
+        re.compile(
+            rf"\bupgrad\w*\s+(?:to\s+)?{_PACKAGE}\s+(?:to\s+)?(?:version\s+)?{_VERSION}", re.I
+        ),
+    ),
+)
+# words that are not packages where the patterns above would read one ("pin to", "upgrade to")
+_NOT_PACKAGES = frozenset({"to", "the", "a", "an", "version", "below", "and", "or", "it"})
+
+
+def _distribution(name: str) -> str:
+    n = re.sub(r"[ _.]+", "-", name.lower())
+    return {"pytorch": "torch", "pytorch-lightning": "pytorch-lightning"}.get(n, n)
+
+
+def version_advice(text: str) -> tuple[str, ...]:
+    """The requirements a piece of advice asks for, read as pip would follow it: "pin X<2.1"
+    -> X<2.1, "downgrade X below 2" -> X<2, "downgrade to X 1.9" -> X==1.9.* (a release
+    written short stands for its series; in full, that release), "upgrade to X 2.6" ->
+    X>=2.6. One requirement per package (the first); each a valid PEP 508 requirement."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    found: dict[str, str] = {}
+    for kind, pattern in _ADVICE:
+        for m in pattern.finditer(text):
+            name = m.group("name")
+            if name.lower() in _NOT_PACKAGES:
+                continue
+            dist, version = _distribution(name), m.group("version").lstrip("vV")
+            if kind == "exact":
+                requirement = f"{dist}{m.group('op')}{version}"
+            elif kind == "==":
+                short = len(version.split(".")) < 3 and "post" not in version
+                requirement = f"{dist}=={version}.*" if short else f"{dist}=={version}"
+            else:
+                requirement = f"{dist}{kind}{version}"
+            try:
+                Requirement(requirement)
+            except InvalidRequirement:
+                continue
+            found.setdefault(dist, requirement)
+    return tuple(found.values())
+
+
+def with_version_advice(s: Scaffold) -> Scaffold:
+    """Each claim with the version advice its words give (``version_advice``)."""
+    claims = tuple(dataclasses.replace(c, requires=version_advice(c.text)) for c in s.claims)
+    return dataclasses.replace(s, claims=claims)
+
+
 def parse_document(text: str, path: str | Path, fmt: str | None = None) -> Scaffold:
     fmt = fmt or detect_format(text)
     if fmt == "deadends-json":
-        return parse_deadends_json(text, path)
+        return with_version_advice(parse_deadends_json(text, path))
     if fmt == "scraped":
-        return parse_scraped(text, path)
+        return with_version_advice(parse_scraped(text, path))
     if fmt == "markdown":
-        return parse_markdown(text, path)
+        return with_version_advice(parse_markdown(text, path))
     raise DocumentError(
         path,
         "unknown document format: expected a JSON record ('{'), a scraped page "
@@ -800,6 +887,12 @@ def render_entry_yaml(s: Scaffold, entry_id: str) -> str:
                 "outside it the claim is not judged"
             )
         out.append(f"    description: {_q(c.text)}")
+        if c.requires:
+            out.append(
+                "    # version advice, read from its words: the variant runs where pip would "
+                "put it after following it"
+            )
+            out.append(f"    requires: [{', '.join(_q(r) for r in c.requires)}]")
         if c.kind == "dead_end":
             out += [
                 f"    # {TODO}: how it fails, if not with the documented error: signature or fails_as",

@@ -27,14 +27,15 @@ from harness.cli.plan import PlanCommand
 from harness.cli.report import ReportCommand
 from harness.cli.run import RunCommand
 from harness.cli.toxini import ToxIniCommand
+from harness.cli.trycmd import TryCommand
 from harness.errors import HarnessError, InputError
 
 __all__ = ["COMMANDS", "DESCRIPTION", "build_parser", "main", "print_error"]
 
-DESCRIPTION = (
-    "Command line: python -m harness "
-    "{run,list,plan,report,merge,diff,new,check,export,bisect,envs,msgsearch,explain} ..."
-)
+
+def _summary() -> str:
+    return "Command line: python -m harness {" + ",".join(c.name for c in COMMANDS) + "} ..."
+
 
 # the commands, in the order `--help` lists them
 COMMANDS: tuple[type[Command], ...] = (
@@ -54,7 +55,11 @@ COMMANDS: tuple[type[Command], ...] = (
     EnvsCommand,
     ExplainCommand,
     CorrectionsCommand,
+    TryCommand,
 )
+
+# --help's summary names every command of the table, in its order
+DESCRIPTION = _summary()
 
 
 def build_parser() -> argparse.ArgumentParser:

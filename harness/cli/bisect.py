@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.cli.command import Command
-from harness.cli.options import ranged
+from harness.cli.options import builds_count, ranged
 from harness.config import Config
 
 __all__ = ["BisectCommand"]
@@ -40,6 +40,13 @@ class BisectCommand(Command):
         parser.add_argument(
             "--timeout", type=ranged("timeout_s", float), default=None, help="seconds per run"
         )
+        parser.add_argument(
+            "--max-builds",
+            type=builds_count,
+            default=None,
+            metavar="N",
+            help="build at most N environments; versions beyond are left unmeasured and said",
+        )
 
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
@@ -55,6 +62,7 @@ class BisectCommand(Command):
             python=args.python,
             with_lightning=args.with_lightning,
             with_torch=args.with_torch,
+            max_builds=args.max_builds,
         )
         cfg = Config(repo=repo, matrix_file=args.matrix)
         cfg.machine = args.machine

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from harness.config import out_of_range
 
-__all__ = ["machine_name", "ranged"]
+__all__ = ["builds_count", "machine_name", "ranged"]
 
 
 def ranged(name: str, kind: type[int] | type[float]) -> Callable[[str], float]:
@@ -33,3 +33,14 @@ def machine_name(text: str) -> str:
     if not 1 <= len(text) <= 100:
         raise argparse.ArgumentTypeError(f"must be 1 to 100 characters, got {len(text)}")
     return text
+
+
+def builds_count(text: str) -> int:
+    """--max-builds: a whole number, 0 or more (0: build nothing, read what is stored)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value

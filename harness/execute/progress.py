@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from harness.domain import clip
 from harness.envs.backends import BuiltEnv
 from harness.execute.plan import Job
 from harness.execute.scheduler import Scheduler
@@ -110,7 +111,7 @@ class RunProgress:
         if not self.interactive:
             self.say(
                 f"[{self.sched.done}/{self.sched.total}, {self.status()}] {job.id} -> "
-                f"{record.outcome.value}{' (' + record.reason[:80] + ')' if record.reason else ''}"
+                f"{record.outcome.value}{' (' + clip(record.reason, 80) + ')' if record.reason else ''}"
             )
 
     def env_prepared(self, env: Environment, jobs: int) -> None:
@@ -146,7 +147,7 @@ class RunProgress:
     def harness_error(self, job: Job, exc: BaseException) -> None:
         self.console.print(
             f"[bold red]harness error[/] on {escape(job.id)}: {escape(type(exc).__name__)}: "
-            f"{escape(str(exc)[:300])}; no record stored (--resume runs it again)",
+            f"{escape(clip(str(exc), 300))}; no record stored (--resume runs it again)",
         )
 
     # -- how it ended ----------------------------------------------------------------------

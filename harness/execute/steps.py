@@ -192,7 +192,11 @@ def list_or_continue(state: RunState) -> RunState | int:
     assert state.expansion is not None and state.plan is not None
     from harness.spec.matrix import describe
 
-    for line in describe(state.expansion):
+    cfg = state.config
+    filtered = cfg.entries or cfg.variants or cfg.envs or cfg.cells
+    # a filtered list shows the environments its plan selects, not the whole profile's
+    only = {j.cell.env.id for j in state.plan.jobs} if filtered else None
+    for line in describe(state.expansion, only):
         state.console.print(line, markup=False)
     per_env = collections.Counter(j.env.id for j in state.plan.jobs)
     state.console.print(

@@ -15,7 +15,7 @@ import hashlib
 import itertools
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -145,6 +145,41 @@ _IMPLIES = {
     ">": {">": Version.__ge__, ">=": Version.__gt__, "==": Version.__gt__},
     ">=": {">": Version.__ge__, ">=": Version.__ge__, "==": Version.__ge__},
 }
+
+
+# what an old release needs to import that a newer row's pins leave open: pytorch_lightning
+# and lightning 1.x import pkg_resources, which setuptools removed after 80 (the rows of
+# torch 2.5 and newer pin setuptools without a bound). (distribution, a release of the old
+# line, the pin it needs, the first release that pin excludes)
+IMPORT_NEEDS: tuple[tuple[str, str, str, str], ...] = (
+    ("pytorch-lightning", "1.9.5", "setuptools<81", "81"),
+    ("lightning", "1.9.5", "setuptools<81", "81"),
+)
+
+
+def import_needs(requires: Iterable[str], pins: tuple[str, ...]) -> tuple[str, ...]:
+    """``pins`` with what the releases ``requires`` admits need to import (IMPORT_NEEDS):
+    a requirement that admits an old line bounds the row's pin of what it needs
+    (``setuptools`` -> ``setuptools<81``; ``setuptools<70`` already is), or adds it where
+    the row has none. A requirement that names the needed package itself wins."""
+    out = list(pins)
+    named = {package_of(r) for r in requires}
+    for requirement in requires:
+        req = Requirement(requirement)
+        for dist, old, need, excluded in IMPORT_NEEDS:
+            if canonicalize_name(req.name) != dist or not req.specifier.contains(old):
+                continue
+            needed = Requirement(need)
+            name = canonicalize_name(needed.name)
+            if name in named:
+                continue
+            at = [i for i, p in enumerate(out) if package_of(p) == name]
+            if not at:
+                out.append(need)
+            elif Requirement(out[at[0]]).specifier.contains(excluded):
+                held = Requirement(out[at[0]])
+                out[at[0]] = f"{held.name}{held.specifier & needed.specifier}"
+    return tuple(out)
 
 
 def _narrower(pinned: SpecifierSet, wanted: SpecifierSet) -> bool:
@@ -288,11 +323,12 @@ class Environment:
         replaced = {package_of(r) for r in unmet}
         # a lightning not installed still names the row while its torch does (one per torch)
         dropped = "lightning" in replaced or (not lightning and "torch" in replaced)
+        kept = tuple(p for p in self.pins if package_of(p) not in replaced)
         return Environment(
             python=self.python,
             torch="" if "torch" in replaced else self.torch,
             lightning="" if dropped else self.lightning,
-            pins=tuple(p for p in self.pins if package_of(p) not in replaced),
+            pins=import_needs(unmet, kept),
             find_links=self.find_links,
             interpreter=self.interpreter,
             requires=unmet,
@@ -562,14 +598,25 @@ class Matrix:
         )
 
 
-def describe(expansion: Expansion) -> list[str]:
-    """Plain lines for ``--list``: each environment and its cells, then every excluded cell."""
+def describe(expansion: Expansion, only: Collection[str] | None = None) -> list[str]:
+    """Plain lines for ``--list``: each environment and its cells, then every excluded cell;
+    ``only``: the environment ids to show (those a filtered plan selects), the rest counted."""
     envs = expansion.environments
     lines = [
         f"profile {expansion.profile}: {len(expansion.cells)} cells in {len(envs)} "
         f"environments, {expansion.trials} trial(s) each; "
         f"{len(expansion.excluded)} cells excluded by rule"
     ]
+    if only is not None:
+        shown = [e for e in envs if e.id in only]
+        lines.append(
+            f"the filters select {len(shown)} of them (the other {len(envs) - len(shown)} "
+            "are not listed):"
+        )
+        envs = tuple(shown)
+        expansion = dataclasses.replace(
+            expansion, excluded=tuple(x for x in expansion.excluded if x.cell.env.id in only)
+        )
     for env in envs:
         cells = [cell for cell in expansion.cells if cell.env == env]
         lines.append(env.id)

@@ -118,6 +118,29 @@ def test_a_variant_equal_to_an_earlier_one_is_asked_about_but_two_baselines_are_
     assert kinds(find_smells(e, records))[1:] == [("same-as-variant", "de", "base, base2")]
 
 
+def test_two_variants_that_each_equal_the_control_are_no_pair_of_their_own() -> None:
+    # two fixes that each end as the control does agree by construction: each is asked
+    # about against the control, never the pair again
+    e = entry(
+        Variant("base", "baseline", "the error"),
+        Variant("wa", "workaround", "one fix"),
+        Variant("wa2", "workaround", "another fix"),
+        Variant("ctl", "control", "sanity"),
+    )
+    like = [dataclasses.replace(r, variant="wa", kind="workaround") for r in ran("ctl", OK)]
+    like2 = [dataclasses.replace(r, variant="wa2", kind="workaround") for r in ran("ctl", OK)]
+    smells = kinds(find_smells(e, ran("base", R) + like + like2 + ran("ctl", OK)))
+    pairs = [s for s in smells if s[0].startswith("same-as")]
+    assert pairs == [("same-as-control", "wa", "ctl"), ("same-as-control", "wa2", "ctl")]
+    # equal to each other but not to the control: the pair is still asked about
+    other = {"trained": {"ok": True, "detail": "another run"}}
+    twin = ran("wa", OK, checks=other) + [
+        dataclasses.replace(r, variant="wa2") for r in ran("wa", OK, checks=other)
+    ]
+    smells = kinds(find_smells(e, ran("base", R) + twin + ran("ctl", OK)))
+    assert [s for s in smells if s[0].startswith("same-as")] == [("same-as-variant", "wa2", "wa")]
+
+
 def test_equal_only_where_both_were_unsupported_is_not_equal() -> None:
     records = ran("base", R) + ran("de", WRONG) + ran("ctl", OK) + ran("wa", OK)
     uns = [rec("wa2", E1, UNS), rec("ctl", E1, UNS)]

@@ -654,3 +654,30 @@ def test_a_stand_in_baselines_own_error_shows_nothing_of_the_documented_message(
     # 0/1 is inconclusive, where 0/3 scenarios could not have contradicted it either: the
     # twin's two scenarios are counted, not read
     assert msg.verdict == M.INCONCLUSIVE and "1 of the 3 scenarios could show it" in msg.why
+
+
+def test_version_advice_names_the_releases_its_requirements_left_unmeasured() -> None:
+    from types import SimpleNamespace
+
+    failed = M.NotCounted("env_failed", "No module named 'pkg_resources'", 2, (E3,))
+    unserved = M.NotCounted(
+        "unsupported", "the variant's requirements x<1 cannot be installed", 1, (E5,)
+    )
+    other = M.NotCounted("unsupported", "needs cuda", 1, (E4,))
+    measured = ((E1, 1, 1, 0, 0, 0),)
+    advice = SimpleNamespace(
+        requires=("pytorch-lightning<2.0",), not_counted=(failed, unserved, other), by_env=measured
+    )
+    assert V._left_unmeasured(advice) == (
+        f"not measured on torch {TORCH_OF[E3]}, 2.15.0 (its requirements did not install there)"
+    )
+    # a release measured in another cell is measured; without requires, nothing is said
+    assert (
+        V._left_unmeasured(
+            SimpleNamespace(
+                **{**advice.__dict__, "by_env": ((E3, 1, 1, 0, 0, 0), (E5, 1, 1, 0, 0, 0))}
+            )
+        )
+        == ""
+    )
+    assert V._left_unmeasured(SimpleNamespace(**{**advice.__dict__, "requires": ()})) == ""

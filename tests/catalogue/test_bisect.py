@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from packaging.version import Version
 
 from harness.catalogue.bisect import (
@@ -19,6 +21,7 @@ from harness.catalogue.bisect import (
     list_releases,
     parse_range,
     records_dir_for,
+    run_cap,
 )
 from harness.spec.matrix import Environment, load_matrix
 from tests.paths import REPO
@@ -74,13 +77,113 @@ def test_a_non_monotonic_history_is_reported() -> None:
     assert any("2.3.0 gives reproduced" in n for n in result.notes), result.notes
 
 
-def test_a_third_outcome_is_reported_and_the_first_change_bisected() -> None:
+def test_a_third_outcome_midway_stops_the_bisect_and_says_so() -> None:
     truth = {v: "unsupported" for v in VERSIONS[:5]}
     truth.update({v: "other_error" for v in VERSIONS[5:10]})
     truth.update({v: "reproduced" for v in VERSIONS[10:]})
+    result, ran = _search(truth)
+    assert result.boundary is None and ran == ["2.0.0", "2.15.0", "2.7.0"]
+    assert result.stopped.startswith("2.7.0 gives other_error, neither unsupported (2.0.0)")
+
+
+def test_a_bad_step_must_be_the_bad_ends_error_not_merely_an_error() -> None:
+    # the same outcome and type, another grade: a different error, and the search stops
+    bad = "reproduced (RuntimeError, verbatim)"
+    truth = {v: "ok" if Version(v) < Version("2.4") else bad for v in VERSIONS}
+    truth["2.7.0"] = "reproduced (RuntimeError, other-error)"
     result, _ = _search(truth)
-    assert result.boundary == ("2.4.0", "2.5.0")
-    assert any(n.startswith("non-monotonic: ") and "other_error" in n for n in result.notes)
+    assert result.boundary is None
+    assert "2.7.0 gives reproduced (RuntimeError, other-error)" in result.stopped
+
+
+def test_stored_ends_are_re_run_where_built_and_an_end_that_does_not_hold_stops() -> None:
+    truth = {v: "ok" if Version(v) < Version("2.4") else "reproduced" for v in VERSIONS}
+    stored = {"2.0.0": "ok", "2.15.0": "reproduced"}
+    result, ran = _search(truth, stored, built={"2.0.0", "2.15.0"})
+    assert ran[:2] == ["2.0.0", "2.15.0"] and result.boundary == ("2.3.0", "2.4.0")
+    assert result.runs <= 2 + 4
+    # an end whose stored runs say one thing and a run now another: nothing is bisected
+    result, ran = _search(truth, {"2.0.0": "reproduced"}, built={"2.0.0"})
+    assert ran == ["2.0.0"] and result.boundary is None
+    assert "the end 2.0.0 does not hold" in result.stopped
+    # an end stored but not built here is not built to re-check it: said, not run
+    result, ran = _search(truth, stored)
+    assert "2.0.0" not in ran and "2.15.0" not in ran
+    assert any("2.0.0: read from stored runs, not re-run" in n for n in result.notes)
+
+
+def _capped(truth, max_builds, stored=(), built=frozenset()):
+    ran: list[str] = []
+
+    def measure(version: str, env: Environment) -> Step:
+        ran.append(version)
+        return Step(version, env, truth[version], "run")
+
+    result = bisect(
+        "torch",
+        VERSIONS,
+        _env,
+        dict(stored),
+        lambda env: env.torch in built,
+        measure,
+        max_builds=max_builds,
+    )
+    return result, ran
+
+
+def test_max_builds_caps_the_builds_and_the_boundary_spans_what_is_unmeasured() -> None:
+    truth = {v: "ok" if Version(v) < Version("2.9") else "reproduced" for v in VERSIONS}
+    result, ran = _capped(truth, 3)
+    assert result.builds == 3 and len(ran) == 3  # the two ends and one step
+    assert result.boundary == ("2.7.0", "2.15.0")
+    assert result.unmeasured == [f"2.{i}.0" for i in range(8, 15)]
+    assert any("not built (--max-builds 3)" in n for n in result.notes)
+    # built environments cost no build: the search goes on through them
+    result, ran = _capped(truth, 2, built={"2.8.0", "2.9.0"})
+    assert result.boundary == ("2.8.0", "2.9.0") and result.unmeasured == []
+    assert result.builds == 2
+    # an end that would need a build beyond the cap is refused before anything runs
+    with pytest.raises(BisectError, match="--max-builds 1 allows no further build"):
+        _capped(truth, 1)
+
+
+def test_the_run_cap_stops_a_search_that_keeps_failing_to_build() -> None:
+    truth = {v: "env_failed" for v in VERSIONS}
+    truth.update({"2.0.0": "ok", "2.15.0": "reproduced"})
+    result, ran = _search(truth)
+    assert len(ran) == run_cap(len(VERSIONS)) == 6
+    assert result.stopped.startswith("the run cap is reached (6 runs")
+    assert result.boundary is not None and result.unmeasured
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(2, 40),
+    change=st.integers(1, 39),
+    stored=st.sets(st.integers(0, 39), max_size=10),
+    built=st.sets(st.integers(0, 39), max_size=10),
+)
+def test_one_change_is_found_within_the_run_cap(n, change, stored, built) -> None:
+    change = min(change, n - 1)
+    versions = [f"1.{i}.0" for i in range(n)]
+    truth = {v: "ok" if i < change else "bad" for i, v in enumerate(versions)}
+    ran: list[str] = []
+
+    def measure(version: str, env: Environment) -> Step:
+        ran.append(version)
+        return Step(version, env, truth[version], "run")
+
+    result = bisect(
+        "torch",
+        versions,
+        lambda v: Environment("3.11", v, "2.6.6"),
+        {versions[i]: truth[versions[i]] for i in stored if i < n},
+        lambda env: versions.index(env.torch) in built,
+        measure,
+    )
+    assert result.boundary == (versions[change - 1], versions[change])
+    assert not result.stopped and result.monotonic
+    assert len(ran) == result.runs <= run_cap(n)
 
 
 def test_same_outcome_at_both_ends_says_so() -> None:
@@ -272,3 +375,146 @@ def test_bisect_refuses_bad_requests_before_listing_anything(
     argv += ["--device", "cpu"] + (["--precision", "fp16"] if "--precision" not in args else [])
     assert main(argv + args) == 2
     assert message in capsys.readouterr().out
+
+
+# -- the harness side's rules: what two steps must share, which stored runs count, the plan --
+
+
+def _entry(folder: str):
+    from harness.spec.entries import load_entry
+
+    return load_entry(REPO / "repros" / folder, REPO / "repros")
+
+
+def test_a_steps_outcome_carries_the_raised_type_and_its_grade() -> None:
+    from harness.catalogue.bisect import outcome_key
+
+    entry = _entry("pytorch/grad-scale-unscale-error")
+    documented = "GradScaler unscale_() encountered None gradient for param 0"
+    assert outcome_key(entry, "ok") == "ok"
+    verbatim = outcome_key(entry, "reproduced", "RuntimeError", documented)
+    assert verbatim == "reproduced (RuntimeError, verbatim)"
+    # two other errors of one outcome class: the type tells them apart
+    other = outcome_key(entry, "other_error", "RuntimeError", "something else")
+    assert other == "other_error (RuntimeError, other-error)"
+    assert outcome_key(entry, "other_error", "ValueError", "something else") != other
+
+
+def _record(env: str, outcome: str, variant: str):
+    """The fields of a stored record the search reads (a record's own class, trimmed)."""
+    from types import SimpleNamespace
+
+    from harness.outcomes import Outcome
+
+    return SimpleNamespace(
+        entry="pytorch/grad-scale-unscale-error",
+        variant=variant,
+        device="cpu",
+        precision="fp32",
+        env=env,
+        outcome=Outcome(outcome),
+        exception=None,
+    )
+
+
+def test_stored_runs_of_another_lightning_count_only_for_a_reproducer_without_it() -> None:
+    from harness.catalogue.bisect import same_run, stored_outcomes
+
+    entry = _entry("pytorch/grad-scale-unscale-error")  # imports no lightning
+    variant = entry.variants[0]
+    name = variant.name
+    records = [
+        _record("py3.11-torch2.4.1-lightning2.3.3", "ok", name),
+        _record("py3.11-torch2.5.1-lightning2.6.6", "unsupported", name),
+        _record("py3.10-torch2.4.1-lightning2.6.6", "crashed", name),  # another python
+        _record("py3.11-torch2.4.1-lightning2.3.3", "crashed", "control"),
+    ]
+    wanted = {
+        same_run(False)("py3.11-torch2.4.1-lightning2.6.6"): "2.4.1",
+        same_run(False)("py3.11-torch2.5.1-lightning2.6.6"): "2.5.1",
+    }
+    assert stored_outcomes(records, entry, variant, "cpu", "fp32", wanted) == {
+        "2.4.1": "ok",
+        "2.5.1": "unsupported",
+    }
+    # with lightning imported, only the same environment counts
+    exact = {same_run(True)("py3.11-torch2.4.1-lightning2.6.6"): "2.4.1"}
+    lightning_entry = type(entry)(**{**entry.__dict__, "uses_lightning": True})
+    assert stored_outcomes(records, lightning_entry, variant, "cpu", "fp32", exact) == {}
+    assert same_run(True)("py3.11-torch2.4.1-lightning2.6.6-with-numpy-lt2") is None
+
+
+def test_the_build_plan_names_each_environment_and_its_download(tmp_path: Path) -> None:
+    from harness.catalogue.bisect import build_plan, may_build
+
+    listing = tmp_path / "index"
+    listing.mkdir()
+    names = {
+        "2.5.0": ["torch-2.5.0-cp311-cp311-manylinux1_x86_64.whl"],
+        "2.6.0": ["torch-2.6.0-cp311-cp311-manylinux1_x86_64.whl"],
+    }
+    sizes = {"torch-2.5.0-cp311-cp311-manylinux1_x86_64.whl": 906_000_000}
+    sizes["torch-2.6.0-cp311-cp311-manylinux1_x86_64.whl"] = 766_000_000
+    (listing / "pypi-torch.json").write_text(
+        json.dumps({"fetched": 0, "files": names, "sizes": sizes})
+    )
+    uv = tmp_path / "uv"
+    (uv / "archive-v0" / "abc" / "lightning-2.6.6.dist-info").mkdir(parents=True)
+    builds = [may_build(Environment("3.11", v, "2.6.6"), listing, uv) for v in ("2.5.0", "2.6.0")]
+    assert builds[0].bytes == 906_000_000
+    assert "lightning 2.6.6 in the uv cache" in builds[0].said
+    lines = build_plan(builds, 6, 1)
+    assert lines[0].startswith("environments it may build: 2, at most 1 of them (--max-builds 1)")
+    assert "0.9 GB" in lines[-1]  # the largest one alone
+    assert "1.7 GB" in build_plan(builds, 6, None)[-1]
+    unlisted = may_build(Environment("3.11", "9.9.9", "2.6.6"), listing, uv)
+    assert unlisted.bytes is None and "size not listed" in unlisted.said
+
+
+def test_an_end_this_call_just_ran_is_not_run_again() -> None:
+    truth = {v: "ok" if Version(v) < Version("2.4") else "reproduced" for v in VERSIONS}
+    ran: list[str] = []
+
+    def measure(version: str, env: Environment) -> Step:
+        ran.append(version)
+        return Step(version, env, truth[version], "run")
+
+    stored = {"2.0.0": "ok", "2.15.0": "reproduced"}
+    result = bisect("torch", VERSIONS, _env, stored, lambda env: True, measure, fresh=["2.15.0"])
+    assert ran[0] == "2.0.0" and "2.15.0" not in ran
+    assert result.boundary == ("2.3.0", "2.4.0")
+
+
+def test_a_reproducer_without_lightning_runs_where_its_torch_is_already_built(
+    tmp_path: Path,
+) -> None:
+    """The issue's bisect built torch 2.4.0 and 2.1.1 beside stored runs of the same torch in
+    another lightning's environment: a lightning-free entry's step now goes to a built
+    environment of its torch and python, whatever its lightning; an entry that imports
+    lightning keeps the matrix's pairing."""
+    from rich.console import Console
+
+    from harness.catalogue.bisect import BisectRequest, _Bisection
+    from harness.config import Config
+    from harness.envs.backends import MARKER
+
+    matrix = load_matrix(REPO / "matrix.yaml")
+    envs = tmp_path / "envs"
+    built = envs / "py3.11-torch2.4.1-lightning2.3.3"
+    built.mkdir(parents=True)
+    (built / MARKER).write_text("{}")
+    cfg = Config(repo=REPO)
+    cfg.envs_root = str(envs)
+
+    def env_of(entry_id: str, version: str) -> str:
+        entry = _entry(entry_id)
+        variant = entry.variants[0]
+        request = BisectRequest(entry_id, variant.name, "cpu", "fp32", "torch", "2.4..2.5")
+        run = _Bisection(request, cfg, Console(file=None), matrix, entry, variant)
+        return run.env_of(version).id
+
+    free = "pytorch/grad-scale-unscale-error"  # imports no lightning
+    assert env_of(free, "2.4.1") == "py3.11-torch2.4.1-lightning2.3.3"
+    assert env_of(free, "2.5.1") == "py3.11-torch2.5.1-lightning2.6.6"  # nothing built: the pairing
+    lightning = "lightning/gradient-clipping-optimizer-handles-unscaling"
+    assert env_of(lightning, "2.4.1") == "py3.11-torch2.4.1-lightning2.6.6"

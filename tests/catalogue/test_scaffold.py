@@ -461,3 +461,36 @@ def test_a_changed_record_names_no_commit(project: Path, tmp_path: Path) -> None
     # the file differs from every commit: its bytes are kept, no commit is claimed for them
     assert "commit" not in entry.origin and "path" not in entry.origin
     assert (entry.dir / "kb-record.json").read_bytes() == record.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("words", "requires"),
+    [
+        ("Pin torch<2.1 until the fix is released", ("torch<2.1",)),
+        (
+            'Pin Lightning below 2.0: `pip install "pytorch-lightning<2.0"`',
+            ("pytorch-lightning<2.0",),
+        ),
+        ("Downgrade to PyTorch Lightning 1.9", ("pytorch-lightning==1.9.*",)),
+        ("Downgrade torch to 2.0.1", ("torch==2.0.1",)),
+        ("downgrade numpy below 2", ("numpy<2",)),
+        ("Upgrade to torch 2.6 or later", ("torch>=2.6",)),
+        ("upgrade lightning to 2.1.0 and numpy to 2", ("lightning>=2.1.0",)),
+        ("Use the on_train_epoch_end hook instead", ()),
+        ("Upgrade to the latest version", ()),
+    ],
+)
+def test_version_advice_is_read_as_requirements(words: str, requires: tuple[str, ...]) -> None:
+    from harness.catalogue.scaffold import version_advice
+
+    assert version_advice(words) == requires
+
+
+def test_new_writes_version_advice_as_the_variants_requires(project: Path) -> None:
+    doc = DOCS / "lightning-hook-removed.md"
+    scaffold = parse_document(doc.read_text(), doc)
+    folder, _ = write_scaffold(scaffold, project / "repros", "lightning/hook-removed")
+    entry = load_entry(folder, project / "repros")
+    by_ref = {v.claim_ref: v for v in entry.variants if v.claim_ref}
+    assert by_ref["workaround 2"].requires == ("pytorch-lightning<2.0",)
+    assert by_ref["workaround 1"].requires == ()

@@ -32,6 +32,7 @@ NAMES = (
     "envs",
     "explain",
     "corrections",
+    "try",
 )
 
 
@@ -80,3 +81,34 @@ def test_a_bad_option_is_argparse_s_exit_2(capsys: pytest.CaptureFixture[str]) -
         main(["run", "--jobs", "0"])
     assert done.value.code == 2
     assert "argument -j/--jobs: must be from 1 to 256, got 0" in capsys.readouterr().err
+
+
+def test_help_names_every_command_in_its_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out.replace("\n", "")  # argparse wraps the line
+    summary = out.split("Command line:", 1)[1].split("}", 1)[0]
+    assert summary.split("{", 1)[1].split(",") == list(NAMES)
+
+
+def test_a_filtered_list_shows_the_environments_it_selects_not_the_whole_profile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.paths import REPO
+
+    argv = ["--repo", str(REPO), "list", "--profile", "cpu"]
+    argv += ["--entry", "pytorch/grad-scale-unscale-error", "--env", "py3.11-torch2.13.0-*"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "the filters select 1 of them (the other 58 are not listed)" in out
+    assert "py3.10-torch1.12.1" not in out
+    assert len(out.splitlines()) < 15
+
+
+def test_a_clipped_text_ends_at_a_word() -> None:
+    from harness.domain import clip
+
+    text = "env_failed: No module named 'pkg_resources' while importing pytorch_lightning"
+    assert clip(text, 40) == "env_failed: No module named ..."
+    assert clip(text, 200) == text
+    assert len(clip("x" * 100, 20)) <= 20

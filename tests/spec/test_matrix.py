@@ -168,7 +168,13 @@ def test_pytorch_lightning_is_installed_beside_the_rows_lightning_as_pip_leaves_
     for name in ("pytorch-lightning<2.0", "pytorch_lightning<2.0", "PyTorch-Lightning<2.0"):
         derived = row.with_requires((name,))
         assert (derived.torch, derived.lightning) == ("2.13.0", "2.6.6")
-        assert derived.requirements() == ("torch==2.13.0", "lightning==2.6.6", "setuptools", name)
+        # pytorch_lightning 1.x imports pkg_resources: the row's setuptools is bounded
+        assert derived.requirements() == (
+            "torch==2.13.0",
+            "lightning==2.6.6",
+            "setuptools<81",
+            name,
+        )
         assert derived.base == row and derived.installs_lightning
     # its id is the cell's with what it added: the row's torch, lightning and pins stay
     derived = row.with_requires(("pytorch-lightning<2.0",))
@@ -177,14 +183,14 @@ def test_pytorch_lightning_is_installed_beside_the_rows_lightning_as_pip_leaves_
     pinned = row.with_requires(("lightning<2.0",))
     assert pinned.lightning == "" and pinned.requirements() == (
         "torch==2.13.0",
-        "setuptools",
+        "setuptools<81",
         "lightning<2.0",
     )
     # both named: the row's lightning replaced, pytorch-lightning beside the new one
     both = row.with_requires(("lightning<2.0", "pytorch-lightning<2.0"))
     assert both.requirements() == (
         "torch==2.13.0",
-        "setuptools",
+        "setuptools<81",
         "lightning<2.0",
         "pytorch-lightning<2.0",
     )
@@ -532,3 +538,27 @@ def test_an_interpreter_without_torch_expands_against_the_real_rules() -> None:
     env = Environment(python="3.11", torch=MISSING, lightning=MISSING)
     expansion = matrix.expand_for(env, "cpu")
     assert expansion.cells and all(c.env == env for c in expansion.cells)
+
+
+def test_a_derived_environment_pins_what_an_old_lightning_needs_to_import() -> None:
+    from harness.spec.matrix import import_needs
+
+    newest = Environment("3.11", "2.13.0", "2.6.6", pins=("setuptools",))
+    old = newest.with_requires(("pytorch-lightning<2.0",))
+    # pytorch_lightning 1.9.5 imports pkg_resources: the unbounded pin is bounded
+    assert old.requirements() == (
+        "torch==2.13.0",
+        "lightning==2.6.6",
+        "setuptools<81",
+        "pytorch-lightning<2.0",
+    )
+    assert old.id == "py3.11-torch2.13.0-lightning2.6.6-with-pytorch-lightning-lt2.0"
+    # a requirement that admits no 1.x changes nothing; a pin already below stays
+    assert newest.with_requires(("pytorch-lightning>=2.1",)).pins == ("setuptools",)
+    assert import_needs(("lightning<2.0",), ("numpy<2", "setuptools<70")) == (
+        "numpy<2",
+        "setuptools<70",
+    )
+    assert import_needs(("lightning==1.9.*",), ()) == ("setuptools<81",)
+    # the variant's own setuptools requirement wins
+    assert import_needs(("lightning<2.0", "setuptools<75"), ("setuptools",)) == ("setuptools",)
