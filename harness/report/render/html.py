@@ -236,7 +236,7 @@ def html_part(
 
 def assemble_html(parts: Sequence[HtmlPart], prelude: str = "") -> str:
     """The page from the parts of all entries, in entry order. ``prelude``: HTML put first
-    in <main> (``report --since REV``: the cells changed since REV, from harness.ci.diff;
+    in <main> (``report --since REV``: the cells changed since REV, harness/report/lead.py;
     the knowledge-base domains' sections)."""
     totals = [sum(p.verdicts[i] for p in parts) for i in range(len(_VERDICTS))]
     return (
