@@ -597,8 +597,8 @@ def _committed_changes(repo: Path) -> set[str] | None:
 
 def _say_what_changed(state: RunState, before: set[str] | None) -> None:
     """The run's last lines: the record file it wrote, how many committed files its report
-    rewrote, and how to put them back (issue 35: a newcomer's first run rewrote 108
-    committed files and said nothing)."""
+    rewrote, and how to put them back (a newcomer's first run rewrites the
+    committed pages: it says so)."""
     console = state.console
     if state.store is not None:
         console.print(f"records: {escape(str(state.store.path))}")

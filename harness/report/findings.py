@@ -49,8 +49,8 @@ def _runs_on(entry: Mapping[str, Any], device: str) -> int:
     return total
 
 
-# the README's table: one row per seed entry and per knowledge-base domain (issue 35: five
-# 600-character bullets could not be read at a glance); the sentences stay on the pages
+# the README's table: one row per seed entry and per knowledge-base domain (five
+# 600-character bullets cannot be read at a glance); the sentences stay on the pages
 _HEADER = (
     "| Source | Entries | Measured | Waiting for a GPU | Claims confirmed | contradicted "
     "| not as documented | depends on the release | inconclusive | not measurable "
