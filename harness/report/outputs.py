@@ -880,41 +880,15 @@ def render_all(
         if previous is not None
         else _Plan(need=set(range(len(ids))))
     )
-    shares: dict[int, CachedEntry] = {}
-    if store is not None:
-        for i in sorted(plan.need):
-            hit = store.get(keys[i], pages=i not in plan.kept)
-            if hit is not None:
-                shares[i] = hit
+    shares = _cached_shares(store, keys, plan)
     missed = sorted(plan.need - shares.keys())
     if table.touched is not None and any(
         ids[i] in digests and ids[i] not in table.touched for i in missed
     ):
         raise NeedsEveryEntry("an entry not appended to is not in the cache")
-    if missed:
-        wanted = [ids[i] for i in missed] if len(missed) < len(ids) else None
-        with progress.phase(f"aggregating {_entries(len(missed))}"):
-            aggs = aggregate_table(table, entries, ids=wanted)
-    else:
-        aggs = []
-    items: list[Item] = list(zip(missed, aggs, strict=True))
+    items = _aggregated(table, entries, ids, missed, progress)
     smells = _smells([known[ids[i]] for i in missed if ids[i] in known], table)
-
-    n = _workers(workers, len(items))
-    jobs = [
-        _Job(part, entries, results, check, smells)
-        for part in _shards(items, n * _SHARDS_PER_PROCESS if n > 1 else 1)
-    ]
-    # what every entry's page words alike, once, before any worker is forked (the entries'
-    # trials share one pool of texts; one without trials has the empty one: word_pool keeps
-    # each pool it worded)
-    for _, a in items[:1] + items[-1:]:
-        html_module.word_pool(a.trials.texts)
-    with (
-        progress.phase(f"rendering {_entries(len(items))}", len(items), forks=n > 1) as advance,
-        _pool(jobs, n - 1) as futures,
-    ):
-        rendered = _share_out(jobs, futures, advance)
+    jobs, rendered = _render_items(items, entries, results, check, smells, workers, progress)
     for job, done in zip(jobs, rendered, strict=True):
         for (i, _), share in zip(job.items, done.shares, strict=True):
             shares[i] = share
@@ -943,52 +917,19 @@ def render_all(
             basis=basis,
             progress=progress,
         )
-    # everything rendered: the entries' files, the whole files, the documents and the
-    # README staged together and renamed at the end, or none of them (a full disk, a
-    # read-only folder: every output stays as it was, and the error names the file)
     with progress.phase("writing the outputs and the caches"):
-        staged = Staged()
-        try:
-            writes = [_write(done, check, staged) for done in rendered]
-            whole_flags = [
-                (False, False) if blob is None else _put(path, blob, check, staged)
-                for path, blob in whole
-            ]
-            documents = [
-                write_blocks(texts, document, check=check, staged=staged)
-                for i in sorted(shares)
-                for document, texts in shares[i].documents
-            ]
-            documents += _findings(
-                Path(readme) if readme is not None else None,
-                results,
-                compat_doc,
-                summaries,
-                check,
-                staged,
-                rewritten_since(entries),
-            )
-            leftovers = _leftovers(
-                results,
-                {path.relative_to(results).as_posix() for path, _ in whole}
-                | {name for k in kept for name, _ in k.pages},
-            )
-        except OSError as exc:
-            staged.discard()
-            raise ReportWriteError(exc) from exc
-        except BaseException:
-            staged.discard()
-            raise
-        try:
-            staged.commit()
-            if not check:
-                _remove(leftovers)
-        except OSError as exc:
-            raise ReportWriteError(exc) from exc
-
-        files = _entry_files(results, {i: k.pages for i, k in enumerate(kept)}, jobs, writes)
-        files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]
-
+        files, documents, leftovers = _write_outputs(
+            results,
+            entries,
+            rendered,
+            jobs,
+            whole,
+            shares,
+            kept,
+            (compat_doc, summaries),
+            Path(readme) if readme is not None else None,
+            check,
+        )
         assembly = None
         if store is not None and not check:
             for i in missed:
@@ -1002,6 +943,116 @@ def render_all(
         _summary(files, documents, kept, digests, n_records, assembly),
         leftovers=tuple(leftovers),
     )
+
+
+def _cached_shares(
+    store: RenderCache | None, keys: Sequence[str], plan: _Plan
+) -> dict[int, CachedEntry]:
+    """The shares the plan needs that the render cache holds (pages too, unless kept)."""
+    shares: dict[int, CachedEntry] = {}
+    if store is not None:
+        for i in sorted(plan.need):
+            hit = store.get(keys[i], pages=i not in plan.kept)
+            if hit is not None:
+                shares[i] = hit
+    return shares
+
+
+def _aggregated(
+    table: RecordTable,
+    entries: Sequence[Entry],
+    ids: Sequence[str],
+    missed: Sequence[int],
+    progress: ReportProgress,
+) -> list[Item]:
+    """The aggregates of the entries at ``missed`` (their places in ``ids``)."""
+    if not missed:
+        return []
+    wanted = [ids[i] for i in missed] if len(missed) < len(ids) else None
+    with progress.phase(f"aggregating {_entries(len(missed))}"):
+        aggs = aggregate_table(table, entries, ids=wanted)
+    return list(zip(missed, aggs, strict=True))
+
+
+def _render_items(
+    items: list[Item],
+    entries: Sequence[Entry],
+    results: Path,
+    check: bool,
+    smells: dict[str, list[Smell]],
+    workers: int | None,
+    progress: ReportProgress,
+) -> tuple[list[_Job], list[_Rendered]]:
+    """Every item rendered, in shards shared out among this process and forked workers."""
+    n = _workers(workers, len(items))
+    jobs = [
+        _Job(part, entries, results, check, smells)
+        for part in _shards(items, n * _SHARDS_PER_PROCESS if n > 1 else 1)
+    ]
+    # what every entry's page words alike, once, before any worker is forked (the entries'
+    # trials share one pool of texts; one without trials has the empty one: word_pool keeps
+    # each pool it worded)
+    for _, a in items[:1] + items[-1:]:
+        html_module.word_pool(a.trials.texts)
+    with (
+        progress.phase(f"rendering {_entries(len(items))}", len(items), forks=n > 1) as advance,
+        _pool(jobs, n - 1) as futures,
+    ):
+        return jobs, _share_out(jobs, futures, advance)
+
+
+def _write_outputs(
+    results: Path,
+    entries: Sequence[Entry],
+    rendered: list[_Rendered],
+    jobs: list[_Job],
+    whole: list[tuple[Path, bytes | None]],
+    shares: dict[int, CachedEntry],
+    kept: list[Kept],
+    compat: tuple[dict[str, Any], list[DomainSummary]],
+    readme: Path | None,
+    check: bool,
+) -> tuple[list[Flags], list[WritebackResult], list[Path]]:
+    """Everything rendered: the entries' files, the whole files, the documents and the
+    README staged together and renamed at the end, or none of them (a full disk, a
+    read-only folder: every output stays as it was, and the error names the file).
+    Returns the files with their flags, the documents and the leftovers of removed entries."""
+    compat_doc, summaries = compat
+    staged = Staged()
+    try:
+        writes = [_write(done, check, staged) for done in rendered]
+        whole_flags = [
+            (False, False) if blob is None else _put(path, blob, check, staged)
+            for path, blob in whole
+        ]
+        documents = [
+            write_blocks(texts, document, check=check, staged=staged)
+            for i in sorted(shares)
+            for document, texts in shares[i].documents
+        ]
+        documents += _findings(
+            readme, results, compat_doc, summaries, check, staged, rewritten_since(entries)
+        )
+        leftovers = _leftovers(
+            results,
+            {path.relative_to(results).as_posix() for path, _ in whole}
+            | {name for k in kept for name, _ in k.pages},
+        )
+    except OSError as exc:
+        staged.discard()
+        raise ReportWriteError(exc) from exc
+    except BaseException:
+        staged.discard()
+        raise
+    try:
+        staged.commit()
+        if not check:
+            _remove(leftovers)
+    except OSError as exc:
+        raise ReportWriteError(exc) from exc
+    files = _entry_files(results, {i: k.pages for i, k in enumerate(kept)}, jobs, writes)
+    files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]
+    return files, documents, leftovers
 
 
 def _remove(paths: Sequence[Path]) -> None:
