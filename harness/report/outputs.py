@@ -862,18 +862,44 @@ def render_all(
     NeedsEveryEntry. ``progress``: where the report shows its phases (none: nowhere)."""
     if progress is None:
         progress = ReportProgress(Console(quiet=True), quiet=True)
-    results = Path(results_dir)
     table = records if isinstance(records, RecordTable) else RecordTable.of(records)
+    ask = _Ask(entries, Path(results_dir), check, workers, prelude, domains, readme, progress)
+    store = RenderCache(ask.results) if cache else None
+    try:
+        return _render_once(table, ask, store, basis, previous if store is not None else None)
+    except StaleAssembly:  # answers.js is not what the last assembly says: without it
+        return _render_once(table, ask, store, basis, None)
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """What ``render_all`` was asked to render, and how."""
+
+    entries: Sequence[Entry]
+    results: Path
+    check: bool
+    workers: int | None
+    prelude: str
+    domains: Sequence[tuple[Triage, Mapping[str, Any]]]
+    readme: str | os.PathLike[str] | None
+    progress: ReportProgress
+
+
+def _render_once(
+    table: RecordTable,
+    ask: _Ask,
+    store: RenderCache | None,
+    basis: Mapping[str, tuple[str, int]] | None,
+    previous: Previous | None,
+) -> ReportSummary:
+    """``render_all`` with the last report's assembly (``previous``) or without it."""
+    entries, results, check, progress = ask.entries, ask.results, ask.check, ask.progress
     known = {e.id: e for e in entries}
-    store = RenderCache(results) if cache else None
     with progress.phase("finding the entries whose records changed"):
         digests = _entry_records(table, basis, digest=store is not None)
     ids = sorted(set(digests) | set(known))
     n_records = sum(n for _, n in digests.values())
-
     keys = _keys(digests, ids, known) if store is not None else []
-    if previous is not None and store is None:
-        previous = None
     # without the last report's assembly, every entry's share is needed
     plan = (
         _plan(results, ids, keys, previous)
@@ -888,35 +914,15 @@ def render_all(
         raise NeedsEveryEntry("an entry not appended to is not in the cache")
     items = _aggregated(table, entries, ids, missed, progress)
     smells = _smells([known[ids[i]] for i in missed if ids[i] in known], table)
-    jobs, rendered = _render_items(items, entries, results, check, smells, workers, progress)
+    jobs, rendered = _render_items(items, entries, results, check, smells, ask.workers, progress)
     for job, done in zip(jobs, rendered, strict=True):
         for (i, _), share in zip(job.items, done.shares, strict=True):
             shares[i] = share
-    try:
-        whole, compat_doc, summaries, kept = _whole_files(
-            results,
-            ids,
-            shares,
-            plan,
-            n_records,
-            prelude,
-            domains,
-            readme is not None and Path(readme).is_file(),
-        )
-    except StaleAssembly:  # answers.js is not what the last assembly says: without it
-        return render_all(
-            table,
-            entries,
-            results,
-            check=check,
-            workers=workers,
-            prelude=prelude,
-            domains=domains,
-            cache=cache,
-            readme=readme,
-            basis=basis,
-            progress=progress,
-        )
+    readme = Path(ask.readme) if ask.readme is not None else None
+    findings = readme is not None and readme.is_file()
+    whole, compat_doc, summaries, kept = _whole_files(
+        results, ids, shares, plan, n_records, ask.prelude, ask.domains, findings
+    )
     with progress.phase("writing the outputs and the caches"):
         files, documents, leftovers = _write_outputs(
             results,
@@ -927,7 +933,7 @@ def render_all(
             shares,
             kept,
             (compat_doc, summaries),
-            Path(readme) if readme is not None else None,
+            readme,
             check,
         )
         assembly = None
@@ -938,7 +944,6 @@ def render_all(
             assembly = Assembly(
                 "", code_fingerprint(), tuple(ids), tuple(keys), tuple(kept), n_records
             )
-
     return dataclasses.replace(
         _summary(files, documents, kept, digests, n_records, assembly),
         leftovers=tuple(leftovers),
