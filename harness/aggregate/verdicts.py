@@ -1029,6 +1029,24 @@ def _between(
     return (below[-1] if below else None, above[0] if above else None)
 
 
+def _version_problems(
+    row: Any,
+    releases: dict[Version, list[int]],
+    present: bool,
+    field_name: str,
+    shows: list[Version],
+    lacks: list[Version],
+) -> list[str]:
+    """What contradicts a version-table row: a covered release that behaves otherwise, a
+    reproduction outside its bounds."""
+    problems = _outside_bounds(row, releases)
+    if present and lacks:
+        problems.insert(0, "does not reproduce in " + ", ".join(f"{field_name} {v}" for v in lacks))
+    elif not present and shows:
+        problems.insert(0, "reproduces in " + ", ".join(f"{field_name} {v}" for v in shows))
+    return problems
+
+
 def _version_unsettled(
     agg: EntryAggregate,
     baselines: list[VariantAggregate],
@@ -1113,11 +1131,7 @@ def _version_verdict(
         )
         return verdict(NOT_MEASURABLE, measured, why, "", n)
     present = row.status.strip().lower() in PRESENT_STATUSES
-    problems = _outside_bounds(row, releases)
-    if present and lacks:
-        problems.insert(0, "does not reproduce in " + ", ".join(f"{field_name} {v}" for v in lacks))
-    elif not present and shows:
-        problems.insert(0, "reproduces in " + ", ".join(f"{field_name} {v}" for v in shows))
+    problems = _version_problems(row, releases, present, field_name, shows, lacks)
     if problems:
         lacking_envs = {e.id for e in agg.envs if _env_version(e, field_name) in set(lacks)}
         seen = _messages_instead(baselines, lacking_envs) if present else ""
