@@ -205,15 +205,14 @@ def _changed_since(r: _Report, entries: list[Entry], changes: Changes) -> str:
     and those read now, both as the report reads them."""
     from harness.aggregate.diff import Side, as_reported, diff_records
     from harness.report.lead import html_changes
-    from harness.store.changes import UnreadableRecords, records_at
-    from harness.store.jsonl import latest
+    from harness.store.changes import UnreadableRecords, newest_at
 
     assert r.since is not None
     try:
-        then = records_at(r.since, r.cfg.repo)
+        then = newest_at(r.since, r.cfg.repo)
     except UnreadableRecords as exc:
         raise InputError(f"--since: {exc}") from exc
-    old = Side(r.since, tuple(as_reported(latest(then.records), entries)))
+    old = Side(r.since, tuple(as_reported(then, entries)))
     now = Side("now", tuple(as_reported(changes.table.records(), entries)))
     return html_changes(diff_records(old, now), r.since)
 

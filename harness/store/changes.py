@@ -19,13 +19,15 @@ from pathlib import Path
 from harness.errors import InputError
 from harness.store import columnar
 from harness.store.appends import cache_dir
-from harness.store.jsonl import LoadResult, Store, parse_bytes
+from harness.store.jsonl import LoadResult, Store, latest, parse_bytes
+from harness.store.records import Record
 
 __all__ = [
     "Changes",
     "StoreState",
     "UnreadableRecords",
     "changed_since",
+    "newest_at",
     "records_at",
     "stored_size",
 ]
@@ -129,3 +131,8 @@ def records_at(spec: str, repo: Path) -> LoadResult:
         parse_bytes(path.read_bytes(), path, loaded)
         return loaded
     return _from_git(spec, repo)
+
+
+def newest_at(spec: str, repo: Path) -> list[Record]:
+    """The newest record per key and machine of every record ``spec`` names (``records_at``)."""
+    return latest(records_at(spec, repo).records)

@@ -296,6 +296,7 @@ def test_requirements_the_interpreter_already_meets_run_there(tmp_path: Path) ->
     assert "existing interpreter" in str(by["wrong"]["reason"])
 
 
+@pytest.mark.slow  # about 30 s: rounds of real extra trials
 def test_settle_runs_extra_trials_for_what_is_open_and_says_what_it_settled(
     tmp_path: Path,
 ) -> None:
