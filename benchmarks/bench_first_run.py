@@ -10,7 +10,7 @@ built, every job run, the reports rendered. Prints one JSON line: wall seconds, 
 environments built, the records written, the cache's size, and the run's last lines. The
 clone and its cache are removed unless ``--keep``.
 
-The README's quick start promises a first run of a few minutes; issue 35 measured 702 s
+The README's quick start promises a first run of a few minutes; it took 702 s
 when the default profile built 19 environments (2 rows and 17 derived from ``requires:``).
 """
 

@@ -39,7 +39,7 @@ class Staged:
     """Files written together or not at all: ``put`` writes each beside its target under a
     temp name, ``commit`` renames them all over their targets (a rename needs no space), and
     ``discard`` removes the temp files. A full disk or a read-only folder while staging
-    leaves every target as it was (the report's outputs, issue 36)."""
+    leaves every target as it was (the report's outputs)."""
 
     def __init__(self) -> None:
         self._staged: list[tuple[str, Path]] = []

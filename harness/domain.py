@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
 
-from harness.outcomes import NOT_COUNTED, Outcome
+from harness.outcomes import NOT_COUNTED, Outcome, pattern_text
 
 __all__ = [
     "clip",
@@ -131,50 +131,6 @@ def parse_env_id(text: str) -> EnvId:
         return EnvId(m["python"], m["torch"], m["lightning"])
     named = {k: v for k, v in _ENV_PART.findall(text)}
     return EnvId(named.get("py", ""), named.get("torch", ""), named.get("lightning", ""))
-
-
-_QUANTIFIER = re.compile(r"(?:[*+?]|\{\d*,?\d*\})\??")
-
-
-def pattern_text(pattern: str) -> str:
-    """A signature's message pattern (a regular expression) as a reader would write the
-    message: escapes dropped ('unscale_\\(\\)' -> 'unscale_()'), anchors dropped, and
-    every part that stands for varying text ('\\w+', '.*', '[a-z]+') shown as '…'."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        varying = False
-        if c == "\\" and i + 1 < n:
-            nxt = pattern[i + 1]
-            i += 2
-            if nxt.isalnum():  # a class (\w, \d, \s) or an assertion (\b, \A)
-                if nxt in "bBAZz":
-                    continue
-                varying = True
-            else:
-                out.append(nxt)
-                continue
-        elif c == "[":
-            end = pattern.find("]", i + 2)
-            i = n if end < 0 else end + 1
-            varying = True
-        elif c == "." and i + 1 < n and _QUANTIFIER.match(pattern, i + 1):
-            i += 1
-            varying = True
-        elif c in "^$" and (i == 0 or i == n - 1):
-            i += 1
-            continue
-        else:
-            out.append(c)
-            i += 1
-            continue
-        m = _QUANTIFIER.match(pattern, i)
-        if m:
-            i = m.end()
-        if varying and not (out and out[-1] == "…"):
-            out.append("…")
-    return "".join(out)
 
 
 def clip(text: str, limit: int) -> str:

@@ -15,6 +15,7 @@ __all__ = [
     "Outcome",
     "grade",
     "holds_as_documented",
+    "pattern_text",
     "signature_named",
     "type_named",
     "variable_parts",
@@ -203,6 +204,50 @@ _TOKEN = re.compile(r"\w+|[^\w\s…]")
 _MAX_CHARS = 10_000  # a traceback-sized message is read from its start
 
 
+_QUANTIFIER = re.compile(r"(?:[*+?]|\{\d*,?\d*\})\??")
+
+
+def pattern_text(pattern: str) -> str:
+    """A signature's message pattern (a regular expression) as a reader would write the
+    message: escapes dropped ('unscale_\\(\\)' -> 'unscale_()'), anchors dropped, and
+    every part that stands for varying text ('\\w+', '.*', '[a-z]+') shown as '…'."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        varying = False
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            i += 2
+            if nxt.isalnum():  # a class (\w, \d, \s) or an assertion (\b, \A)
+                if nxt in "bBAZz":
+                    continue
+                varying = True
+            else:
+                out.append(nxt)
+                continue
+        elif c == "[":
+            end = pattern.find("]", i + 2)
+            i = n if end < 0 else end + 1
+            varying = True
+        elif c == "." and i + 1 < n and _QUANTIFIER.match(pattern, i + 1):
+            i += 1
+            varying = True
+        elif c in "^$" and (i == 0 or i == n - 1):
+            i += 1
+            continue
+        else:
+            out.append(c)
+            i += 1
+            continue
+        m = _QUANTIFIER.match(pattern, i)
+        if m:
+            i = m.end()
+        if varying and not (out and out[-1] == "…"):
+            out.append("…")
+    return "".join(out)
+
+
 def variable_parts(signature_message: str, exc_message: str) -> bool:
     """Whether ``exc_message`` holds the documented message's fixed parts in order, with
     gaps only where the document dropped a variable part (``_VARIABLE_PART``); where the
@@ -213,8 +258,6 @@ def variable_parts(signature_message: str, exc_message: str) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _variable_parts_pattern(signature_message: str) -> re.Pattern[str] | None:
-    from harness.domain import pattern_text  # domain imports this module: read it late
-
     segments = []
     for segment in pattern_text(signature_message).split("…"):
         tokens = _TOKEN.findall(segment)

@@ -1,7 +1,7 @@
 """Paths the harness writes or removes, checked before it acts: resolved (every link
 followed) they must lie inside the project; a link in the way is refused with its path,
-never followed for deletion (issue 25: a `report` unlinked files through a linked cache
-folder, `export -o` overwrote the committed records).
+never followed for deletion (else a `report` unlinks files through a linked cache folder,
+and `export -o` overwrites the committed records).
 
 Checks, not locks: a process that swaps a folder for a link between the check and the
 write is out of scope; deletion alone is race-free (``remove_files`` works relative to a

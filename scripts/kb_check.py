@@ -13,7 +13,7 @@ them, and for every condition the conditions proposal writes, the releases it na
 are failures there (the feed does not contradict a corrected field).
 It also says where the package's records differ from the ones the entries were made from.
 
-Standard library only (this session holds the package and nothing of the harness).
+Standard library only (the environment it runs in holds the package and nothing of the harness).
 Exit 0: every check holds; 1: one failed (each named); 2: bad input.
 """
 

@@ -1,6 +1,6 @@
 """Where the tests find the repository and their resources (one definition), and the
-committed tree: what git holds, never what a local run appended or re-rendered (issue 35:
-the newcomer's own `nox -s matrix` changed the answer a test expected)."""
+committed tree: what git holds, never what a local run appended or re-rendered (a
+newcomer's own `nox -s matrix` must not change the answer a test expects)."""
 
 import atexit
 import functools

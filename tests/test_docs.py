@@ -120,3 +120,71 @@ def test_the_link_checker_sees_a_broken_link_and_an_anchor(tmp_path: Path) -> No
     )
     assert _relative_links(page) == ["#a-heading-with-code-and-2", "nowhere.md"]
     assert _anchors(page) == {"a-heading-with-code-and-2"}
+
+
+PERFORMANCE = REPO / "docs" / "performance.md"
+PERFORMANCE_MAX_LINES = 300
+# a diary's words: a work session's number, a tracker's number as the name of a change
+_DIARY = re.compile(r"\b[Ss]essions? \d{1,3}\b|\b[Ii]ssues? #?\d{1,3}\b")
+
+
+def test_the_architecture_picture_is_what_its_script_draws() -> None:
+    import runpy
+
+    script = runpy.run_path(str(REPO / "scripts" / "architecture_svg.py"))
+    picture = REPO / "docs" / "architecture.svg"
+    assert picture.read_text(encoding="utf-8") == script["svg"](), (
+        "docs/architecture.svg is stale: run python scripts/architecture_svg.py"
+    )
+    gone = [m for m in script["modules"]() if not (REPO / m).is_file()]
+    assert not gone, f"the picture names module(s) that do not exist: {', '.join(gone)}"
+    assert ARCHITECTURE.read_text(encoding="utf-8").count("](architecture.svg)") == 1
+
+
+def test_performance_is_a_reference_page() -> None:
+    lines = PERFORMANCE.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= PERFORMANCE_MAX_LINES, (
+        f"docs/performance.md has {len(lines)} lines, at most {PERFORMANCE_MAX_LINES}: "
+        "a figure, what it measures, the command and the target; the history is in git"
+    )
+
+
+def _diary_lines(paths: list[Path]) -> list[str]:
+    found = []
+    for path in paths:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if _DIARY.search(line):
+                found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()[:100]}")
+    return found
+
+
+def test_the_docs_and_the_code_keep_no_diary() -> None:
+    code = list((REPO / "harness").rglob("*.py"))
+    found = _diary_lines([*_markdown_files(), *code])
+    assert not found, "name the subject, not the session or the tracker:\n" + "\n".join(found)
+
+
+def test_every_evidence_file_is_linked_from_a_page_outside_it() -> None:
+    # (a link's text may run over two lines: the target is what is looked for)
+    evidence = REPO / "docs" / "evidence"
+    target = re.compile(r"\]\(\s*<?((?:\.\./)*evidence/[^)#\s>]+)")
+    linked = {
+        (doc.parent / found).resolve()
+        for doc in _markdown_files()
+        if doc.parent != evidence
+        for found in target.findall(_prose(doc.read_text(encoding="utf-8")))
+    }
+    unlinked = [p.name for p in sorted(evidence.iterdir()) if p.resolve() not in linked]
+    assert not unlinked, f"docs/evidence/ keeps only what a page links: {', '.join(unlinked)}"
+
+
+def test_the_diary_check_sees_a_session_and_an_issue_number(tmp_path: Path) -> None:
+    page = tmp_path / "harness" / "page.md"
+    page.parent.mkdir()
+    page.write_text("Session 16 measured it.\nAs issue 31 found.\nThe session's figure.\n")
+    global REPO
+    saved, REPO = REPO, tmp_path
+    try:
+        assert [line.split(":")[1] for line in _diary_lines([page])] == ["1", "2"]
+    finally:
+        REPO = saved

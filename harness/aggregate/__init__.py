@@ -7,6 +7,7 @@
   aggregate/cells.py          records grouped into cells and counted per variant (by the
                               columnar engine, over harness/store/columnar.py's record table)
   aggregate/verdicts.py       claimed vs measured
+  aggregate/diff.py           the cells whose outcomes changed between two sets of records
   aggregate/unmeasured.py     the rows of the claims no variant measures (not measured: why)
   docs/reference/outcomes-and-verdicts.md   every counting and verdict rule, in words
 

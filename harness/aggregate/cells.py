@@ -250,71 +250,9 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
     if ids is not None:
         _unnest_table(con, "wanted", {"entry": list(ids)}, "entry VARCHAR")
         wanted = "entry IN (SELECT entry FROM wanted)"
-    own = {(e.id, v.name): e for e in entries for v in e.variants if v.signature is not None}
-    flips: list[int] = []
-    if own:
-        _unnest_table(
-            con,
-            "own",
-            {"entry": [k[0] for k in own], "variant": [k[1] for k in own]},
-            "entry VARCHAR, variant VARCHAR",
-        )
-        for rid, eid, variant, outcome, exc_type, exc_message in con.execute(
-            "SELECT rid, entry, variant, outcome, exc_type, exc_message FROM records "
-            "SEMI JOIN own USING (entry, variant) WHERE has_exception "
-            f"AND outcome IN ('reproduced', 'other_error') AND {wanted}"
-        ).fetchall():
-            if related_now(own[(eid, variant)], variant, outcome, exc_type, exc_message):
-                flips.append(rid)
-    _unnest_table(con, "flips", {"rid": flips}, "rid BIGINT")
-    # a package brought in by a variant's requirements (a derived environment) that does not
-    # import, or lacks what the variant needs, is the environment's failure, not the
-    # advice's: read as unsupported, with the reason (environment_failure)
-    derived = {(e.id, v.name): e for e in entries for v in e.variants if e.requirements_for(v)}
-    env_failed: dict[str, list[Any]] = {"rid": [], "why": []}
-    if derived:
-        _unnest_table(
-            con,
-            "derived",
-            {"entry": [k[0] for k in derived], "variant": [k[1] for k in derived]},
-            "entry VARCHAR, variant VARCHAR",
-        )
-        for rid, eid, variant, exc_type, exc_message in con.execute(
-            "SELECT rid, entry, variant, exc_type, exc_message FROM records SEMI JOIN derived "
-            "USING (entry, variant) WHERE has_exception AND outcome = 'other_error' AND rid NOT IN "
-            f"(SELECT rid FROM flips) AND {wanted}"
-        ).fetchall():
-            entry = derived[(eid, variant)]
-            why = environment_failure(exc_type, exc_message)
-            if why is not None and not _expected_error(entry, variant, exc_type, exc_message):
-                env_failed["rid"].append(rid)
-                env_failed["why"].append(why)
-    _unnest_table(con, "env_fail", env_failed, "rid BIGINT, why VARCHAR")
-    # a related run of a variant that declares no signature now (its declaration removed
-    # since): its exception was checked against the documented signature first and did not
-    # match it, so it is another error, read at its grade like any other
-    undeclared = [(e.id, v.name) for e in entries for v in e.variants if v.signature is None]
-    _unnest_table(
-        con,
-        "undeclared",
-        {"entry": [k[0] for k in undeclared], "variant": [k[1] for k in undeclared]},
-        "entry VARCHAR, variant VARCHAR",
-    )
-    # a variant whose code changed what it measures reads only the records made since; a
-    # retired one none
-    rewritten = [(e.id, v.name, v.rewritten) for e in entries for v in e.variants if v.rewritten]
-    # a retired variant's records are not read at all (as if rewritten after all of them)
-    rewritten += [(e.id, name, "\uffff") for e in entries for name in e.retired]
-    _unnest_table(
-        con,
-        "rewritten",
-        {name: [r[i] for r in rewritten] for i, name in enumerate(("entry", "variant", "since"))},
-        "entry VARCHAR, variant VARCHAR, since VARCHAR",
-    )
-    wanted += (
-        " AND NOT EXISTS (SELECT 1 FROM rewritten w WHERE w.entry = records.entry AND "
-        "w.variant = records.variant AND records.started_at < w.since)"
-    )
+    _flips(con, entries, wanted)
+    _environment_failures(con, entries, wanted)
+    wanted += _undeclared_and_rewritten(con, entries)
     # version advice that measured another release where the cell already satisfied it:
     # not the cell's answer, listed apart (not counted, with why)
     p = Params()
@@ -352,6 +290,84 @@ def _runs(table: RecordTable, entries: Sequence[Entry], ids: Sequence[str] | Non
         "ON r.outcome = g.outcome AND g.entry = r.entry AND g.exc_type = r.exc_type "
         "AND g.exc_message = r.exc_message",
         p.values,
+    )
+
+
+def _flips(con: Any, entries: Sequence[Entry], wanted: str) -> None:
+    """Table ``flips``: the runs whose exception is now their variant's own expected error."""
+    own = {(e.id, v.name): e for e in entries for v in e.variants if v.signature is not None}
+    flips: list[int] = []
+    if own:
+        _unnest_table(
+            con,
+            "own",
+            {"entry": [k[0] for k in own], "variant": [k[1] for k in own]},
+            "entry VARCHAR, variant VARCHAR",
+        )
+        for rid, eid, variant, outcome, exc_type, exc_message in con.execute(
+            "SELECT rid, entry, variant, outcome, exc_type, exc_message FROM records "
+            "SEMI JOIN own USING (entry, variant) WHERE has_exception "
+            f"AND outcome IN ('reproduced', 'other_error') AND {wanted}"
+        ).fetchall():
+            if related_now(own[(eid, variant)], variant, outcome, exc_type, exc_message):
+                flips.append(rid)
+    _unnest_table(con, "flips", {"rid": flips}, "rid BIGINT")
+
+
+def _environment_failures(con: Any, entries: Sequence[Entry], wanted: str) -> None:
+    """Table ``env_fail``: the runs of derived environments that failed for the environment."""
+    # a package brought in by a variant's requirements (a derived environment) that does not
+    # import, or lacks what the variant needs, is the environment's failure, not the
+    # advice's: read as unsupported, with the reason (environment_failure)
+    derived = {(e.id, v.name): e for e in entries for v in e.variants if e.requirements_for(v)}
+    env_failed: dict[str, list[Any]] = {"rid": [], "why": []}
+    if derived:
+        _unnest_table(
+            con,
+            "derived",
+            {"entry": [k[0] for k in derived], "variant": [k[1] for k in derived]},
+            "entry VARCHAR, variant VARCHAR",
+        )
+        for rid, eid, variant, exc_type, exc_message in con.execute(
+            "SELECT rid, entry, variant, exc_type, exc_message FROM records SEMI JOIN derived "
+            "USING (entry, variant) WHERE has_exception AND outcome = 'other_error' AND rid NOT IN "
+            f"(SELECT rid FROM flips) AND {wanted}"
+        ).fetchall():
+            entry = derived[(eid, variant)]
+            why = environment_failure(exc_type, exc_message)
+            if why is not None and not _expected_error(entry, variant, exc_type, exc_message):
+                env_failed["rid"].append(rid)
+                env_failed["why"].append(why)
+    _unnest_table(con, "env_fail", env_failed, "rid BIGINT, why VARCHAR")
+
+
+def _undeclared_and_rewritten(con: Any, entries: Sequence[Entry]) -> str:
+    """Tables ``undeclared`` and ``rewritten``; returns the condition that keeps a
+    rewritten variant's older runs out."""
+    # a related run of a variant that declares no signature now (its declaration removed
+    # since): its exception was checked against the documented signature first and did not
+    # match it, so it is another error, read at its grade like any other
+    undeclared = [(e.id, v.name) for e in entries for v in e.variants if v.signature is None]
+    _unnest_table(
+        con,
+        "undeclared",
+        {"entry": [k[0] for k in undeclared], "variant": [k[1] for k in undeclared]},
+        "entry VARCHAR, variant VARCHAR",
+    )
+    # a variant whose code changed what it measures reads only the records made since; a
+    # retired one none
+    rewritten = [(e.id, v.name, v.rewritten) for e in entries for v in e.variants if v.rewritten]
+    # a retired variant's records are not read at all (as if rewritten after all of them)
+    rewritten += [(e.id, name, "\uffff") for e in entries for name in e.retired]
+    _unnest_table(
+        con,
+        "rewritten",
+        {name: [r[i] for r in rewritten] for i, name in enumerate(("entry", "variant", "since"))},
+        "entry VARCHAR, variant VARCHAR, since VARCHAR",
+    )
+    return (
+        " AND NOT EXISTS (SELECT 1 FROM rewritten w WHERE w.entry = records.entry AND "
+        "w.variant = records.variant AND records.started_at < w.since)"
     )
 
 
@@ -495,6 +511,14 @@ def _group(con: Any) -> _Grouped:
     ).fetchall():
         envs[eid].append(tuple(row))  # type: ignore[arg-type]
 
+    machines = _machines_of_entries(con)
+    newest = dict(con.execute("SELECT entry, max(started_at) FROM runs GROUP BY entry").fetchall())
+    changed, requires = _advice(con)
+    return _Grouped(cells, first_kind, runs, envs, machines, newest, changed, requires)
+
+
+def _machines_of_entries(con: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """Per entry, its machines with their provenance, runs and first and last start."""
     # per machine and provenance first (a few per entry), its fields read from those
     fields = ", ".join(
         f"coalesce(json_extract_string(provenance, '$.{f}'), '') AS p_{f}" for f in Machine.FIELDS
@@ -508,9 +532,7 @@ def _group(con: Any) -> _Grouped:
         "GROUP BY ALL"
     ).fetchall():
         machines[row[0]].append(row[1:])
-    newest = dict(con.execute("SELECT entry, max(started_at) FROM runs GROUP BY entry").fetchall())
-    changed, requires = _advice(con)
-    return _Grouped(cells, first_kind, runs, envs, machines, newest, changed, requires)
+    return machines
 
 
 def _advice(
@@ -747,6 +769,48 @@ def _score(
         {"entry": [b[0] for b in baselines], "variant": [b[1] for b in baselines]},
         "entry VARCHAR, variant VARCHAR",
     )
+    _silent_runs(con, silent_baselines)
+    counted = f"trials - ({_sum('n_' + v for v in _NOT_COUNTED_VALUES)})"
+    p = Params()
+    hits = _hits_sql(p)
+    # a reproducing cell: a baseline's run there shows the documented error at its grade;
+    # per variant, of the baselines that judge it (all of the entry's, unless it names some:
+    # then a named baseline's own error, its signature's, makes the cell too, since the
+    # variant says it answers that baseline: the Trainer's related error for its solution)
+    _unnest_table(
+        con,
+        "judged",
+        {name: [j[i] for j in judged] for i, name in enumerate(("entry", "variant", "baseline"))},
+        "entry VARCHAR, variant VARCHAR, baseline VARCHAR",
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE reproducing AS SELECT DISTINCT roles.entry, "
+        "roles.variant, env, device, precision FROM cells JOIN baselines USING (entry, variant) "
+        "JOIN roles ON roles.entry = cells.entry WHERE (n_shows > 0 AND NOT EXISTS (SELECT 1 "
+        "FROM judged WHERE judged.entry = roles.entry AND judged.variant = roles.variant)) OR "
+        "((n_shows + n_related > 0 OR (cells.entry, cells.variant, env, device, precision) IN "
+        "(SELECT (entry, variant, env, device, precision) FROM cell_situation)) AND "
+        "(roles.entry, roles.variant, cells.variant) IN "
+        "(SELECT (entry, variant, baseline) FROM judged))"
+    )
+    _score_trials(con, counted, hits, p)
+    # a scenario is one cell of one variant (a reading x release x device x precision): the
+    # unit every count below is in. Its trials only settle whether it is flaky: it counts as
+    # a hit (ok, related, silent) where every counted trial was one, and it shows the
+    # documented error where any trial did (one sighting is a sighting)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE scored AS SELECT r, entry, variant, kind, scope, fails, "
+        "errors, env, device, precision, trials, (t_n > 0)::BIGINT AS n, "
+        "(t_n > 0 AND t_k >= t_n)::BIGINT AS k, (t_k > 0 AND t_k < t_n)::BIGINT AS flaky, "
+        "(t_n > 0 AND t_related >= t_n)::BIGINT AS related, "
+        "(t_n > 0 AND t_ok >= t_n)::BIGINT AS ok, (t_n > 0 AND t_silent >= t_n)::BIGINT AS silent, "
+        "(t_shows > 0)::BIGINT AS shows, has_reproduced, in_scope, t_n FROM scored_trials"
+    )
+
+
+def _silent_runs(con: Any, silent_baselines: Sequence[tuple[str, str, str]]) -> None:
+    """Tables ``situations``, ``silent``, ``cell_silent`` and ``cell_situation``: the runs
+    that failed silently as documented, and the cells where they did."""
     # a baseline whose documented situation fails silently (entry.yaml fails_as with
     # instead): the cells where one of its runs failed so reproduce the situation for the
     # variants that name it, as a declared error of torch's own words does
@@ -780,10 +844,12 @@ def _score(
         "CREATE OR REPLACE TEMP TABLE cell_situation AS SELECT DISTINCT entry, variant, env, "
         "device, precision FROM cell_silent SEMI JOIN situations USING (entry, variant, fails)"
     )
-    counted = f"trials - ({_sum('n_' + v for v in _NOT_COUNTED_VALUES)})"
-    p = Params()
+
+
+def _hits_sql(p: Params) -> str:
+    """What a role counts as its hits, per kind, as SQL over a cell's counts."""
     # (an error counts for a dead end only where an error is its documented failure)
-    hits = (
+    return (
         "CASE kind "
         + "".join(
             f"WHEN {p(k)} THEN "
@@ -795,39 +861,6 @@ def _score(
             for k in _HITS
         )
         + f"ELSE {_sum('n_' + v for v in _HITS_DEFAULT)} END"
-    )
-    # a reproducing cell: a baseline's run there shows the documented error at its grade;
-    # per variant, of the baselines that judge it (all of the entry's, unless it names some:
-    # then a named baseline's own error, its signature's, makes the cell too, since the
-    # variant says it answers that baseline: the Trainer's related error for its solution)
-    _unnest_table(
-        con,
-        "judged",
-        {name: [j[i] for j in judged] for i, name in enumerate(("entry", "variant", "baseline"))},
-        "entry VARCHAR, variant VARCHAR, baseline VARCHAR",
-    )
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE reproducing AS SELECT DISTINCT roles.entry, "
-        "roles.variant, env, device, precision FROM cells JOIN baselines USING (entry, variant) "
-        "JOIN roles ON roles.entry = cells.entry WHERE (n_shows > 0 AND NOT EXISTS (SELECT 1 "
-        "FROM judged WHERE judged.entry = roles.entry AND judged.variant = roles.variant)) OR "
-        "((n_shows + n_related > 0 OR (cells.entry, cells.variant, env, device, precision) IN "
-        "(SELECT (entry, variant, env, device, precision) FROM cell_situation)) AND "
-        "(roles.entry, roles.variant, cells.variant) IN "
-        "(SELECT (entry, variant, baseline) FROM judged))"
-    )
-    _score_trials(con, counted, hits, p)
-    # a scenario is one cell of one variant (a reading x release x device x precision): the
-    # unit every count below is in. Its trials only settle whether it is flaky: it counts as
-    # a hit (ok, related, silent) where every counted trial was one, and it shows the
-    # documented error where any trial did (one sighting is a sighting)
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE scored AS SELECT r, entry, variant, kind, scope, fails, "
-        "errors, env, device, precision, trials, (t_n > 0)::BIGINT AS n, "
-        "(t_n > 0 AND t_k >= t_n)::BIGINT AS k, (t_k > 0 AND t_k < t_n)::BIGINT AS flaky, "
-        "(t_n > 0 AND t_related >= t_n)::BIGINT AS related, "
-        "(t_n > 0 AND t_ok >= t_n)::BIGINT AS ok, (t_n > 0 AND t_silent >= t_n)::BIGINT AS silent, "
-        "(t_shows > 0)::BIGINT AS shows, has_reproduced, in_scope, t_n FROM scored_trials"
     )
 
 
@@ -867,6 +900,72 @@ def _by_role(
     return {
         roles[int(r)]: rows[lo:hi] for r, lo, hi in _spans(np.asarray(fetched["r"], dtype=np.int64))
     }
+
+
+def _grades(con: Any) -> dict[tuple[str, str], list[tuple[Any, ...]]]:
+    """Per baseline, its grades and in how many scenarios each."""
+    grades: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
+    for row in con.execute(
+        "SELECT entry, variant, grade, count(DISTINCT (env, device, precision)) FROM runs "
+        "SEMI JOIN baselines "
+        "USING (entry, variant) WHERE grade IS NOT NULL GROUP BY ALL"
+    ).fetchall():
+        grades[(row[0], row[1])].append(tuple(row[2:]))
+    return grades
+
+
+def _messages(con: Any) -> dict[tuple[str, str], list[tuple[Any, ...]]]:
+    """Per variant, the messages its runs raised: in how many scenarios, with which
+    outcomes, in which environments, at which best grade."""
+    messages: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
+    # each message's best grade ("" when none: not counted) picked by the engine: a list of
+    # its grades, for Python to pick from, doubled the query's time
+    p = Params()
+    for row in con.execute(
+        "SELECT entry, variant, exc_type, exc_message, count(DISTINCT (env, device, precision)), "
+        "list(DISTINCT outcome), "
+        "list(DISTINCT env), coalesce(arg_min(grade, list_position("
+        f"{p(_GRADE_VALUES)}::VARCHAR[], grade)), '') FROM runs WHERE has_exception GROUP BY ALL",
+        p.values,
+    ).fetchall():
+        messages[(row[0], row[1])].append(row[2:])
+    return messages
+
+
+def _not_counted(con: Any) -> dict[tuple[str, str], list[tuple[Any, ...]]]:
+    """Per variant, the runs not counted and the runs set apart, with why."""
+    not_counted: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
+    p = Params()
+    for row in con.execute(
+        "SELECT entry, variant, outcome, reason, count(*), list(DISTINCT env) FROM runs "
+        f"WHERE outcome IN {_in(_NOT_COUNTED_VALUES, p)} GROUP BY ALL",
+        p.values,
+    ).fetchall():
+        not_counted[(row[0], row[1])].append(row[2:])
+    for row in con.execute(
+        "SELECT entry, variant, outcome, why, count(*), list(DISTINCT env) FROM apart_runs "
+        "GROUP BY ALL"
+    ).fetchall():
+        not_counted[(row[0], row[1])].append(row[2:])
+    return not_counted
+
+
+def _failures_sql(p: Params) -> str:
+    """Per variant role, how its counted runs failed where it is in scope: the text, whether
+    it failed as documented, in how many scenarios."""
+    return (
+        "SELECT scored.r, runs.outcome, CASE WHEN has_exception THEN exc_type || ': ' || "
+        "exc_message ELSE runs.outcome || ': ' || reason END AS text, silent.rid IS NOT NULL OR "
+        "(scored.kind = 'dead_end' AND scored.errors AND runs.outcome = 'other_error' "
+        f"AND runs.grade IN {_in(_SHOWS, p)}) AS documented, "
+        # in scenarios: the cells whose runs ended so
+        "count(DISTINCT (scored.env, scored.device, scored.precision)) AS c "
+        "FROM runs JOIN scored USING (entry, variant, env, device, precision) "
+        "LEFT JOIN silent ON silent.rid = runs.rid AND silent.fails = scored.fails "
+        "WHERE scored.n > 0 AND scored.n <> scored.ok AND in_scope "
+        f"AND runs.outcome NOT IN {_in(('ok', *_NOT_COUNTED_VALUES), p)} GROUP BY ALL "
+        "ORDER BY scored.r"
+    )
 
 
 def _variant_rows(con: Any, roles: Sequence[tuple[Any, ...]]) -> _VariantRows:
@@ -916,59 +1015,15 @@ def _variant_rows(con: Any, roles: Sequence[tuple[Any, ...]]) -> _VariantRows:
     flaky = by_role(
         "SELECT DISTINCT r, env FROM scored WHERE flaky > 0 AND in_scope ORDER BY r", "env"
     )
-    grades: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
-    for row in con.execute(
-        "SELECT entry, variant, grade, count(DISTINCT (env, device, precision)) FROM runs "
-        "SEMI JOIN baselines "
-        "USING (entry, variant) WHERE grade IS NOT NULL GROUP BY ALL"
-    ).fetchall():
-        grades[(row[0], row[1])].append(tuple(row[2:]))
+    grades = _grades(con)
     ranges = by_role(
         "SELECT r, device, precision, env, has_reproduced FROM scored "
         "WHERE n > 0 AND kind = 'baseline' ORDER BY r",
         "device precision env has_reproduced",
     )
     p = Params()
-    failures = by_role(
-        "SELECT scored.r, runs.outcome, CASE WHEN has_exception THEN exc_type || ': ' || "
-        "exc_message ELSE runs.outcome || ': ' || reason END AS text, silent.rid IS NOT NULL OR "
-        "(scored.kind = 'dead_end' AND scored.errors AND runs.outcome = 'other_error' "
-        f"AND runs.grade IN {_in(_SHOWS, p)}) AS documented, "
-        # in scenarios: the cells whose runs ended so
-        "count(DISTINCT (scored.env, scored.device, scored.precision)) AS c "
-        "FROM runs JOIN scored USING (entry, variant, env, device, precision) "
-        "LEFT JOIN silent ON silent.rid = runs.rid AND silent.fails = scored.fails "
-        "WHERE scored.n > 0 AND scored.n <> scored.ok AND in_scope "
-        f"AND runs.outcome NOT IN {_in(('ok', *_NOT_COUNTED_VALUES), p)} GROUP BY ALL "
-        "ORDER BY scored.r",
-        "outcome text documented c",
-        p.values,
-    )
-    messages: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
-    # each message's best grade ("" when none: not counted) picked by the engine: a list of
-    # its grades, for Python to pick from, doubled the query's time
-    p = Params()
-    for row in con.execute(
-        "SELECT entry, variant, exc_type, exc_message, count(DISTINCT (env, device, precision)), "
-        "list(DISTINCT outcome), "
-        "list(DISTINCT env), coalesce(arg_min(grade, list_position("
-        f"{p(_GRADE_VALUES)}::VARCHAR[], grade)), '') FROM runs WHERE has_exception GROUP BY ALL",
-        p.values,
-    ).fetchall():
-        messages[(row[0], row[1])].append(row[2:])
-    not_counted: dict[tuple[str, str], list[tuple[Any, ...]]] = defaultdict(list)
-    p = Params()
-    for row in con.execute(
-        "SELECT entry, variant, outcome, reason, count(*), list(DISTINCT env) FROM runs "
-        f"WHERE outcome IN {_in(_NOT_COUNTED_VALUES, p)} GROUP BY ALL",
-        p.values,
-    ).fetchall():
-        not_counted[(row[0], row[1])].append(row[2:])
-    for row in con.execute(
-        "SELECT entry, variant, outcome, why, count(*), list(DISTINCT env) FROM apart_runs "
-        "GROUP BY ALL"
-    ).fetchall():
-        not_counted[(row[0], row[1])].append(row[2:])
+    failures = by_role(_failures_sql(p), "outcome text documented c", p.values)
+    messages, not_counted = _messages(con), _not_counted(con)
     return _VariantRows(
         totals,
         per_slice,

@@ -512,6 +512,38 @@ _KIND_WORDS = {
 }
 
 
+def _dead_end_unmeasured(
+    agg: EntryAggregate, v: VariantAggregate, label: str, claimed: str, kind_words: str
+) -> Verdict:
+    """A dead end whose documented kind of failure these runs cannot measure."""
+    n = v.overall.n
+    reason = v.unmeasured or "these runs do not measure it"
+    why = f"the document's failure is {kind_words}, which these runs cannot show: {reason}"
+    if not n:
+        why += f"; {_why_no_applicable(agg, v)}"
+        reading = RateReading(NOT_MEASURABLE, _no_figure(v), NOT_MEASURABLE, why)
+        return _rate_verdict_of(label, v.name, claimed, v.claimed_rate, v.overall, reading, why, "")
+    # its runs never say the untested reason is false: "not as documented" would. They
+    # are a note, and only where the dead end could act: a run that raised the
+    # documented error itself left the situation as the baseline has it
+    acted = [f for f in v.failures if f.outcome != Outcome.REPRODUCED.value]
+    unchanged = sum(f.count for f in v.failures if f.outcome == Outcome.REPRODUCED.value)
+    if n - v.ok.k and not acted:
+        why += (
+            f"; applied where it cannot act: its {n - v.ok.k} failing scenarios raised the "
+            "documented error itself, as the baseline does"
+        )
+    elif n:
+        why += (
+            f"; where it could act, it failed in {n - v.ok.k - unchanged}/{n - unchanged} "
+            f"applicable scenarios and was ok in {v.ok.k}, which says nothing of its "
+            "documented failure"
+        )
+    reading = RateReading(NOT_MEASURABLE, _no_figure(v), NOT_MEASURABLE, why)
+    seen = _failures_text(v, frozenset()) if acted else ""
+    return _rate_verdict_of(label, v.name, claimed, v.claimed_rate, v.overall, reading, why, seen)
+
+
 def _dead_end_verdict(
     agg: EntryAggregate, v: VariantAggregate, label: str, claimed: str, documented: str
 ) -> Verdict:
@@ -523,35 +555,7 @@ def _dead_end_verdict(
     failing = Rate.of(n - v.ok.k, n)  # any way of not working: as documented or otherwise
     kind_words = _KIND_WORDS.get(v.claim_kind or "raises", v.claim_kind or "")
     if v.measured_kind is None:
-        reason = v.unmeasured or "these runs do not measure it"
-        why = f"the document's failure is {kind_words}, which these runs cannot show: {reason}"
-        if not n:
-            why += f"; {_why_no_applicable(agg, v)}"
-            reading = RateReading(NOT_MEASURABLE, _no_figure(v), NOT_MEASURABLE, why)
-            return _rate_verdict_of(
-                label, v.name, claimed, v.claimed_rate, v.overall, reading, why, ""
-            )
-        # its runs never say the untested reason is false: "not as documented" would. They
-        # are a note, and only where the dead end could act: a run that raised the
-        # documented error itself left the situation as the baseline has it
-        acted = [f for f in v.failures if f.outcome != Outcome.REPRODUCED.value]
-        unchanged = sum(f.count for f in v.failures if f.outcome == Outcome.REPRODUCED.value)
-        if n - v.ok.k and not acted:
-            why += (
-                f"; applied where it cannot act: its {n - v.ok.k} failing scenarios raised the "
-                "documented error itself, as the baseline does"
-            )
-        elif n:
-            why += (
-                f"; where it could act, it failed in {n - v.ok.k - unchanged}/{n - unchanged} "
-                f"applicable scenarios and was ok in {v.ok.k}, which says nothing of its "
-                "documented failure"
-            )
-        reading = RateReading(NOT_MEASURABLE, _no_figure(v), NOT_MEASURABLE, why)
-        seen = _failures_text(v, frozenset()) if acted else ""
-        return _rate_verdict_of(
-            label, v.name, claimed, v.claimed_rate, v.overall, reading, why, seen
-        )
+        return _dead_end_unmeasured(agg, v, label, claimed, kind_words)
 
     reading = read_rate(
         v.claimed_rate,
@@ -661,6 +665,95 @@ def _example(baselines: list[VariantAggregate], grade: Grade, limit: int = 240) 
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _on_device(
+    device: str,
+    baselines: list[VariantAggregate],
+    claim: str,
+    claimed: str,
+    k: int,
+    n: int,
+) -> tuple[int, int] | Verdict:
+    """The counts of a message only a run on ``device`` can raise, or its verdict where no
+    run was on that device."""
+    # a message only a run on ``device`` can raise: the other devices' runs (a CPU twin,
+    # a silent stand-in) can neither show it nor speak against it
+    on_device = sum(
+        r.n for b in baselines for slice_id, r in b.by_slice if slice_id.startswith(device + "-")
+    )
+    if not on_device:
+        elsewhere = f" ({n} scenarios on other devices, stand-ins that cannot show it)" if n else ""
+        return Verdict(
+            claim,
+            "",
+            claimed,
+            f"no {device} run{elsewhere}",
+            NOT_MEASURABLE,
+            f"a message only a {device.upper()} run can raise (entry.yaml signature.device): "
+            f"waiting for a {device.upper()} run{elsewhere}",
+            grade=NOT_MEASURABLE,
+        )
+    return min(k, on_device), on_device
+
+
+def _message_measured(
+    baselines: list[VariantAggregate], k: int, n: int
+) -> tuple[Grade | None, str, str, list[VariantAggregate]]:
+    """The best grade the baselines reached (and its value), what was measured, in words,
+    and the baselines that raised their own related error."""
+    per_grade: Counter[str] = Counter()
+    for b in baselines:
+        per_grade.update(dict(b.grades))
+    ranked = [g for g in GRADES if per_grade[g.value]]
+    best = ranked[0] if ranked else None
+    grade = best.value if best is not None else NOT_MEASURABLE
+    measured = f"shown in {k}/{n} applicable baseline scenarios"
+    if ranked:
+        measured += " (" + ", ".join(f"{g.value} {per_grade[g.value]}" for g in ranked) + ")"
+    related = [b for b in baselines if b.related.k]
+    if related:
+        measured += (
+            f", the variant's related error in {sum(b.related.k for b in related)}/{n} ("
+            + ", ".join(b.name for b in related)
+            + ")"
+        )
+    return best, grade, measured, related
+
+
+def _never_seen_why(
+    entry: Entry | None,
+    agg: EntryAggregate,
+    baselines: list[VariantAggregate],
+    seen: str,
+    said: dict[str, str],
+) -> str:
+    """Why the documented message was never seen, with what was declared and raised instead."""
+    why = "never seen" + (
+        "; seen instead: " + seen if seen else "; the baseline raised no exception"
+    )
+    declared = [
+        f"{name}: {said[name]}"
+        for name in sorted(said)
+        if any(b.name == name and b.related.k for b in baselines)
+    ]
+    if declared:
+        why += (
+            "; what torch raises there instead, declared in entry.yaml ("
+            + "; ".join(declared)
+            + ")"
+        )
+    quiet = _silent_situations(entry)
+    if quiet:
+        why += (
+            "; where the documented situation raises nothing, declared in entry.yaml ("
+            + "; ".join(f"{name}: {text}" for name, text in sorted(quiet.items()))
+            + ")"
+        )
+    retyped = _documented_message_other_type(agg, baselines)
+    if retyped:
+        why = f"the documented message was raised as {retyped}, not {agg.signature_type}; " + why
+    return why
+
+
 def _message_verdict(
     entry: Entry | None, agg: EntryAggregate, baselines: list[VariantAggregate]
 ) -> Verdict:
@@ -685,45 +778,11 @@ def _message_verdict(
     n = sum(b.shown.n for b in baselines)
     device = entry.signature.device if entry is not None else ""
     if device:
-        # a message only a run on ``device`` can raise: the other devices' runs (a CPU twin,
-        # a silent stand-in) can neither show it nor speak against it
-        on_device = sum(
-            r.n
-            for b in baselines
-            for slice_id, r in b.by_slice
-            if slice_id.startswith(device + "-")
-        )
-        if not on_device:
-            elsewhere = (
-                f" ({n} scenarios on other devices, stand-ins that cannot show it)" if n else ""
-            )
-            return Verdict(
-                claim,
-                "",
-                claimed,
-                f"no {device} run{elsewhere}",
-                NOT_MEASURABLE,
-                f"a message only a {device.upper()} run can raise (entry.yaml signature.device): "
-                f"waiting for a {device.upper()} run{elsewhere}",
-                grade=NOT_MEASURABLE,
-            )
-        k, n = min(k, on_device), on_device
-    per_grade: Counter[str] = Counter()
-    for b in baselines:
-        per_grade.update(dict(b.grades))
-    ranked = [g for g in GRADES if per_grade[g.value]]
-    best = ranked[0] if ranked else None
-    grade = best.value if best is not None else NOT_MEASURABLE
-    measured = f"shown in {k}/{n} applicable baseline scenarios"
-    if ranked:
-        measured += " (" + ", ".join(f"{g.value} {per_grade[g.value]}" for g in ranked) + ")"
-    related = [b for b in baselines if b.related.k]
-    if related:
-        measured += (
-            f", the variant's related error in {sum(b.related.k for b in related)}/{n} ("
-            + ", ".join(b.name for b in related)
-            + ")"
-        )
+        limited = _on_device(device, baselines, claim, claimed, k, n)
+        if isinstance(limited, Verdict):
+            return limited
+        k, n = limited
+    best, grade, measured, related = _message_measured(baselines, k, n)
     seen = _messages_instead(baselines)
 
     def verdict(verdict_: str, why: str, seen_: str = "") -> Verdict:
@@ -759,30 +818,7 @@ def _message_verdict(
         if waiting:
             why += f"; {waiting}"
         return Verdict(claim, "", claimed, measured, NOT_MEASURABLE, why, grade=grade)
-    why = "never seen" + (
-        "; seen instead: " + seen if seen else "; the baseline raised no exception"
-    )
-    declared = [
-        f"{name}: {said[name]}"
-        for name in sorted(said)
-        if any(b.name == name and b.related.k for b in baselines)
-    ]
-    if declared:
-        why += (
-            "; what torch raises there instead, declared in entry.yaml ("
-            + "; ".join(declared)
-            + ")"
-        )
-    quiet = _silent_situations(entry)
-    if quiet:
-        why += (
-            "; where the documented situation raises nothing, declared in entry.yaml ("
-            + "; ".join(f"{name}: {text}" for name, text in sorted(quiet.items()))
-            + ")"
-        )
-    retyped = _documented_message_other_type(agg, baselines)
-    if retyped:
-        why = f"the documented message was raised as {retyped}, not {agg.signature_type}; " + why
+    why = _never_seen_why(entry, agg, baselines, seen, said)
     if open_n < n:
         why += f"; {open_n} of the {n} scenarios could show it (the others raised their own error)"
     high = Rate.of(0, open_n).high or 0.0
@@ -1024,6 +1060,53 @@ def _between(
     return (below[-1] if below else None, above[0] if above else None)
 
 
+def _version_problems(
+    row: Any,
+    releases: dict[Version, list[int]],
+    present: bool,
+    field_name: str,
+    shows: list[Version],
+    lacks: list[Version],
+) -> list[str]:
+    """What contradicts a version-table row: a covered release that behaves otherwise, a
+    reproduction outside its bounds."""
+    problems = _outside_bounds(row, releases)
+    if present and lacks:
+        problems.insert(0, "does not reproduce in " + ", ".join(f"{field_name} {v}" for v in lacks))
+    elif not present and shows:
+        problems.insert(0, "reproduces in " + ", ".join(f"{field_name} {v}" for v in shows))
+    return problems
+
+
+def _version_unsettled(
+    agg: EntryAggregate,
+    baselines: list[VariantAggregate],
+    field_name: str,
+    missing: list[_Edge],
+    releases: dict[Version, list[int]],
+    consistent: str,
+) -> str:
+    """Why a version-table row is not settled: which releases it rests on were not
+    measured, between which the change lies, and the command that settles it."""
+    whats: dict[Version | None, list[str]] = {}
+    for e in missing:
+        whats.setdefault(e.release, []).append(e.what)
+    unmeasured = "; ".join(
+        (f"{field_name} {release} ({' and '.join(what)})" if release else " and ".join(what))
+        for release, what in whats.items()
+    )
+    why = f"{consistent}; not measured: {unmeasured}"
+    placed = sorted(release for release in whats if release is not None)
+    spans = sorted({_between(v, releases) for v in placed}, key=str)
+    for low, high in spans:
+        if low is not None and high is not None:
+            why += f"; the change lies between {field_name} {low} and {high}"
+    if placed:
+        commands = _settle_commands(agg, baselines, field_name, placed, releases)
+        why += f"; settle it with `{commands}`"
+    return why
+
+
 def _version_verdict(
     row: Any, agg: EntryAggregate, baselines: list[VariantAggregate], grade: str
 ) -> Verdict:
@@ -1079,11 +1162,7 @@ def _version_verdict(
         )
         return verdict(NOT_MEASURABLE, measured, why, "", n)
     present = row.status.strip().lower() in PRESENT_STATUSES
-    problems = _outside_bounds(row, releases)
-    if present and lacks:
-        problems.insert(0, "does not reproduce in " + ", ".join(f"{field_name} {v}" for v in lacks))
-    elif not present and shows:
-        problems.insert(0, "reproduces in " + ", ".join(f"{field_name} {v}" for v in shows))
+    problems = _version_problems(row, releases, present, field_name, shows, lacks)
     if problems:
         lacking_envs = {e.id for e in agg.envs if _env_version(e, field_name) in set(lacks)}
         seen = _messages_instead(baselines, lacking_envs) if present else ""
@@ -1103,20 +1182,5 @@ def _version_verdict(
             else "its first and last covered releases measured"
         )
         return verdict(CONFIRMED, measured, f"{consistent}; {settled}", "", n)
-    whats: dict[Version | None, list[str]] = {}
-    for e in missing:
-        whats.setdefault(e.release, []).append(e.what)
-    unmeasured = "; ".join(
-        (f"{field_name} {release} ({' and '.join(what)})" if release else " and ".join(what))
-        for release, what in whats.items()
-    )
-    why = f"{consistent}; not measured: {unmeasured}"
-    placed = sorted(release for release in whats if release is not None)
-    spans = sorted({_between(v, releases) for v in placed}, key=str)
-    for low, high in spans:
-        if low is not None and high is not None:
-            why += f"; the change lies between {field_name} {low} and {high}"
-    if placed:
-        commands = _settle_commands(agg, baselines, field_name, placed, releases)
-        why += f"; settle it with `{commands}`"
+    why = _version_unsettled(agg, baselines, field_name, missing, releases, consistent)
     return verdict(INCONCLUSIVE, measured, why, "", n)

@@ -76,7 +76,7 @@ def probe_versions(python: str, timeout: float = PROBE_TIMEOUT_S) -> dict[str, s
         return {"python": f"{v[0]}.{v[1]}.{v[2]}", **_dist_versions()}
     from harness.envs.backends import run_bounded
 
-    try:  # bounded: a script's `sleep` holding the pipes, or 10 MB printed (issue 25)
+    try:  # bounded: a script's `sleep` holding the pipes, or 10 MB printed
         out = run_bounded([python, "-c", _PROBE], timeout)
     except OSError as exc:
         return f"{python} does not run: {exc}"

@@ -30,7 +30,7 @@ import difflib
 import ipaddress
 import json
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Generator, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -142,6 +142,24 @@ def _schema(data: dict[str, Any]) -> Iterator[str]:
             yield f"missing {key}"
     if any(key not in data for key in ("id", "url", "error", "environment", "verdict")):
         return
+    yield from _schema_head(data)
+    for key in ("error", "environment", "verdict"):
+        if not isinstance(data[key], dict):
+            yield f"{key} must be an object"
+            return
+    yield from _schema_environment(data["environment"])
+    yield from _schema_verdict(data["verdict"])
+    dead_ends = yield from _schema_dead_ends(data.get("dead_ends"))
+    workarounds = yield from _schema_workarounds(data.get("workarounds"))
+    for i, item in enumerate([*dead_ends, *workarounds]):
+        sources = item.get("sources", [])
+        if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+            yield f"sources of item {i} must be a list of text"
+    yield from _schema_graph(data.get("transition_graph"))
+    yield from _schema_metadata(data.get("metadata"))
+
+
+def _schema_head(data: dict[str, Any]) -> Iterator[str]:
     if not isinstance(data.get("schema_version"), str) or not _VERSION.match(
         data["schema_version"]
     ):
@@ -155,11 +173,9 @@ def _schema(data: dict[str, Any]) -> Iterator[str]:
     for key in ("first_seen", "last_confirmed"):
         if key in error and not (isinstance(error[key], str) and _DATE.match(error[key])):
             yield f"error.{key} must be a YYYY-MM-DD date"
-    for key in ("error", "environment", "verdict"):
-        if not isinstance(data[key], dict):
-            yield f"{key} must be an object"
-            return
-    env = data["environment"]
+
+
+def _schema_environment(env: dict[str, Any]) -> Iterator[str]:
     runtime = env.get("runtime")
     if not isinstance(runtime, dict) or not all(
         isinstance(runtime.get(k), str) for k in ("name", "version_range")
@@ -169,7 +185,9 @@ def _schema(data: dict[str, Any]) -> Iterator[str]:
         yield "environment.os must be text"
     if "additional" in env and not isinstance(env["additional"], dict):
         yield "environment.additional must be an object"
-    verdict = data["verdict"]
+
+
+def _schema_verdict(verdict: dict[str, Any]) -> Iterator[str]:
     if verdict.get("resolvable") not in RESOLVABLE:
         yield f"verdict.resolvable must be one of {RESOLVABLE}"
     for key in ("fix_success_rate", "confidence"):
@@ -179,7 +197,10 @@ def _schema(data: dict[str, Any]) -> Iterator[str]:
         yield "verdict.last_updated must be a YYYY-MM-DD date"
     if not isinstance(verdict.get("summary"), str) or not verdict.get("summary"):
         yield "verdict.summary must be non-empty text"
-    dead_ends = data.get("dead_ends")
+
+
+def _schema_dead_ends(dead_ends: Any) -> Generator[str, None, list[dict[str, Any]]]:
+    """The dead ends' problems; returns those that are objects."""
     if not isinstance(dead_ends, list) or not dead_ends:
         yield "dead_ends must hold at least one dead end"
         dead_ends = []
@@ -195,7 +216,11 @@ def _schema(data: dict[str, Any]) -> Iterator[str]:
         for key in ("condition", "common_misconception"):
             if key in item and not isinstance(item[key], str):
                 yield f"dead_ends[{i}].{key} must be text"
-    workarounds = data.get("workarounds")
+    return dead_ends
+
+
+def _schema_workarounds(workarounds: Any) -> Generator[str, None, list[dict[str, Any]]]:
+    """The workarounds' problems; returns those that are objects."""
     if not isinstance(workarounds, list):
         yield "workarounds must be a list"
         workarounds = []
@@ -210,11 +235,10 @@ def _schema(data: dict[str, Any]) -> Iterator[str]:
         for key in ("how", "tradeoff", "condition"):
             if key in item and not isinstance(item[key], str):
                 yield f"workarounds[{i}].{key} must be text"
-    for i, item in enumerate([*dead_ends, *workarounds]):
-        sources = item.get("sources", [])
-        if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
-            yield f"sources of item {i} must be a list of text"
-    graph = data.get("transition_graph")
+    return workarounds
+
+
+def _schema_graph(graph: Any) -> Iterator[str]:
     if not isinstance(graph, dict):
         yield "transition_graph must be an object"
         graph = {}
@@ -233,7 +257,9 @@ def _schema(data: dict[str, Any]) -> Iterator[str]:
                     yield f"transition_graph.{key}[{j}].distinction must be text"
             elif not _is_rate(edge.get("probability")):
                 yield f"transition_graph.{key}[{j}].probability must be a number in [0, 1]"
-    meta = data.get("metadata")
+
+
+def _schema_metadata(meta: Any) -> Iterator[str]:
     if not isinstance(meta, dict):
         yield "metadata must be an object"
         meta = {}

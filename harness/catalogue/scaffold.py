@@ -369,12 +369,8 @@ _SCRAPED_SECTIONS = (
 _DOMAINS = {"pytorch-lightning": "lightning", "lightning": "lightning", "pytorch": "pytorch"}
 
 
-def parse_scraped(text: str, path: str | Path) -> Scaffold:
-    lines = text.splitlines()
-    head = re.match(r"^([\w.-]+)/([\w.-]+) · error · ([\w.]+)\s*$", lines[0] if lines else "")
-    if not head:
-        raise DocumentError(path, "no first line '<org>/<repo> · error · <ExceptionType>'", 1)
-    org, repo, exc_type = head.groups()
+def _scraped_sections(lines: list[str]) -> dict[str, tuple[int, list[str]]]:
+    """The page's sections by title: the line each starts on and its lines."""
     sections: dict[str, tuple[int, list[str]]] = {}
     current = None
     for number, line in enumerate(lines[1:], 2):
@@ -386,6 +382,38 @@ def parse_scraped(text: str, path: str | Path) -> Scaffold:
                 current = None
         elif current is not None:
             sections[current][1].append(line)
+    return sections
+
+
+def _scraped_origin(sections: dict[str, tuple[int, list[str]]]) -> dict[str, Any]:
+    """Where the page says the error is thrown and which errors it lists as related."""
+    found: dict[str, Any] = {}
+    if "Source" in sections:
+        thrown = next(
+            (
+                ln.strip()[len("Thrown at ") :]
+                for ln in sections["Source"][1]
+                if ln.strip().startswith("Thrown at ")
+            ),
+            None,
+        )
+        if thrown:
+            found["thrown_at"] = thrown
+    if "Related errors" in sections:
+        related = [ln.strip().lstrip("•").strip() for ln in sections["Related errors"][1]]
+        related = [r for r in related if r and not r.startswith("AI-assisted analysis")]
+        if related:
+            found["related"] = related
+    return found
+
+
+def parse_scraped(text: str, path: str | Path) -> Scaffold:
+    lines = text.splitlines()
+    head = re.match(r"^([\w.-]+)/([\w.-]+) · error · ([\w.]+)\s*$", lines[0] if lines else "")
+    if not head:
+        raise DocumentError(path, "no first line '<org>/<repo> · error · <ExceptionType>'", 1)
+    org, repo, exc_type = head.groups()
+    sections = _scraped_sections(lines)
     for required in ("Error message", "Solutions"):
         if required not in sections:
             raise DocumentError(path, f"no '{required}' section")
@@ -411,22 +439,7 @@ def parse_scraped(text: str, path: str | Path) -> Scaffold:
         "format": "scraped",
         "domain": _DOMAINS.get(repo.lower(), repo.lower()),
     }
-    if "Source" in sections:
-        thrown = next(
-            (
-                ln.strip()[len("Thrown at ") :]
-                for ln in sections["Source"][1]
-                if ln.strip().startswith("Thrown at ")
-            ),
-            None,
-        )
-        if thrown:
-            origin["thrown_at"] = thrown
-    if "Related errors" in sections:
-        related = [ln.strip().lstrip("•").strip() for ln in sections["Related errors"][1]]
-        related = [r for r in related if r and not r.startswith("AI-assisted analysis")]
-        if related:
-            origin["related"] = related
+    origin.update(_scraped_origin(sections))
     m = re.search(r"Data as JSON: (\S+?)\.?\s", text)
     if m:
         origin["url"] = m.group(1)

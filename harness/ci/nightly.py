@@ -242,6 +242,32 @@ def claim_verdicts(compat: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     return out
 
 
+def _change(
+    cid: tuple[str, str, str],
+    kind: str,
+    was: NightRuns,
+    now: NightRuns,
+    state: CellState | None,
+) -> dict[str, Any]:
+    """One cell whose outcomes changed between its last two measured nights."""
+    return {
+        "entry": cid[0],
+        "variant": cid[1],
+        "kind": kind,
+        "cell": cid[2],
+        "before": {
+            "night": was.night,
+            "outcomes": list(was.outcomes),
+            "revisions": list(was.revisions),
+        },
+        "now": list(now.outcomes),
+        "revisions": list(now.revisions),
+        "same_revision": was.revisions == now.revisions,
+        "readings": {"before": list(was.readings), "now": list(now.readings)},
+        "state": state.as_dict() if state else None,
+    }
+
+
 def make_snapshot(
     records: Sequence[Record],
     night: str,
@@ -267,24 +293,7 @@ def make_snapshot(
         if len(measured) < 2 or measured[-2].outcomes == measured[-1].outcomes:
             continue
         was, now = measured[-2], measured[-1]
-        changes[_change_kind(was, now, state)].append(
-            {
-                "entry": cid[0],
-                "variant": cid[1],
-                "kind": history.kind,
-                "cell": cid[2],
-                "before": {
-                    "night": was.night,
-                    "outcomes": list(was.outcomes),
-                    "revisions": list(was.revisions),
-                },
-                "now": list(now.outcomes),
-                "revisions": list(now.revisions),
-                "same_revision": was.revisions == now.revisions,
-                "readings": {"before": list(was.readings), "now": list(now.readings)},
-                "state": state.as_dict() if state else None,
-            }
-        )
+        changes[_change_kind(was, now, state)].append(_change(cid, history.kind, was, now, state))
     old, new = _releases(before), _releases(tonight)
     old_claims: Mapping[str, Mapping[str, str]] = (previous or {}).get("claims", {})
     changed_claims = [

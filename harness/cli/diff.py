@@ -40,7 +40,8 @@ class DiffCommand(Command):
 
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
-        from harness.ci.diff import diff_records, format_diff, load_side
+        from harness.aggregate.diff import diff_records
+        from harness.ci.diff import format_diff, load_side
         from harness.spec.entries import load_entries
 
         entries = load_entries(repo / "repros")

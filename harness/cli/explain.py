@@ -22,7 +22,7 @@ __all__ = ["MAX_PASTE_BYTES", "ExplainCommand", "add_arguments", "read_file_tail
 
 
 # what explain reads of a paste: a traceback's last lines are what name the error, and every
-# stored message is compared with the paste, so its size bounds the time (issue 36)
+# stored message is compared with the paste, so its size bounds the time
 MAX_PASTE_BYTES = 32 * 1024
 MAX_STDIN_BYTES = 16 * 1024 * 1024  # read from a stream before it is cut (a /dev/zero)
 

@@ -17,8 +17,8 @@ __all__ = ["NewCommand", "documenting_the_same"]
 
 def documenting_the_same(scaffold: Any, repros: Path) -> list[str]:
     """The entries whose documented signature matches the new document's message, or whose
-    own documented message the new document's signature matches (issue 35: a duplicate
-    became a second entry, which explain then listed first, unmeasured)."""
+    own documented message the new document's signature matches (a duplicate
+    would become a second entry, which explain would list first, unmeasured)."""
     from harness.spec.entries import load_entries
 
     message = str(scaffold.origin.get("message") or "")

@@ -54,8 +54,8 @@ class NightlyCommand(Command):
 
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
+        from harness.aggregate.diff import as_reported
         from harness.atomic import write_atomically
-        from harness.ci.diff import as_reported
         from harness.ci.nightly import (
             claim_verdicts,
             dumps,

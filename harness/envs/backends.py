@@ -16,10 +16,8 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -31,6 +29,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from harness.atomic import write_atomically
+from harness.envs.bounded import Bounded, run_bounded
 from harness.envs.installed import Met, judge
 from harness.envs.installed import report as installed_report
 from harness.spec.matrix import Environment, package_of
@@ -167,66 +166,8 @@ class EnvBackend(Protocol):
     def ensure(self, env: Environment, prober: Prober | None = None) -> BuiltEnv: ...
 
 
-PROBE_OUTPUT_BYTES = 1 << 20  # what a probe's stdout and stderr may keep, each
 IDENTIFY_TIMEOUT_S = 10.0  # "are you a Python?": an interpreter answers in well under 1 s
 SHOWN_CHARS = 200  # of what a program that is not a Python printed
-
-
-@dataclass(frozen=True)
-class Bounded:
-    """What a command printed (at most ``limit`` bytes of each stream) and how it ended."""
-
-    returncode: int | None  # None: killed when the time was up
-    stdout: str
-    stderr: str
-    printed: int  # bytes it wrote to stdout, kept or not
-
-
-def run_bounded(argv: list[str], timeout: float, limit: int = PROBE_OUTPUT_BYTES) -> Bounded:
-    """Run ``argv`` in a session of its own, keep the first ``limit`` bytes of its stdout
-    and stderr (the rest is read and dropped: a program printing gigabytes costs no
-    memory) and kill its whole group when ``timeout`` passes (a shell script's `sleep`
-    holds the pipes open after the script is killed). OSError if it cannot start."""
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    kept = [bytearray(), bytearray()]
-    counted = [0, 0]
-
-    def drain(stream: Any, i: int) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            while block := stream.read1(1 << 16):
-                counted[i] += len(block)
-                room = limit - len(kept[i])
-                if room > 0:
-                    kept[i] += block[:room]
-
-    readers = [
-        threading.Thread(target=drain, args=(stream, i), daemon=True)
-        for i, stream in enumerate((proc.stdout, proc.stderr))
-    ]
-    for reader in readers:
-        reader.start()
-    try:
-        proc.wait(timeout)
-        code: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        code = None
-    finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # what it left in its group, too
-        proc.wait()
-    for reader in readers:
-        reader.join(5)  # a daemon that left the group may hold a pipe: stop waiting
-    for stream in (proc.stdout, proc.stderr):
-        with contextlib.suppress(OSError):
-            stream.close()  # type: ignore[union-attr]
-    out, err = (bytes(k).decode("utf-8", "replace") for k in kept)
-    return Bounded(code, out, err, counted[0])
 
 
 class NotAPython(Exception):

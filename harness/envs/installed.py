@@ -18,6 +18,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from harness.envs.bounded import run_bounded
+
 # run in the interpreter: its distributions (name -> version, Requires-Dist) and the marker
 # environment (PEP 508) of that interpreter, on one line
 REPORT = r"""
@@ -64,8 +66,6 @@ class Met:
 def report(python: Path, timeout: float = 60) -> dict:
     """The interpreter's distributions and marker environment (see REPORT); ValueError
     where it does not say."""
-    from harness.envs.backends import run_bounded  # backends imports this module
-
     out = run_bounded([str(python), "-c", REPORT], timeout)
     if out.returncode is None:
         raise ValueError(f"{python} did not list its distributions within {timeout:.0f} s")

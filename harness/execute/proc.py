@@ -2,7 +2,7 @@
 timeout that ends the whole group, output captured to bounded files, the result read
 from a file and the exit status as the fallback.
 
-Daemons (issue 25): a process that leaves the run's group and session (fork, setsid,
+Daemons: a process that leaves the run's group and session (fork, setsid,
 fork) is not ended by the group's kill. The job's own process is a child subreaper
 (harness/inenv/child.py) and ends them when it ends; when it dies first they are
 reparented here, this process being a subreaper too (Linux, ``become_subreaper``), and

@@ -601,8 +601,8 @@ def _committed_changes(repo: Path) -> set[str] | None:
 
 def _say_what_changed(state: RunState, before: set[str] | None) -> None:
     """The run's last lines: the record file it wrote, how many committed files its report
-    rewrote, and how to put them back (issue 35: a newcomer's first run rewrote 108
-    committed files and said nothing)."""
+    rewrote, and how to put them back (a newcomer's first run rewrites the
+    committed pages: it says so)."""
     console = state.console
     if state.store is not None:
         console.print(f"records: {escape(str(state.store.path))}")
@@ -628,39 +628,17 @@ def settle_open(state: RunState) -> RunState | int:
     if cfg.settle_s is None:
         return state
     assert state.plan is not None and state.store is not None
-    from harness.aggregate.cells import aggregate_entry, reread
-    from harness.execute.settle import Question, flaky_cells, is_open, next_round, settled_json
-    from harness.store.jsonl import latest
+    from harness.execute.settle import Question, flaky_cells, is_open
 
-    began = time.monotonic()
-    entries = {e.id: e for e in state.entries}
     planned: dict[tuple[str, str, str], Job] = {}
     for job in state.plan.jobs:
         planned.setdefault((job.entry.id, job.variant.name, job.cell.id), job)
-    wanted = {cid[0] for cid in planned}
-    me = state.store.machine
-
-    def stored() -> list[Record]:
-        rs = [r for r in latest(Store(cfg.records_dir).load().records) if r.entry in wanted]
-        out: list[Record] = []
-        for eid in wanted:
-            mine = [r for r in rs if r.entry == eid]
-            out += reread(mine, entries[eid]) if eid in entries else mine
-        return out
-
-    def verdicts(records: Sequence[Record]) -> dict[tuple[str, str, str], Any]:
-        found = {}
-        for eid in sorted(wanted):
-            agg = aggregate_entry(entries.get(eid), [r for r in records if r.entry == eid])
-            for v in agg.verdicts:
-                found[(eid, v.claim, v.subject)] = v
-        return found
-
-    records = stored()
+    settling = _Settling(cfg, {e.id: e for e in state.entries}, planned, state.store.machine)
+    records = settling.stored()
     variants = {(cid[0], cid[1]) for cid in planned}
     questions = [
         Question(eid, claim, subject, v.label)
-        for (eid, claim, subject), v in verdicts(records).items()
+        for (eid, claim, subject), v in settling.verdicts(records).items()
         if is_open(v) and (eid, subject) in variants
     ]
     flaky_before = flaky_cells(records, planned)
@@ -669,41 +647,106 @@ def settle_open(state: RunState) -> RunState | int:
         f"at most {cfg.settle_s:g} s of extra trials",
         markup=False,
     )
-    extra: collections.Counter[tuple[str, str, str]] = collections.Counter()
-    settled: list[dict[str, Any]] = []
-    rounds, ended = 0, "nothing left open"
-    estimate = estimate_from(
-        Store(cfg.records_dir).load().records,
-        cuda_start_s=cfg.cuda_start_s,  # None: the GPU records' measured start, else the default
-    )
-    while True:
-        jobs, why = next_round(planned, records, questions, lambda r: r.machine_key == me)
-        if not jobs:
-            break
-        left = cfg.settle_s - (time.monotonic() - began)
-        if cfg.budget_s is not None:
-            left = min(left, cfg.budget_s - (time.monotonic() - state.started))
-        chosen = fit(jobs, estimate, slots=max(1, cfg.jobs), budget_s=max(0.0, left)).chosen
-        if not chosen:
-            ended = "the budget ended"
-            break
-        state.todo = list(chosen)
-        result = run_matrix(state)
-        if isinstance(result, int):
-            return result
-        rounds += 1
-        for job in chosen:
-            extra[(job.entry.id, job.variant.name, job.cell.id)] += 1
-        records = stored()
-        now = verdicts(records)
+    ran = settling.rounds_of_trials(state, records, questions)
+    if isinstance(ran, int):
+        return ran
+    records, questions = ran
+    settling.write(flaky_before, set(flaky_cells(records, planned)), questions)
+    settling.say(state.console, questions)
+    return state
+
+
+@dataclass
+class _Settling:
+    """What ``settle_open`` keeps across its rounds."""
+
+    cfg: Config
+    entries: dict[str, Entry]
+    planned: dict[tuple[str, str, str], Job]
+    me: Any  # this run's machine (store.machine)
+    began: float = field(default_factory=time.monotonic)
+    extra: collections.Counter[tuple[str, str, str]] = field(default_factory=collections.Counter)
+    settled: list[dict[str, Any]] = field(default_factory=list)
+    rounds: int = 0
+    ended: str = "nothing left open"
+
+    def stored(self) -> list[Record]:
+        """The newest stored records of the planned entries, read as the report reads them."""
+        from harness.aggregate.cells import reread
+        from harness.store.jsonl import latest
+
+        wanted = {cid[0] for cid in self.planned}
+        records = Store(self.cfg.records_dir).load().records
+        rs = [r for r in latest(records) if r.entry in wanted]
+        out: list[Record] = []
+        for eid in wanted:
+            mine = [r for r in rs if r.entry == eid]
+            out += reread(mine, self.entries[eid]) if eid in self.entries else mine
+        return out
+
+    def verdicts(self, records: Sequence[Record]) -> dict[tuple[str, str, str], Any]:
+        from harness.aggregate.cells import aggregate_entry
+
+        found = {}
+        for eid in sorted({cid[0] for cid in self.planned}):
+            agg = aggregate_entry(self.entries.get(eid), [r for r in records if r.entry == eid])
+            for v in agg.verdicts:
+                found[(eid, v.claim, v.subject)] = v
+        return found
+
+    def rounds_of_trials(
+        self, state: RunState, records: list[Record], questions: list[Any]
+    ) -> tuple[list[Record], list[Any]] | int:
+        """Extra trials a round at a time until nothing is open or the time ends; the
+        records and the questions still open after, or the exit code that stopped the run."""
+        from harness.execute.settle import next_round
+
+        cfg = self.cfg
+        estimate = estimate_from(
+            Store(cfg.records_dir).load().records,
+            cuda_start_s=cfg.cuda_start_s,  # None: the GPU records' measured start, else the default
+        )
+        while True:
+            jobs, _ = next_round(
+                self.planned, records, questions, lambda r: r.machine_key == self.me
+            )
+            if not jobs:
+                return records, questions
+            assert cfg.settle_s is not None
+            left = cfg.settle_s - (time.monotonic() - self.began)
+            if cfg.budget_s is not None:
+                left = min(left, cfg.budget_s - (time.monotonic() - state.started))
+            chosen = fit(jobs, estimate, slots=max(1, cfg.jobs), budget_s=max(0.0, left)).chosen
+            if not chosen:
+                self.ended = "the budget ended"
+                return records, questions
+            state.todo = list(chosen)
+            result = run_matrix(state)
+            if isinstance(result, int):
+                return result
+            self.rounds += 1
+            for job in chosen:
+                self.extra[(job.entry.id, job.variant.name, job.cell.id)] += 1
+            records = self.stored()
+            questions = self._still_open(questions, self.verdicts(records))
+            if len(chosen) < len(jobs):
+                self.ended = "the budget ended"
+                return records, questions
+
+    def _still_open(self, questions: list[Any], now: dict[tuple[str, str, str], Any]) -> list[Any]:
+        """The questions still open; the others noted as settled, with their extra runs."""
+        from harness.execute.settle import is_open
+
         still = []
         for q in questions:
             v = now.get((q.entry, q.claim, q.subject))
             if v is not None and is_open(v):
                 still.append(q)
                 continue
-            runs = sum(n for cid, n in extra.items() if cid[0] == q.entry and cid[1] == q.subject)
-            settled.append(
+            runs = sum(
+                n for cid, n in self.extra.items() if cid[0] == q.entry and cid[1] == q.subject
+            )
+            self.settled.append(
                 {
                     "entry": q.entry,
                     "claim": q.claim,
@@ -713,47 +756,54 @@ def settle_open(state: RunState) -> RunState | int:
                     "extra_runs": runs,
                 }  # fmt: skip
             )
-        questions = still
-        if len(chosen) < len(jobs):
-            ended = "the budget ended"
-            break
-    flaky_after = set(flaky_cells(records, planned))
-    result_doc = {
-        "machine": me.name,
-        "settle_s": cfg.settle_s,
-        "spent_s": round(time.monotonic() - began, 1),
-        "rounds": rounds,
-        "ended": ended,
-        "claims_settled": settled,
-        "claims_open": [dataclasses.asdict(q) for q in questions],
-        "flaky_cells": [
-            {
-                "entry": c[0],
-                "variant": c[1],
-                "cell": c[2],
-                "extra_runs": extra[c],
-                "decided": c not in flaky_after,
-            }  # fmt: skip
-            for c in flaky_before
-        ],
-        "extra_runs": sum(extra.values()),
-    }
-    night = time.strftime("%Y-%m-%d", time.gmtime())
-    folder = cfg.results_dir / "settled"
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomically(folder / f"{night}-{me.name}.json", settled_json(result_doc).encode("utf-8"))
-    for s in settled:
-        state.console.print(
-            f"settled by extra trials: {s['entry']} {s['claim']}: {s['before']} -> "
-            f"{s['after']} ({s['extra_runs']} extra runs)",
+        return still
+
+    def write(
+        self, flaky_before: Sequence[Any], flaky_after: set[Any], questions: list[Any]
+    ) -> None:
+        """results/settled/<night>-<machine>.json: what was settled, and with how many runs."""
+        from harness.execute.settle import settled_json
+
+        result_doc = {
+            "machine": self.me.name,
+            "settle_s": self.cfg.settle_s,
+            "spent_s": round(time.monotonic() - self.began, 1),
+            "rounds": self.rounds,
+            "ended": self.ended,
+            "claims_settled": self.settled,
+            "claims_open": [dataclasses.asdict(q) for q in questions],
+            "flaky_cells": [
+                {
+                    "entry": c[0],
+                    "variant": c[1],
+                    "cell": c[2],
+                    "extra_runs": self.extra[c],
+                    "decided": c not in flaky_after,
+                }  # fmt: skip
+                for c in flaky_before
+            ],
+            "extra_runs": sum(self.extra.values()),
+        }
+        night = time.strftime("%Y-%m-%d", time.gmtime())
+        folder = self.cfg.results_dir / "settled"
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{night}-{self.me.name}.json"
+        write_atomically(target, settled_json(result_doc).encode("utf-8"))
+
+    def say(self, console: Console, questions: list[Any]) -> None:
+        for s in self.settled:
+            console.print(
+                f"settled by extra trials: {s['entry']} {s['claim']}: {s['before']} -> "
+                f"{s['after']} ({s['extra_runs']} extra runs)",
+                markup=False,
+            )
+        for q in questions:
+            console.print(f"still open: {q.entry} {q.claim}: {q.label}", markup=False)
+        console.print(
+            f"settle: {sum(self.extra.values())} extra runs in {self.rounds} round(s); "
+            f"{self.ended}",
             markup=False,
         )
-    for q in questions:
-        state.console.print(f"still open: {q.entry} {q.claim}: {q.label}", markup=False)
-    state.console.print(
-        f"settle: {sum(extra.values())} extra runs in {rounds} round(s); {ended}", markup=False
-    )
-    return state
 
 
 STEPS: tuple[Step, ...] = (

@@ -1165,62 +1165,8 @@ def _serve_requests(send, own_fds, running, reaper_pid):
                     for pid in running:
                         _kill_group(pid)
                 pending += data
-                while b"\n" in pending:
-                    line, pending = pending.split(b"\n", 1)
-                    if not line.strip():
-                        continue
-                    request = json.loads(line.decode())
-                    if request.get("op") != "run":
-                        continue
-                    refusal = fork_refusal()
-                    if refusal is not None:
-                        send({"event": "refused", "id": request["id"], "reason": refusal})
-                        continue
-                    if spare is not None:
-                        pid = spare.pid
-                        spare.hand(request)
-                        spare = None
-                    else:  # the spare died, or a second request came before a new one
-                        pid = _start_child(request, own_fds)
-                        os.write(reaper, ("+%d\n" % pid).encode())
-                    running[pid] = request["id"]
-                    results[pid] = request.get("result", "")
-                    send({"event": "started", "id": request["id"], "pid": pid})
-            while True:
-                try:
-                    pid, status = os.waitpid(-1, os.WNOHANG)
-                except ChildProcessError:
-                    running.clear()
-                    break
-                if pid == 0:
-                    break
-                if spare is not None and pid == spare.pid:  # ended before its job came
-                    spare.dismiss()
-                    spare = None
-                    os.write(reaper, ("-%d\n" % pid).encode())
-                    continue
-                request_id = running.pop(pid, None)
-                strays = []
-                if request_id is not None:
-                    os.write(reaper, ("-%d\n" % pid).encode())
-                    result = results.pop(pid, "")
-                    # a job's process that wrote its result ended its own daemons first
-                    # (run_here); one that did not may have left them here
-                    if status != 0 or not (result and os.path.exists(result)):
-                        keep = set(running) | {reaper_pid}
-                        if spare is not None:
-                            keep.add(spare.pid)
-                        strays = end_descendants(keep, group=pid)
-                if request_id is not None and reading:
-                    send(
-                        {
-                            "event": "ended",
-                            "id": request_id,
-                            "pid": pid,
-                            "status": status,
-                            "strays": strays,
-                        }
-                    )
+                pending, spare = _start_requested(pending, send, own_fds, running, results, spare)
+            spare = _reap_ended(send, running, results, spare, reaper, reaper_pid, reading)
     finally:
         if spare is not None:  # stopping: the spare exits when its pipe closes unread
             spare.dismiss()
@@ -1228,6 +1174,74 @@ def _serve_requests(send, own_fds, running, reaper_pid):
                 os.waitpid(spare.pid, 0)
             except ChildProcessError:
                 pass
+
+
+def _start_requested(pending, send, own_fds, running, results, spare):
+    """Start a job for each whole request line in ``pending`` (in the spare, where there is
+    one); returns what is left of ``pending`` and the spare (None: handed a job)."""
+    reaper = own_fds[3]
+    while b"\n" in pending:
+        line, pending = pending.split(b"\n", 1)
+        if not line.strip():
+            continue
+        request = json.loads(line.decode())
+        if request.get("op") != "run":
+            continue
+        refusal = fork_refusal()
+        if refusal is not None:
+            send({"event": "refused", "id": request["id"], "reason": refusal})
+            continue
+        if spare is not None:
+            pid = spare.pid
+            spare.hand(request)
+            spare = None
+        else:  # the spare died, or a second request came before a new one
+            pid = _start_child(request, own_fds)
+            os.write(reaper, ("+%d\n" % pid).encode())
+        running[pid] = request["id"]
+        results[pid] = request.get("result", "")
+        send({"event": "started", "id": request["id"], "pid": pid})
+    return pending, spare
+
+
+def _reap_ended(send, running, results, spare, reaper, reaper_pid, reading):
+    """Reap every child that ended and say so (while the harness reads); returns the spare
+    (None: it ended before its job came)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            running.clear()
+            return spare
+        if pid == 0:
+            return spare
+        if spare is not None and pid == spare.pid:  # ended before its job came
+            spare.dismiss()
+            spare = None
+            os.write(reaper, ("-%d\n" % pid).encode())
+            continue
+        request_id = running.pop(pid, None)
+        strays = []
+        if request_id is not None:
+            os.write(reaper, ("-%d\n" % pid).encode())
+            result = results.pop(pid, "")
+            # a job's process that wrote its result ended its own daemons first
+            # (run_here); one that did not may have left them here
+            if status != 0 or not (result and os.path.exists(result)):
+                keep = set(running) | {reaper_pid}
+                if spare is not None:
+                    keep.add(spare.pid)
+                strays = end_descendants(keep, group=pid)
+        if request_id is not None and reading:
+            send(
+                {
+                    "event": "ended",
+                    "id": request_id,
+                    "pid": pid,
+                    "status": status,
+                    "strays": strays,
+                }
+            )
 
 
 def _start_reaper():

@@ -1,5 +1,6 @@
-"""The latest night's regressions, first on the page and in the README: read from the
-newest snapshot under results/nightly/ (written by ``python -m harness nightly``)."""
+"""What opens the page: the latest night's regressions, first on the page and in the README,
+read from the newest snapshot under results/nightly/ (written by ``python -m harness
+nightly``); with ``report --since REV``, the cells changed since REV (harness/aggregate/diff.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["html_lead", "latest_snapshot", "markdown_lead", "migrated"]
+from harness.aggregate.diff import CATEGORIES, Diff
+
+__all__ = ["html_changes", "html_lead", "latest_snapshot", "markdown_lead", "migrated"]
 
 _NAME = re.compile(r"\d{4}-\d{2}-\d{2}\.json")
 _LISTED = 20  # regressions named on the page; the snapshot has them all
@@ -109,6 +112,24 @@ def html_lead(s: Mapping[str, Any] | None) -> str:
     if regressions:
         out.append("<ul>")
         out += [f"<li><code>{e(_line(c))}</code></li>" for c in regressions[:_LISTED]]
+        out.append("</ul>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def html_changes(d: Diff, since: str) -> str:
+    """A self-contained <section> for the top of index.html: "changed since <rev>"."""
+    e = html.escape
+    out = [
+        '<section id="changed-since"><h2>Changed since ' + e(since) + "</h2>",
+        f"<p>{len(d.changes)} cells changed, {d.unchanged} unchanged, {len(d.only_new)} new.</p>",
+    ]
+    for key, title in CATEGORIES:
+        changes = d.by_category(key)
+        if not changes:
+            continue
+        out.append(f"<h3>{e(title)} ({len(changes)})</h3><ul>")
+        out += [f"<li><code>{e(c.line())}</code></li>" for c in changes]
         out.append("</ul>")
     out.append("</section>")
     return "".join(out)

@@ -862,44 +862,133 @@ def render_all(
     NeedsEveryEntry. ``progress``: where the report shows its phases (none: nowhere)."""
     if progress is None:
         progress = ReportProgress(Console(quiet=True), quiet=True)
-    results = Path(results_dir)
     table = records if isinstance(records, RecordTable) else RecordTable.of(records)
+    ask = _Ask(entries, Path(results_dir), check, workers, prelude, domains, readme, progress)
+    store = RenderCache(ask.results) if cache else None
+    try:
+        return _render_once(table, ask, store, basis, previous if store is not None else None)
+    except StaleAssembly:  # answers.js is not what the last assembly says: without it
+        return _render_once(table, ask, store, basis, None)
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """What ``render_all`` was asked to render, and how."""
+
+    entries: Sequence[Entry]
+    results: Path
+    check: bool
+    workers: int | None
+    prelude: str
+    domains: Sequence[tuple[Triage, Mapping[str, Any]]]
+    readme: str | os.PathLike[str] | None
+    progress: ReportProgress
+
+
+def _render_once(
+    table: RecordTable,
+    ask: _Ask,
+    store: RenderCache | None,
+    basis: Mapping[str, tuple[str, int]] | None,
+    previous: Previous | None,
+) -> ReportSummary:
+    """``render_all`` with the last report's assembly (``previous``) or without it."""
+    entries, results, check, progress = ask.entries, ask.results, ask.check, ask.progress
     known = {e.id: e for e in entries}
-    store = RenderCache(results) if cache else None
     with progress.phase("finding the entries whose records changed"):
         digests = _entry_records(table, basis, digest=store is not None)
     ids = sorted(set(digests) | set(known))
     n_records = sum(n for _, n in digests.values())
-
     keys = _keys(digests, ids, known) if store is not None else []
-    if previous is not None and store is None:
-        previous = None
     # without the last report's assembly, every entry's share is needed
     plan = (
         _plan(results, ids, keys, previous)
         if previous is not None
         else _Plan(need=set(range(len(ids))))
     )
+    shares = _cached_shares(store, keys, plan)
+    missed = sorted(plan.need - shares.keys())
+    if table.touched is not None and any(
+        ids[i] in digests and ids[i] not in table.touched for i in missed
+    ):
+        raise NeedsEveryEntry("an entry not appended to is not in the cache")
+    items = _aggregated(table, entries, ids, missed, progress)
+    smells = _smells([known[ids[i]] for i in missed if ids[i] in known], table)
+    jobs, rendered = _render_items(items, entries, results, check, smells, ask.workers, progress)
+    for job, done in zip(jobs, rendered, strict=True):
+        for (i, _), share in zip(job.items, done.shares, strict=True):
+            shares[i] = share
+    readme = Path(ask.readme) if ask.readme is not None else None
+    findings = readme is not None and readme.is_file()
+    whole, compat_doc, summaries, kept = _whole_files(
+        results, ids, shares, plan, n_records, ask.prelude, ask.domains, findings
+    )
+    with progress.phase("writing the outputs and the caches"):
+        files, documents, leftovers = _write_outputs(
+            results,
+            entries,
+            rendered,
+            jobs,
+            whole,
+            shares,
+            kept,
+            (compat_doc, summaries),
+            readme,
+            check,
+        )
+        assembly = None
+        if store is not None and not check:
+            for i in missed:
+                store.put(keys[i], shares[i])
+            store.prune(set(keys))
+            assembly = Assembly(
+                "", code_fingerprint(), tuple(ids), tuple(keys), tuple(kept), n_records
+            )
+    return dataclasses.replace(
+        _summary(files, documents, kept, digests, n_records, assembly),
+        leftovers=tuple(leftovers),
+    )
+
+
+def _cached_shares(
+    store: RenderCache | None, keys: Sequence[str], plan: _Plan
+) -> dict[int, CachedEntry]:
+    """The shares the plan needs that the render cache holds (pages too, unless kept)."""
     shares: dict[int, CachedEntry] = {}
     if store is not None:
         for i in sorted(plan.need):
             hit = store.get(keys[i], pages=i not in plan.kept)
             if hit is not None:
                 shares[i] = hit
-    missed = sorted(plan.need - shares.keys())
-    if table.touched is not None and any(
-        ids[i] in digests and ids[i] not in table.touched for i in missed
-    ):
-        raise NeedsEveryEntry("an entry not appended to is not in the cache")
-    if missed:
-        wanted = [ids[i] for i in missed] if len(missed) < len(ids) else None
-        with progress.phase(f"aggregating {_entries(len(missed))}"):
-            aggs = aggregate_table(table, entries, ids=wanted)
-    else:
-        aggs = []
-    items: list[Item] = list(zip(missed, aggs, strict=True))
-    smells = _smells([known[ids[i]] for i in missed if ids[i] in known], table)
+    return shares
 
+
+def _aggregated(
+    table: RecordTable,
+    entries: Sequence[Entry],
+    ids: Sequence[str],
+    missed: Sequence[int],
+    progress: ReportProgress,
+) -> list[Item]:
+    """The aggregates of the entries at ``missed`` (their places in ``ids``)."""
+    if not missed:
+        return []
+    wanted = [ids[i] for i in missed] if len(missed) < len(ids) else None
+    with progress.phase(f"aggregating {_entries(len(missed))}"):
+        aggs = aggregate_table(table, entries, ids=wanted)
+    return list(zip(missed, aggs, strict=True))
+
+
+def _render_items(
+    items: list[Item],
+    entries: Sequence[Entry],
+    results: Path,
+    check: bool,
+    smells: dict[str, list[Smell]],
+    workers: int | None,
+    progress: ReportProgress,
+) -> tuple[list[_Job], list[_Rendered]]:
+    """Every item rendered, in shards shared out among this process and forked workers."""
     n = _workers(workers, len(items))
     jobs = [
         _Job(part, entries, results, check, smells)
@@ -914,94 +1003,61 @@ def render_all(
         progress.phase(f"rendering {_entries(len(items))}", len(items), forks=n > 1) as advance,
         _pool(jobs, n - 1) as futures,
     ):
-        rendered = _share_out(jobs, futures, advance)
-    for job, done in zip(jobs, rendered, strict=True):
-        for (i, _), share in zip(job.items, done.shares, strict=True):
-            shares[i] = share
+        return jobs, _share_out(jobs, futures, advance)
+
+
+def _write_outputs(
+    results: Path,
+    entries: Sequence[Entry],
+    rendered: list[_Rendered],
+    jobs: list[_Job],
+    whole: list[tuple[Path, bytes | None]],
+    shares: dict[int, CachedEntry],
+    kept: list[Kept],
+    compat: tuple[dict[str, Any], list[DomainSummary]],
+    readme: Path | None,
+    check: bool,
+) -> tuple[list[Flags], list[WritebackResult], list[Path]]:
+    """Everything rendered: the entries' files, the whole files, the documents and the
+    README staged together and renamed at the end, or none of them (a full disk, a
+    read-only folder: every output stays as it was, and the error names the file).
+    Returns the files with their flags, the documents and the leftovers of removed entries."""
+    compat_doc, summaries = compat
+    staged = Staged()
     try:
-        whole, compat_doc, summaries, kept = _whole_files(
-            results,
-            ids,
-            shares,
-            plan,
-            n_records,
-            prelude,
-            domains,
-            readme is not None and Path(readme).is_file(),
+        writes = [_write(done, check, staged) for done in rendered]
+        whole_flags = [
+            (False, False) if blob is None else _put(path, blob, check, staged)
+            for path, blob in whole
+        ]
+        documents = [
+            write_blocks(texts, document, check=check, staged=staged)
+            for i in sorted(shares)
+            for document, texts in shares[i].documents
+        ]
+        documents += _findings(
+            readme, results, compat_doc, summaries, check, staged, rewritten_since(entries)
         )
-    except StaleAssembly:  # answers.js is not what the last assembly says: without it
-        return render_all(
-            table,
-            entries,
+        leftovers = _leftovers(
             results,
-            check=check,
-            workers=workers,
-            prelude=prelude,
-            domains=domains,
-            cache=cache,
-            readme=readme,
-            basis=basis,
-            progress=progress,
+            {path.relative_to(results).as_posix() for path, _ in whole}
+            | {name for k in kept for name, _ in k.pages},
         )
-    # everything rendered: the entries' files, the whole files, the documents and the
-    # README staged together and renamed at the end, or none of them (a full disk, a
-    # read-only folder: every output stays as it was, and the error names the file)
-    with progress.phase("writing the outputs and the caches"):
-        staged = Staged()
-        try:
-            writes = [_write(done, check, staged) for done in rendered]
-            whole_flags = [
-                (False, False) if blob is None else _put(path, blob, check, staged)
-                for path, blob in whole
-            ]
-            documents = [
-                write_blocks(texts, document, check=check, staged=staged)
-                for i in sorted(shares)
-                for document, texts in shares[i].documents
-            ]
-            documents += _findings(
-                Path(readme) if readme is not None else None,
-                results,
-                compat_doc,
-                summaries,
-                check,
-                staged,
-                rewritten_since(entries),
-            )
-            leftovers = _leftovers(
-                results,
-                {path.relative_to(results).as_posix() for path, _ in whole}
-                | {name for k in kept for name, _ in k.pages},
-            )
-        except OSError as exc:
-            staged.discard()
-            raise ReportWriteError(exc) from exc
-        except BaseException:
-            staged.discard()
-            raise
-        try:
-            staged.commit()
-            if not check:
-                _remove(leftovers)
-        except OSError as exc:
-            raise ReportWriteError(exc) from exc
-
-        files = _entry_files(results, {i: k.pages for i, k in enumerate(kept)}, jobs, writes)
-        files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]
-
-        assembly = None
-        if store is not None and not check:
-            for i in missed:
-                store.put(keys[i], shares[i])
-            store.prune(set(keys))
-            assembly = Assembly(
-                "", code_fingerprint(), tuple(ids), tuple(keys), tuple(kept), n_records
-            )
-
-    return dataclasses.replace(
-        _summary(files, documents, kept, digests, n_records, assembly),
-        leftovers=tuple(leftovers),
-    )
+    except OSError as exc:
+        staged.discard()
+        raise ReportWriteError(exc) from exc
+    except BaseException:
+        staged.discard()
+        raise
+    try:
+        staged.commit()
+        if not check:
+            _remove(leftovers)
+    except OSError as exc:
+        raise ReportWriteError(exc) from exc
+    files = _entry_files(results, {i: k.pages for i, k in enumerate(kept)}, jobs, writes)
+    files += [(path, *flags) for (path, _), flags in zip(whole, whole_flags, strict=True)]
+    return files, documents, leftovers
 
 
 def _remove(paths: Sequence[Path]) -> None:

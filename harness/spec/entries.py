@@ -475,10 +475,8 @@ def measures_kind(v: Variant) -> str | None:
     return kind if v.fails_as is not None and v.fails_as.measures == kind else None
 
 
-def _variant(data: Any, path: Path, line: int, gpu: str = "shared") -> Variant:
-    if not isinstance(data, Lines):
-        raise EntryError(path, line, "each variant must be a mapping")
-    allowed = {
+_VARIANT_KEYS = frozenset(
+    {
         "name",
         "kind",
         "description",
@@ -496,71 +494,23 @@ def _variant(data: Any, path: Path, line: int, gpu: str = "shared") -> Variant:
         "rewritten",
         "gpu",
     }
-    _check_keys(data, allowed, {"name", "kind", "description"}, path, "variant")
-    name = str(data["name"])
-    if not NAME_PATTERN.match(name):
-        raise EntryError(
-            path, data.key_lines["name"], f"variant name {name!r} must match {NAME_PATTERN.pattern}"
-        )
-    kind = data["kind"]
-    if kind not in KINDS:
-        raise EntryError(
-            path, data.key_lines["kind"], f"unknown variant kind {kind!r}; allowed: {list(KINDS)}"
-        )
+)
+
+
+def _variant(data: Any, path: Path, line: int, gpu: str = "shared") -> Variant:
+    if not isinstance(data, Lines):
+        raise EntryError(path, line, "each variant must be a mapping")
+    _check_keys(data, set(_VARIANT_KEYS), {"name", "kind", "description"}, path, "variant")
+    name, kind = _name_and_kind(data, path)
     claim_ref, claimed_rate, meaning = (
         _claim(data, path, kind) if "claim" in data else (None, None, ClaimMeaning())
     )
-    reading = data.get("reading")
-    if reading not in (None, "literal", "sensible"):
-        raise EntryError(path, data.key_lines["reading"], "reading must be 'literal' or 'sensible'")
-    isolation = data.get("isolation")
-    if isolation not in (None, "process"):
-        raise EntryError(
-            path,
-            data.key_lines["isolation"],
-            f"isolation must be 'process' (a fresh interpreter for this variant), got "
-            f"{isolation!r}; without it the variant runs under the run's --isolation",
-        )
-    signature = None
-    if "signature" in data:
-        signature = _signature(
-            data["signature"], path, data.key_lines["signature"], "variant signature"
-        )
-        if kind == "control":
-            raise EntryError(
-                path,
-                data.key_lines["signature"],
-                "a control must pass everywhere; it cannot expect an error (signature)",
-            )
-        if signature.instead and kind != "baseline":
-            raise EntryError(
-                path,
-                data["signature"].key_lines["instead"],
-                "signature.instead belongs to a baseline: it says that the baseline's error "
-                "is what torch raises where the document's message is",
-            )
+    reading, isolation = _reading_and_isolation(data, path)
+    signature = _variant_signature(data, path, kind)
     fails_as = None
     if "fails_as" in data:
         fails_as = _fails_as(data["fails_as"], path, data.key_lines["fails_as"], kind)
-    devices = _axis(data, "devices", DEVICES, path)
-    needs = _needs(data, path)
-    on_device = [n for n in needs if n not in COMPILE_NEEDS]
-    if on_device and "cuda" not in devices:
-        raise EntryError(
-            path,
-            data.key_lines["needs"],
-            f"needs {on_device} are needs of a cuda cell; variant {name!r} runs on "
-            f"{list(devices)} only",
-        )
-    if "gpu" in data:
-        gpu = _gpu(data, path)
-        if "cuda" not in devices:
-            raise EntryError(
-                path,
-                data.key_lines["gpu"],
-                f"gpu says what the variant takes of the GPU on a cuda cell; variant {name!r} "
-                f"runs on {list(devices)} only",
-            )
+    devices, needs, gpu = _on_devices(data, path, name, gpu)
     return Variant(
         name=name,
         kind=kind,
@@ -582,6 +532,81 @@ def _variant(data: Any, path: Path, line: int, gpu: str = "shared") -> Variant:
         rewritten=_rewritten(data, path),
         smells=_variant_smells(data, path),
     )
+
+
+def _name_and_kind(data: Lines, path: Path) -> tuple[str, str]:
+    name = str(data["name"])
+    if not NAME_PATTERN.match(name):
+        raise EntryError(
+            path, data.key_lines["name"], f"variant name {name!r} must match {NAME_PATTERN.pattern}"
+        )
+    kind = data["kind"]
+    if kind not in KINDS:
+        raise EntryError(
+            path, data.key_lines["kind"], f"unknown variant kind {kind!r}; allowed: {list(KINDS)}"
+        )
+    return name, kind
+
+
+def _reading_and_isolation(data: Lines, path: Path) -> tuple[Any, Any]:
+    reading = data.get("reading")
+    if reading not in (None, "literal", "sensible"):
+        raise EntryError(path, data.key_lines["reading"], "reading must be 'literal' or 'sensible'")
+    isolation = data.get("isolation")
+    if isolation not in (None, "process"):
+        raise EntryError(
+            path,
+            data.key_lines["isolation"],
+            f"isolation must be 'process' (a fresh interpreter for this variant), got "
+            f"{isolation!r}; without it the variant runs under the run's --isolation",
+        )
+    return reading, isolation
+
+
+def _variant_signature(data: Lines, path: Path, kind: str) -> Signature | None:
+    if "signature" not in data:
+        return None
+    signature = _signature(
+        data["signature"], path, data.key_lines["signature"], "variant signature"
+    )
+    if kind == "control":
+        raise EntryError(
+            path,
+            data.key_lines["signature"],
+            "a control must pass everywhere; it cannot expect an error (signature)",
+        )
+    if signature.instead and kind != "baseline":
+        raise EntryError(
+            path,
+            data["signature"].key_lines["instead"],
+            "signature.instead belongs to a baseline: it says that the baseline's error "
+            "is what torch raises where the document's message is",
+        )
+    return signature
+
+
+def _on_devices(data: Lines, path: Path, name: str, gpu: str) -> tuple[Any, Any, str]:
+    """The variant's devices, its needs of a cuda cell and what it takes of the GPU."""
+    devices = _axis(data, "devices", DEVICES, path)
+    needs = _needs(data, path)
+    on_device = [n for n in needs if n not in COMPILE_NEEDS]
+    if on_device and "cuda" not in devices:
+        raise EntryError(
+            path,
+            data.key_lines["needs"],
+            f"needs {on_device} are needs of a cuda cell; variant {name!r} runs on "
+            f"{list(devices)} only",
+        )
+    if "gpu" in data:
+        gpu = _gpu(data, path)
+        if "cuda" not in devices:
+            raise EntryError(
+                path,
+                data.key_lines["gpu"],
+                f"gpu says what the variant takes of the GPU on a cuda cell; variant {name!r} "
+                f"runs on {list(devices)} only",
+            )
+    return devices, needs, gpu
 
 
 def _package(requirement: str) -> str:

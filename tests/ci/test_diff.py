@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.ci.diff import Side, diff_records, format_diff
+from harness.aggregate.diff import Side, diff_records
+from harness.ci.diff import format_diff
 from harness.outcomes import Outcome
 from harness.store.records import Record
 from tests.paths import REPO
@@ -228,7 +229,7 @@ def test_report_since_a_revision_opens_the_page_with_what_changed(tmp_path: Path
 def test_records_are_compared_as_the_report_reads_them() -> None:
     # the committed run recorded dead end 2's own expected error as other_error (schema 2);
     # the harness now records it as related: the report reads both as related, so must diff
-    from harness.ci.diff import as_reported
+    from harness.aggregate.diff import as_reported
     from harness.spec.entries import load_entries
     from harness.store.jsonl import migrate
     from harness.store.records import Record as R

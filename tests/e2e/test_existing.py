@@ -294,3 +294,25 @@ def test_requirements_the_interpreter_already_meets_run_there(tmp_path: Path) ->
     assert by["wrong"]["outcome"] == "unsupported"
     assert "no-such-distribution-for-the-harness is not installed" in str(by["wrong"]["reason"])
     assert "existing interpreter" in str(by["wrong"]["reason"])
+
+
+@pytest.mark.slow  # about 30 s: rounds of real extra trials
+def test_settle_runs_extra_trials_for_what_is_open_and_says_what_it_settled(
+    tmp_path: Path,
+) -> None:
+    # one trial leaves the claims inconclusive: --settle runs rounds of extra trials for
+    # them, writes results/settled/<night>-m.json and says what it settled
+    project = Project(tmp_path / "p")
+    out = project.run("--python", sys.executable, "--profile", "cpu-fp32", "--settle", "120")
+    assert out.returncode == 0, out.stdout + out.stderr
+    said = re.search(r"settle: (\d+) extra runs in (\d+) round\(s\); (.+)", out.stdout)
+    assert said, out.stdout
+    (written,) = (project.root / "results" / "settled").glob("*-m.json")
+    doc = json.loads(written.read_text())
+    assert doc["machine"] == "m" and doc["rounds"] == int(said[2]) >= 1
+    assert doc["extra_runs"] == int(said[1]) > 0 and doc["ended"] == said[3]
+    records = project.records()
+    first = len({(r["variant"], r["cell"]) for r in records})  # one trial each, first
+    assert len(records) == first + doc["extra_runs"]
+    for settled in doc["claims_settled"]:
+        assert f"settled by extra trials: tiny/faults {settled['claim']}" in out.stdout

@@ -192,8 +192,8 @@ def test_a_revision_outside_the_history_is_found(tmp_path: Path) -> None:
 def test_every_committed_record_was_measured_by_a_revision_in_the_history() -> None:
     """Every committed record names a commit of the history: the code that measured it can
     be checked out (the brief: every cell measured by code that is committed). Records of
-    16 revisions lost to squashed worktree branches were re-measured at 8f381be on
-    2026-12-03 (docs/evidence/provenance-remeasure.md)."""
+    16 revisions lost to squashed worktree branches were re-measured at 8f381be
+    (docs/evidence/provenance-remeasure.md)."""
     here = Path(__file__).parent
     try:
         shallow = _git(here, "rev-parse", "--is-shallow-repository") == "true"

@@ -536,7 +536,7 @@ def test_requires_on_an_entry_and_a_variant_load_and_merge(tmp_path: Path) -> No
             "a direct reference",
         ),
         (REQUIRES.replace('["onnx>=1.14"]', "[]"), 3, "requires must be a non-empty list"),
-        # what uv would read as a local file, or a record cannot hold (issue 36, item 2 and 3)
+        # what uv would read as a local file, or a record cannot hold
         (
             REQUIRES.replace('"numpy<2", ', '"evil-1.0-py3-none-any.whl", '),
             9,

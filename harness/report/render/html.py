@@ -3,7 +3,7 @@
 files (cells/NNNN.js) with the details of each cell's trials.
 
 The page is what a reader opens, and holds what is read first: the counts, the box, a row
-per entry (issue 37: at 2,500 entries a page with every section was 60 MB, too slow to
+per entry (at 2,500 entries a page with every section would be 60 MB, too slow to
 open). An entry's section is loaded when the entry is opened (its row, a #e-<slug> link),
 from its section file (``SECTION_FILE_ENTRIES`` consecutive entries a file): a line per
 entry, ``harnessSection(slug, markup)``, the markup its template's output. The trial
@@ -236,7 +236,7 @@ def html_part(
 
 def assemble_html(parts: Sequence[HtmlPart], prelude: str = "") -> str:
     """The page from the parts of all entries, in entry order. ``prelude``: HTML put first
-    in <main> (``report --since REV``: the cells changed since REV, from harness.ci.diff;
+    in <main> (``report --since REV``: the cells changed since REV, harness/report/lead.py;
     the knowledge-base domains' sections)."""
     totals = [sum(p.verdicts[i] for p in parts) for i in range(len(_VERDICTS))]
     return (

@@ -1,7 +1,7 @@
 """Aggregates -> compat.json and its parts, for machines. ``schema`` is bumped on
 incompatible change.
 
-Schema 2 (issue 37): each entry's aggregate is one line of a part of 16 entries,
+Schema 2: each entry's aggregate is one line of a part of 16 entries,
 ``results/aggregates/NNNN.jsonl`` (JSON Lines, entries in id order), and ``compat.json``
 is their index::
 

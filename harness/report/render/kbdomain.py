@@ -305,6 +305,31 @@ def _message_found(result: Mapping[str, Any] | None) -> tuple[str, bool | None]:
     return "; ".join(parts), anywhere
 
 
+def _claim_row(eid: str, kb_id: str, v: Mapping[str, Any]) -> ClaimRow:
+    """One claim of an entry's aggregate, as the domain's table shows it."""
+    verdict = _verdict_name(str(v.get("verdict", "")))
+    return ClaimRow(
+        entry=eid,
+        kb_id=kb_id,
+        kind=claim_kind(str(v.get("claim", ""))),
+        claim=str(v.get("claim", "")),
+        subject=str(v.get("subject", "")),
+        claimed=str(v.get("claimed", "")),
+        measured=str(v.get("measured", "")),
+        verdict=verdict,
+        why=str(v.get("why", "")),
+        seen_instead=str(v.get("seen_instead", "")),
+        n=int(v.get("n") or 0),
+        gap=_gap(str(v.get("claimed", "")), str(v.get("measured", "")))
+        if verdict == "contradicted"
+        else 0.0,
+        advice=str(v.get("advice") or ""),
+        figure=str(v.get("figure") or ""),
+        grade=str(v.get("grade") or ""),
+        label=str(v.get("label") or v.get("verdict", "")),
+    )
+
+
 def summarize_domain(
     triage: Triage,
     aggregates: Mapping[str, Mapping[str, Any]],
@@ -359,29 +384,7 @@ def summarize_domain(
                 # not measured (yet): never a pass nor a failure, nor "not measurable"; a
                 # claim no variant measures is not measurable all the same
                 continue
-            verdict = _verdict_name(str(v.get("verdict", "")))
-            claims.append(
-                ClaimRow(
-                    entry=eid,
-                    kb_id=row.kb_id,
-                    kind=claim_kind(str(v.get("claim", ""))),
-                    claim=str(v.get("claim", "")),
-                    subject=str(v.get("subject", "")),
-                    claimed=str(v.get("claimed", "")),
-                    measured=str(v.get("measured", "")),
-                    verdict=verdict,
-                    why=str(v.get("why", "")),
-                    seen_instead=str(v.get("seen_instead", "")),
-                    n=int(v.get("n") or 0),
-                    gap=_gap(str(v.get("claimed", "")), str(v.get("measured", "")))
-                    if verdict == "contradicted"
-                    else 0.0,
-                    advice=str(v.get("advice") or ""),
-                    figure=str(v.get("figure") or ""),
-                    grade=str(v.get("grade") or ""),
-                    label=str(v.get("label") or v.get("verdict", "")),
-                )
-            )
+            claims.append(_claim_row(eid, row.kb_id, v))
     envs: dict[str, Any] = {}
     for row in triage.entries:
         envs.update((found.get(triage.entry_id(row)) or {}).get("envs") or {})
