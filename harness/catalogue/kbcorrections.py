@@ -43,6 +43,8 @@ from harness.catalogue.corrections import (
     outcome_lines,
 )
 from harness.catalogue.kbrecord import loads
+from harness.errors import InputError
+from harness.paths import relative_problem
 from harness.report.render import entry_slug
 from harness.spec.entries import Entry
 from harness.spec.triage import Triage
@@ -171,8 +173,12 @@ def plan_corrections(
             d.alone.append(Alone(c.kb_id, e.id, why))
         if c.changes or c.unraised is not None:
             d.corrected.append(c)
+        rel = c.kb_path or f"data/canons/{c.kb_id}.json"
+        problem = relative_problem(rel)
+        if problem is not None:  # the loader refuses it in entry.yaml; a plan never has it
+            raise InputError(f"{e.id}: the record's path in its knowledge base: {problem}")
         for pr in c.prs():
-            files[f"{pr}/{c.kb_path or f'data/canons/{c.kb_id}.json'}"] = c.text(pr)
+            files[f"{pr}/{rel}"] = c.text(pr)
     for d in domains.values():
         if d.triage is not None:
             for row in d.triage.entries:

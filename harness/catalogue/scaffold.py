@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.paths import part_problem
 from harness.report.writeback import BLOCKS, OPTIONAL_BLOCKS
 from harness.spec.backtracking import backtracking_problem
 from harness.spec.yaml_nodes import MAX_DEPTH
@@ -501,6 +502,11 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
     if not re.match(r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)+$", doc_id):
         raise DocumentError(path, f"'id' {doc_id!r} is not '<domain>/<slug>/<env>'")
     url = _get(data, "url", path, str)
+    domain = data["error"].get("domain") if isinstance(data.get("error"), dict) else None
+    if domain is not None:
+        problem = part_problem(domain) if isinstance(domain, str) else f"{domain!r} is not text"
+        if problem is not None:
+            raise DocumentError(path, f"'error.domain': {problem}")
     signature = _get(data, "error.signature", path, str)
     regex = _get(data, "error.regex", path, str)
     try:
