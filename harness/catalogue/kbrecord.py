@@ -34,6 +34,8 @@ from collections.abc import Collection, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from harness.jsonin import strict_loads
+
 __all__ = ["BASE_URL", "dumps_like", "loads", "problems", "verdict_problems"]
 
 BASE_URL = "https://deadends.dev"
@@ -50,7 +52,8 @@ _LOCAL_HOSTS = {"localhost", "0.0.0.0", "127.0.0.1", "::1"}
 
 
 def loads(raw: bytes) -> dict[str, Any]:
-    data = json.loads(raw.decode("utf-8"))
+    """A record's bytes read strictly (harness/jsonin.py): bounded, every key once."""
+    data = strict_loads(raw.decode("utf-8"))
     if not isinstance(data, dict):
         raise ValueError("a deadends.dev record is a JSON object")
     return data

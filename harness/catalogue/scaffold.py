@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.jsonin import JsonRefused, strict_loads
 from harness.paths import part_problem
 from harness.report.writeback import BLOCKS, OPTIONAL_BLOCKS
 from harness.spec.backtracking import backtracking_problem
@@ -477,7 +478,9 @@ def _rate(value: Any, path: str | Path, what: str) -> float:
 
 
 # JSON structure outside strings: a string token is skipped whole, a bracket counted
-_JSON_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+# a string unrolled (no alternation repeated per character: sre kept a frame per character of
+# a 50 MB string, 6 GB, issue 58), or a bracket
+_JSON_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]')
 
 
 def _json_depth_within(text: str, most: int) -> int | None:
@@ -515,8 +518,10 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
         raise DocumentError(
             path, f"'error.regex' is not a valid regular expression: {exc}"
         ) from exc
-    problem = backtracking_problem(regex)
-    if problem is not None:  # the loader would refuse it: named here, in the record's words
+    # exponential backtracking refused; the record's polynomial patterns are its data, run
+    # only through harness/matching.py's bound
+    problem = backtracking_problem(regex, polynomial_most=None)
+    if problem is not None:  # named here, in the record's words
         raise DocumentError(path, f"'error.regex' may backtrack catastrophically: {problem}")
     exc_type, message, named = split_type(signature)
     runtime = _get(data, "environment.runtime.name", path, str)
@@ -569,7 +574,9 @@ def _json_object(text: str, path: str | Path) -> dict:
             path, f"not valid JSON: nested more than {MAX_DEPTH} levels deep; flatten it", deep
         )
     try:
-        data = json.loads(text)
+        data = strict_loads(text)
+    except JsonRefused as exc:
+        raise DocumentError(path, f"refused: {exc}") from exc
     except (ValueError, RecursionError) as exc:
         raise DocumentError(path, f"not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
