@@ -247,7 +247,8 @@ def read_kept(e: Entry) -> bytes:
             raise HarnessError(
                 path,
                 None,
-                f"error.regex {regex[:80]!r}: {problem}; corrections runs no such pattern",
+                f"error.regex {regex[:80]!r} may backtrack catastrophically: {problem}; "
+                "corrections runs no such pattern",
             )
     found = problems(record)
     if found:

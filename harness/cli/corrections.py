@@ -48,7 +48,7 @@ class CorrectionsCommand(Command):
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
         from harness.atomic import write_atomically
-        from harness.catalogue.kbcorrections import plan_corrections, stale
+        from harness.catalogue.kbcorrections import plan_corrections, read_kept, stale
         from harness.catalogue.kbrecord import _safe_url
         from harness.config import Config
         from harness.spec.entries import load_entries
@@ -74,6 +74,9 @@ class CorrectionsCommand(Command):
             raise InputError(
                 f"--domain {args.domain!r}: the domains are {', '.join(sorted(known))}"
             )
+        for e in entries:  # every kept record read and checked before anything is written
+            if e.origin.get("record"):
+                read_kept(e)
         store = Store(cfg.records_dir)
         table = load_latest(store, cache_dir(cfg.records_dir), update=not args.check)
         from harness.catalogue.msgsearch import load_results

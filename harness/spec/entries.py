@@ -383,6 +383,12 @@ def _pattern(data: Any, path: Path, what: str) -> None:
             f"{what}.message is not a valid regular expression: {exc}",
         ) from exc
     problem = backtracking_problem(str(data["message"]))
+    if problem is not None and "polynomial" in problem:
+        raise EntryError(
+            path,
+            data.key_lines["message"],
+            f"{what}.message may backtrack for long (in Python and in the page): {problem}",
+        )
     if problem is not None:
         raise EntryError(
             path,
