@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion
 
 from harness.aggregate import (
     CONFIRMED,
@@ -41,7 +41,7 @@ from harness.aggregate import (
     aggregate_table,
     read_rate,
 )
-from harness.domain import pattern_text
+from harness.domain import parse_version, pattern_text
 
 # a signature is searched in at most the first MATCH_CHARS of a message (the paste's own
 # bound, harness/cli/explain.py), for at most MATCH_SECONDS: harness/matching.py, the one
@@ -397,7 +397,7 @@ class Versions:
 
 def _release(text: str) -> tuple[int, ...] | None:
     try:
-        return Version(text).release
+        return parse_version(text).release
     except InvalidVersion:
         return None
 

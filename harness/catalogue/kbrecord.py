@@ -101,8 +101,13 @@ def dumps_like(original: bytes, data: dict[str, Any]) -> bytes:
 # -- the knowledge base's rules --------------------------------------------------------------
 
 
+_NOT_IN_URL = re.compile(r"[\s\x00-\x1f\x7f-\x9f<>\"'`\\]")
+
+
 def _safe_url(url: Any) -> bool:
-    if not isinstance(url, str):
+    """A public http(s) URL, written whole: no space, control character or Markdown/HTML
+    delimiter in it (issue 58: "--pages-url 'https://a b'" was accepted)."""
+    if not isinstance(url, str) or len(url) > 2048 or _NOT_IN_URL.search(url):
         return False
     try:
         parts = urlsplit(url)

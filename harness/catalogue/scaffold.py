@@ -499,6 +499,16 @@ def _json_depth_within(text: str, most: int) -> int | None:
     return None
 
 
+def _link(text: str, url: str) -> str:
+    """A Markdown link to ``url`` where it is a public http(s) URL; else the text and the URL
+    as code, never a link (issue 58: a ``javascript:`` URL was written as one)."""
+    from harness.catalogue.kbrecord import _safe_url  # kbrecord reads records, as new does
+
+    if _safe_url(url):
+        return f"[{text}]({url})"
+    return f"{text} (its url `{url[:200].replace('`', chr(39))}` is not a public http(s) URL: not linked)"
+
+
 def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
     data = _json_object(text, path)
     doc_id = _get(data, "id", path, str)
@@ -537,7 +547,7 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
     title = f"{exc_type}: {first}" if named else first
     document = (
         f"# {title}\n\n"
-        f"Source: [{doc_id}]({url}) (deadends.dev, review status "
+        f"Source: {_link(doc_id, url)} (deadends.dev, review status "
         f"{origin.get('review_status', 'unknown')}). Its text is not copied here: the facts "
         "(signature, regex, version range, every rate) are in entry.yaml.\n\n"
         f"{TODO}: what the error means and when it happens, in your own words.\n\n"

@@ -395,3 +395,265 @@ def test_new_on_a_fifo_is_refused_without_blocking(project: Project, tmp_path: P
     fifo = tmp_path / "record.json"
     os.mkfifo(fifo)
     refused(cli(project, "new", str(fifo), timeout=30), "not a regular file (a FIFO)")
+
+
+def _store_with_one_night(project: Project) -> Path:
+    """The project's store with the records of tests/ci/test_nightly's two nights."""
+    from tests.ci.test_nightly import NIGHT_1, NIGHT_2
+
+    store = project.root / "results" / "records"
+    store.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(r.to_dict()) for r in [*NIGHT_1, *NIGHT_2]]
+    (store / "ci-cpu-1.jsonl").write_text("\n".join(lines) + "\n")
+    return store
+
+
+@pytest.mark.parametrize("where", ["/dev/full", "a-folder"])
+def test_nightly_summary_that_cannot_be_written_is_named(
+    project: Project, tmp_path: Path, where: str
+) -> None:
+    _store_with_one_night(project)
+    target = "/dev/full" if where == "/dev/full" else str(tmp_path)
+    before = tree(project.root)
+    out = refused(cli(project, "nightly", "--summary", target, "--issues", "off"), "--summary")
+    assert "no snapshot was written" in out
+    assert tree(project.root) == before
+
+
+# -- 6. integers past Python's int-string limit ---------------------------------------------
+
+GIANT = "2." + "9" * 5000
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("explain", "--torch", GIANT),
+        ("explain", "--lightning", GIANT),
+        (
+            "bisect",
+            "waits/gate",
+            "--variant",
+            "held",
+            "--device",
+            "cpu",
+            "--precision",
+            "fp32",
+            "--torch",
+            f"1.0..{GIANT}",
+        ),
+        (
+            "bisect",
+            "waits/gate",
+            "--variant",
+            "held",
+            "--device",
+            "cpu",
+            "--precision",
+            "fp32",
+            "--torch",
+            "1.0..2.0",
+            "--with-lightning",
+            GIANT,
+        ),
+    ],
+    ids=["explain-torch", "explain-lightning", "bisect-range", "bisect-with"],
+)
+def test_a_5000_digit_version_is_a_named_error(project: Project, argv: tuple[str, ...]) -> None:
+    before = tree(project.root)
+    refused(cli(project, *argv, stdin="RuntimeError: never raised\n"), "at most 64 characters")
+    assert tree(project.root) == before
+
+
+def test_a_probe_answering_a_5000_digit_version_is_read_without_a_traceback() -> None:
+    """What a probe answers is read through the same bounded parse (domain.parse_version)."""
+    from packaging.version import InvalidVersion
+
+    from harness.catalogue.bisect import BisectError, parse_range
+    from harness.domain import parse_version
+    from harness.envs.backends import _is_version, _public
+    from harness.envs.capabilities import RuntimeFacts
+
+    assert not _is_version(GIANT)
+    assert _public(GIANT) == GIANT
+    facts = RuntimeFacts.from_probe({"python": "9" * 5000 + ".1", "torch": GIANT})
+    assert facts.torch is None and facts.python is None
+    with pytest.raises(InvalidVersion):
+        parse_version(GIANT)
+    with pytest.raises(BisectError):
+        parse_range(f"1.0..{GIANT}")
+
+
+# -- 7. the nightly and merge trust no more than they should ---------------------------------
+
+
+@pytest.mark.parametrize("night", ["2026-13-45", "2026-02-30", "2999-01-01"])
+def test_nightly_refuses_a_night_that_is_no_date(project: Project, night: str) -> None:
+    _store_with_one_night(project)
+    before = tree(project.root)
+    refused(cli(project, "nightly", "--night", night, "--issues", "off"), "--night")
+    assert tree(project.root) == before
+
+
+def test_a_record_from_the_future_does_not_move_the_night(project: Project) -> None:
+    from tests.ci.test_nightly import NIGHT2
+
+    store = _store_with_one_night(project)
+    line = json.loads((store / "ci-cpu-1.jsonl").read_text().splitlines()[-1])
+    line["started_at"] = "2099-01-01T00:00:00Z"
+    with (store / "ci-cpu-1.jsonl").open("a") as f:
+        f.write(json.dumps(line) + "\n")
+    done = cli(project, "nightly", "--issues", "off")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning: 1 records start after" in done.stdout
+    written = sorted(p.name for p in (project.root / "results" / "nightly").glob("*.json"))
+    assert written == [f"{NIGHT2}.json"]
+
+
+def test_merge_keeps_out_a_record_claiming_this_machines_id(
+    project: Project, tmp_path: Path
+) -> None:
+    from harness.envs.provenance import machine_id
+    from tests.ci.test_nightly import NIGHT_1
+
+    store = project.root / "results" / "records"
+    store.mkdir(parents=True)
+    own = machine_id(store)
+    forged = tmp_path / "other.jsonl"
+    d = NIGHT_1[0].to_dict() | {"machine": "other", "machine_id": own}
+    forged.write_text(json.dumps(d) + "\n")
+    before = tree(project.root)
+    done = cli(project, "merge", str(forged))
+    out = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in out, out
+    assert "claims this machine's id" in out and "1 conflicting" in out
+    after = tree(project.root)
+    after.pop("results/records/.merge.lock", None)  # the merge's lock: no record
+    assert after == before
+
+
+class _Index:
+    """An index that answers ``torch`` with the release under test, as uv would."""
+
+    def __init__(self, torch: str, releases: list[str] | None = None) -> None:
+        from tests.ci.test_releases import LIGHTNING, TORCH, TableIndex
+
+        self.table = TableIndex({"torch": releases or TORCH, "lightning": LIGHTNING})
+        self.torch = torch
+
+    def newest(self, requirements, python):  # type: ignore[no-untyped-def]
+        if list(requirements) == ["torch"]:
+            return {"torch": self.torch}
+        return self.table.newest(requirements, python)
+
+
+@pytest.mark.parametrize(
+    "release", ["2.16.0+cpu", "2.16.0rc1", "2.16.0.dev20260101", "99999.0.0", GIANT]
+)
+def test_plan_new_releases_takes_no_local_pre_or_absurd_release(
+    tmp_path: Path, release: str
+) -> None:
+    from harness.ci.releases import find_new_releases
+    from harness.spec.matrix import load_matrix
+    from tests.ci.test_releases import _before_2_14
+
+    found = find_new_releases(load_matrix(_before_2_14(tmp_path)), _Index(release))
+    assert found.rows == ()
+    assert any("is not added" in n for n in found.notes), found.notes
+
+
+def test_plan_new_releases_asks_about_a_bounded_number_of_lines(tmp_path: Path) -> None:
+    from harness.ci.releases import MAX_NEW_LINES, find_new_releases
+    from harness.spec.matrix import load_matrix
+    from tests.ci.test_releases import LIGHTNING, TORCH, TableIndex, _before_2_14
+
+    many = TORCH + [f"{major}.{minor}.0" for major in range(3, 13) for minor in range(1000)]
+    index = TableIndex({"torch": many, "lightning": LIGHTNING})
+    start = time.monotonic()
+    found = find_new_releases(load_matrix(_before_2_14(tmp_path)), index)
+    assert len(found.rows) == MAX_NEW_LINES
+    assert any(f"more than {MAX_NEW_LINES} new torch lines" in n for n in found.notes)
+    assert len(index.asked) < 20 * MAX_NEW_LINES
+    assert time.monotonic() - start < 60
+
+
+# -- 8. the weak cases ------------------------------------------------------------------------
+
+
+def test_a_duplicate_key_in_a_record_is_refused(project: Project, tmp_path: Path) -> None:
+    evil = tmp_path / "dup.json"
+    text = json.dumps(record(), indent=2)
+    evil.write_text(text.replace('"url":', '"url": "https://deadends.dev/x",\n  "url":', 1))
+    before = tree(project.root)
+    refused(cli(project, "new", str(evil)), "'url' is given twice")
+    assert tree(project.root) == before
+
+
+def test_a_duplicate_key_in_a_stored_line_is_refused_by_merge(
+    project: Project, tmp_path: Path
+) -> None:
+    from tests.ci.test_nightly import NIGHT_1
+
+    line = json.dumps(NIGHT_1[0].to_dict() | {"machine": "other", "machine_id": "0" * 12})
+    forged = tmp_path / "other.jsonl"
+    forged.write_text(line[:-1] + ', "outcome": "ok"}\n')
+    done = cli(project, "merge", str(forged))
+    out = done.stdout + done.stderr
+    assert done.returncode == 2 and "Traceback" not in out, out
+    assert "'outcome' is given twice" in out
+    assert not list((project.root / "results" / "records").glob("*.jsonl"))
+
+
+@pytest.mark.parametrize("url", ["javascript:alert(1)", "data:text/html,x", "file:///etc/passwd"])
+def test_a_source_url_that_is_not_http_is_never_a_link(
+    project: Project, tmp_path: Path, url: str
+) -> None:
+    evil = tmp_path / "evil.json"
+    evil.write_text(json.dumps(record(url=url)))
+    done = cli(project, "new", str(evil))
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = (project.root / "repros" / KEPT / "document.md").read_text()
+    assert f"]({url})" not in document and "not linked" in document
+
+
+@pytest.mark.parametrize(
+    "url", ["https://a b/", "https://x.org/\tpages", "https://x.org/<b>", "javascript:x"]
+)
+def test_pages_url_that_is_not_one_public_url_is_refused(kept: Project, url: str) -> None:
+    before = tree(kept.root)
+    refused(cli(kept, "corrections", "--pages-url", url), "--pages-url")
+    assert tree(kept.root) == before
+
+
+def test_export_of_a_title_with_a_control_character_writes_a_script_that_compiles(
+    tmp_path: Path,
+) -> None:
+    """A title cannot hold NUL from entry.yaml any more (class 4); export escapes such a
+    character wherever a title comes from, so its script always compiles."""
+    import dataclasses
+
+    from harness.catalogue.export import _docstring
+    from harness.spec.entries import load_entries
+
+    (e,) = [x for x in load_entries(_project_repros(tmp_path)) if x.id == "waits/gate"]
+    hostile = dataclasses.replace(e, title="a\x00b\x1b[31m\u2028c")
+    text = _docstring(hostile, hostile.variants[0], "fp32")
+    compile(text, "export", "exec")
+    assert "\x00" not in text and "\x1b" not in text
+
+
+def _project_repros(tmp_path: Path) -> Path:
+    return Project(tmp_path / "p").root / "repros"
+
+
+def test_gpu_box_budget_is_a_plain_integer_before_bash_arithmetic(tmp_path: Path) -> None:
+    script = REPO / "scripts" / "gpu-box.sh"
+    marker = tmp_path / "ran"
+    for name in ("GPU_BOX_BUDGET_S", "GPU_BOX_MARGIN_S", "GPU_BOX_JOBS"):
+        env = dict(os.environ, **{name: f"a[$(touch {marker})]"})
+        done = subprocess.run(
+            ["bash", str(script), "--dry-run"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"{name}=" in done.stdout and "whole number" in done.stdout
+        assert not marker.exists()
