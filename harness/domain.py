@@ -11,11 +11,15 @@ import re
 from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from harness.outcomes import NOT_COUNTED, Outcome, pattern_text
 
 __all__ = [
     "clip",
+    "MAX_VERSION_CHARS",
+    "parse_version",
+    "version_option",
     "CLAIM_PACKAGES",
     "COMPILE_NEEDS",
     "DEVICES",
@@ -100,6 +104,36 @@ def parse_claim_spec(spec: str) -> tuple[str, SpecifierSet]:
         return CLAIM_PACKAGES[package], SpecifierSet(m.group(2).replace(" ", ""))
     except ValueError as exc:  # InvalidSpecifier, or more digits than int() converts
         raise ValueError(f"{spec[:80]!r}: {str(exc)[:200]}") from exc
+
+
+MAX_VERSION_CHARS = 64
+
+
+def parse_version(text: str) -> Version:
+    """packaging's Version of ``text``, which is at most MAX_VERSION_CHARS long: one of
+    5,000 digits is past int()'s conversion limit, a ValueError traceback (a bisect
+    range, ``explain --torch``, a probe's answer). Raises InvalidVersion."""
+    if len(text) > MAX_VERSION_CHARS:
+        raise InvalidVersion(f"{text[:24]}…: longer than {MAX_VERSION_CHARS} characters")
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise
+    except ValueError as exc:  # more digits than int() converts
+        raise InvalidVersion(f"{text[:24]}…: {str(exc)[:120]}") from None
+
+
+def version_option(text: str) -> str:
+    """An argparse type for an option that names a release (or a series, ``2.5.x``): at most
+    MAX_VERSION_CHARS characters, or "A..B" of two such."""
+    parts = text.split("..")
+    if len(parts) > 2 or any(len(p) > MAX_VERSION_CHARS for p in parts):
+        import argparse
+
+        raise argparse.ArgumentTypeError(
+            f"{text[:24]!r}…: a version is at most {MAX_VERSION_CHARS} characters"
+        )
+    return text
 
 
 @dataclass(frozen=True)

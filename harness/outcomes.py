@@ -7,6 +7,8 @@ import enum
 import functools
 import re
 
+from harness.matching import TooSlow, bounded_find, find
+
 __all__ = [
     "GRADES",
     "NOT_COUNTED",
@@ -67,10 +69,7 @@ def signature_named(exc_type: str, exc_message: str, sig_type: str, sig_message:
     records written before "related" existed (schema 2), or before the signature was declared.
     ``Exception`` and ``BaseException`` name every recorded type, as the child's match on
     the live class's bases reads them."""
-    return (
-        type_named(exc_type, sig_type)
-        and re.search(sig_message, exc_message, re.DOTALL) is not None
-    )
+    return type_named(exc_type, sig_type) and found_in(sig_message, exc_message)
 
 
 # -- how a run reads against the documented message: its grade -------------------------------
@@ -131,15 +130,14 @@ def grade(
     if outcome != Outcome.OTHER_ERROR.value or not exc_type or not signature_type:
         return Grade.OTHER_ERROR  # related, crashed, timeout: not the documented error
     if reworded and reworded_type and type_named(exc_type, reworded_type):
-        found = re.search(reworded, exc_message, re.DOTALL)
-        return Grade.REWORDED if found else Grade.OTHER_ERROR
+        return Grade.REWORDED if found_in(reworded, exc_message) else Grade.OTHER_ERROR
     if not type_named(exc_type, signature_type):
         return Grade.OTHER_ERROR
-    if re.search(signature_message, exc_message, re.DOTALL):
+    if found_in(signature_message, exc_message):
         return _whole(exc_message, whole)  # a record older than the signature, read now
     if variable_parts(signature_message, exc_message):
         return Grade.VARIABLE_PARTS
-    if reworded and re.search(reworded, exc_message, re.DOTALL):
+    if reworded and found_in(reworded, exc_message):
         return Grade.REWORDED
     return Grade.OTHER_ERROR
 
@@ -150,7 +148,7 @@ def _whole(exc_message: str, whole: str) -> Grade:
     or the record kept no message), variable-parts where it holds the whole message's words
     with what torch formats in, else reworded: torch said the first sentence and the rest in
     its own words."""
-    if not whole or not exc_message or re.search(whole, exc_message, re.DOTALL):
+    if not whole or not exc_message or found_in(whole, exc_message):
         return Grade.VERBATIM
     return Grade.VARIABLE_PARTS if variable_parts(whole, exc_message) else Grade.REWORDED
 
@@ -164,7 +162,7 @@ def whole_message(documented: str, signature_type: str, signature_message: str) 
     head, _, rest = text.partition(":")
     if head.rsplit(".", 1)[-1] + ":" == prefix:
         text = rest.strip()
-    found = re.search(signature_message, text, re.DOTALL) if text else None
+    found = find(signature_message, text) if text else None
     if not text or (found is not None and found.group(0).strip() == text):
         return ""
     # a format placeholder the document kept from the source ("{type(model).__name__}") is
@@ -174,6 +172,13 @@ def whole_message(documented: str, signature_type: str, signature_message: str) 
 
 
 _PLACEHOLDER = re.compile(r"`?\{[^{}\n]{1,200}\}`?")
+
+
+def found_in(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` (an entry's, checked by the loader) is found in ``text`` through
+    the one bounded runner (harness/matching.py): a search past its time bound finds
+    nothing."""
+    return find(pattern, text) is not None
 
 
 def type_named(exc_type: str, sig_type: str) -> bool:
@@ -253,7 +258,12 @@ def variable_parts(signature_message: str, exc_message: str) -> bool:
     gaps only where the document dropped a variable part (``_VARIABLE_PART``); where the
     signature itself allows anything (``.*``: '…' in its text) any gap is allowed."""
     pattern = _variable_parts_pattern(signature_message)
-    return pattern is not None and pattern.search(exc_message[:_MAX_CHARS]) is not None
+    if pattern is None:
+        return False
+    try:
+        return bounded_find(pattern, exc_message, chars=_MAX_CHARS) is not None
+    except TooSlow:
+        return False
 
 
 @functools.lru_cache(maxsize=4096)

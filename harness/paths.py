@@ -11,13 +11,30 @@ folder opened without following a link).
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import HarnessError
 
-__all__ = ["OutsideProject", "check_output", "inside", "remove_files", "safe_folder"]
+__all__ = [
+    "OutsideProject",
+    "PART",
+    "check_output",
+    "check_output_folder",
+    "inside",
+    "part_problem",
+    "relative_problem",
+    "remove_files",
+    "safe_folder",
+    "under",
+]
+
+# one part of a path the harness builds from data (an id, a domain, a record's path in its
+# knowledge base): letters, digits, "_", ".", "+", "-", never starting with "." (so never
+# "." or ".."), no separator, no control character
+PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 
 
 class OutsideProject(HarnessError):
@@ -34,6 +51,90 @@ def inside(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
     ``root`` (resolved too) or is ``root``."""
     top = os.path.realpath(root)
     return os.path.commonpath([top, os.path.realpath(path)]) == top
+
+
+def part_problem(part: str) -> str | None:
+    """Why ``part`` is not one plain part of a path (None: it is)."""
+    if not isinstance(part, str) or not PART.fullmatch(part):
+        return (
+            f"{part!r} is not a plain name (letters, digits, '_', '.', '+', '-', not starting "
+            "with '.')"
+        )
+    return None
+
+
+def relative_problem(rel: str) -> str | None:
+    """Why ``rel`` is not a relative path of plain parts joined by '/' (None: it is): never
+    absolute, never '..' or '.', no empty part, no backslash (an entry's
+    ``origin.path`` of ``../x`` made ``corrections -o`` write outside its folder)."""
+    if not isinstance(rel, str) or not rel:
+        return f"{rel!r} is not a relative path"
+    if rel.startswith("/"):
+        return f"{rel!r} is absolute; a path relative to its folder is allowed"
+    for part in rel.split("/"):
+        problem = part_problem(part)
+        if problem is not None:
+            return f"{rel!r}: {problem}"
+    return None
+
+
+def under(folder: str | os.PathLike[str], rel: str) -> Path:
+    """``folder/rel`` after checking that ``rel`` is built of plain parts and that the result,
+    every link resolved, stays under ``folder`` with no link on the way: the one check every
+    path the harness builds from data passes before it is written. Raises OutsideProject."""
+    problem = relative_problem(rel)
+    if problem is not None:
+        raise OutsideProject(Path(folder), f"will not write {problem}")
+    target = Path(folder) / rel
+    safe_folder(folder, target.parent)
+    if os.path.islink(target):
+        raise OutsideProject(
+            target, f"{_link_text(target)}; the harness writes and deletes nothing through a link"
+        )
+    if not inside(folder, target):
+        raise OutsideProject(target, f"lies outside {folder}")
+    return target
+
+
+def check_output_folder(
+    folder: str | os.PathLike[str],
+    project: str | os.PathLike[str],
+    *,
+    allowed: tuple[str, ...] = (),
+    protected: tuple[str, ...] = ("results", "repros"),
+) -> Path:
+    """Where a command may write a folder of files the user named (``corrections -o``): not
+    a link, not a file, its parent a folder, nowhere inside the project's ``protected``
+    folders except the ``allowed`` ones (relative to the project); a folder there must be
+    writable. Raises OutsideProject saying what to do instead."""
+    target = Path(folder)
+    try:
+        info: os.stat_result | None = os.lstat(target)
+    except (FileNotFoundError, NotADirectoryError):
+        info = None
+    except OSError as exc:
+        raise OutsideProject(target, f"cannot be read: {exc.strerror or exc}") from None
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        raise OutsideProject(target, f"{_link_text(target)}; name the folder itself")
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        raise OutsideProject(target, "is not a folder; name a folder (it is made if missing)")
+    at = target.parent
+    while not at.exists() and at != at.parent:
+        at = at.parent
+    if not at.is_dir():
+        raise OutsideProject(target, f"{at} is not a folder")
+    if not any(inside(Path(project) / a, target) for a in allowed):
+        for name in protected:
+            if inside(Path(project) / name, target):
+                raise OutsideProject(
+                    target,
+                    f"lies inside the project's {name}/ (its records, reports and entries are "
+                    "the harness's own data); write the files elsewhere",
+                )
+    probe = target if info is not None else at
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise OutsideProject(probe, "is not writable; name a folder you may write")
+    return target
 
 
 def _link_text(path: Path) -> str:

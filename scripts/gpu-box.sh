@@ -35,6 +35,16 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# the numbers bash arithmetic reads, checked as plain integers first: $(( )) evaluates a
+# value as an expression, and an array index in it runs a command (issue 58)
+for setting in GPU_BOX_BUDGET_S GPU_BOX_MARGIN_S GPU_BOX_JOBS; do
+  value=${!setting:-}
+  if [ -n "$value" ] && ! [[ "$value" =~ ^[0-9]{1,7}$ ]]; then
+    echo "gpu-box: $setting=${value:0:40} is not a whole number of at most 7 digits"
+    exit 2
+  fi
+done
+
 # the interpreter itself (not a launcher such as a pyenv shim): it is the environment
 PY=$("${PYTHON:-python3}" -c 'import sys; print(sys.executable)' 2>/dev/null) \
   || PY=""

@@ -4,7 +4,6 @@ stated in docs/reference/outcomes-and-verdicts.md; this module is where each is 
 from __future__ import annotations
 
 import functools
-import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from harness.aggregate.model import (
 from harness.aggregate.stats import Rate, pct
 from harness.aggregate.unmeasured import unmeasured_verdicts
 from harness.domain import PRESENT_STATUSES, parse_claim_spec
-from harness.outcomes import GRADES, NOT_COUNTED, SHOWS, Grade, Outcome
+from harness.outcomes import GRADES, NOT_COUNTED, SHOWS, Grade, Outcome, found_in
 
 if TYPE_CHECKING:
     from harness.spec.entries import Entry
@@ -897,7 +896,7 @@ def _example_declared(entry: Entry, baselines: list[VariantAggregate]) -> bool:
     """Whether the most frequent reworded message is the entry's declared rewording."""
     assert entry.reworded is not None
     m = _top_message(baselines, Grade.REWORDED)
-    return m is not None and re.search(entry.reworded.message, m.message, re.DOTALL) is not None
+    return m is not None and found_in(entry.reworded.message, m.message)
 
 
 def _documented_message_other_type(agg: EntryAggregate, baselines: list[VariantAggregate]) -> str:
@@ -905,13 +904,12 @@ def _documented_message_other_type(agg: EntryAggregate, baselines: list[VariantA
     (a document naming ValueError where the framework raises its own exception), or ""."""
     if not agg.signature_message:
         return ""
-    pattern = re.compile(agg.signature_message, re.DOTALL)
     named = (agg.signature_type or "").rsplit(".", 1)[-1]
     for b in baselines:
         for m in b.messages:
             if m.type.rsplit(".", 1)[-1] == named:
                 continue  # the type the document names: not raised "as another type"
-            if m.grade not in _SHOWS_VALUES and pattern.search(m.message):
+            if m.grade not in _SHOWS_VALUES and found_in(agg.signature_message, m.message):
                 return m.type
     return ""
 

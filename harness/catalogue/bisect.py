@@ -40,6 +40,7 @@ from packaging.version import InvalidVersion, Version
 from rich.console import Console
 
 from harness.config import Config
+from harness.domain import parse_version
 from harness.errors import InputError
 from harness.spec.entries import Entry, Variant
 from harness.spec.matrix import Cell, Environment, EnvironmentRow, Matrix
@@ -78,10 +79,10 @@ def parse_range(text: str) -> tuple[Version, Version]:
     try:
         if not sep:
             raise InvalidVersion(text)
-        a, b = Version(lo), Version(hi)
+        a, b = parse_version(lo), parse_version(hi)
     except InvalidVersion as exc:
         raise BisectError(
-            f"a range is A..B with two versions, e.g. 2.0..2.13; got {text!r}"
+            f"a range is A..B with two versions, e.g. 2.0..2.13; got {text[:80]!r}: {exc}"
         ) from exc
     if a > b:
         raise BisectError(f"range {text!r}: {a} is above {b}")
@@ -159,7 +160,7 @@ def list_releases(
     out = []
     for text, names in files.items():
         try:
-            v = Version(text)
+            v = parse_version(text)
         except InvalidVersion:
             continue
         if v.is_prerelease or v.is_devrelease or not _within(v, lo, hi):

@@ -35,6 +35,7 @@ from harness.catalogue.scaffold import (
     split_type,
 )
 from harness.domain import clip, pattern_text
+from harness.matching import find
 from harness.outcomes import SHOWS, Grade, type_named
 from harness.report.render.jsonout import read_compat
 from harness.spec.declared import parse_source
@@ -330,7 +331,7 @@ def signature_problems(entry: Entry, yaml_path: Path) -> list[str]:
     )  # "RuntimeError: msg"; "CUDA error: msg" is all message
     text = rest if is_type and type_named(named, entry.signature.type) else quoted
     sample = PLACEHOLDER.sub("Sample0", text)  # what a release prints where the document has one
-    as_written, as_printed = re.search(sig, text), re.search(sig, sample)
+    as_written, as_printed = find(sig, text, 0), find(sig, sample, 0)
     if as_written and not as_printed:
         held = ", ".join(sorted(set(PLACEHOLDER.findall(text))))
         problems.append(

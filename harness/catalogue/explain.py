@@ -18,16 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
 import re
-import signal
-import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion
 
 from harness.aggregate import (
     CONFIRMED,
@@ -46,8 +42,12 @@ from harness.aggregate import (
     aggregate_table,
     read_rate,
 )
-from harness.domain import pattern_text
-from harness.spec.backtracking import backtracking_problem
+from harness.domain import parse_version, pattern_text
+
+# a signature is searched in at most the first MATCH_CHARS of a message (the paste's own
+# bound, harness/cli/explain.py), for at most MATCH_SECONDS: harness/matching.py, the one
+# bounded runner every pattern from a document, an entry or a record goes through
+from harness.matching import MATCH_CHARS, MATCH_SECONDS, bounded_search, find
 from harness.spec.entries import Entry, Signature
 from harness.store.columnar import RecordTable
 
@@ -227,65 +227,6 @@ def _similarity(a: str, b: str) -> float:
     if not a or not b:
         return 0.0
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
-
-
-# A signature is searched in at most the first MATCH_CHARS of a message (the paste's own
-# bound, harness/cli/explain.py), for at most
-# MATCH_SECONDS: the loader refuses patterns that backtrack exponentially
-# (spec/backtracking.py), this bounds the polynomial rest (``a.*b.*c`` on a long paste).
-MATCH_CHARS = 32 * 1024
-MATCH_SECONDS = 1.0
-
-
-class _TooLong(Exception):
-    pass
-
-
-@functools.lru_cache(maxsize=4096)
-def _compiled(pattern: str) -> re.Pattern[str] | None:
-    """A signature compiled once; None where it is no regex or may backtrack exponentially
-    (a pattern from a record, not an entry the loader checked)."""
-    try:
-        rx = re.compile(pattern, re.DOTALL)
-    except re.error:
-        return None
-    return rx if backtracking_problem(pattern) is None else None
-
-
-def bounded_search(pattern: str, text: str, seconds: float = MATCH_SECONDS) -> bool | None:
-    """Whether ``pattern`` is found in the first MATCH_CHARS of ``text``: None where it is no
-    safe regex or took longer than ``seconds`` (a timer signal interrupts ``re``'s matching
-    loop; in the main thread only, elsewhere the size bound alone holds)."""
-    rx = _compiled(pattern)
-    if rx is None:
-        return None
-    text = text[:MATCH_CHARS]
-    if threading.current_thread() is not threading.main_thread() or not hasattr(
-        signal, "setitimer"
-    ):
-        return rx.search(text) is not None
-
-    def _stop(signum: int, frame: Any) -> None:
-        raise _TooLong
-
-    # a timer already set (a caller's, pytest-timeout's) is put back with what it had left
-    outer, interval = signal.getitimer(signal.ITIMER_REAL)
-    previous = signal.signal(signal.SIGALRM, _stop)
-    start = time.monotonic()
-    try:
-        signal.setitimer(signal.ITIMER_REAL, min(seconds, outer) if outer > 0 else seconds)
-        try:
-            return rx.search(text) is not None
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-    except _TooLong:
-        return None
-    finally:
-        # None: a handler not set from Python; the default is what was there
-        signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
-        if outer > 0:
-            left = max(outer - (time.monotonic() - start), 1e-6)
-            signal.setitimer(signal.ITIMER_REAL, left, interval)
 
 
 def _signature_hits(sig: Signature, raised: Raised) -> bool:
@@ -494,7 +435,7 @@ class Versions:
 
 def _release(text: str) -> tuple[int, ...] | None:
     try:
-        return Version(text).release
+        return parse_version(text).release
     except InvalidVersion:
         return None
 
@@ -991,10 +932,9 @@ def _open_parts(pattern: str, message: str) -> tuple[str, ...] | None:
     """What ``pattern``'s open parts (``.*``, ``.+?``) matched in ``message``, each with its
     numbers let vary; None where it does not match (or is no safe pattern)."""
     grouped = _OPEN.sub(lambda g: f"({g.group(0)})", pattern)
-    if grouped == pattern or bounded_search(grouped, message) is not True:
+    if grouped == pattern:
         return None
-    found = _compiled(grouped)
-    hit = found.search(message[:MATCH_CHARS]) if found is not None else None
+    hit = find(grouped, message, checked=True)
     if hit is None:
         return None
     return tuple(message_shape(g or "").lower() for g in hit.groups())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import re
 import shlex
 import symtable
 import sys
@@ -242,6 +243,9 @@ def _is_stdlib(line: str) -> bool:
     return line.split()[1].split(".")[0] in sys.stdlib_module_names
 
 
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029]")
+
+
 def _docstring(entry: Entry, v: Variant, precision: str) -> str:
     about = textwrap.wrap(f"{v.name} ({v.kind}): {v.description}", 88)
     run = (
@@ -260,6 +264,9 @@ def _docstring(entry: Entry, v: Variant, precision: str) -> str:
     if requires:  # version advice: what the variant installs beside torch and lightning
         lines.append("Install first: pip install " + " ".join(shlex.quote(r) for r in requires))
     text = "\n".join(lines).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    # a character a source file cannot hold raw (NUL: the script did not compile), or
+    # a terminal should not get, is written as its escape
+    text = _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return f'"""{text}\n"""'
 
 

@@ -25,6 +25,7 @@ are stale (CI runs it).
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,10 +43,15 @@ from harness.catalogue.corrections import (
     duplicate_lines,
     outcome_lines,
 )
-from harness.catalogue.kbrecord import loads
+from harness.catalogue.kbrecord import loads, problems
+from harness.errors import HarnessError, InputError
+from harness.jsonin import MAX_RECORD_BYTES
+from harness.paths import relative_problem
 from harness.report.render import entry_slug
+from harness.spec.backtracking import backtracking_problem
 from harness.spec.entries import Entry
 from harness.spec.triage import Triage
+from harness.spec.yaml_nodes import read_regular
 
 __all__ = ["Planned", "plan_corrections", "stale"]
 
@@ -154,7 +160,7 @@ def plan_corrections(
     for e in wanted:
         d = domains.setdefault(_domain_of(e), Domain(_domain_of(e), None))
         triage_row = rows.get(e.id)
-        original = (e.dir / str(e.origin["record"])).read_bytes()
+        original = read_kept(e)
         agg = aggs[e.id]
         url = f"{pages_url.rstrip('/')}/compat/{entry_slug(e.id)}.md" if pages_url else None
         c = correct(e, agg, original, page=_page(e.id), page_url=url)
@@ -171,8 +177,12 @@ def plan_corrections(
             d.alone.append(Alone(c.kb_id, e.id, why))
         if c.changes or c.unraised is not None:
             d.corrected.append(c)
+        rel = c.kb_path or f"data/canons/{c.kb_id}.json"
+        problem = relative_problem(rel)
+        if problem is not None:  # the loader refuses it in entry.yaml; a plan never has it
+            raise InputError(f"{e.id}: the record's path in its knowledge base: {problem}")
         for pr in c.prs():
-            files[f"{pr}/{c.kb_path or f'data/canons/{c.kb_id}.json'}"] = c.text(pr)
+            files[f"{pr}/{rel}"] = c.text(pr)
     for d in domains.values():
         if d.triage is not None:
             for row in d.triage.entries:
@@ -204,6 +214,48 @@ def plan_corrections(
         json.dumps({"schema": 1, "records": checks}, ensure_ascii=False, indent=1) + "\n"
     ).encode("utf-8")
     return Planned(dict(sorted(files.items())), ordered, len(lines))
+
+
+def read_kept(e: Entry) -> bytes:
+    """The record kept beside ``e``, read as `new` reads one (a regular file, bounded, strict
+    JSON) and refused before any pattern of it runs: a regex that may backtrack exponentially
+    (``(.+)+Z`` hung ``corrections --check``) or a record the knowledge base's
+    rules refuse. Raises HarnessError naming the file."""
+    path = e.dir / str(e.origin["record"])
+    try:
+        raw = read_regular(path, MAX_RECORD_BYTES)
+    except OSError as exc:
+        raise HarnessError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_RECORD_BYTES:
+        raise HarnessError(
+            path, None, f"larger than {MAX_RECORD_BYTES} bytes; a record is a few KB"
+        )
+    try:
+        record = loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise HarnessError(path, None, f"not a knowledge-base record: {exc}") from None
+    regex = (
+        (record.get("error") or {}).get("regex") if isinstance(record.get("error"), dict) else None
+    )
+    if isinstance(regex, str):
+        try:
+            re.compile(regex)
+            problem = backtracking_problem(regex, polynomial_most=None)
+        except (re.error, RecursionError, OverflowError) as exc:
+            problem = f"does not compile: {exc}"
+        if problem is not None:
+            raise HarnessError(
+                path,
+                None,
+                f"error.regex {regex[:80]!r} may backtrack catastrophically: {problem}; "
+                "corrections runs no such pattern",
+            )
+    found = problems(record)
+    if found:
+        raise HarnessError(
+            path, None, f"the knowledge base's rules refuse the kept record: {'; '.join(found[:3])}"
+        )
+    return raw
 
 
 def _check_row(c: Correction, lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -34,6 +34,8 @@ from collections.abc import Collection, Generator, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from harness.jsonin import strict_loads
+
 __all__ = ["BASE_URL", "dumps_like", "loads", "problems", "verdict_problems"]
 
 BASE_URL = "https://deadends.dev"
@@ -50,7 +52,8 @@ _LOCAL_HOSTS = {"localhost", "0.0.0.0", "127.0.0.1", "::1"}
 
 
 def loads(raw: bytes) -> dict[str, Any]:
-    data = json.loads(raw.decode("utf-8"))
+    """A record's bytes read strictly (harness/jsonin.py): bounded, every key once."""
+    data = strict_loads(raw.decode("utf-8"))
     if not isinstance(data, dict):
         raise ValueError("a deadends.dev record is a JSON object")
     return data
@@ -98,8 +101,13 @@ def dumps_like(original: bytes, data: dict[str, Any]) -> bytes:
 # -- the knowledge base's rules --------------------------------------------------------------
 
 
+_NOT_IN_URL = re.compile(r"[\s\x00-\x1f\x7f-\x9f<>\"'`\\]")
+
+
 def _safe_url(url: Any) -> bool:
-    if not isinstance(url, str):
+    """A public http(s) URL, written whole: no space, control character or Markdown/HTML
+    delimiter in it ("--pages-url 'https://a b'" was accepted)."""
+    if not isinstance(url, str) or len(url) > 2048 or _NOT_IN_URL.search(url):
         return False
     try:
         parts = urlsplit(url)

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.jsonin import JsonRefused, strict_loads
+from harness.paths import part_problem
 from harness.report.writeback import BLOCKS, OPTIONAL_BLOCKS
 from harness.spec.backtracking import backtracking_problem
 from harness.spec.yaml_nodes import MAX_DEPTH
@@ -492,7 +494,9 @@ def _rate(value: Any, path: str | Path, what: str) -> float:
 
 
 # JSON structure outside strings: a string token is skipped whole, a bracket counted
-_JSON_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+# a string unrolled (no alternation repeated per character: sre kept a frame per character of
+# a 50 MB string, 6 GB), or a bracket
+_JSON_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]')
 
 
 def _json_depth_within(text: str, most: int) -> int | None:
@@ -511,12 +515,27 @@ def _json_depth_within(text: str, most: int) -> int | None:
     return None
 
 
+def _link(text: str, url: str) -> str:
+    """A Markdown link to ``url`` where it is a public http(s) URL; else the text and the URL
+    as code, never a link (a ``javascript:`` URL was written as one)."""
+    from harness.catalogue.kbrecord import _safe_url  # kbrecord reads records, as new does
+
+    if _safe_url(url):
+        return f"[{text}]({url})"
+    return f"{text} (its url `{url[:200].replace('`', chr(39))}` is not a public http(s) URL: not linked)"
+
+
 def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
     data = _json_object(text, path)
     doc_id = _get(data, "id", path, str)
     if not re.match(r"^[a-z0-9][a-z0-9_.-]*(/[a-z0-9][a-z0-9_.-]*)+$", doc_id):
         raise DocumentError(path, f"'id' {doc_id!r} is not '<domain>/<slug>/<env>'")
     url = _get(data, "url", path, str)
+    domain = data["error"].get("domain") if isinstance(data.get("error"), dict) else None
+    if domain is not None:
+        problem = part_problem(domain) if isinstance(domain, str) else f"{domain!r} is not text"
+        if problem is not None:
+            raise DocumentError(path, f"'error.domain': {problem}")
     signature = _get(data, "error.signature", path, str)
     regex = _get(data, "error.regex", path, str)
     try:
@@ -525,8 +544,10 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
         raise DocumentError(
             path, f"'error.regex' is not a valid regular expression: {exc}"
         ) from exc
-    problem = backtracking_problem(regex)
-    if problem is not None:  # the loader would refuse it: named here, in the record's words
+    # exponential backtracking refused; the record's polynomial patterns are its data, run
+    # only through harness/matching.py's bound
+    problem = backtracking_problem(regex, polynomial_most=None)
+    if problem is not None:  # named here, in the record's words
         raise DocumentError(path, f"'error.regex' may backtrack catastrophically: {problem}")
     exc_type, message, named = split_type(signature)
     runtime = _get(data, "environment.runtime.name", path, str)
@@ -542,7 +563,7 @@ def parse_deadends_json(text: str, path: str | Path) -> Scaffold:
     title = f"{exc_type}: {first}" if named else first
     document = (
         f"# {title}\n\n"
-        f"Source: [{doc_id}]({url}) (deadends.dev, review status "
+        f"Source: {_link(doc_id, url)} (deadends.dev, review status "
         f"{origin.get('review_status', 'unknown')}). Its text is not copied here: the facts "
         "(signature, regex, version range, every rate) are in entry.yaml.\n\n"
         f"{TODO}: what the error means and when it happens, in your own words.\n\n"
@@ -579,7 +600,9 @@ def _json_object(text: str, path: str | Path) -> dict:
             path, f"not valid JSON: nested more than {MAX_DEPTH} levels deep; flatten it", deep
         )
     try:
-        data = json.loads(text)
+        data = strict_loads(text)
+    except JsonRefused as exc:
+        raise DocumentError(path, f"refused: {exc}") from exc
     except (ValueError, RecursionError) as exc:
         raise DocumentError(path, f"not valid JSON: {exc}") from exc
     if not isinstance(data, dict):

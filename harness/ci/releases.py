@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from harness.atomic import write_atomically
 from harness.errors import HarnessError
@@ -168,6 +168,28 @@ class NewReleases:
     notes: tuple[str, ...]  # releases found and not added, and why
 
 
+MAX_NEW_LINES = 8  # torch lines a plan asks the index about past the matrix's newest
+
+
+def release_problem(version: str) -> str | None:
+    """Why ``version`` is no release a matrix row may take (None: it is one): a local
+    version (``+cpu``), a pre-, post- or dev release, or an absurd one (all three
+    were added to matrix.yaml; 10,000 of them were queried one by one)."""
+    if len(version) > 32:
+        return "longer than 32 characters"
+    try:
+        v = Version(version)
+    except (InvalidVersion, ValueError):
+        return "not a version"
+    if v.local is not None:
+        return f"a local version (+{v.local})"
+    if v.is_prerelease or v.is_devrelease or v.is_postrelease:
+        return "a pre-, post- or development release"
+    if v.epoch or len(v.release) > 3 or v.major > 99 or any(p > 999 for p in v.release):
+        return "not a release number a matrix row takes (major.minor.patch, each at most 999)"
+    return None
+
+
 def _line(version: str) -> str:
     v = Version(version)
     return f"{v.major}.{v.minor}"
@@ -218,6 +240,10 @@ def _lightning_choices(
         if patch is None:
             choices.append(Choice("lightning", line, "not on the index", kept=False))
             continue
+        problem = release_problem(patch)
+        if problem is not None:
+            choices.append(Choice("lightning", patch[:40], f"not taken: {problem}", kept=False))
+            continue
         together = index.newest([f"torch=={torch}", f"lightning=={patch}"], python)
         if together is None:
             choices.append(
@@ -267,6 +293,10 @@ def find_new_releases(matrix: Matrix, index: Index) -> NewReleases:
     notes: list[str] = []
 
     newest_lightning = _newest(index, "lightning", python) or matrix_lightning
+    problem = release_problem(newest_lightning)
+    if problem is not None:
+        notes.append(f"lightning {newest_lightning[:40]} from the index is not taken: {problem}")
+        newest_lightning = matrix_lightning
     if Version(newest_lightning) > Version(matrix_lightning):
         notes.append(
             f"lightning {newest_lightning} is newer than the matrix's newest ({matrix_lightning}): "
@@ -276,8 +306,22 @@ def find_new_releases(matrix: Matrix, index: Index) -> NewReleases:
 
     newest_torch = _newest(index, "torch", python) or matrix_torch
     rows: list[NewRow] = []
-    bound: str | None = newest_torch if Version(newest_torch) > Version(matrix_torch) else None
+    bound: str | None = newest_torch
+    asked = 0
     while bound is not None:
+        problem = release_problem(bound)
+        if problem is not None:
+            notes.append(f"torch {bound[:40]} from the index is not added: {problem}")
+            break
+        if Version(bound) <= Version(matrix_torch):
+            break
+        asked += 1
+        if asked > MAX_NEW_LINES:
+            notes.append(
+                f"more than {MAX_NEW_LINES} new torch lines: the index was not asked past "
+                f"torch {bound}; add the older ones by hand"
+            )
+            break
         line = _line(bound)
         if line in followed:
             notes.append(

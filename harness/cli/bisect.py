@@ -10,6 +10,7 @@ from rich.console import Console
 from harness.cli.command import Command
 from harness.cli.options import builds_count, ranged
 from harness.config import Config
+from harness.domain import version_option
 
 __all__ = ["BisectCommand"]
 
@@ -25,13 +26,24 @@ class BisectCommand(Command):
         parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
         parser.add_argument("--precision", required=True, choices=["fp32", "fp16", "bf16"])
         axis = parser.add_mutually_exclusive_group(required=True)
-        axis.add_argument("--torch", metavar="A..B", help="bisect torch releases from A to B")
-        axis.add_argument("--lightning", metavar="A..B", help="bisect lightning releases")
+        axis.add_argument(
+            "--torch", metavar="A..B", type=version_option, help="bisect torch releases from A to B"
+        )
+        axis.add_argument(
+            "--lightning", metavar="A..B", type=version_option, help="bisect lightning releases"
+        )
         parser.add_argument(
             "--python", default=None, help="interpreter (default: the matrix's pairing)"
         )
-        parser.add_argument("--with-lightning", default=None, help="hold lightning at this release")
-        parser.add_argument("--with-torch", default=None, help="hold torch at this release")
+        parser.add_argument(
+            "--with-lightning",
+            default=None,
+            type=version_option,
+            help="hold lightning at this release",
+        )
+        parser.add_argument(
+            "--with-torch", default=None, type=version_option, help="hold torch at this release"
+        )
         parser.add_argument(
             "--machine", default=None, help="record file name (default: host name and machine id)"
         )

@@ -48,7 +48,7 @@ class CorrectionsCommand(Command):
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
         from harness.atomic import write_atomically
-        from harness.catalogue.kbcorrections import plan_corrections, stale
+        from harness.catalogue.kbcorrections import plan_corrections, read_kept, stale
         from harness.catalogue.kbrecord import _safe_url
         from harness.config import Config
         from harness.spec.entries import load_entries
@@ -59,8 +59,14 @@ class CorrectionsCommand(Command):
 
         if args.pages_url is not None and not _safe_url(args.pages_url):
             raise InputError(f"--pages-url {args.pages_url!r}: a public http(s) URL")
+        from harness.paths import check_output_folder, under
+
         cfg = Config(repo=repo)
         out_dir = Path(args.output) if args.output else repo / DEFAULT_DIR
+        if not args.check:
+            # never through a link, never over a file, never into the project's records or
+            # entries (results/corrections itself is this command's own folder)
+            check_output_folder(out_dir, repo, allowed=(str(DEFAULT_DIR),))
         entries = load_entries(cfg.repros_dir)
         triages = find_triages(cfg.repros_dir)
         known = {t.path.parent.name for t in triages}
@@ -68,6 +74,9 @@ class CorrectionsCommand(Command):
             raise InputError(
                 f"--domain {args.domain!r}: the domains are {', '.join(sorted(known))}"
             )
+        for e in entries:  # every kept record read and checked before anything is written
+            if e.origin.get("record"):
+                read_kept(e)
         store = Store(cfg.records_dir)
         table = load_latest(store, cache_dir(cfg.records_dir), update=not args.check)
         from harness.catalogue.msgsearch import load_results
@@ -118,9 +127,15 @@ class CorrectionsCommand(Command):
             console.print(f"{len(planned.files)} files under {out_dir} are up to date")
             return 0
         for rel in differ:
-            path = out_dir / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(path, planned.files[rel])
+            path = under(out_dir, rel)  # every part checked: never outside out_dir
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomically(path, planned.files[rel])
+            except OSError as exc:
+                raise InputError(
+                    f"{path}: cannot write: {exc.strerror or exc}; "
+                    f"{differ.index(rel)} of {len(differ)} files were written"
+                ) from None
         for rel in extra:
             console.print(f"[yellow]no longer written (remove it):[/] {escape(str(out_dir / rel))}")
         console.print(f"{len(differ)} of {len(planned.files)} files written under {out_dir}")

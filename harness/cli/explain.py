@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from harness.cli.command import Command
+from harness.domain import version_option
 from harness.errors import InputError
 from harness.store.validate import safe_text
 
@@ -96,9 +97,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="read torch's and lightning's versions from this interpreter (default: this "
         "one if it has torch, else the python3/python on PATH that has it)",
     )
-    p.add_argument("--torch", default=None, metavar="V", help="torch release, e.g. 2.5.1")
     p.add_argument(
-        "--lightning", default=None, metavar="V", help="lightning release or series: 2.5.6, 2.5.x"
+        "--torch", default=None, type=version_option, metavar="V", help="torch release, e.g. 2.5.1"
+    )
+    p.add_argument(
+        "--lightning",
+        default=None,
+        type=version_option,
+        metavar="V",
+        help="lightning release or series: 2.5.6, 2.5.x",
     )
     p.add_argument("--json", action="store_true", help="print the answer as JSON, for tools")
 

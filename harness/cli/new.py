@@ -15,6 +15,9 @@ from harness.errors import HarnessError, InputError
 __all__ = ["NewCommand", "documenting_the_same"]
 
 
+MAX_DOCUMENT_BYTES = 4 << 20
+
+
 def documenting_the_same(scaffold: Any, repros: Path) -> list[str]:
     """The entries whose documented signature matches the new document's message, or whose
     own documented message the new document's signature matches (a duplicate
@@ -101,12 +104,20 @@ class NewCommand(Command):
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
         from harness.catalogue.scaffold import keep_record, parse_document, write_scaffold
+        from harness.spec.yaml_nodes import read_regular
 
         path = Path(args.document)
         try:
-            raw = path.read_bytes()
+            # a regular file only, bounded before it is parsed (a 50 MB record took 6 GB)
+            raw = read_regular(path, MAX_DOCUMENT_BYTES)
+            if len(raw) > MAX_DOCUMENT_BYTES:
+                raise HarnessError(
+                    path, None, f"larger than {MAX_DOCUMENT_BYTES} bytes; a document is a few KB"
+                )
             text = raw.decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
+            raise HarnessError(path, None, f"cannot read: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
             raise HarnessError(path, None, f"cannot read: {exc}") from exc
         scaffold = parse_document(text, path, args.format)
         if scaffold.format == "deadends-json":

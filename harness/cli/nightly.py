@@ -4,6 +4,7 @@ summary, and one GitHub issue per regressed entry."""
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import re
 from pathlib import Path
@@ -21,7 +22,18 @@ SNAPSHOTS = "results/nightly"
 def _night(text: str) -> str:
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
         raise argparse.ArgumentTypeError(f"a night is a date, YYYY-MM-DD: {text!r}")
+    try:  # a date that exists (2026-13-45 does not), and not after tomorrow (UTC)
+        day = datetime.date.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is no date: {exc}") from None
+    if day > _latest_night():
+        raise argparse.ArgumentTypeError(f"{text!r} is in the future")
     return text
+
+
+def _latest_night() -> datetime.date:
+    """The latest night a record may start on: tomorrow, UTC (a clock a little ahead)."""
+    return datetime.datetime.now(datetime.timezone.utc).date() + datetime.timedelta(days=1)
 
 
 class NightlyCommand(Command):
@@ -74,7 +86,20 @@ class NightlyCommand(Command):
         records = as_reported(loaded.records, entries)
         if not records:
             raise InputError("results/records holds no records: no night to snapshot")
-        night = args.night or max(night_of(r) for r in records)
+        # a record dated in the future (a wrong clock, a forged merge) never moves the night
+        latest = _latest_night().isoformat()
+        future = sorted({night_of(r) for r in records if night_of(r) > latest})
+        if future:
+            console.print(
+                f"warning: {sum(night_of(r) > latest for r in records)} records start after "
+                f"{latest} ({', '.join(future[:3])}): a wrong clock; not the night snapshotted",
+                markup=False,
+                highlight=False,
+            )
+        dated = [night_of(r) for r in records if night_of(r) <= latest]
+        if not dated and not args.night:
+            raise InputError(f"results/records holds no record dated up to {latest}")
+        night = args.night or max(dated)
         claims = {}
         if (repo / "results" / COMPAT_FILE).is_file():
             try:
@@ -82,7 +107,6 @@ class NightlyCommand(Command):
             except ValueError as exc:  # "file:line: problem"
                 raise InputError(f"{exc}; run `python -m harness report` again") from None
         folder = repo / SNAPSHOTS
-        folder.mkdir(parents=True, exist_ok=True)
         earlier = sorted(p for p in folder.glob("*.json") if p.stem < night)
         previous = json.loads(earlier[-1].read_text()) if earlier else None
         settled = [
@@ -93,15 +117,22 @@ class NightlyCommand(Command):
             records, night, claims, previous, settled, rewritten_since(entries)
         )
         target = folder / f"{night}.json"
+        summary = summary_markdown(snapshot)
+        if args.summary:  # first: a summary that cannot be written leaves the snapshot as it was
+            try:
+                with open(args.summary, "a", encoding="utf-8") as f:
+                    f.write(summary)
+            except OSError as exc:
+                raise InputError(
+                    f"--summary {args.summary}: cannot write: {exc.strerror or exc}; "
+                    "no snapshot was written"
+                ) from None
+        folder.mkdir(parents=True, exist_ok=True)
         write_atomically(target, dumps(snapshot).encode("utf-8"))
         states = states_script([r for r in records if night_of(r) <= night], night)
         write_atomically(folder / "states.js", states.encode("utf-8"))
-        summary = summary_markdown(snapshot)
         console.print(summary, markup=False, highlight=False)
         console.print(f"wrote {target.relative_to(repo)}", markup=False, highlight=False)
-        if args.summary:
-            with open(args.summary, "a", encoding="utf-8") as f:
-                f.write(summary)
         if args.issues != "off":
 
             def say(line: str) -> None:

@@ -26,9 +26,10 @@ from typing import Any, NoReturn, Protocol
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion
 
 from harness.atomic import write_atomically
+from harness.domain import parse_version
 from harness.envs.bounded import Bounded, run_bounded
 from harness.envs.installed import Met, judge
 from harness.envs.installed import report as installed_report
@@ -663,16 +664,16 @@ class Found:
 
 def _is_version(text: str) -> bool:
     try:
-        Version(text)
-    except (InvalidVersion, ValueError):
+        parse_version(text)
+    except InvalidVersion:
         return False
-    return len(text) <= 64
+    return True
 
 
 def _public(version: str) -> str:
     """ "2.4.1+cu121" -> "2.4.1": the id names the release; the record keeps the build."""
     try:
-        return Version(version).public
+        return parse_version(version).public
     except InvalidVersion:
         return version
 

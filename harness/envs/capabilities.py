@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from harness.domain import COMPILE_NEEDS, NEEDS
+from harness.domain import COMPILE_NEEDS, NEEDS, parse_version
 from harness.outcomes import Outcome
 
 __all__ = [
@@ -191,12 +191,12 @@ class RuntimeFacts:
     @classmethod
     def from_probe(cls, probe: Mapping[str, str]) -> RuntimeFacts:
         python = None
-        m = re.match(r"^(\d+)\.(\d+)", probe.get("python", ""))
+        m = re.match(r"^(\d{1,4})\.(\d{1,4})(?!\d)", probe.get("python", ""))
         if m:
             python = (int(m.group(1)), int(m.group(2)))
         torch = None
         try:
-            torch = Version(probe["torch"].split("+")[0]) if probe.get("torch") else None
+            torch = parse_version(probe["torch"].split("+")[0]) if probe.get("torch") else None
         except InvalidVersion:
             torch = None
         found = probe.get("setuptools")

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion
 
+from harness.domain import parse_version
 from harness.envs.bounded import run_bounded
 
 # run in the interpreter: its distributions (name -> version, Requires-Dist) and the marker
@@ -90,7 +91,9 @@ def judge(requires: tuple[str, ...], found: dict) -> Met:
             return None
         have = str(dist.get("version", ""))
         try:
-            admitted = not req.specifier or req.specifier.contains(Version(have), prereleases=True)
+            admitted = not req.specifier or req.specifier.contains(
+                parse_version(have), prereleases=True
+            )
         except InvalidVersion:
             admitted = False
         if not admitted:

@@ -18,8 +18,14 @@ The check is sound for exponential backtracking (every such pattern has a repeti
 ambiguous in that way) and conservative (``(ab|ac)*`` is refused though each iteration is
 decided by its second character). Overlap is decided over a probe alphabet: the first
 0x300 code points, the pattern's own literal characters and a few from further on, with
-case folded. Polynomial backtracking (``a.*b.*c`` on a long text without ``c``) remains: it
-is bounded where text is matched, by the text's size and a time per match (explain).
+case folded.
+
+Polynomial backtracking (``a.*b.*c`` on a long text without ``c``) is counted: on one path
+through the pattern, the unbounded repetitions each followed by what they match themselves
+(``x.*x.*x.*x.*y`` has four; a search tries every start, so it takes the text's length to
+the fifth power). More than ``POLYNOMIAL_MOST`` is refused (such a signature passed
+and one stored message of 2,000 characters made ``report`` run past 120 s); what remains is
+bounded where text is matched, by the text's size and a time per match (harness/matching.py).
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ try:  # Python 3.11+: the parser re.compile uses
 except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sre  # type: ignore[no-redef]
 
-__all__ = ["backtracking_problem"]
+__all__ = ["POLYNOMIAL_MOST", "backtracking_problem", "polynomial_degree"]
+
+POLYNOMIAL_MOST = 2
 
 _C = _sre  # the opcode names live on the parser module (re._constants re-exported)
 _MAXREPEAT = _C.MAXREPEAT
@@ -198,11 +206,51 @@ def _overlap(a: frozenset[str], b: frozenset[str]) -> bool:
     return any(c.casefold() in fold for c in b)
 
 
-def backtracking_problem(pattern: str) -> str | None:
-    """Why ``pattern`` may backtrack catastrophically, or None. The pattern compiles."""
+def _degree(r: _Reader, items: Sequence[tuple[Any, Any]], after: frozenset[str]) -> int:
+    total = 0
+    for i, (op, av) in enumerate(items):
+        rest = items[i + 1 :]
+        follow = r.first(rest) | (after if r.nullable(rest) else frozenset())
+        total += _node_degree(r, op, av, follow)
+    return total
+
+
+def _node_degree(r: _Reader, op: Any, av: Any, follow: frozenset[str]) -> int:
+    if op in _REPEATS:
+        lo, hi, body = av
+        own = hi == _MAXREPEAT and lo != hi and _overlap(r.first(body), follow)
+        return int(own) + _degree(r, body, follow)
+    if op is _C.SUBPATTERN:
+        return _degree(r, av[3], follow)
+    if op is _C.BRANCH:
+        return max((_degree(r, alt, follow) for alt in av[1]), default=0)
+    return 0
+
+
+def polynomial_degree(pattern: str) -> int:
+    """On the worst path through ``pattern``, how many unbounded repetitions are each
+    followed by what they match themselves (the pattern compiles)."""
+    reader = _Reader(pattern)
+    return _degree(reader, list(_sre.parse(pattern)), frozenset())
+
+
+def backtracking_problem(pattern: str, polynomial_most: int | None = POLYNOMIAL_MOST) -> str | None:
+    """Why ``pattern`` may backtrack catastrophically, or None. The pattern compiles.
+    ``polynomial_most=None``: exponential backtracking alone (a knowledge base's own regex,
+    kept as its data and run only through harness/matching.py's bound)."""
     reader = _Reader(pattern)
     try:
         reader.seq(list(_sre.parse(pattern)), frozenset(), False)
     except _Ambiguous as exc:
         return str(exc)
+    if polynomial_most is None:
+        return None
+    degree = _degree(reader, list(_sre.parse(pattern)), frozenset())
+    if degree > polynomial_most:
+        return (
+            f"{degree} unbounded repetitions in a row, each followed by what it matches itself "
+            f"(polynomial backtracking: a search takes the text's length to the power "
+            f"{degree + 1}); at most {polynomial_most}: make a repeated part stop where the "
+            "next one starts (e.g. [^x]* before x)"
+        )
     return None

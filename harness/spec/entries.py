@@ -44,6 +44,7 @@ from harness.domain import (
 )
 from harness.errors import HarnessError
 from harness.outcomes import Grade, Outcome, grade
+from harness.paths import part_problem, relative_problem
 from harness.spec.backtracking import backtracking_problem
 from harness.spec.declared import DeclaredError, read_declared
 from harness.spec.triage import TriageError, UnmeasuredClaim, triage_row
@@ -382,6 +383,12 @@ def _pattern(data: Any, path: Path, what: str) -> None:
             f"{what}.message is not a valid regular expression: {exc}",
         ) from exc
     problem = backtracking_problem(str(data["message"]))
+    if problem is not None and "polynomial" in problem:
+        raise EntryError(
+            path,
+            data.key_lines["message"],
+            f"{what}.message may backtrack for long (in Python and in the page): {problem}",
+        )
     if problem is not None:
         raise EntryError(
             path,
@@ -1193,6 +1200,18 @@ def _origin(data: Any, path: Path, line: int, entry_dir: Path) -> dict[str, Any]
     for key, value in data.items():
         if isinstance(value, (dict, Lines)):
             raise EntryError(path, data.key_lines[key], f"origin.{key} must be a value or a list")
+    # the parts corrections builds paths from: plain names, never "..", never absolute
+    # (a domain of "../../X", a path of "../x" or "/x" wrote outside the folder)
+    for key, check in (
+        ("domain", part_problem),
+        ("id", relative_problem),
+        ("path", relative_problem),
+    ):
+        value = data.get(key)
+        if value is not None:
+            problem = check(value) if isinstance(value, str) else f"{value!r} is not text"
+            if problem is not None:
+                raise EntryError(path, data.key_lines[key], f"origin.{key}: {problem}")
     record = data.get("record")
     if record is not None:
         # a plain file of the entry's folder, named without a folder (never through a link)

@@ -22,7 +22,10 @@ generated hostile texts.
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import stat
 from typing import Any
 
 import yaml
@@ -58,12 +61,38 @@ class YamlProblem(HarnessError):
         super().__init__(None, line, message)  # line: 1-based, None when the parser gave none
 
 
+def read_regular(path: str | os.PathLike[str], most: int) -> bytes:
+    """At most ``most + 1`` bytes of the file at ``path``, read only if it is a regular file:
+    opened without blocking (a FIFO blocked `list` and `report` forever), checked
+    by its descriptor. Raises OSError naming what it is instead."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(mode)
+                else "a folder"
+                if stat.S_ISDIR(mode)
+                else "a device"
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket"
+                if stat.S_ISSOCK(mode)
+                else "not a file"
+            )
+            raise OSError(errno.EINVAL, f"not a regular file ({kind}); name a file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(most + 1)
+    finally:
+        os.close(fd)
+
+
 def read_yaml_text(path: str | os.PathLike[str]) -> str:
     """The file's text: at most MAX_BYTES, UTF-8 (a BOM allowed). Raises OSError when it
     cannot be read, YamlProblem (with the line of the first bad byte) when it is too big
     or not UTF-8."""
-    with open(path, "rb") as f:
-        raw = f.read(MAX_BYTES + 1)
+    raw = read_regular(path, MAX_BYTES)
     if len(raw) > MAX_BYTES:
         raise YamlProblem(None, f"the file is larger than {MAX_BYTES} bytes; keep it under that")
     try:
@@ -107,6 +136,17 @@ class _BoundedLoader(yaml.SafeLoader):
             self.depth -= 1
 
 
+# what no value may hold, escaped or not: a lone surrogate ("\ud800") cannot be
+# written as UTF-8 (report died on it), control characters (ESC, BEL, C1) reach the terminal
+# and the Markdown pages raw
+_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _not_text(char: str) -> str:
+    what = "a lone surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
+    return f"character U+{ord(char):04X} ({what}) is not allowed in a value; remove it"
+
+
 def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
@@ -134,6 +174,10 @@ def _refuse_tags(root: yaml.Node) -> None:
                 raise YamlProblem(line, "an anchor contains itself (through an alias)")
             if node.tag not in PLAIN_TAGS:
                 raise YamlProblem(line, f"YAML tag {node.tag!r} is not allowed; write plain values")
+            if isinstance(node, yaml.ScalarNode):
+                bad = _NOT_TEXT.search(node.value)
+                if bad is not None:
+                    raise YamlProblem(line, _not_text(bad.group()))
             open_nodes.add(key)
             stack.append((node, True))
             stack.extend((c, False) for c in reversed(_children(node)) if id(c) not in size)
@@ -243,6 +287,12 @@ def compose_python(text: str) -> yaml.Node | None:
         ) from None
     except yaml.YAMLError as exc:
         raise YamlProblem(None, str(exc)) from exc
+    except (ValueError, OverflowError) as exc:
+        # PyYAML's chr() of an escape past U+10FFFF ("\U00110000"), which its composer lets by
+        line = loader.get_mark().line + 1 if loader is not None else None
+        raise YamlProblem(
+            line, f"an escape that is no character ({exc}); characters go up to \\U0010FFFF"
+        ) from None
     except RecursionError:  # a limit above should come first; never a traceback
         raise YamlProblem(None, f"nested more than {MAX_DEPTH} levels deep") from None
     finally:

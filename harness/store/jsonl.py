@@ -362,6 +362,16 @@ class MergeResult:
     refused: list[Refused] = field(default_factory=list)  # lines of the sources kept out
 
 
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose every key is given once (of two, the last won)."""
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"the key {twice!r} is given twice in one object")
+    return d
+
+
 def _line_record(line: bytes, path: Path | None = None, length: int | None = None) -> Record:
     """One stored line -> its Record (migrated, validated, text made safe); raises
     ValueError (RecordRefused names the field) for anything else. ``length``: the line's
@@ -370,7 +380,7 @@ def _line_record(line: bytes, path: Path | None = None, length: int | None = Non
     if length > MAX_LINE_BYTES:
         raise ValueError(f"line is {length} bytes long (at most {MAX_LINE_BYTES})")
     try:
-        d = json.loads(line.decode("utf-8"))
+        d = json.loads(line.decode("utf-8"), object_pairs_hook=_once_each)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
     if not isinstance(d, dict):
@@ -704,6 +714,7 @@ class Store:
             stored: dict[tuple[RecordKey, MachineKey, str], Record] = {}
             for r in self.load().records:
                 stored.setdefault((r.key, r.machine_key, r.started_at), r)
+            own = self._writing(machine_id, self.root)
             for source in sources:
                 src = Path(source)
                 if src.is_dir():
@@ -728,6 +739,17 @@ class Store:
                                     f"{r.started_at or '?'}): {_differences(held, r)} "
                                     "differ; the stored one is kept"
                                 )
+                            continue
+                        if r.machine_id and r.machine_id == own:
+                            # this machine's runs are stored here by `run`; a record of
+                            # another file claiming its id would speak for its measurement
+                            result.conflicts += 1
+                            result.warnings.append(
+                                f"{path}:{number}: claims this machine's id ({own}, "
+                                f"{r.key.id} started {r.started_at or '?'}) but this machine "
+                                "stored no such run; a merge adds other machines' records: "
+                                "kept out"
+                            )
                             continue
                         r = dataclasses.replace(r, imported_from=r.imported_from or path.name)
                         stored[ident] = r
