@@ -1,5 +1,5 @@
-"""Issue 58, reliability round five: each test replays one attack of the round on a copy of
-the small test project (tests/resources/reliability, six standing in for torch, plus a
+"""Untrusted inputs: each test replays one attack (paths, patterns, sizes, text, special files,
+big integers, nightly and merge trust) on a copy of the small test project (tests/resources/reliability, six standing in for torch, plus a
 deadends.dev record kept beside an entry made by `new`) through the real CLI, and asserts the
 refusal (a named error, exit 2, nothing changed) or the bound. docs/reliability.md lists them."""
 
