@@ -858,6 +858,43 @@ def _q(value: Any) -> str:
     return json.dumps(str(value), ensure_ascii=False)
 
 
+def _claim_variant_yaml(c: Claimed) -> list[str]:
+    """One claim's variant in entry.yaml: its name, kind, claim, the TODOs its words call
+    for, its description and the version advice read from it."""
+    out = [f"  - name: {c.name}", f"    kind: {c.kind}"]
+    claim = f"{{ref: {_q(c.ref)}" + (f", rate: {_q(c.rate)}" if c.rate is not None else "")
+    if c.meaning_kind is not None:
+        claim += f", kind: {c.meaning_kind}"
+    if c.condition is not None:
+        claim += f", condition: {_q(c.condition)}"
+    out.append(f"    claim: {claim}}}")
+    if c.meaning_kind not in (None, "raises", "fix"):
+        out.append(
+            f"    # {TODO}: the document's words read as {c.meaning_kind}: measure it "
+            "(fails_as: {..., measures: ...}; a diagnostic: claim.detects) or say why "
+            "these runs cannot (claim.unmeasured)"
+        )
+    if c.condition is not None:
+        out.append(
+            f"    # {TODO}: where the variant meets its condition, say how (claim.within); "
+            "outside it the claim is not judged"
+        )
+    out.append(f"    description: {_q(c.text)}")
+    if c.requires:
+        out.append(
+            "    # version advice, read from its words: the variant runs where pip would "
+            "put it after following it"
+        )
+        out.append(f"    requires: [{', '.join(_q(r) for r in c.requires)}]")
+    if c.kind == "dead_end":
+        out += [
+            f"    # {TODO}: how it fails, if not with the documented error: signature or fails_as",
+            "    # (another error: signature: {type, message}; silently: fails_as: {outcome:",
+            "    # wrong_result, postconditions: [...]}); else only the documented error counts",
+        ]
+    return out
+
+
 def render_entry_yaml(s: Scaffold, entry_id: str) -> str:
     out = [
         f"# scaffolded by `python -m harness new` from a {s.format} document; see",
@@ -904,37 +941,7 @@ def render_entry_yaml(s: Scaffold, entry_id: str) -> str:
         f"    description: {_q(TODO + ': the smallest program that raises the documented error')}",
     ]
     for c in s.claims:
-        out += [f"  - name: {c.name}", f"    kind: {c.kind}"]
-        claim = f"{{ref: {_q(c.ref)}" + (f", rate: {_q(c.rate)}" if c.rate is not None else "")
-        if c.meaning_kind is not None:
-            claim += f", kind: {c.meaning_kind}"
-        if c.condition is not None:
-            claim += f", condition: {_q(c.condition)}"
-        out.append(f"    claim: {claim}}}")
-        if c.meaning_kind not in (None, "raises", "fix"):
-            out.append(
-                f"    # {TODO}: the document's words read as {c.meaning_kind}: measure it "
-                "(fails_as: {..., measures: ...}; a diagnostic: claim.detects) or say why "
-                "these runs cannot (claim.unmeasured)"
-            )
-        if c.condition is not None:
-            out.append(
-                f"    # {TODO}: where the variant meets its condition, say how (claim.within); "
-                "outside it the claim is not judged"
-            )
-        out.append(f"    description: {_q(c.text)}")
-        if c.requires:
-            out.append(
-                "    # version advice, read from its words: the variant runs where pip would "
-                "put it after following it"
-            )
-            out.append(f"    requires: [{', '.join(_q(r) for r in c.requires)}]")
-        if c.kind == "dead_end":
-            out += [
-                f"    # {TODO}: how it fails, if not with the documented error: signature or fails_as",
-                "    # (another error: signature: {type, message}; silently: fails_as: {outcome:",
-                "    # wrong_result, postconditions: [...]}); else only the documented error counts",
-            ]
+        out += _claim_variant_yaml(c)
     out += [
         "  - name: control",
         "    kind: control",

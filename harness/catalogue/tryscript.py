@@ -54,7 +54,8 @@ __all__ = [
     "classify",
     "mask",
     "parse_traceback",
-    "run_try",
+    "measure",
+    "summary",
     "select_environments",
 ]
 
@@ -362,6 +363,7 @@ class Trial:
     rows: list[Row] = field(default_factory=list)
     built: list[str] = field(default_factory=list)
     runs: int = 0
+    started: float = 0.0  # time.monotonic() when measure began
 
     def say(self, text: str) -> None:
         self.console.print(text, markup=False)
@@ -580,7 +582,10 @@ def _short_how(row: Row) -> str:
     return f"run {row.seconds:.0f} s" if row.how.startswith("run") else row.how
 
 
-def run_try(request: TryRequest, cfg: Config, console: Console) -> int:
+def measure(request: TryRequest, cfg: Config, console: Console) -> Trial:
+    """The script run (or read from the store) in each selected environment, and the
+    table printed; what the request asks next (--bisect, --save-as) is the caller's
+    (harness/cli/trycmd.py: trybisect and trysave read this module, not the other way)."""
     from harness.spec.matrix import load_matrix
 
     if request.torch:
@@ -613,7 +618,7 @@ def run_try(request: TryRequest, cfg: Config, console: Console) -> int:
         + ("" if uses else " (the script imports no lightning: one per torch release)")
         + f"; runs stored in {trial.store.path}"
     )
-    started = time.monotonic()
+    trial.started = time.monotonic()
     plan_builds(trial, envs)
     for env in envs:
         row = trial.observe(env)
@@ -621,19 +626,15 @@ def run_try(request: TryRequest, cfg: Config, console: Console) -> int:
         trial.say(f"  torch {env.torch} lightning {env.lightning}: {row.seen.outcome} [{row.how}]")
     wide = Console(file=console.file, width=max(console.width, 150), highlight=False)
     wide.print(table(trial, trial.rows))
-    if request.bisect:
-        from harness.catalogue.trybisect import bisect_rows
+    return trial
 
-        bisect_rows(trial)
-    if request.save_as:
-        from harness.catalogue.trysave import save_as
 
-        save_as(trial)
-    trial.say(
+def summary(trial: Trial) -> str:
+    """The last line: runs, rows, environments built, time since ``measure`` began."""
+    return (
         f"{trial.runs} run(s), {len(trial.rows)} row(s); environments built: "
-        f"{', '.join(trial.built) or 'none'}; {time.monotonic() - started:.0f} s"
+        f"{', '.join(trial.built) or 'none'}; {time.monotonic() - trial.started:.0f} s"
     )
-    return 0
 
 
 def plan_builds(trial: Trial, envs: Sequence[Environment]) -> None:

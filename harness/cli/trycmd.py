@@ -85,7 +85,9 @@ class TryCommand(Command):
 
     @staticmethod
     def run(args: argparse.Namespace, repo: Path, console: Console) -> int:
-        from harness.catalogue.tryscript import TryRequest, run_try
+        from harness.catalogue.trybisect import bisect_rows
+        from harness.catalogue.trysave import save_as
+        from harness.catalogue.tryscript import TryRequest, measure, summary
 
         request = TryRequest(
             script=args.script,
@@ -107,4 +109,10 @@ class TryCommand(Command):
         cfg.envs_root = args.envs_dir
         cfg.timeout_s = args.timeout
         cfg.memory_limit_mb = args.memory_limit_mb
-        return run_try(request, cfg, console)
+        trial = measure(request, cfg, console)
+        if request.bisect:
+            bisect_rows(trial)
+        if request.save_as:
+            save_as(trial)
+        trial.say(summary(trial))
+        return 0

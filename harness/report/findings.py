@@ -107,8 +107,9 @@ def render_findings(
     return "\n".join(
         [
             f"Written by `python -m harness report` from the records: {compat.get('records', 0):,} "
-            f"runs, {f'{cuda:,} of them' if cuda else 'none'} on CUDA. A row per seed entry and "
-            "per knowledge-base domain; each links its page, "
+            f"runs, {f'{cuda:,} of them' if cuda else 'none'} on CUDA. A row per entry "
+            "outside a domain (a seed or an entry written here) and per knowledge-base domain; "
+            "each links its page, "
             "[docs/findings.md](docs/findings.md) tells what the figures mean. Claims are "
             "counted where their entry was measured; a message is *invented* where no run "
             "raised it (other-error, not-raised).",
