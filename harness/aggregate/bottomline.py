@@ -427,8 +427,27 @@ def bottom_line(entry: Entry | None, agg: EntryAggregate) -> tuple[str, ...]:
         devices = _devices(agg, baselines)
         if devices and not devices.startswith("no setup"):
             out.append(devices[0].upper() + devices[1:] + ".")
-    out += [_works(agg, rates), _avoid(agg, rates), _not_measured(agg, verdicts), _weak(verdicts)]
+    advice = [_works(agg, rates), _avoid(agg, rates)]
+    if message is not None and _stood_in(message):
+        # what was measured where only a stand-in for the error could run (a CPU twin of a
+        # CUDA error) speaks for the stand-in, and is said so
+        advice = [_on_stand_ins(s) for s in advice if s]
+    out += [*advice, _not_measured(agg, verdicts), _weak(verdicts)]
     return tuple(s for s in out if s)
+
+
+def _stood_in(message: Verdict) -> bool:
+    return message.verdict == NOT_MEASURABLE and any(
+        w in message.why for w in ("declares instead", "waiting for a CUDA run")
+    )
+
+
+def _on_stand_ins(sentence: str) -> str:
+    """A sentence on fixes measured only where a stand-in ran: said as such."""
+    head, _, rest = sentence.partition(": ")
+    if not rest:
+        return f"On the stand-in runs only (the error itself was never raised): {sentence}"
+    return f"{head}, on the stand-in runs only (the error itself was never raised): {rest}"
 
 
 def where_it_occurs(agg: EntryAggregate) -> str:

@@ -103,3 +103,13 @@ def test_plain_cuts_at_a_word():
     assert plain("a  b\n c") == "a b c"
     cut = plain("word " * 40, limit=22)
     assert cut == "word word word word…"
+
+
+def test_fixes_measured_only_on_a_stand_in_say_so(aggs):
+    """A CPU twin never speaks for a CUDA claim: what worked where only a stand-in for the
+    CUDA error ran is said to be the stand-in's."""
+    lines = aggs["deadends/cuda/device-side-assert/cuda12-a100"].bottom_line
+    works = next(s for s in lines if s.startswith("What works"))
+    assert works.startswith("What works, on the stand-in runs only (the error itself was never")
+    # an entry whose error itself was raised says nothing of stand-ins
+    assert not any("stand-in" in s for s in aggs[CHECKPOINT].bottom_line)
