@@ -96,6 +96,20 @@ def under(folder: str | os.PathLike[str], rel: str) -> Path:
     return target
 
 
+def _not_a_link(target: Path, what: str) -> os.stat_result | None:
+    """``target``'s own status (None where it does not exist); a link, or a status that
+    cannot be read, raises OutsideProject naming it."""
+    try:
+        info = os.lstat(target)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise OutsideProject(target, f"cannot be read: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise OutsideProject(target, f"{_link_text(target)}; name the {what} itself")
+    return info
+
+
 def check_output_folder(
     folder: str | os.PathLike[str],
     project: str | os.PathLike[str],
@@ -108,14 +122,7 @@ def check_output_folder(
     folders except the ``allowed`` ones (relative to the project); a folder there must be
     writable. Raises OutsideProject saying what to do instead."""
     target = Path(folder)
-    try:
-        info: os.stat_result | None = os.lstat(target)
-    except (FileNotFoundError, NotADirectoryError):
-        info = None
-    except OSError as exc:
-        raise OutsideProject(target, f"cannot be read: {exc.strerror or exc}") from None
-    if info is not None and stat.S_ISLNK(info.st_mode):
-        raise OutsideProject(target, f"{_link_text(target)}; name the folder itself")
+    info = _not_a_link(target, "folder")
     if info is not None and not stat.S_ISDIR(info.st_mode):
         raise OutsideProject(target, "is not a folder; name a folder (it is made if missing)")
     at = target.parent
@@ -205,14 +212,7 @@ def check_output(
     project's ``protected`` folders (its records, reports and entries); an existing file
     only with ``force``. Raises OutsideProject saying what to do instead."""
     target = Path(path)
-    try:
-        info: os.stat_result | None = os.lstat(target)
-    except (FileNotFoundError, NotADirectoryError):
-        info = None
-    except OSError as exc:
-        raise OutsideProject(target, f"cannot be read: {exc.strerror or exc}") from None
-    if info is not None and stat.S_ISLNK(info.st_mode):
-        raise OutsideProject(target, f"{_link_text(target)}; name the file itself")
+    info = _not_a_link(target, "file")
     if info is not None and stat.S_ISDIR(info.st_mode):
         raise OutsideProject(target, "is a folder; name a file in it")
     parent = target.parent
