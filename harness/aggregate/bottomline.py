@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from harness.aggregate.model import (
     CONFIRMED,
@@ -36,6 +36,7 @@ from harness.aggregate.model import (
     VariantAggregate,
     Verdict,
 )
+from harness.aggregate.verdicts import _release_states, _span
 from harness.spec.entries import Entry
 
 __all__ = [
@@ -43,7 +44,6 @@ __all__ = [
     "bottom_line",
     "devices_measured",
     "plain",
-    "release_span",
     "where_it_occurs",
 ]
 
@@ -75,35 +75,18 @@ def _setups(k: int, n: int) -> str:
     return f"in {k} of the {n} setups tried"
 
 
-def _version(text: str) -> Version | None:
-    try:
-        return Version(text.split("+", 1)[0])
-    except InvalidVersion:
-        return None
-
-
-def release_span(releases: Sequence[Version]) -> str:
-    """'2.6.0–2.15.0', or the one release."""
-    if not releases:
-        return ""
-    return str(releases[0]) if len(releases) == 1 else f"{releases[0]}–{releases[-1]}"
-
-
 def _per_package(
     agg: EntryAggregate, variants: Sequence[VariantAggregate], package: str
 ) -> dict[Version, list[int]]:
-    """release of ``package`` -> [setups that raised the error, setups tried]."""
-    of = {e.id: _version(getattr(e, package)) for e in agg.envs}
-    out: dict[Version, list[int]] = {}
+    """release of ``package`` -> [setups that raised the error, setups tried]: the
+    variants' environments added up, as the version rows add them (``_release_states``)."""
+    counts: dict[str, list[int]] = {}
     for v in variants:
         for env, k, n, *_rest in v.by_env:
-            release = of.get(env)
-            if release is None or not n:
-                continue
-            slot = out.setdefault(release, [0, 0])
+            slot = counts.setdefault(env, [0, 0])
             slot[0] += k
             slot[1] += n
-    return dict(sorted(out.items()))
+    return _release_states(package, agg.envs, counts)
 
 
 def _releases(agg: EntryAggregate, baselines: Sequence[VariantAggregate]) -> str:
@@ -112,7 +95,7 @@ def _releases(agg: EntryAggregate, baselines: Sequence[VariantAggregate]) -> str
     torch = _per_package(agg, baselines, "torch")
     if torch and all(k for k, _ in torch.values()):
         n = len(torch)
-        return f"on every torch release tried ({release_span(list(torch))}, {n} release{'s' if n > 1 else ''})"
+        return f"on every torch release tried ({_span(list(torch))}, {n} release{'s' if n > 1 else ''})"
     for package in ("torch", "lightning"):
         per = _per_package(agg, baselines, package)
         if not per or any(0 < k < n for k, n in per.values()):
@@ -126,7 +109,7 @@ def _releases(agg: EntryAggregate, baselines: Sequence[VariantAggregate]) -> str
         quiet = [r for r, s in zip(order, states, strict=True) if not s]
         below, at = order[changes[0] - 1], order[changes[0]]
         return (
-            f"on {package} {release_span(shows)} and not on {release_span(quiet)}: it "
+            f"on {package} {_span(shows)} and not on {_span(quiet)}: it "
             f"{'appears' if states[-1] else 'stops'} between {package} {below} and {at}"
         )
     shows = [r for r, (k, _) in torch.items() if k]
@@ -146,11 +129,7 @@ _DEVICE_WORDS = {"cpu": "CPU", "cuda": "CUDA", "mps": "MPS"}
 
 def _devices(agg: EntryAggregate, baselines: Sequence[VariantAggregate]) -> str:
     """The devices the error was measured on, and those it was not, with why."""
-    ran: dict[str, bool] = {}
-    for v in baselines:
-        for slice_name, rate in v.by_slice:
-            device = slice_name.split("-", 1)[0]
-            ran[device] = ran.get(device, False) or rate.n > 0
+    ran = _ran_on(baselines)
     measured = [_DEVICE_WORDS.get(d, d) for d, yes in ran.items() if yes]
     missing = [d for d, yes in ran.items() if not yes]
     if not measured:
@@ -161,6 +140,16 @@ def _devices(agg: EntryAggregate, baselines: Sequence[VariantAggregate]) -> str:
     for device in missing:
         text += f", not on {_DEVICE_WORDS.get(device, device)} ({_why_not(baselines, device)})"
     return text
+
+
+def _ran_on(variants: Sequence[VariantAggregate]) -> dict[str, bool]:
+    """device -> whether some run of ``variants`` counted there, devices in slice order."""
+    ran: dict[str, bool] = {}
+    for v in variants:
+        for slice_name, rate in v.by_slice:
+            device = slice_name.split("-", 1)[0]
+            ran[device] = ran.get(device, False) or rate.n > 0
+    return ran
 
 
 def _why_not(variants: Sequence[VariantAggregate], device: str) -> str:
@@ -458,11 +447,7 @@ def where_it_occurs(agg: EntryAggregate) -> str:
 
 def devices_measured(agg: EntryAggregate) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(devices some run of the entry counted on, devices none did), as readers write them."""
-    ran: dict[str, bool] = {}
-    for v in agg.variants:
-        for slice_name, rate in v.by_slice:
-            device = slice_name.split("-", 1)[0]
-            ran[device] = ran.get(device, False) or rate.n > 0
+    ran = _ran_on(agg.variants)
     return (
         tuple(_DEVICE_WORDS.get(d, d) for d, yes in ran.items() if yes),
         tuple(_DEVICE_WORDS.get(d, d) for d, yes in ran.items() if not yes),

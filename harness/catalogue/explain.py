@@ -42,6 +42,7 @@ from harness.aggregate import (
     aggregate_table,
     read_rate,
 )
+from harness.aggregate.bottomline import devices_measured, plain, where_it_occurs
 from harness.domain import parse_version, pattern_text
 
 # a signature is searched in at most the first MATCH_CHARS of a message (the paste's own
@@ -179,7 +180,7 @@ def parse_error(text: str) -> tuple[Raised, ...]:
         ]
         errors = [(j, m) for j, m in loose if not m["type"].endswith("Warning")] or loose
         if errors:
-            j, m = errors[-1] if len(errors) > 1 and _is_log(lines, errors) else errors[0]
+            j, m = errors[-1] if len(errors) > 1 and _is_log(errors) else errors[0]
             found.append(Raised(m["type"], _message_lines(lines, j, m["msg"] or "")))
     if not found:
         message = " ".join(cleaned.split())
@@ -196,8 +197,8 @@ def _first_exception(line: str) -> re.Match[str] | None:
     return _LOOSE.match(line)
 
 
-def _is_log(lines: Sequence[str], errors: Sequence[tuple[int, Any]]) -> bool:
-    """Whether the error lines are a log's (the same type repeated, or log prefixes), where
+def _is_log(errors: Sequence[tuple[int, Any]]) -> bool:
+    """Whether the error lines are a log's (one type, repeated), where
     the last one is what stopped the program."""
     return len({m["type"] for _, m in errors}) == 1
 
@@ -1010,17 +1011,9 @@ def _said(kind: str, m: Match, whole: EntryAggregate, message: Verdict | None) -
     return f"Not this entry's error: it looks like “{title}”, but is not ({m.score:.0%} alike)."
 
 
-def plain(text: str, limit: int) -> str:
-    from harness.aggregate.bottomline import plain as _plain
-
-    return _plain(text, limit)
-
-
 def _devices_said(whole: EntryAggregate, text: str, occurs: str) -> str:
     """On which devices the answer was measured (where ``occurs`` has not said it), and that
     a CUDA paste answered from CPU runs is a CPU answer."""
-    from harness.aggregate.bottomline import devices_measured
-
     ran, missing = devices_measured(whole)
     said = ""
     if not occurs:
@@ -1035,8 +1028,6 @@ def _devices_said(whole: EntryAggregate, text: str, occurs: str) -> str:
 
 
 def _occurs(kind: str, m: Match, whole: EntryAggregate) -> str:
-    from harness.aggregate.bottomline import where_it_occurs
-
     if kind in (DOCUMENTED, SITUATION) and (said := where_it_occurs(whole)):
         return said
     if kind == SITUATION and m.releases:
